@@ -1,0 +1,55 @@
+# Troupe — the two commands a fresh machine needs: `make demo` and `make test`.
+# Everything else here is a helper they call.
+
+GO        ?= go
+CACHE     ?= $(CURDIR)/.cache
+NPM_DIR   := $(CACHE)/npm
+CODEX_VER := 0.169.0
+CODEX_BIN := $(NPM_DIR)/node_modules/.bin/codex
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+
+.PHONY: demo test build unit clients fuzz bench-go vet clean
+
+## demo: run the gateway in front of the built-in mock fleet (Ctrl-C to stop)
+demo: build
+	./bin/troupe demo $(ARGS)
+
+## build: compile bin/troupe
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
+
+## test: everything — vet, unit and end-to-end tests (race detector), real clients, short fuzz runs
+test: vet clients
+	TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz FUZZTIME=10s
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+## clients: install the pinned real clients the end-to-end tests drive (npm, into .cache/)
+clients: $(CODEX_BIN)
+
+$(CODEX_BIN):
+	@command -v npm >/dev/null || { echo "npm is required for the real-client tests: apt-get install -y nodejs npm"; exit 1; }
+	mkdir -p $(NPM_DIR)
+	npm install --no-audit --no-fund --prefix $(NPM_DIR) @openai/codex@$(CODEX_VER)
+
+## unit: Go tests only, no real clients
+unit:
+	$(GO) test -race -count=1 ./...
+
+FUZZTIME ?= 30s
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME) ./translate/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./translate/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
+
+## bench-go: the Go micro-benchmarks quoted in docs/benchmarks.md
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./actors/ ./translate/ ./gateway/ ./storage/... ./upstream/
+
+clean:
+	rm -rf bin $(CACHE)

@@ -1,0 +1,242 @@
+package actors
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+var endpoints = [...]upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages}
+
+func supports(p storage.Provider, e upstream.Endpoint) bool { return upstream.Supports(p, e) }
+
+// Backoff bounds for transient and rate failures: 30 s doubling to 10 min.
+const (
+	backoffBase = 30 * time.Second
+	backoffMax  = 10 * time.Minute
+	ewmaAlpha   = 0.1
+)
+
+// accountConfig is what an account actor starts with.
+type accountConfig struct {
+	account   storage.Account
+	transport upstream.Transport
+	scheduler *actor.PID
+	snapshot  *atomic.Pointer[View] // shared with readers (admin, metrics); written only by the actor
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// account is the actor that owns one upstream account: its in-flight count
+// and limit, cooldown and health. It is the only place a lease is granted, so
+// the limit holds however stale the scheduler's view is.
+type account struct {
+	cfg       accountConfig
+	view      View
+	transport upstream.Transport
+	leases    map[uint64]time.Time // outstanding lease id → grant time
+	nextLease uint64
+	backoff   int    // consecutive backoff steps for transient/rate failures
+	coolGen   uint64 // generation of the pending cooldown timer
+	coolTimer *time.Timer
+	self      *actor.PID
+	engine    *actor.Engine
+}
+
+func newAccount(cfg accountConfig) actor.Producer {
+	return func() actor.Receiver {
+		a := &account{cfg: cfg, transport: cfg.transport, leases: make(map[uint64]time.Time)}
+		a.configure(cfg.account)
+		a.view.EWMASuccess = 1
+		return a
+	}
+}
+
+func (a *account) configure(acc storage.Account) {
+	a.cfg.account = acc
+	v := &a.view
+	v.ID, v.Name, v.Provider, v.Group, v.Priority = acc.ID, acc.Name, acc.Provider, acc.Group, acc.Priority
+	v.Models = append([]string(nil), acc.Models...)
+	v.Tags = append([]string(nil), acc.Tags...)
+	v.MaxInFlight = max(acc.MaxConcurrency, 1)
+	v.ConfigGen++
+	switch {
+	case acc.Disabled:
+		v.Status = StatusDisabled
+	case v.Status == StatusDisabled:
+		v.Status = StatusActive
+	}
+}
+
+// Receive handles account messages.
+func (a *account) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		a.self, a.engine = c.PID(), c.Engine()
+		a.publish(c)
+	case actor.Stopped:
+		if a.coolTimer != nil {
+			a.coolTimer.Stop()
+		}
+	case accountGrant:
+		a.grant(c, m.req)
+	case accountRelease:
+		a.release(c, m.leaseID, m.outcome)
+	case accountUpdate:
+		a.configure(m.account)
+		if m.transport != nil {
+			a.transport = m.transport
+		}
+		a.publish(c)
+	case accountCooldownEnd:
+		if m.gen == a.coolGen && a.view.Status == StatusCooling {
+			a.view.Status = StatusActive
+			a.view.CooldownUntil = time.Time{}
+			a.view.CooldownReason = ""
+			a.publish(c)
+		}
+	}
+}
+
+func (a *account) grant(c *actor.Context, req *acquireState) {
+	now := a.cfg.now()
+	if a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil) {
+		a.view.Status = StatusActive
+		a.view.CooldownUntil = time.Time{}
+		a.view.CooldownReason = ""
+	}
+	if !a.view.Available(now) {
+		a.view.Version++
+		c.Send(a.cfg.scheduler, schedRefused{req: req, view: a.view})
+		return
+	}
+	if !req.state.CompareAndSwap(acqPending, acqGranted) {
+		// The caller gave up; nothing was granted. Tell the scheduler the real
+		// state so its optimistic count is corrected.
+		a.publish(c)
+		return
+	}
+	a.nextLease++
+	id := a.nextLease
+	a.leases[id] = now
+	a.view.InFlight++
+	a.view.Requests++
+	req.reply <- acquireReply{lease: &Lease{
+		ID:        id,
+		AccountID: a.view.ID,
+		Name:      a.view.Name,
+		Provider:  a.view.Provider,
+		Transport: a.transport,
+		Granted:   now,
+		pid:       a.self,
+	}}
+	a.publish(c)
+}
+
+func (a *account) release(c *actor.Context, id uint64, out Outcome) {
+	if _, ok := a.leases[id]; !ok {
+		return // unknown or already released
+	}
+	delete(a.leases, id)
+	a.view.InFlight--
+	a.observe(out)
+	a.publish(c)
+}
+
+// observe folds an outcome into the account's health and cooldown state.
+func (a *account) observe(out Outcome) {
+	v := &a.view
+	now := a.cfg.now()
+	cl := out.Verdict.Class
+	switch {
+	case cl == upstream.ClassNone:
+		v.Successes++
+		v.SuccessStreak++
+		v.FailureStreak = 0
+		a.backoff = 0
+		v.EWMASuccess += ewmaAlpha * (1 - v.EWMASuccess)
+		v.EWMALatency = ewmaDur(v.EWMALatency, out.Latency)
+		if out.TTFT > 0 {
+			v.EWMATTFT = ewmaDur(v.EWMATTFT, out.TTFT)
+		}
+	case cl.AccountFault():
+		v.Failures++
+		v.FailureStreak++
+		v.SuccessStreak = 0
+		v.LastFailure[cl] = now
+		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
+		a.penalize(cl, out.Verdict.RetryAfter, now)
+	}
+	// ClassRequest and ClassCanceled say nothing about the account.
+}
+
+// penalize applies the failure class's effect on the account (DESIGN.md, failure classes).
+func (a *account) penalize(cl upstream.Class, hint time.Duration, now time.Time) {
+	switch cl {
+	case upstream.ClassBanned:
+		a.view.Status = StatusBanned
+		return
+	case upstream.ClassAuth:
+		// Credential refresh arrives with the Codex lifecycle; until then a 401
+		// takes the account out until the operator fixes it.
+		a.view.Status = StatusUnauthorized
+		return
+	case upstream.ClassQuota:
+		d := hint
+		if d <= 0 {
+			d = time.Hour
+		}
+		a.coolDown(cl, d, now)
+	case upstream.ClassRate, upstream.ClassTransient:
+		d := backoffBase << min(a.backoff, 5)
+		d = min(d, backoffMax)
+		a.backoff++
+		if hint > d {
+			d = hint // Retry-After never shortens a longer backoff, and may lengthen it
+		}
+		if cl == upstream.ClassTransient && a.view.FailureStreak < 3 {
+			return // isolated transient failures only cost health, not a rest
+		}
+		a.coolDown(cl, d, now)
+	}
+}
+
+func (a *account) coolDown(cl upstream.Class, d time.Duration, now time.Time) {
+	until := now.Add(d)
+	if a.view.Status == StatusCooling && a.view.CooldownUntil.After(until) {
+		return
+	}
+	if a.view.Status != StatusActive && a.view.Status != StatusCooling {
+		return
+	}
+	a.view.Status = StatusCooling
+	a.view.CooldownUntil = until
+	a.view.CooldownReason = cl.String()
+	a.coolGen++
+	gen, pid, eng := a.coolGen, a.self, a.engine
+	if a.coolTimer != nil {
+		a.coolTimer.Stop()
+	}
+	a.coolTimer = time.AfterFunc(d, func() { eng.Send(pid, accountCooldownEnd{gen: gen}) })
+}
+
+func ewmaDur(old, x time.Duration) time.Duration {
+	if old == 0 {
+		return x
+	}
+	return old + time.Duration(ewmaAlpha*float64(x-old))
+}
+
+// publish bumps the version and hands the new view to the scheduler and readers.
+func (a *account) publish(c *actor.Context) {
+	a.view.Version++
+	v := a.view
+	if a.cfg.snapshot != nil {
+		a.cfg.snapshot.Store(&v)
+	}
+	c.Send(a.cfg.scheduler, schedView{view: v, pid: a.self})
+}

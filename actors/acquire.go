@@ -1,0 +1,87 @@
+package actors
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// Acquire errors. The gateway maps them to client-protocol errors.
+var (
+	// ErrNoAccount means no account in the pool serves the request at all
+	// (unknown model, or no provider speaking the endpoint).
+	ErrNoAccount = errors.New("actors: no account serves this request")
+	// ErrUnavailable means accounts exist but none can take the request now
+	// (all cooling, disabled or tried); RetryAfter says when one may return.
+	ErrUnavailable = errors.New("actors: no account available")
+	// ErrBusy means every candidate stayed at its concurrency limit for the
+	// whole wait, or the wait queue was full.
+	ErrBusy = errors.New("actors: all accounts busy")
+)
+
+// AcquireError carries an acquire failure and a Retry-After hint.
+type AcquireError struct {
+	Err        error         // ErrNoAccount, ErrUnavailable or ErrBusy
+	RetryAfter time.Duration // hint for the client; 0 when unknown
+}
+
+func (e *AcquireError) Error() string { return e.Err.Error() }
+func (e *AcquireError) Unwrap() error { return e.Err }
+
+// AcquireRequest carries the routing attributes of one client request.
+type AcquireRequest struct {
+	Endpoint upstream.Endpoint // protocol the client speaks; only accounts speaking it natively are candidates
+	Model    string            // requested model
+	Group    string            // routing group of the API key ("" = default group)
+	Exclude  []string          // account IDs already tried for this request
+	MaxWait  time.Duration     // how long to wait for capacity when all candidates are busy (0 = no wait)
+}
+
+// acquire states: a request is pending until exactly one party moves it on.
+const (
+	acqPending int32 = iota
+	acqGranted
+	acqAbandoned
+	acqFailed
+)
+
+// acquireState is one in-progress acquire, shared by the caller, the scheduler
+// and at most one account actor. The state word decides races: an account
+// grants only if it moves pending→granted; the caller gives up only if it moves
+// pending→abandoned, so a lease is never granted to nobody.
+type acquireState struct {
+	AcquireRequest
+	key      routeKey
+	state    atomic.Int32
+	reply    chan acquireReply // buffered 1; receives exactly one reply once state leaves pending
+	deadline time.Time         // zero: do not wait
+	tries    int               // grants attempted by the scheduler (bounded)
+	enqueued time.Time
+}
+
+type acquireReply struct {
+	lease *Lease
+	err   *AcquireError
+}
+
+func (r *acquireState) excluded(id string) bool {
+	for _, x := range r.Exclude {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// fail moves a pending request to failed and delivers err; it reports whether it did.
+func (r *acquireState) fail(err *AcquireError) bool {
+	if !r.state.CompareAndSwap(acqPending, acqFailed) {
+		return false
+	}
+	r.reply <- acquireReply{err: err}
+	return true
+}
+
+func (r *acquireState) abandoned() bool { return r.state.Load() == acqAbandoned }

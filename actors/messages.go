@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// Messages are small structs handled in each actor's Receive type switch.
+// They are grouped here by actor family; none of them is exported because
+// callers use the System methods, which build them.
+
+// --- pool supervisor ---------------------------------------------------------
+
+// poolPut adds an account or replaces its configuration.
+type poolPut struct{ account storage.Account }
+
+// poolRemove stops the account's actor and drops it from the scheduler.
+type poolRemove struct{ id string }
+
+// poolStopAll stops every account actor; done is closed when they have stopped.
+type poolStopAll struct{ done chan struct{} }
+
+// --- account -----------------------------------------------------------------
+
+// accountGrant asks the account to grant a lease for the waiting request.
+// Sent by the scheduler; the account answers the request directly, or sends
+// schedRefused back when it cannot (the scheduler's view was stale).
+type accountGrant struct{ req *acquireState }
+
+// accountRelease ends a lease with its outcome.
+type accountRelease struct {
+	leaseID uint64
+	outcome Outcome
+}
+
+// accountUpdate replaces the account's configuration (credentials, limits, models).
+type accountUpdate struct {
+	account   storage.Account
+	transport upstream.Transport
+}
+
+// accountCooldownEnd is the account's own timer: the cooldown of generation gen is over.
+type accountCooldownEnd struct{ gen uint64 }
+
+// --- scheduler ---------------------------------------------------------------
+
+// schedAcquire asks for a lease for one request.
+type schedAcquire struct{ req *acquireState }
+
+// schedView is an account's state after a change; it supersedes older views.
+type schedView struct {
+	view View
+	pid  *actor.PID
+}
+
+// schedRefused returns a request the account could not serve, with its current view.
+type schedRefused struct {
+	req  *acquireState
+	view View
+}
+
+// schedRemove drops an account from the index.
+type schedRemove struct{ id string }
+
+// schedSweep is the scheduler's timer: drop abandoned or expired waiters.
+type schedSweep struct{}
+
+// schedStats asks for the scheduler's counters; the reply goes to the channel.
+type schedStats struct{ reply chan SchedulerStats }
+
+// --- usage recorder -----------------------------------------------------------
+
+// usageRecord adds one record to the current batch.
+type usageRecord struct{ rec storage.UsageRecord }
+
+// usageTick is the recorder's timer: flush the batch if it is old enough.
+type usageTick struct{}
+
+// usageFlush flushes now; done is closed once everything accepted so far is written.
+type usageFlush struct{ done chan struct{} }
+
+// usageWritten is the writer's report for one batch.
+type usageWritten struct {
+	n   int
+	err error
+	at  time.Time
+}

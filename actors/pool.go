@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// TransportFactory builds an account's provider transport.
+type TransportFactory func(storage.Account) (upstream.Transport, error)
+
+// poolConfig configures the pool supervisor.
+type poolConfig struct {
+	scheduler *actor.PID
+	transport TransportFactory
+	snapshots *sync.Map // account ID → *atomic.Pointer[View]; shared with System readers
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// pool is the supervisor actor that owns the set of account actors: it spawns
+// them as children, applies configuration changes and stops removed ones.
+type pool struct {
+	cfg      poolConfig
+	children map[string]*actor.PID
+}
+
+func newPool(cfg poolConfig) actor.Producer {
+	return func() actor.Receiver {
+		return &pool{cfg: cfg, children: make(map[string]*actor.PID)}
+	}
+}
+
+// Receive handles pool messages.
+func (p *pool) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case poolPut:
+		p.put(c, m.account)
+	case poolRemove:
+		if pid, ok := p.children[m.id]; ok {
+			delete(p.children, m.id)
+			c.Engine().Poison(pid)
+			p.cfg.snapshots.Delete(m.id)
+			c.Send(p.cfg.scheduler, schedRemove{id: m.id})
+		}
+	case poolStopAll:
+		var wg sync.WaitGroup
+		for id, pid := range p.children {
+			ctx := c.Engine().Poison(pid)
+			wg.Go(func() { <-ctx.Done() })
+			delete(p.children, id)
+		}
+		go func() { wg.Wait(); close(m.done) }()
+	}
+}
+
+func (p *pool) put(c *actor.Context, acc storage.Account) {
+	tr, err := p.cfg.transport(acc)
+	if err != nil {
+		// An account whose transport cannot be built (bad base URL, missing
+		// credentials) joins the pool disabled, so operators see it.
+		p.cfg.log.Warn("account transport", "account", acc.Name, "err", err)
+		acc.Disabled = true
+	}
+	if pid, ok := p.children[acc.ID]; ok {
+		c.Send(pid, accountUpdate{account: acc, transport: tr})
+		return
+	}
+	snap := new(atomic.Pointer[View])
+	p.cfg.snapshots.Store(acc.ID, snap)
+	pid := c.SpawnChild(newAccount(accountConfig{
+		account:   acc,
+		transport: tr,
+		scheduler: p.cfg.scheduler,
+		snapshot:  snap,
+		log:       p.cfg.log,
+		now:       p.cfg.now,
+	}), "account", actor.WithID(acc.ID), actor.WithInboxSize(64))
+	p.children[acc.ID] = pid
+}

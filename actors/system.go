@@ -1,0 +1,243 @@
+// Package actors holds Troupe's actors: the pool supervisor, one account actor
+// per upstream account, the scheduler that picks accounts, and the usage
+// recorder. System is the Go API the gateway uses; it builds the messages.
+//
+// See actors/README.md for the design: who owns what, the acquire protocol,
+// and why a lease can never be granted past an account's limit.
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// Config configures a System. Zero values take the documented defaults.
+type Config struct {
+	Store         storage.Usage    // where usage records go; required
+	Transport     TransportFactory // builds each account's transport; required
+	Policy        Policy           // default LeastInFlight
+	MaxWaiters    int              // parked requests across the pool; default 10,000
+	UsageBatch    int              // records per usage write; default 500
+	UsageInterval time.Duration    // longest a record waits before it is written; default 1 s
+	UsageMaxQueue int              // records held before new ones are dropped; default 1,000,000
+	Logger        *slog.Logger     // default slog.Default()
+	// OnUsageWritten, when set, is called from the recorder's writer after each
+	// batch with its size and error (for metrics).
+	OnUsageWritten func(n int, err error)
+}
+
+// System runs the actors. Its methods are safe for concurrent use.
+type System struct {
+	engine    *actor.Engine
+	pool      *actor.PID
+	sched     *actor.PID
+	usage     *actor.PID
+	snapshots sync.Map // account ID → *atomic.Pointer[View]
+	timers    sync.Pool
+	stopped   atomic.Bool
+}
+
+// Start spawns the scheduler, the usage recorder and the pool supervisor.
+func Start(cfg Config) (*System, error) {
+	if cfg.Store == nil || cfg.Transport == nil {
+		return nil, errors.New("actors: Store and Transport are required")
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = LeastInFlight{}
+	}
+	if cfg.MaxWaiters <= 0 {
+		cfg.MaxWaiters = 10000
+	}
+	if cfg.UsageBatch <= 0 {
+		cfg.UsageBatch = 500
+	}
+	if cfg.UsageInterval <= 0 {
+		cfg.UsageInterval = time.Second
+	}
+	if cfg.UsageMaxQueue <= 0 {
+		cfg.UsageMaxQueue = 1_000_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, err
+	}
+	s := &System{engine: e}
+	s.sched = e.Spawn(newScheduler(schedulerConfig{
+		policy:    cfg.Policy,
+		maxWaiter: cfg.MaxWaiters,
+		log:       cfg.Logger,
+		now:       time.Now,
+	}), "scheduler", actor.WithID("0"), actor.WithInboxSize(4096))
+	s.usage = e.Spawn(newRecorder(usageConfig{
+		store:     cfg.Store,
+		batchSize: cfg.UsageBatch,
+		interval:  cfg.UsageInterval,
+		maxQueued: cfg.UsageMaxQueue,
+		log:       cfg.Logger,
+		onWritten: cfg.OnUsageWritten,
+	}), "usage", actor.WithID("0"), actor.WithInboxSize(4096))
+	s.pool = e.Spawn(newPool(poolConfig{
+		scheduler: s.sched,
+		transport: cfg.Transport,
+		snapshots: &s.snapshots,
+		log:       cfg.Logger,
+		now:       time.Now,
+	}), "pool", actor.WithID("0"))
+	return s, nil
+}
+
+// PutAccount adds the account to the pool, or applies its new configuration.
+// It returns before the account actor has started; its view follows shortly.
+func (s *System) PutAccount(a storage.Account) { s.engine.Send(s.pool, poolPut{account: a}) }
+
+// RemoveAccount stops the account's actor. Leases it granted may still be
+// released; they are ignored.
+func (s *System) RemoveAccount(id string) { s.engine.Send(s.pool, poolRemove{id: id}) }
+
+// Acquire asks the scheduler for a lease for req. It waits at most req.MaxWait
+// for capacity (plus message latency), and returns early when ctx is done.
+// Errors are *AcquireError (ErrNoAccount, ErrUnavailable, ErrBusy) or ctx's
+// error. A returned lease must be passed to Release exactly once.
+func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
+	st := &acquireState{
+		AcquireRequest: req,
+		key:            routeKey{endpoint: req.Endpoint, group: req.Group, model: req.Model},
+		reply:          make(chan acquireReply, 1),
+	}
+	if req.MaxWait > 0 {
+		st.deadline = time.Now().Add(req.MaxWait)
+	}
+	s.engine.Send(s.sched, schedAcquire{req: st})
+
+	// Fast path: most acquires are answered within microseconds.
+	select {
+	case r := <-st.reply:
+		return r.result()
+	default:
+	}
+	t := s.timer(req.MaxWait + time.Second)
+	defer s.timers.Put(t)
+	defer t.Stop()
+	select {
+	case r := <-st.reply:
+		return r.result()
+	case <-ctx.Done():
+		return s.abandon(st, ctx.Err())
+	case <-t.C:
+		return s.abandon(st, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
+	}
+}
+
+// abandon gives up on st; if a lease raced in, it is returned to its account.
+func (s *System) abandon(st *acquireState, err error) (*Lease, error) {
+	if st.state.CompareAndSwap(acqPending, acqAbandoned) {
+		return nil, err
+	}
+	r := <-st.reply // granted or failed just now: the reply is in flight or there
+	if r.lease != nil {
+		s.Release(r.lease, Outcome{Verdict: canceledVerdict})
+	}
+	return nil, err
+}
+
+func (r acquireReply) result() (*Lease, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.lease, nil
+}
+
+func (s *System) timer(d time.Duration) *time.Timer {
+	if t, ok := s.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// Release ends the lease with its outcome. Releasing a lease twice is a no-op.
+func (s *System) Release(l *Lease, out Outcome) {
+	if l == nil || !l.released.CompareAndSwap(false, true) {
+		return
+	}
+	s.engine.Send(l.pid, accountRelease{leaseID: l.ID, outcome: out})
+}
+
+// Record queues one usage record for the recorder's next batch.
+func (s *System) Record(rec storage.UsageRecord) { s.engine.Send(s.usage, usageRecord{rec: rec}) }
+
+// FlushUsage writes every record queued so far, waiting until done or ctx ends.
+func (s *System) FlushUsage(ctx context.Context) error {
+	done := make(chan struct{})
+	s.engine.Send(s.usage, usageFlush{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Views returns the latest published view of every account, in no order.
+// It reads snapshots and never touches an actor's state.
+func (s *System) Views() []View {
+	var out []View
+	s.snapshots.Range(func(_, v any) bool {
+		if p := v.(*atomic.Pointer[View]).Load(); p != nil {
+			out = append(out, *p)
+		}
+		return true
+	})
+	return out
+}
+
+// View returns the latest published view of one account.
+func (s *System) View(id string) (View, bool) {
+	v, ok := s.snapshots.Load(id)
+	if !ok {
+		return View{}, false
+	}
+	p := v.(*atomic.Pointer[View]).Load()
+	if p == nil {
+		return View{}, false
+	}
+	return *p, true
+}
+
+// SchedulerStats returns the scheduler's counters (waits for its mailbox).
+func (s *System) SchedulerStats(ctx context.Context) (SchedulerStats, error) {
+	reply := make(chan SchedulerStats, 1)
+	s.engine.Send(s.sched, schedStats{reply: reply})
+	select {
+	case st := <-reply:
+		return st, nil
+	case <-ctx.Done():
+		return SchedulerStats{}, ctx.Err()
+	}
+}
+
+// Stop stops the pool, the scheduler and the usage recorder, writing every
+// queued usage record first. It waits until ctx is done at most.
+func (s *System) Stop(ctx context.Context) error {
+	if !s.stopped.CompareAndSwap(false, true) {
+		return nil
+	}
+	for _, pid := range []*actor.PID{s.pool, s.sched, s.usage} {
+		select {
+		case <-s.engine.Poison(pid).Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

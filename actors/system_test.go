@@ -1,0 +1,290 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+type nopTransport struct{}
+
+func (nopTransport) Do(context.Context, *upstream.Request) (*upstream.Response, error) {
+	return nil, errors.New("nop")
+}
+
+type memUsage struct {
+	mu   sync.Mutex
+	recs []storage.UsageRecord
+}
+
+func (m *memUsage) InsertUsage(_ context.Context, r []storage.UsageRecord) error {
+	m.mu.Lock()
+	m.recs = append(m.recs, r...)
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *memUsage) CountUsage(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.recs)), nil
+}
+
+func startSystem(t testing.TB, n, limit int) (*System, *memUsage) {
+	t.Helper()
+	store := &memUsage{}
+	s, err := Start(Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Stop(ctx)
+	})
+	for i := range n {
+		s.PutAccount(storage.Account{
+			ID: fmt.Sprintf("id-%04d", i), Name: fmt.Sprintf("acct-%04d", i),
+			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit,
+		})
+	}
+	waitFor(t, func() bool { return len(s.Views()) == n })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Accounts == n })
+	return s, store
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNeverOverAdmits(t *testing.T) {
+	const accounts, limit, workers = 20, 2, 400
+	s, _ := startSystem(t, accounts, limit)
+	var inflight [accounts]atomic.Int32
+	var maxSeen [accounts]atomic.Int32
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range workers {
+		wg.Go(func() {
+			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 10 * time.Second})
+			if err != nil {
+				failed.Add(1)
+				t.Error(err)
+				return
+			}
+			var i int
+			fmt.Sscanf(l.AccountID, "id-%d", &i)
+			n := inflight[i].Add(1)
+			for {
+				m := maxSeen[i].Load()
+				if n <= m || maxSeen[i].CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+			inflight[i].Add(-1)
+			s.Release(l, Outcome{Status: 200})
+		})
+	}
+	wg.Wait()
+	for i := range accounts {
+		if m := maxSeen[i].Load(); m > limit {
+			t.Errorf("account %d saw %d in flight, limit %d", i, m, limit)
+		}
+	}
+	waitFor(t, func() bool {
+		for _, v := range s.Views() {
+			if v.InFlight != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestWaiterWokenOnRelease(t *testing.T) {
+	s, _ := startSystem(t, 1, 1)
+	ctx := context.Background()
+	l1, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without waiting the second request is refused at once.
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("second acquire granted while the account was full")
+	default:
+	}
+	s.Release(l1, Outcome{Status: 200})
+	select {
+	case l2 := <-got:
+		s.Release(l2, Outcome{Status: 200})
+	case <-time.After(2 * time.Second):
+		t.Fatal("waiter not woken by release")
+	}
+}
+
+func TestFIFOWakeUp(t *testing.T) {
+	s, _ := startSystem(t, 1, 1)
+	ctx := context.Background()
+	hold, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, 5)
+	for i := range 5 {
+		go func() {
+			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			time.Sleep(time.Millisecond)
+			s.Release(l, Outcome{Status: 200})
+		}()
+		time.Sleep(10 * time.Millisecond) // park in order
+	}
+	s.Release(hold, Outcome{Status: 200})
+	for want := range 5 {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("woken %d, want %d (FIFO)", got, want)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("timeout")
+		}
+	}
+}
+
+func TestAbandonedAcquireLeaksNothing(t *testing.T) {
+	s, _ := startSystem(t, 1, 1)
+	hold, _ := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	for range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+		cancel()
+		if err == nil {
+			t.Fatal("acquire succeeded on a full account")
+		}
+	}
+	s.Release(hold, Outcome{Status: 200})
+	waitFor(t, func() bool { v, _ := s.View("id-0000"); return v.InFlight == 0 })
+	// The account is usable again: abandoned waiters were not granted leases.
+	l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release(l, Outcome{Status: 200})
+	s.Release(l, Outcome{Status: 200}) // double release is harmless
+	waitFor(t, func() bool { v, _ := s.View("id-0000"); return v.InFlight == 0 })
+}
+
+func TestNoAccountAndExclude(t *testing.T) {
+	s, _ := startSystem(t, 2, 1)
+	ctx := context.Background()
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "other"}); !errors.Is(err, ErrNoAccount) {
+		t.Fatalf("unknown model: %v", err)
+	}
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m"}); !errors.Is(err, ErrNoAccount) {
+		t.Fatalf("unsupported endpoint: %v", err)
+	}
+	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0000"}})
+	if err != nil || l.AccountID != "id-0001" {
+		t.Fatalf("exclude: %v %v", l, err)
+	}
+	s.Release(l, Outcome{})
+}
+
+func TestCooldownOnQuota(t *testing.T) {
+	s, _ := startSystem(t, 2, 4)
+	ctx := context.Background()
+	l, _ := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	id := l.AccountID
+	s.Release(l, Outcome{Status: 429, Verdict: upstream.Verdict{Class: upstream.ClassQuota, RetryAfter: time.Hour}})
+	waitFor(t, func() bool { v, _ := s.View(id); return v.Status == StatusCooling })
+	for range 20 {
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.AccountID == id {
+			t.Fatal("cooling account was picked")
+		}
+		s.Release(l, Outcome{Status: 200})
+	}
+	v, _ := s.View(id)
+	if v.CooldownReason != "quota" || time.Until(v.CooldownUntil) < 59*time.Minute {
+		t.Fatalf("cooldown %q until %v", v.CooldownReason, v.CooldownUntil)
+	}
+}
+
+func TestUsageFlushedOnStop(t *testing.T) {
+	store := &memUsage{}
+	s, err := Start(Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }, UsageInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1234 {
+		s.Record(storage.UsageRecord{RequestID: fmt.Sprint(i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := store.CountUsage(ctx); n != 1234 {
+		t.Fatalf("stored %d of 1234", n)
+	}
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
+			s, _ := startSystem(b, n, 4)
+			ctx := context.Background()
+			req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := s.Acquire(ctx, req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					s.Release(l, Outcome{Status: 200})
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package actors
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// Status is an account's lifecycle state as its actor sees it.
+type Status uint8
+
+// Account statuses.
+const (
+	StatusActive       Status = iota // serving
+	StatusCooling                    // resting until View.CooldownUntil
+	StatusDisabled                   // disabled by the operator
+	StatusUnauthorized               // credentials rejected; needs new credentials
+	StatusBanned                     // deactivated upstream; out of the pool
+)
+
+var statusNames = [...]string{"active", "cooling", "disabled", "unauthorized", "banned"}
+
+// String returns the status's metric/API name ("active", "cooling", …).
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// View is the routing-relevant state of one account, published by its actor
+// on every change. A View is a value: the scheduler and readers get copies, and
+// the slices in it (Models, Tags) are never mutated after publication.
+type View struct {
+	ID       string
+	Name     string
+	Provider storage.Provider
+	Group    string
+	Models   []string // empty: any model
+	Tags     []string
+	Priority int
+
+	Status         Status
+	InFlight       int       // leases held now
+	MaxInFlight    int       // the account's concurrency limit (>= 1)
+	CooldownUntil  time.Time // zero unless Status is StatusCooling
+	CooldownReason string    // failure class that caused the cooldown
+
+	Requests      uint64 // leases granted since start
+	Successes     uint64
+	Failures      uint64
+	SuccessStreak int // consecutive successes (reset by a failure)
+	FailureStreak int // consecutive account-level failures (reset by a success)
+	// LastFailure is the time of the last failure of each class, indexed by upstream.Class.
+	LastFailure [upstream.NumClasses]time.Time
+
+	EWMASuccess float64       // success rate in [0,1], α = 0.1
+	EWMALatency time.Duration // total latency of successful requests, α = 0.1
+	EWMATTFT    time.Duration // time to first token of successful streams, α = 0.1
+
+	Version   uint64 // increases with every published change of this account
+	ConfigGen uint64 // increases when routing configuration (provider, group, models) changes
+}
+
+// Available reports whether the account can take one more lease at now.
+func (v *View) Available(now time.Time) bool {
+	if v.InFlight >= v.MaxInFlight {
+		return false
+	}
+	switch v.Status {
+	case StatusActive:
+		return true
+	case StatusCooling:
+		return !now.Before(v.CooldownUntil)
+	}
+	return false
+}
+
+// Serves reports whether the account serves model (an empty Models list serves any).
+func (v *View) Serves(model string) bool {
+	if len(v.Models) == 0 {
+		return true
+	}
+	for _, m := range v.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is what a lease holder reports when it releases the lease.
+type Outcome struct {
+	Status  int // HTTP status the upstream answered (0 if none)
+	Verdict upstream.Verdict
+	Latency time.Duration // lease start to last byte
+	TTFT    time.Duration // lease start to first content byte (0 if none)
+}
+
+// Lease is the right to send one request through one account. It must be
+// released exactly once with System.Release; releasing twice is harmless.
+type Lease struct {
+	ID        uint64
+	AccountID string
+	Name      string
+	Provider  storage.Provider
+	Transport upstream.Transport // the account's provider transport
+	Granted   time.Time
+	pid       *actor.PID
+	released  atomic.Bool
+}
+
+var canceledVerdict = upstream.Verdict{Class: upstream.ClassCanceled}

@@ -1,0 +1,28 @@
+// Package mock is the mock upstream fleet: one fasthttp server that simulates
+// many upstream accounts at once (OpenAI API keys, OpenAI-compatible
+// endpoints and ChatGPT Codex OAuth accounts). Tests, `troupe demo`,
+// `troupe mock` and the load-test harness in bench/ point Troupe at it.
+//
+// Routes (all answers are byte-compatible with the real wire formats captured
+// in the shared fixtures):
+//
+//	POST /v1/chat/completions        Chat Completions, JSON or SSE (kinds openai, openai_compat)
+//	POST /v1/responses               Responses API, JSON or SSE (kind openai)
+//	POST /backend-api/codex/responses ChatGPT Codex backend, SSE only (kind codex)
+//	GET  /v1/models                  the authenticated account's models (kinds openai, openai_compat)
+//	GET  /backend-api/codex/models   the same for kind codex
+//
+// Every answer is the deterministic text AnswerText(account name, tokens), so a
+// test can tell byte by byte which account served a request. Timing is per
+// account: Latency before the first content event, then TokensPerSecond.
+//
+// The request path takes no global lock: accounts are found by bearer token in
+// a sync.Map and every counter is an atomic. Events are appended into reused
+// buffers; request bodies are only scanned (gjson) for the few fields the mock
+// needs.
+//
+// Everything an account decides about a request (which model it serves, how
+// long it waits, how many tokens it streams, and later which fault it injects)
+// is decided in one place, (*account).plan in account.go; the protocol code
+// only renders that plan.
+package mock

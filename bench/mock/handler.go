@@ -1,0 +1,277 @@
+package mock
+
+import (
+	"bytes"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// route is one endpoint of the fleet.
+type route uint8
+
+const (
+	routeUnknown     route = iota
+	routeChat              // POST /v1/chat/completions
+	routeResponses         // POST /v1/responses
+	routeCodex             // POST /backend-api/codex/responses
+	routeModels            // GET /v1/models
+	routeCodexModels       // GET /backend-api/codex/models
+)
+
+// codexProtocol reports whether errors on rt use the Codex backend's
+// {"detail": ...} shape rather than the OpenAI envelope.
+func (rt route) codexProtocol() bool { return rt == routeCodex || rt == routeCodexModels }
+
+func (rt route) method() string {
+	if rt == routeModels || rt == routeCodexModels {
+		return fasthttp.MethodGet
+	}
+	return fasthttp.MethodPost
+}
+
+func routeOf(path []byte) route {
+	switch string(path) {
+	case "/v1/chat/completions":
+		return routeChat
+	case "/v1/responses":
+		return routeResponses
+	case "/backend-api/codex/responses":
+		return routeCodex
+	case "/v1/models":
+		return routeModels
+	case "/backend-api/codex/models":
+		return routeCodexModels
+	}
+	return routeUnknown
+}
+
+// request holds what the mock reads from a request body.
+type request struct {
+	model         string // decoded
+	modelJSON     string // the model as a JSON string, as sent
+	cacheKeyJSON  string // prompt_cache_key as a JSON string, as sent; "" if absent
+	stream        bool
+	store         bool // "store" value; default true
+	storeSet      bool // "store" present
+	includeUsage  bool // stream_options.include_usage
+	noObfuscation bool // stream_options.include_obfuscation == false
+	inputTokens   int  // len(body)/4
+}
+
+// parseRequest fills r from body, a JSON object, scanning it twice (validate,
+// then top-level keys) without decoding nested values. It reports false if
+// body is not a valid JSON object.
+func parseRequest(body []byte, r *request) bool {
+	// The string aliases body only for the duration of this call; everything
+	// kept is cloned.
+	s := unsafe.String(unsafe.SliceData(body), len(body))
+	if !gjson.Valid(s) {
+		return false
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return false
+	}
+	r.store = true
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if v.Type == gjson.String {
+				r.model = strings.Clone(v.Str)
+				r.modelJSON = strings.Clone(v.Raw)
+			}
+		case "stream":
+			r.stream = v.Type == gjson.True
+		case "store":
+			r.storeSet = true
+			r.store = v.Type == gjson.True
+		case "stream_options":
+			if v.IsObject() {
+				r.includeUsage = v.Get("include_usage").Type == gjson.True
+				r.noObfuscation = v.Get("include_obfuscation").Type == gjson.False
+			}
+		case "prompt_cache_key":
+			if v.Type == gjson.String {
+				r.cacheKeyJSON = strings.Clone(v.Raw)
+			}
+		}
+		return true
+	})
+	r.inputTokens = len(body) / 4
+	return true
+}
+
+// handle is the fasthttp handler of the fleet.
+func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	rt := routeOf(path)
+	if rt == routeUnknown {
+		rtProto := routeChat
+		if bytes.HasPrefix(path, []byte("/backend-api/")) {
+			rtProto = routeCodex
+		}
+		writeFailure(ctx, &failure{kind: failNotFound, arg: string(ctx.Method()) + " " + string(path)}, rtProto)
+		return
+	}
+	if string(ctx.Method()) != rt.method() {
+		writeFailure(ctx, &failure{kind: failMethod, arg: string(ctx.Method()) + " " + string(path)}, rt)
+		return
+	}
+	acc, fail := f.authenticate(ctx, rt)
+	if fail != nil {
+		writeFailure(ctx, fail, rt)
+		return
+	}
+	if rt == routeModels || rt == routeCodexModels {
+		f.serveModels(ctx, acc, rt)
+		return
+	}
+	acc.stats.request()
+	f.total.request()
+
+	s := getStream(f, acc, rt)
+	if fail := s.prepare(ctx); fail != nil {
+		acc.stats.reject()
+		f.total.reject()
+		writeFailure(ctx, fail, rt)
+		putStream(s)
+		return
+	}
+
+	acc.stats.begin()
+	f.total.begin()
+	s.start = time.Now()
+	s.created = s.start.Unix()
+	s.writeHeaders(ctx)
+	if s.req.stream {
+		ctx.SetContentType("text/event-stream; charset=utf-8")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		if s.p.latency > 0 {
+			ctx.Response.ImmediateHeaderFlush = true // the client sees 200 at once, content after Latency
+		}
+		if rt == routeChat {
+			ctx.SetBodyStreamWriter(s.streamChat)
+		} else {
+			ctx.SetBodyStreamWriter(s.streamResponses)
+		}
+		return // the stream writer ends the answer and releases s
+	}
+	s.serveJSON(ctx)
+}
+
+// authenticate finds the account of the request's bearer token that serves rt.
+func (f *Fleet) authenticate(ctx *fasthttp.RequestCtx, rt route) (*account, *failure) {
+	tok, ok := bearer(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
+	if !ok {
+		return nil, &failure{kind: failMissingKey}
+	}
+	acc := f.lookup(tok)
+	if acc == nil || !acc.servesRoute(rt) {
+		return nil, &failure{kind: failInvalidKey, arg: maskKey(tok)}
+	}
+	if acc.cfg.Kind == KindCodex && acc.cfg.ChatGPTAccountID != "" {
+		id := ctx.Request.Header.Peek("Chatgpt-Account-Id")
+		if len(id) == 0 {
+			return nil, &failure{kind: failAccountID}
+		}
+		if string(id) != acc.cfg.ChatGPTAccountID {
+			return nil, &failure{kind: failWorkspace}
+		}
+	}
+	return acc, nil
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" value.
+func bearer(h []byte) ([]byte, bool) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(string(h[:len(prefix)]), prefix) {
+		return nil, false
+	}
+	tok := bytes.TrimSpace(h[len(prefix):])
+	return tok, len(tok) > 0
+}
+
+// prepare reads and checks the request body and asks the account for its
+// plan. A non-nil failure is the answer instead.
+func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
+	body := ctx.PostBody()
+	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && string(ce) != "identity" {
+		var err error
+		body, err = ctx.Request.BodyUncompressedWithLimit(maxRequestBody)
+		if err != nil {
+			return &failure{kind: failEncoding}
+		}
+	}
+	if !parseRequest(body, &s.req) {
+		return &failure{kind: failMalformed}
+	}
+	if s.req.model == "" {
+		return &failure{kind: failMissingModel}
+	}
+	if s.route == routeCodex {
+		if !s.req.stream {
+			return &failure{kind: failStreamRequired}
+		}
+		if s.req.store {
+			return &failure{kind: failStoreRequired}
+		}
+	}
+	s.p = s.acc.plan(&s.req)
+	return s.p.reject
+}
+
+// writeHeaders sets the headers every successful answer carries.
+func (s *stream) writeHeaders(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Response.Header
+	b := append(s.buf[:0], "req_"...)
+	b = append(b, s.id[:]...)
+	h.SetBytesV("X-Request-Id", b)
+	if s.route == routeCodex {
+		s.buf = s.writeCodexHeaders(h, b[:0])
+		return
+	}
+	s.buf = b
+	for _, hd := range openAIRateHeaders {
+		h.Set(hd.name, hd.value)
+	}
+}
+
+// serveJSON answers a non-streaming request after the plan's delay.
+func (s *stream) serveJSON(ctx *fasthttp.RequestCtx) {
+	completed := false
+	defer func() {
+		s.acc.stats.end(completed)
+		s.f.total.end(completed)
+		putStream(s)
+	}()
+	if !s.sleep(s.p.nonStreamDelay()) {
+		ctx.Response.Header.Reset()
+		writeFailure(ctx, &failure{kind: failShutdown}, s.route)
+		return
+	}
+	var body []byte
+	if s.route == routeChat {
+		body = s.appendChatCompletion(s.buf[:0])
+	} else {
+		body = s.appendResponse(s.buf[:0], true)
+	}
+	s.buf = body
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+	completed = true
+}
+
+// writeFailure answers with the error body of fl in rt's protocol.
+func writeFailure(ctx *fasthttp.RequestCtx, fl *failure, rt route) {
+	body, status := appendFailure(nil, fl, rt)
+	for _, h := range fl.headers {
+		ctx.Response.Header.Set(h.name, h.value)
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/sqlite"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// app is one running gateway: storage, the actor system and the HTTP front.
+type app struct {
+	cfg     *Config
+	log     *slog.Logger
+	store   storage.Store
+	sys     *actors.System
+	metrics *gateway.Metrics
+	server  *gateway.Server
+	ln      net.Listener
+	served  chan error
+}
+
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openStore opens the configured backend, creating the data directory and
+// the master key file when needed.
+func openStore(ctx context.Context, cfg *Config) (storage.Store, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	var key []byte
+	var err error
+	if cfg.Storage.MasterKey != "" {
+		key, err = storage.ParseKey(cfg.Storage.MasterKey)
+	} else {
+		key, err = storage.LoadOrCreateKey(filepath.Join(cfg.DataDir, "master.key"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	sealer, err := storage.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	dsn := cfg.Storage.DSN
+	if dsn == "" {
+		dsn = filepath.Join(cfg.DataDir, "troupe.db")
+	}
+	return sqlite.Open(ctx, dsn, sealer)
+}
+
+// startApp opens storage, syncs declared accounts, starts the actors and
+// listens. It does not serve yet; call serve.
+func startApp(ctx context.Context, cfg *Config, log *slog.Logger) (*app, error) {
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, log: log, store: store}
+	if err := a.start(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) start(ctx context.Context) error {
+	cfg := a.cfg
+	for _, ac := range cfg.Accounts {
+		if _, err := a.store.PutAccount(ctx, ac.account()); err != nil {
+			return fmt.Errorf("account %s: %w", ac.Name, err)
+		}
+	}
+	accounts, err := a.store.ListAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout}
+	var metrics *gateway.Metrics
+	sys, err := actors.Start(actors.Config{
+		Store:          a.store,
+		Transport:      func(acc storage.Account) (upstream.Transport, error) { return upstream.New(acc, topts) },
+		Logger:         a.log,
+		OnUsageWritten: func(n int, err error) { metrics.UsageWritten(n, err) },
+	})
+	if err != nil {
+		return err
+	}
+	a.sys = sys
+	metrics = gateway.NewMetrics(sys.Views)
+	a.metrics = metrics
+	for _, acc := range accounts {
+		sys.PutAccount(acc)
+	}
+	a.server = gateway.New(gateway.Config{
+		MaxBodySize:    cfg.Gateway.MaxBodyBytes,
+		MaxAttempts:    cfg.Gateway.MaxAttempts,
+		MaxWait:        cfg.Gateway.MaxWait,
+		RequestTimeout: cfg.Gateway.RequestTimeout,
+		Aliases:        cfg.Aliases,
+	}, sys, a.store, metrics, a.log)
+	a.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		a.sys.Stop(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
+	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver)
+	return nil
+}
+
+// addr is the address the gateway listens on (host:port).
+func (a *app) addr() string { return a.ln.Addr().String() }
+
+// serve runs the front in the background.
+func (a *app) serve() {
+	a.served = make(chan error, 1)
+	go func() { a.served <- a.server.Serve(a.ln) }()
+}
+
+// shutdown stops the front (waiting for open requests up to grace), then the
+// actors (flushing usage), then storage.
+func (a *app) shutdown(grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var errs []error
+	if a.server != nil {
+		if err := a.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	if err := a.sys.Stop(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("actors: %w", err))
+	}
+	if err := a.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// baseURL is the /v1 URL clients use.
+func (a *app) baseURL() string {
+	host := a.addr()
+	if strings.HasPrefix(host, "[::]") || strings.HasPrefix(host, "0.0.0.0") {
+		_, port, _ := net.SplitHostPort(host)
+		host = "127.0.0.1:" + port
+	}
+	return "http://" + host + "/v1"
+}

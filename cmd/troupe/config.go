@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// Config is troupe's configuration: defaults, then the YAML file, then
+// TROUPE_* environment variables (TROUPE_ plus the key path upper-cased with
+// "." and "-" as "_", e.g. TROUPE_STORAGE_DRIVER for storage.driver), then
+// command-line flags. docs/configuration.md lists every key.
+type Config struct {
+	Listen  string `koanf:"listen"`
+	DataDir string `koanf:"data_dir"`
+	Log     struct {
+		Level  string `koanf:"level"`  // debug, info, warn, error
+		Format string `koanf:"format"` // text or json
+	} `koanf:"log"`
+	Storage struct {
+		Driver    string `koanf:"driver"`     // sqlite (the embedded default)
+		DSN       string `koanf:"dsn"`        // sqlite: file path; default {data_dir}/troupe.db
+		MasterKey string `koanf:"master_key"` // AES-256 key (base64 or hex) sealing upstream credentials; default: {data_dir}/master.key, created on first start
+	} `koanf:"storage"`
+	Gateway struct {
+		MaxBodyBytes   int           `koanf:"max_body_bytes"`
+		MaxAttempts    int           `koanf:"max_attempts"`
+		MaxWait        time.Duration `koanf:"max_wait"`
+		RequestTimeout time.Duration `koanf:"request_timeout"`
+		HeaderTimeout  time.Duration `koanf:"header_timeout"`
+	} `koanf:"gateway"`
+	Aliases  map[string]string `koanf:"aliases"`
+	Accounts []AccountConfig   `koanf:"accounts"`
+}
+
+// AccountConfig is an account declared in the config file. Declared accounts
+// are upserted into storage by name at every start.
+type AccountConfig struct {
+	Name           string              `koanf:"name"`
+	Provider       string              `koanf:"provider"`
+	BaseURL        string              `koanf:"base_url"`
+	APIKey         string              `koanf:"api_key"`
+	Credentials    storage.Credentials `koanf:"credentials"`
+	Models         []string            `koanf:"models"`
+	MaxConcurrency int                 `koanf:"max_concurrency"`
+	Group          string              `koanf:"group"`
+	Tags           []string            `koanf:"tags"`
+	Priority       int                 `koanf:"priority"`
+	Disabled       bool                `koanf:"disabled"`
+}
+
+func defaults() map[string]any {
+	return map[string]any{
+		"listen":                  "127.0.0.1:8080",
+		"data_dir":                "./data",
+		"log.level":               "info",
+		"log.format":              "text",
+		"storage.driver":          "sqlite",
+		"storage.dsn":             "",
+		"storage.master_key":      "",
+		"gateway.max_body_bytes":  16 << 20,
+		"gateway.max_attempts":    3,
+		"gateway.max_wait":        "10s",
+		"gateway.request_timeout": "10m",
+		"gateway.header_timeout":  "60s",
+	}
+}
+
+// loadConfig reads defaults, the YAML file at path (skipped when path is ""),
+// and the environment. A missing file named explicitly is an error.
+func loadConfig(path string, environ func() []string) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	known := envKeys()
+	if environ == nil {
+		environ = os.Environ
+	}
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:      "TROUPE_",
+		EnvironFunc: environ,
+		TransformFunc: func(name, v string) (string, any) {
+			return known[name], v // unknown TROUPE_* names map to "" and are ignored
+		},
+	}), nil); err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &c, c.validate()
+}
+
+// envKeys maps every scalar key path of Config to its environment name.
+func envKeys() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for f := range t.Fields() {
+			tag := f.Tag.Get("koanf")
+			if tag == "" {
+				continue
+			}
+			path := prefix + tag
+			switch f.Type.Kind() {
+			case reflect.Struct:
+				if f.Type != reflect.TypeFor[time.Duration]() {
+					walk(f.Type, path+".")
+					continue
+				}
+			case reflect.Slice, reflect.Map:
+				continue // lists and maps come from the file
+			}
+			name := "TROUPE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path))
+			out[name] = path
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return out
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen must not be empty"))
+	}
+	if c.Storage.Driver != "sqlite" {
+		errs = append(errs, fmt.Errorf("storage.driver %q is not supported (sqlite)", c.Storage.Driver))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Accounts {
+		if a.Name == "" {
+			errs = append(errs, fmt.Errorf("accounts[%d]: name is required", i))
+		} else if seen[a.Name] {
+			errs = append(errs, fmt.Errorf("accounts[%d]: duplicate name %q", i, a.Name))
+		}
+		seen[a.Name] = true
+		if !storage.Provider(a.Provider).Valid() {
+			errs = append(errs, fmt.Errorf("accounts[%d] (%s): provider %q: want codex, openai, openai_compat or anthropic", i, a.Name, a.Provider))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// account converts a declared account to its storage form.
+func (a AccountConfig) account() storage.Account {
+	cred := a.Credentials
+	if a.APIKey != "" {
+		cred.APIKey = a.APIKey
+	}
+	return storage.Account{
+		Name: a.Name, Provider: storage.Provider(a.Provider), BaseURL: a.BaseURL, Credentials: cred,
+		Models: a.Models, MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: a.Tags,
+		Priority: a.Priority, Disabled: a.Disabled,
+	}
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func serveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway",
+		Long: `Run the gateway on the configured listen address until SIGINT or SIGTERM.
+Accounts declared in the config file are upserted into storage at start; accounts
+added with "troupe accounts add" are picked up while it runs.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg, cmd.ErrOrStderr())
+			ctx, stop := signalContext()
+			defer stop()
+			a, err := startApp(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			a.serve()
+			go a.syncAccounts(ctx, 5*time.Second)
+			select {
+			case <-ctx.Done():
+			case err = <-a.served:
+			}
+			log.Info("shutting down")
+			if serr := a.shutdown(30 * time.Second); err == nil {
+				err = serr
+			}
+			return err
+		},
+	}
+	cmd.Flags().String("listen", "", "listen address (default 127.0.0.1:8080)")
+	cmd.Flags().String("data", "", "data directory for the embedded storage (default ./data)")
+	return cmd
+}

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/troupe-gw/troupe/translate"
+	"github.com/valyala/fasthttp"
+)
+
+// APIError is the one HTTP-facing error type of the gateway. It renders in the
+// client's protocol; for OpenAI clients that is
+//
+//	{"error":{"message":"…","type":"…","param":null,"code":"…"}}
+//
+// (https://platform.openai.com/docs/guides/error-codes). Messages never
+// contain secrets.
+type APIError struct {
+	Status     int           // HTTP status
+	Type       string        // OpenAI error type, e.g. "invalid_request_error"
+	Code       string        // OpenAI error code, e.g. "invalid_api_key"; "" renders null
+	Param      string        // offending parameter; "" renders null
+	Message    string        // human-readable
+	RetryAfter time.Duration // sets Retry-After (whole seconds, at least 1) when > 0
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Errors the gateway answers with. Each constructor documents its status.
+func errInvalidKey() *APIError {
+	return &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
+		Message: "Incorrect API key provided. You can find your API key in the Troupe admin."}
+}
+
+func errMissingKey() *APIError {
+	return &APIError{Status: 401, Type: "invalid_request_error", Code: "missing_api_key",
+		Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."}
+}
+
+func errBadJSON() *APIError {
+	return &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+		Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"}
+}
+
+func errMissingModel() *APIError {
+	return &APIError{Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter", Param: "model",
+		Message: "you must provide a model parameter"}
+}
+
+func errBadParam(param, msg string) *APIError {
+	return &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_type", Param: param, Message: msg}
+}
+
+func errModelNotFound(model string) *APIError {
+	return &APIError{Status: 404, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
+		Message: "The model `" + model + "` does not exist or you do not have access to it."}
+}
+
+func errModelNotAllowed(model string) *APIError {
+	return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
+		Message: "This API key is not allowed to use the model `" + model + "`."}
+}
+
+func errNoAccount(retry time.Duration) *APIError {
+	return &APIError{Status: 503, Type: "server_error", Code: "no_account_available", RetryAfter: retry,
+		Message: "No upstream account is available to serve this request right now. Please retry shortly."}
+}
+
+func errUpstream(msg string) *APIError {
+	return &APIError{Status: 502, Type: "server_error", Code: "upstream_error", Message: msg}
+}
+
+func errTooLarge(limit int) *APIError {
+	return &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
+		Message: "Request body too large: the limit is " + strconv.Itoa(limit) + " bytes."}
+}
+
+func errNotFound(path string) *APIError {
+	return &APIError{Status: 404, Type: "invalid_request_error", Code: "unknown_url",
+		Message: "Unknown request URL: " + path + ". Please check the URL for typos."}
+}
+
+func errMethod(method, path string) *APIError {
+	return &APIError{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed",
+		Message: "Method " + method + " is not allowed for " + path + "."}
+}
+
+// writeError renders e in OpenAI's error shape.
+func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(e.Status)
+	ctx.SetContentType("application/json")
+	if e.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(1, int((e.RetryAfter+time.Second-1)/time.Second))))
+	}
+	b := make([]byte, 0, 160+len(e.Message))
+	b = append(b, `{"error":{"message":`...)
+	b = translate.AppendString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = translate.AppendString(b, e.Type)
+	b = append(b, `,"param":`...)
+	b = appendNullable(b, e.Param)
+	b = append(b, `,"code":`...)
+	b = appendNullable(b, e.Code)
+	b = append(b, "}}\n"...)
+	ctx.SetBody(b)
+}
+
+func appendNullable(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return translate.AppendString(b, s)
+}

@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/troupe-gw/troupe/translate"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// memStore is an in-memory storage.Store for gateway unit tests.
+type memStore struct {
+	mu    sync.Mutex
+	keys  map[string]storage.APIKey
+	usage []storage.UsageRecord
+}
+
+func newMemStore() *memStore { return &memStore{keys: map[string]storage.APIKey{}} }
+
+func (m *memStore) ListAccounts(context.Context) ([]storage.Account, error) { return nil, nil }
+func (m *memStore) GetAccount(context.Context, string) (storage.Account, error) {
+	return storage.Account{}, storage.ErrNotFound
+}
+func (m *memStore) PutAccount(_ context.Context, a storage.Account) (storage.Account, error) {
+	return a, nil
+}
+func (m *memStore) DeleteAccount(context.Context, string) error { return nil }
+func (m *memStore) CreateAPIKey(_ context.Context, k storage.APIKey) (storage.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keys[k.Hash] = k
+	return k, nil
+}
+func (m *memStore) APIKeyByHash(_ context.Context, h string) (storage.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.keys[h]
+	if !ok {
+		return k, storage.ErrNotFound
+	}
+	return k, nil
+}
+func (m *memStore) ListAPIKeys(context.Context) ([]storage.APIKey, error) { return nil, nil }
+func (m *memStore) DeleteAPIKey(context.Context, string) error            { return nil }
+func (m *memStore) InsertUsage(_ context.Context, r []storage.UsageRecord) error {
+	m.mu.Lock()
+	m.usage = append(m.usage, r...)
+	m.mu.Unlock()
+	return nil
+}
+func (m *memStore) CountUsage(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.usage)), nil
+}
+func (m *memStore) Close() error { return nil }
+
+// cannedTransport answers every request with the same status, content type and body.
+type cannedTransport struct {
+	status int
+	ctype  string
+	body   []byte
+}
+
+func (c cannedTransport) Do(_ context.Context, _ *upstream.Request) (*upstream.Response, error) {
+	h := http.Header{}
+	h.Set("Content-Type", c.ctype)
+	return &upstream.Response{Status: c.status, Header: h, Body: io.NopCloser(bytes.NewReader(c.body))}, nil
+}
+
+// testServer builds a Server over n openai accounts answering with tr and
+// returns it with a valid API key.
+func testServer(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.System, string) {
+	t.Helper()
+	store := newMemStore()
+	sys, err := actors.Start(actors.Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sys.Stop(ctx)
+	})
+	for i := range n {
+		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
+			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sys.Views()) < n {
+		if time.Now().After(deadline) {
+			t.Fatal("accounts did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	secret, k, err := NewKey("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.CreateAPIKey(context.Background(), k)
+	s := New(Config{MaxWait: 100 * time.Millisecond}, sys, store, nil, nil)
+	return s, sys, secret
+}
+
+// inFlight sums the in-flight leases of every account view.
+func inFlight(sys *actors.System) int {
+	n := 0
+	for _, v := range sys.Views() {
+		n += v.InFlight
+	}
+	return n
+}
+
+func waitIdle(t testing.TB, sys *actors.System) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for inFlight(sys) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("leases still held: %d", inFlight(sys))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type atomicInt = atomic.Int64
+
+type scannerT = translate.Scanner
+
+// flaky fails its first `fail` calls with a 500, then answers like ok.
+type flaky struct {
+	mu   sync.Mutex
+	fail int
+	ok   upstream.Transport
+}
+
+func (f *flaky) Do(ctx context.Context, r *upstream.Request) (*upstream.Response, error) {
+	f.mu.Lock()
+	fail := f.fail > 0
+	f.fail--
+	f.mu.Unlock()
+	if fail {
+		return cannedTransport{500, "application/json", []byte(`{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)}.Do(ctx, r)
+	}
+	return f.ok.Do(ctx, r)
+}
+
+// counting counts calls to inner.
+type counting struct {
+	n     atomicInt
+	inner upstream.Transport
+}
+
+func (c *counting) Do(ctx context.Context, r *upstream.Request) (*upstream.Response, error) {
+	c.n.Add(1)
+	return c.inner.Do(ctx, r)
+}

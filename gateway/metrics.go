@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/troupe-gw/troupe/actors"
+)
+
+// Metrics are the gateway's Prometheus metrics, registered on their own
+// registry (no package-level state). Names follow the Prometheus naming
+// guide: seconds for durations, _total for counters.
+type Metrics struct {
+	Registry   *prometheus.Registry
+	requests   *prometheus.CounterVec   // troupe_requests_total{route,status}
+	latency    *prometheus.HistogramVec // troupe_request_duration_seconds{route}
+	ttft       *prometheus.HistogramVec // troupe_ttft_seconds{route}
+	inflight   prometheus.Gauge         // troupe_inflight_requests
+	attempts   *prometheus.CounterVec   // troupe_upstream_attempts_total{provider,class}
+	failovers  prometheus.Histogram     // troupe_failovers_per_request
+	usageRows  *prometheus.CounterVec   // troupe_usage_records_written_total{result}
+	statusMemo sync.Map                 // route+status → prometheus.Counter
+}
+
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// NewMetrics creates and registers the gateway's metrics. views, when not nil,
+// is read at scrape time for troupe_accounts{state}.
+func NewMetrics(views func() []actors.View) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_requests_total", Help: "Client requests by route and final HTTP status.",
+	}, []string{"route", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "troupe_request_duration_seconds", Help: "Client request latency, first byte received to last byte sent.", Buckets: latencyBuckets,
+	}, []string{"route"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "troupe_ttft_seconds", Help: "Time from request to the first content event of a stream.", Buckets: latencyBuckets,
+	}, []string{"route"})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "troupe_inflight_requests", Help: "Client requests being served now.",
+	})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_upstream_attempts_total", Help: "Upstream attempts by provider and failure class (\"ok\" for success).",
+	}, []string{"provider", "class"})
+	m.failovers = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "troupe_failovers_per_request", Help: "Extra upstream attempts a client request needed.", Buckets: []float64{0, 1, 2, 3, 5, 8},
+	})
+	m.usageRows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_usage_records_written_total", Help: "Usage records handed to storage, by result (ok, error).",
+	}, []string{"result"})
+	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if views != nil {
+		m.Registry.MustRegister(&accountCollector{views: views, desc: prometheus.NewDesc(
+			"troupe_accounts", "Accounts in the pool by state (active, cooling, disabled, unauthorized, banned).", []string{"state"}, nil)})
+	}
+	return m
+}
+
+// request counts one finished client request.
+func (m *Metrics) request(route string, status int) {
+	key := route + "\x00" + strconv.Itoa(status)
+	c, ok := m.statusMemo.Load(key)
+	if !ok {
+		c, _ = m.statusMemo.LoadOrStore(key, m.requests.WithLabelValues(route, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+// UsageWritten counts usage records written (err nil) or lost (err non-nil).
+func (m *Metrics) UsageWritten(n int, err error) {
+	if err != nil {
+		m.usageRows.WithLabelValues("error").Add(float64(n))
+		return
+	}
+	m.usageRows.WithLabelValues("ok").Add(float64(n))
+}
+
+type accountCollector struct {
+	views func() []actors.View
+	desc  *prometheus.Desc
+}
+
+func (c *accountCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *accountCollector) Collect(ch chan<- prometheus.Metric) {
+	var counts [5]int
+	for _, v := range c.views() {
+		if int(v.Status) < len(counts) {
+			counts[v.Status]++
+		}
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), actors.Status(st).String())
+	}
+}

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
+)
+
+// do runs one request through the handler in memory and returns the response,
+// with a streamed body written out in full.
+func do(s *Server, method, path, key string, body []byte) *fasthttp.Response {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.SetRequestURI(path)
+	if key != "" {
+		ctx.Request.Header.Set("Authorization", "Bearer "+key)
+	}
+	ctx.Request.SetBody(body)
+	s.handle(&ctx)
+	resp := &fasthttp.Response{}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	ctx.Response.Write(w) // drives a stream's WriteTo and Close, as the server would
+	w.Flush()
+	resp.Read(bufio.NewReader(&buf))
+	return resp
+}
+
+func isOpenAIError(b []byte) bool {
+	r := gjson.ParseBytes(b)
+	return r.Get("error.message").Type == gjson.String && r.Get("error.type").Type == gjson.String &&
+		r.Get("error.param").Exists() && r.Get("error.code").Exists()
+}
+
+func TestPassthroughStream(t *testing.T) {
+	sse, err := os.ReadFile("testdata/chat-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, sys, key := testServer(t, 2, cannedTransport{200, "text/event-stream", sse})
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[]}`))
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), sse) {
+		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestFailoverToNextAccount(t *testing.T) {
+	// One transport for all accounts that fails the first call: the second account answers.
+	tr := &flaky{fail: 1, ok: cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)}}
+	s, sys, key := testServer(t, 3, tr)
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[]}`))
+	if resp.StatusCode() != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestRequestErrorPassesThrough(t *testing.T) {
+	body := []byte(`{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`)
+	tr := &counting{inner: cannedTransport{400, "application/json", body}}
+	s, sys, key := testServer(t, 3, tr)
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","max_tokens":1}`))
+	if resp.StatusCode() != 400 || !bytes.Equal(resp.Body(), body) {
+		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
+	}
+	if tr.n.Load() != 1 {
+		t.Fatalf("a request-class error was retried %d times", tr.n.Load())
+	}
+	waitIdle(t, sys)
+}
+
+func TestTruncatedStreamEndsWithError(t *testing.T) {
+	sse := []byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n")
+	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	if !bytes.HasPrefix(resp.Body(), sse) || !bytes.Contains(resp.Body(), []byte(`"error":{`)) {
+		t.Fatalf("truncated stream not closed with an error event:\n%s", resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestErrorsAreOpenAIShaped(t *testing.T) {
+	s, sys, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{}`)})
+	cases := []struct {
+		method, path, key, body string
+		status                  int
+	}{
+		{"POST", "/v1/chat/completions", "", `{"model":"m"}`, 401},
+		{"POST", "/v1/chat/completions", "sk-troupe-nope", `{"model":"m"}`, 401},
+		{"POST", "/v1/chat/completions", key, `{"model":`, 400},
+		{"POST", "/v1/chat/completions", key, `{}`, 400},
+		{"POST", "/v1/chat/completions", key, `{"model":1}`, 400},
+		{"POST", "/v1/chat/completions", key, `{"model":"m","stream":"yes"}`, 400},
+		{"POST", "/v1/chat/completions", key, `{"model":"unknown"}`, 404},
+		{"GET", "/v1/chat/completions", key, ``, 405},
+		{"POST", "/v1/nope", key, `{}`, 404},
+	}
+	for _, c := range cases {
+		resp := do(s, c.method, c.path, c.key, []byte(c.body))
+		if resp.StatusCode() != c.status || !isOpenAIError(resp.Body()) {
+			t.Errorf("%s %s %q: status %d body %s", c.method, c.path, c.body, resp.StatusCode(), resp.Body())
+		}
+	}
+	waitIdle(t, sys)
+}
+
+// FuzzParseRequest sends arbitrary bodies through the whole handler: no input
+// may panic, every answer is valid JSON, errors are OpenAI-shaped, and no lease leaks.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{`{"model":"m"}`, `{"model":"m","stream":true}`, `{"model":null}`, `[]`, `null`, ``, `{"model":"m","stream":1}`, "{\"model\":\"\xff\"}", `{"model":"m","model":"x"}`} {
+		f.Add([]byte(s))
+	}
+	s, sys, key := testServer(f, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp := do(s, "POST", "/v1/chat/completions", key, body)
+		if !json.Valid(resp.Body()) {
+			t.Fatalf("invalid JSON answer %q for %q", resp.Body(), body)
+		}
+		if resp.StatusCode() != 200 && !isOpenAIError(resp.Body()) {
+			t.Fatalf("status %d with non-OpenAI error body %s", resp.StatusCode(), resp.Body())
+		}
+		waitIdle(t, sys)
+	})
+}
+
+// BenchmarkPassthroughStreamEvent measures relaying one SSE event of a Chat
+// stream through the gateway's stream body (scan, observe, write), per event.
+func BenchmarkPassthroughStreamEvent(b *testing.B) {
+	sse, err := os.ReadFile("testdata/chat-stream-text.sse")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Drop the [DONE] marker so the body can repeat, then count events.
+	body := bytes.TrimSuffix(sse, []byte("data: [DONE]\n\n"))
+	events := bytes.Count(body, []byte("\n\n"))
+	rep := bytes.Repeat(body, 64)
+	s, _, _ := testServer(b, 1, cannedTransport{})
+	c := &call{endpoint: upstream.EndpointChat}
+	st := &stream{s: s, c: c}
+	b.SetBytes(int64(len(body) / events))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 64 * events {
+		st.sc = scanners.Get().(*scannerT)
+		st.sc.Reset(bytes.NewReader(rep))
+		st.ttft = 1
+		st.WriteTo(io.Discard)
+		scanners.Put(st.sc)
+	}
+}
+
+func TestCompressedRequestBody(t *testing.T) {
+	s, sys, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI("/v1/chat/completions")
+	ctx.Request.Header.Set("Authorization", "Bearer "+key)
+	ctx.Request.Header.Set("Content-Encoding", "gzip")
+	ctx.Request.SetBody(fasthttp.AppendGzipBytes(nil, []byte(`{"model":"m"}`)))
+	s.handle(&ctx)
+	if ctx.Response.StatusCode() != 200 {
+		t.Fatalf("gzip body: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	// A gzip bomb larger than the limit is refused with 413, not inflated.
+	bomb := fasthttp.AppendGzipBytes(nil, bytes.Repeat([]byte(" "), 20<<20))
+	ctx.Request.SetBody(bomb)
+	ctx.Response.Reset()
+	s.handle(&ctx)
+	if ctx.Response.StatusCode() != 413 || !isOpenAIError(ctx.Response.Body()) {
+		t.Fatalf("bomb: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	waitIdle(t, sys)
+}

@@ -1,0 +1,202 @@
+// Package gateway is Troupe's fasthttp front: the /v1 handlers, API-key
+// auth, client-protocol errors, /healthz, /readyz and /metrics. It is the only
+// package that knows fasthttp; it asks actors for leases and runs the upstream
+// call itself, so no I/O ever blocks an actor.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// Config configures the front. Zero values take the documented defaults.
+type Config struct {
+	MaxBodySize    int               // request body limit in bytes; default 16 MiB
+	MaxAttempts    int               // upstream attempts per request (1 + failovers); default 3
+	MaxWait        time.Duration     // how long a request may wait for a free account; default 10 s
+	RequestTimeout time.Duration     // whole-request budget, streaming included; default 10 min
+	ReadTimeout    time.Duration     // client request read timeout; default 60 s
+	IdleTimeout    time.Duration     // keep-alive idle timeout; default 120 s
+	Aliases        map[string]string // client model name → upstream model name
+	KeyCacheTTL    time.Duration     // API-key cache lifetime; default 30 s
+}
+
+func (c *Config) defaults() {
+	if c.MaxBodySize <= 0 {
+		c.MaxBodySize = 16 << 20
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 10 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Minute
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.KeyCacheTTL <= 0 {
+		c.KeyCacheTTL = 30 * time.Second
+	}
+}
+
+// Server is the HTTP front. Create it with New; it is safe for concurrent use.
+type Server struct {
+	cfg            Config
+	sys            *actors.System
+	store          storage.Store
+	keys           *keyCache
+	metrics        *Metrics
+	log            *slog.Logger
+	srv            *fasthttp.Server
+	metricsHandler fasthttp.RequestHandler
+	ready          atomic.Bool
+	now            func() time.Time
+}
+
+// New builds a Server over a running actor system and a store. metrics may be
+// nil (a fresh set is created); log may be nil (slog.Default()).
+func New(cfg Config, sys *actors.System, store storage.Store, metrics *Metrics, log *slog.Logger) *Server {
+	cfg.defaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	if metrics == nil {
+		metrics = NewMetrics(sys.Views)
+	}
+	s := &Server{cfg: cfg, sys: sys, store: store, metrics: metrics, log: log, now: time.Now}
+	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
+	s.metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	s.srv = &fasthttp.Server{
+		Handler:                       s.handle,
+		ErrorHandler:                  s.handleTransportError,
+		Name:                          "troupe",
+		NoDefaultServerHeader:         true,
+		NoDefaultDate:                 false,
+		MaxRequestBodySize:            cfg.MaxBodySize,
+		ReadTimeout:                   cfg.ReadTimeout,
+		IdleTimeout:                   cfg.IdleTimeout,
+		ReadBufferSize:                16 << 10,
+		DisablePreParseMultipartForm:  true,
+		DisableHeaderNamesNormalizing: false,
+		Logger:                        fasthttpLogger{log},
+	}
+	return s
+}
+
+// InvalidateKeys drops cached API-key lookups, so a created, changed or
+// removed key takes effect at once.
+func (s *Server) InvalidateKeys() { s.keys.invalidate() }
+
+// Serve serves on ln until Shutdown. It marks the server ready.
+func (s *Server) Serve(ln net.Listener) error {
+	s.ready.Store(true)
+	err := s.srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, waits for open requests (streams included) until
+// ctx ends, then closes the rest.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// Handler returns the request handler (for tests that serve it themselves).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch string(path) {
+	case "/v1/chat/completions", "/chat/completions":
+		s.onlyPost(ctx, s.chat)
+	case "/v1/responses", "/responses":
+		s.onlyPost(ctx, s.responses)
+	case "/v1/models", "/models":
+		if !ctx.IsGet() {
+			writeError(ctx, errMethod(string(ctx.Method()), string(path)))
+			return
+		}
+		s.models(ctx)
+	case "/healthz":
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"status":"ok"}`)
+	case "/readyz":
+		s.readyz(ctx)
+	case "/metrics":
+		s.metricsHandler(ctx)
+	default:
+		writeError(ctx, errNotFound(string(path)))
+	}
+}
+
+func (s *Server) onlyPost(ctx *fasthttp.RequestCtx, h fasthttp.RequestHandler) {
+	if !ctx.IsPost() {
+		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
+		return
+	}
+	h(ctx)
+}
+
+func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	if !s.ready.Load() {
+		ctx.SetStatusCode(503)
+		ctx.SetBodyString(`{"status":"starting"}`)
+		return
+	}
+	active := 0
+	for _, v := range s.sys.Views() {
+		if v.Status == actors.StatusActive || v.Status == actors.StatusCooling {
+			active++
+		}
+	}
+	if active == 0 {
+		ctx.SetStatusCode(503)
+		ctx.SetBodyString(`{"status":"no accounts"}`)
+		return
+	}
+	ctx.SetBodyString(`{"status":"ready"}`)
+}
+
+// handleTransportError answers requests fasthttp could not read (too large,
+// malformed, timeouts) in OpenAI's error shape.
+func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		writeError(ctx, errTooLarge(s.cfg.MaxBodySize))
+	default:
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			writeError(ctx, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout", Message: "The request was not received in time."})
+			return
+		}
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "bad_request", Message: "The HTTP request could not be parsed."})
+	}
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("fasthttp", "msg", format, "args", args)
+	}
+}

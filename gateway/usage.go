@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// usage is the token count of one answer.
+type usage struct{ input, cached, output, reasoning int64 }
+
+// usageFromBody reads usage from a non-stream answer of endpoint ep.
+func usageFromBody(ep upstream.Endpoint, body []byte) usage {
+	switch ep {
+	case upstream.EndpointChat:
+		u, _ := chatUsage(body)
+		return u
+	case upstream.EndpointResponses:
+		return responsesObjectUsage(gjson.GetBytes(body, "usage"))
+	}
+	return usage{}
+}
+
+// chatUsage reads a Chat Completions usage object (a response or the final
+// include_usage chunk): https://platform.openai.com/docs/api-reference/chat/object
+func chatUsage(data []byte) (usage, bool) {
+	u := gjson.GetBytes(data, "usage")
+	if !u.IsObject() {
+		return usage{}, false
+	}
+	return usage{
+		input:     u.Get("prompt_tokens").Int(),
+		cached:    u.Get("prompt_tokens_details.cached_tokens").Int(),
+		output:    u.Get("completion_tokens").Int(),
+		reasoning: u.Get("completion_tokens_details.reasoning_tokens").Int(),
+	}, true
+}
+
+// responsesUsage reads usage from a Responses terminal event
+// ({"type":"response.completed","response":{…,"usage":{…}}}).
+func responsesUsage(data []byte) usage {
+	return responsesObjectUsage(gjson.GetBytes(data, "response.usage"))
+}
+
+// responsesObjectUsage reads a Responses usage object:
+// https://platform.openai.com/docs/api-reference/responses/object
+func responsesObjectUsage(u gjson.Result) usage {
+	if !u.IsObject() {
+		return usage{}
+	}
+	return usage{
+		input:     u.Get("input_tokens").Int(),
+		cached:    u.Get("input_tokens_details.cached_tokens").Int(),
+		output:    u.Get("output_tokens").Int(),
+		reasoning: u.Get("output_tokens_details.reasoning_tokens").Int(),
+	}
+}
+
+// isContent reports whether ev carries answer content (for time to first token).
+func isContent(ep upstream.Endpoint, ev translate.Event) bool {
+	switch ep {
+	case upstream.EndpointChat:
+		return gjson.GetBytes(ev.Data, "choices.0.delta.content").Str != "" ||
+			gjson.GetBytes(ev.Data, "choices.0.delta.tool_calls").Exists() ||
+			gjson.GetBytes(ev.Data, "choices.0.delta.reasoning_content").Str != ""
+	case upstream.EndpointResponses:
+		switch string(ev.Name) {
+		case "response.output_text.delta", "response.function_call_arguments.delta",
+			"response.reasoning_summary_text.delta", "response.output_item.added",
+			"response.refusal.delta":
+			return true
+		}
+	}
+	return false
+}
+
+// appendStreamError appends an SSE error event in ep's stream protocol, for a
+// stream that fails after commit. Chat: a data chunk carrying "error" (what
+// the OpenAI SDKs raise on); Responses: an "error" event
+// (https://platform.openai.com/docs/api-reference/responses-streaming/error).
+func appendStreamError(dst []byte, ep upstream.Endpoint, msg string) []byte {
+	switch ep {
+	case upstream.EndpointResponses:
+		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":"...)
+		dst = translate.AppendString(dst, msg)
+		return append(dst, ",\"param\":null}\n\n"...)
+	default:
+		dst = append(dst, "data: {\"error\":{\"message\":"...)
+		dst = translate.AppendString(dst, msg)
+		return append(dst, ",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"...)
+	}
+}

@@ -1,0 +1,16 @@
+package storage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// HashKey returns the lowercase hex SHA-256 (64 characters) of a client API key
+// secret: the value stored in APIKey.Hash and looked up by APIKeyByHash. The
+// secret itself is never stored. A plain hash (no salt, no stretching) is
+// enough because the secrets are long random strings, and it keeps the lookup
+// a single index probe.
+func HashKey(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}

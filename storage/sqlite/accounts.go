@@ -1,0 +1,233 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at`
+
+// matchIDOrName selects at most one row of a table with id and name columns
+// for the parameter ?1, preferring an id match over a name match (an account
+// could be named like another one's id).
+const matchIDOrName = `(id = ?1 OR name = ?1) ORDER BY id = ?1 DESC LIMIT 1`
+
+// putAccountSQL inserts an account or, when the name exists, updates it in
+// place keeping id and created_at. updated_at grows by at least 1 ms on every
+// update (even within one millisecond, or if the clock steps back), so that
+// readers can detect changes by comparing it. The WHERE refuses the update
+// when the caller named an id (?14) that is not the existing row's; RETURNING
+// then yields no row.
+const putAccountSQL = `INSERT INTO accounts (` + accountColumns + `)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+ON CONFLICT (name) DO UPDATE SET
+	provider = excluded.provider,
+	base_url = excluded.base_url,
+	credentials = excluded.credentials,
+	models = excluded.models,
+	max_concurrency = excluded.max_concurrency,
+	grp = excluded.grp,
+	tags = excluded.tags,
+	priority = excluded.priority,
+	disabled = excluded.disabled,
+	updated_at = max(excluded.updated_at, accounts.updated_at + 1)
+WHERE ?14 = '' OR accounts.id = ?14
+RETURNING id, created_at, updated_at`
+
+// ListAccounts returns every account, enabled or not, ordered by name, with
+// credentials opened. It fails if any row's credentials cannot be opened
+// (wrapping storage.ErrUnseal: a key is missing from the Sealer).
+func (s *Store) ListAccounts(ctx context.Context) ([]storage.Account, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.Account
+	for rows.Next() {
+		a, err := s.scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// GetAccount returns the account whose ID, or else whose Name, is idOrName,
+// or an error wrapping storage.ErrNotFound.
+func (s *Store) GetAccount(ctx context.Context, idOrName string) (storage.Account, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE `+matchIDOrName, idOrName)
+	a, err := s.scanAccount(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.Account{}, fmt.Errorf("sqlite: account %q: %w", idOrName, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Account{}, fmt.Errorf("sqlite: get account %q: %w", idOrName, err)
+	}
+	return a, nil
+}
+
+// PutAccount inserts a, or updates the account with the same Name, and
+// returns it as stored: ID and CreatedAt of an existing row are kept (a new
+// row gets a.ID, or a fresh UUID when empty, and a.CreatedAt, or now when
+// zero); UpdatedAt is now, and on an update always later than the previous
+// UpdatedAt, so a changed UpdatedAt means a changed account. Times have
+// millisecond precision, in UTC.
+// Credentials are sealed with the Store's Sealer (its first key). Errors:
+// storage.ErrInvalid when a fails Validate; storage.ErrConflict when a.ID is
+// set and differs from the ID of the account that has this Name, or when a.ID
+// belongs to an account with another Name (renaming is not supported).
+func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Account, error) {
+	if err := a.Validate(); err != nil {
+		return storage.Account{}, fmt.Errorf("sqlite: put account: %w", err)
+	}
+	creds, err := json.Marshal(a.Credentials)
+	if err != nil {
+		return storage.Account{}, fmt.Errorf("sqlite: put account %q: encode credentials: %w", a.Name, err)
+	}
+	sealed, err := s.sealer.Seal(creds)
+	clear(creds)
+	if err != nil {
+		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w", a.Name, err)
+	}
+	id := a.ID
+	if id == "" {
+		id = newID()
+	}
+	t := now()
+	created := a.CreatedAt
+	if created.IsZero() {
+		created = t
+	}
+	var createdMs, updatedMs int64
+	err = s.w.QueryRowContext(ctx, putAccountSQL,
+		id, a.Name, string(a.Provider), a.BaseURL, sealed, encodeList(a.Models),
+		a.MaxConcurrency, a.Group, encodeList(a.Tags), a.Priority, boolInt(a.Disabled),
+		toMillis(created), toMillis(t), a.ID,
+	).Scan(&id, &createdMs, &updatedMs)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
+	case isConstraint(err):
+		return storage.Account{}, conflict(fmt.Sprintf("put account %q", a.Name), err)
+	case err != nil:
+		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w", a.Name, err)
+	}
+	a.ID = id
+	a.CreatedAt = fromMillis(createdMs)
+	a.UpdatedAt = fromMillis(updatedMs)
+	a.Models = normList(a.Models)
+	a.Tags = normList(a.Tags)
+	return a, nil
+}
+
+// DeleteAccount removes the account whose ID, or else whose Name, is
+// idOrName, or returns an error wrapping storage.ErrNotFound.
+func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`)`, idOrName)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete account %q: %w", idOrName, err)
+	}
+	return affectedOne(res, "account", idOrName)
+}
+
+// scanner is the Scan method shared by *sql.Row and *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanAccount(sc scanner) (storage.Account, error) {
+	var (
+		a                  storage.Account
+		provider, sealed   string
+		models, tags       string
+		disabled           int
+		createdMs, updated int64
+	)
+	if err := sc.Scan(&a.ID, &a.Name, &provider, &a.BaseURL, &sealed, &models,
+		&a.MaxConcurrency, &a.Group, &tags, &a.Priority, &disabled, &createdMs, &updated); err != nil {
+		return storage.Account{}, err
+	}
+	a.Provider = storage.Provider(provider)
+	a.Disabled = disabled != 0
+	a.CreatedAt = fromMillis(createdMs)
+	a.UpdatedAt = fromMillis(updated)
+	var err error
+	if a.Models, err = decodeList(models); err != nil {
+		return storage.Account{}, fmt.Errorf("account %q: models: %w", a.Name, err)
+	}
+	if a.Tags, err = decodeList(tags); err != nil {
+		return storage.Account{}, fmt.Errorf("account %q: tags: %w", a.Name, err)
+	}
+	plain, err := s.sealer.Open(sealed)
+	if err != nil {
+		return storage.Account{}, fmt.Errorf("account %q: credentials: %w", a.Name, err)
+	}
+	err = json.Unmarshal(plain, &a.Credentials)
+	clear(plain)
+	if err != nil {
+		// The json error may quote the plaintext; do not wrap it.
+		return storage.Account{}, fmt.Errorf("account %q: credentials: malformed json", a.Name)
+	}
+	return a, nil
+}
+
+// affectedOne turns a DELETE's result into nil or storage.ErrNotFound.
+func affectedOne(res sql.Result, what, idOrName string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: delete %s %q: %w", what, idOrName, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: %s %q: %w", what, idOrName, storage.ErrNotFound)
+	}
+	return nil
+}
+
+// newID returns a fresh identifier: a UUIDv7, whose time-ordered prefix keeps
+// primary-key inserts local in the b-tree.
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil { // only if the random source fails
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// encodeList encodes a string list as a JSON array ("[]" when empty).
+func encodeList(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(l) // a []string always encodes
+	return string(b)
+}
+
+// decodeList decodes a JSON array of strings; an empty array gives nil.
+func decodeList(s string) ([]string, error) {
+	if s == "" || s == "[]" {
+		return nil, nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		return nil, err
+	}
+	return normList(l), nil
+}
+
+// normList returns nil for an empty list, as read back from storage.
+func normList(l []string) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}

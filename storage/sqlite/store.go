@@ -1,0 +1,222 @@
+// Package sqlite is Troupe's embedded storage backend: one SQLite file, opened
+// through the pure-Go driver modernc.org/sqlite (no cgo), in WAL mode.
+//
+// Connections: all writes go through a pool of exactly one connection, so
+// writers queue in Go (honouring ctx) instead of spinning on SQLite's busy
+// lock, and a write transaction can never be refused with SQLITE_BUSY by
+// another Troupe writer. Reads go through a separate pool of read-only
+// connections that, thanks to WAL, never wait for the writer. No method holds
+// a connection of one pool while asking for another of the same pool, so the
+// single writer connection cannot deadlock.
+//
+// Layout: times are stored as unix milliseconds (UTC), durations as
+// microseconds, booleans as 0/1, string lists as JSON arrays. Credentials are
+// stored only sealed by a storage.Sealer. See migrations/ for the schema.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// MemoryPath is the path that opens a private in-memory database instead of a
+// file (useful in tests). Such a store has a single connection for reads and
+// writes and is lost on Close.
+const MemoryPath = ":memory:"
+
+// Store is the SQLite implementation of storage.Store. It is safe for
+// concurrent use; create it with Open and release it with Close.
+type Store struct {
+	w      *sql.DB // exactly one connection; every write
+	r      *sql.DB // read-only connections (the same as w for MemoryPath)
+	sealer *storage.Sealer
+
+	insertUsage *sql.Stmt // on w
+	keyByHash   *sql.Stmt // on r
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open opens (creating it and its parent directories when missing) the SQLite
+// database at path, applies pending migrations and returns the store.
+// Credentials are sealed with sealer, which must hold every key that existing
+// rows were sealed with. A new database file is created with permissions 0600
+// and new directories with 0700. Connections use journal_mode=WAL,
+// synchronous=NORMAL (a crash may lose the last transactions but never
+// corrupts), foreign_keys=1 and busy_timeout=5000 ms. path is a file path,
+// not a DSN or URI: '?' and "file:" in it are taken literally. path may be
+// MemoryPath.
+func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, error) {
+	if sealer == nil {
+		return nil, errors.New("sqlite: open: a sealer is required")
+	}
+	s := &Store{sealer: sealer}
+	var err error
+	if path == MemoryPath {
+		s.w, err = sql.Open("sqlite", "file::memory:?"+pragmas(false).Encode())
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: open: %w", err)
+		}
+		s.w.SetMaxOpenConns(1)
+		s.w.SetMaxIdleConns(1)
+		s.w.SetConnMaxLifetime(0)
+		s.w.SetConnMaxIdleTime(0) // the database lives as long as its one connection
+		s.r = s.w
+	} else {
+		if err := createFile(path); err != nil {
+			return nil, err
+		}
+		if s.w, err = openPool(path, false, 1); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.w.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := Migrate(ctx, s.w); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.r == nil {
+		if s.r, err = openPool(path, true, max(4, runtime.GOMAXPROCS(0))); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if s.insertUsage, err = s.w.PrepareContext(ctx, insertUsageSQL); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if s.keyByHash, err = s.r.PrepareContext(ctx, apiKeyByHashSQL); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the database. Pending work in other goroutines fails; the
+// Store must not be used after. On the last connection SQLite checkpoints
+// the WAL into the main file.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.insertUsage, s.keyByHash} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.r != nil && s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// pragmas returns the DSN parameters of a connection.
+func pragmas(readOnly bool) url.Values {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		// Take the write lock at BEGIN: a deferred transaction that upgrades
+		// from read to write can fail with SQLITE_BUSY at once if another
+		// process (the sqlite3 shell, a second Troupe) wrote in between.
+		q.Set("_txlock", "immediate")
+	}
+	return q
+}
+
+// openPool opens a pool of at most n connections to the file at path.
+func openPool(path string, readOnly bool, n int) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// A file: URI with an escaped path, so that '?' or '#' in a file name
+	// cannot be taken for the start of the parameters.
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: pragmas(readOnly).Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// createFile makes path's parent directories (0700) and, when the file does
+// not exist yet, an empty file with 0600 so that the database and the -wal and
+// -shm files SQLite derives from it are private to the owner.
+func createFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("sqlite: create directory for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// isConstraint reports whether err is a UNIQUE or PRIMARY KEY violation.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return true
+	}
+	return false
+}
+
+// conflict wraps a constraint violation as storage.ErrConflict. SQLite's
+// message names the column ("UNIQUE constraint failed: api_keys.name"), never
+// the value, so it is kept.
+func conflict(what string, err error) error {
+	return fmt.Errorf("sqlite: %s: %w (%v)", what, storage.ErrConflict, err)
+}
+
+func toMillis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// now returns the current time at the precision stored (milliseconds, UTC).
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

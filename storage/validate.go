@@ -1,0 +1,63 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid is returned (wrapped, with the reason) by backends when a value
+// breaks a rule of the contract: a missing name, an unknown provider, an API
+// key hash that is not a SHA-256 hex digest. The admin API can map it to 400.
+var ErrInvalid = errors.New("storage: invalid")
+
+// Validate reports whether a can be stored: Name must be non-empty and
+// Provider one of the known providers. The error wraps ErrInvalid.
+func (a *Account) Validate() error {
+	if a.Name == "" {
+		return fmt.Errorf("%w: account name is empty", ErrInvalid)
+	}
+	if !a.Provider.Valid() {
+		return fmt.Errorf("%w: account %q: unknown provider %q", ErrInvalid, a.Name, a.Provider)
+	}
+	return nil
+}
+
+// Validate reports whether k can be stored: Name must be non-empty and Hash
+// must be 64 lowercase hex digits (HashKey of the secret). As a guard against
+// storing a secret by mistake, a Prefix that is itself the whole secret (its
+// HashKey equals Hash) is refused. The error wraps ErrInvalid and never
+// contains Hash or Prefix.
+func (k *APIKey) Validate() error {
+	if k.Name == "" {
+		return fmt.Errorf("%w: api key name is empty", ErrInvalid)
+	}
+	if !isSHA256Hex(k.Hash) {
+		return fmt.Errorf("%w: api key %q: hash is not 64 lowercase hex digits", ErrInvalid, k.Name)
+	}
+	if k.Prefix != "" && HashKey(k.Prefix) == k.Hash {
+		return fmt.Errorf("%w: api key %q: prefix is the whole secret", ErrInvalid, k.Name)
+	}
+	return nil
+}
+
+// Validate reports whether r can be stored: RequestID must be non-empty.
+// The error wraps ErrInvalid.
+func (r *UsageRecord) Validate() error {
+	if r.RequestID == "" {
+		return fmt.Errorf("%w: usage record without request id", ErrInvalid)
+	}
+	return nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
