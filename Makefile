@@ -19,9 +19,13 @@ demo: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
 
-## test: everything — vet, unit and end-to-end tests (race detector), real clients, short fuzz runs
+## test: everything — vet, unit and end-to-end tests (race detector), real clients, short fuzz runs.
+## PostgreSQL and Redis are started (or installed) by .ci/services when missing.
 test: vet clients
-	TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	@set -a; eval "$$(.ci/services)"; set +a; \
+	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
+	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 \
+	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=10s
 
 vet:

@@ -20,7 +20,7 @@ import (
 
 // Config configures a System. Zero values take the documented defaults.
 type Config struct {
-	Store         storage.Usage    // where usage records go; required
+	Store         UsageWriter      // where usage records go; required
 	Transport     TransportFactory // builds each account's transport; required
 	Policy        Policy           // default LeastInFlight
 	MaxWaiters    int              // parked requests across the pool; default 10,000
@@ -31,6 +31,12 @@ type Config struct {
 	// OnUsageWritten, when set, is called from the recorder's writer after each
 	// batch with its size and error (for metrics).
 	OnUsageWritten func(n int, err error)
+}
+
+// UsageWriter is what the usage recorder needs from storage (storage.Usage
+// satisfies it): write a batch in one transaction, skipping records already stored.
+type UsageWriter interface {
+	InsertUsage(ctx context.Context, recs []storage.UsageRecord) error
 }
 
 // System runs the actors. Its methods are safe for concurrent use.
@@ -125,7 +131,13 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 		return r.result()
 	default:
 	}
-	t := s.timer(req.MaxWait + time.Second)
+	// The caller's own timer ends the wait at MaxWait exactly (abandon makes
+	// that race-free); the scheduler's sweep only cleans up after it.
+	wait := req.MaxWait
+	if wait <= 0 {
+		wait = time.Second // the scheduler answers at once; this only bounds a stall
+	}
+	t := s.timer(wait)
 	defer s.timers.Put(t)
 	defer t.Stop()
 	select {

@@ -11,7 +11,7 @@ import (
 
 // usageConfig configures the usage recorder.
 type usageConfig struct {
-	store     storage.Usage
+	store     UsageWriter
 	batchSize int           // flush when this many records are pending
 	interval  time.Duration // flush at least this often when records are pending
 	maxQueued int           // records held (pending + being written) before new ones are dropped

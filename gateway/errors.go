@@ -51,12 +51,22 @@ func errBadParam(param, msg string) *APIError {
 	return &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_type", Param: param, Message: msg}
 }
 
+// clip shortens client-supplied text quoted in an error to 256 bytes.
+func clip(s string) string {
+	if len(s) <= 256 {
+		return s
+	}
+	return s[:256] + "…"
+}
+
 func errModelNotFound(model string) *APIError {
+	model = clip(model)
 	return &APIError{Status: 404, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
 		Message: "The model `" + model + "` does not exist or you do not have access to it."}
 }
 
 func errModelNotAllowed(model string) *APIError {
+	model = clip(model)
 	return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
 		Message: "This API key is not allowed to use the model `" + model + "`."}
 }
@@ -76,11 +86,13 @@ func errTooLarge(limit int) *APIError {
 }
 
 func errNotFound(path string) *APIError {
+	path = clip(path)
 	return &APIError{Status: 404, Type: "invalid_request_error", Code: "unknown_url",
 		Message: "Unknown request URL: " + path + ". Please check the URL for typos."}
 }
 
 func errMethod(method, path string) *APIError {
+	method, path = clip(method), clip(path)
 	return &APIError{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed",
 		Message: "Method " + method + " is not allowed for " + path + "."}
 }

@@ -62,6 +62,47 @@ func (m *memStore) CountUsage(context.Context) (int64, error) {
 	defer m.mu.Unlock()
 	return int64(len(m.usage)), nil
 }
+func (m *memStore) UpdateAPIKey(_ context.Context, k storage.APIKey) (storage.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for h, old := range m.keys {
+		if old.ID == k.ID {
+			k.Hash, k.Prefix, k.CreatedAt = old.Hash, old.Prefix, old.CreatedAt
+			m.keys[h] = k
+			return k, nil
+		}
+	}
+	return storage.APIKey{}, storage.ErrNotFound
+}
+func (m *memStore) Rollups(context.Context, storage.UsageQuery) ([]storage.UsageRollup, error) {
+	return nil, nil
+}
+func (m *memStore) PruneUsage(context.Context, time.Time, time.Time) (int64, int64, error) {
+	return 0, 0, nil
+}
+func (m *memStore) GetSetting(context.Context, string) (string, error) {
+	return "", storage.ErrNotFound
+}
+func (m *memStore) PutSetting(context.Context, string, string) error { return nil }
+func (m *memStore) ListSettings(context.Context) (map[string]string, error) {
+	return map[string]string{}, nil
+}
+func (m *memStore) SavePolicy(_ context.Context, name, source string) (storage.PolicyVersion, error) {
+	return storage.PolicyVersion{Name: name, Version: 1, Source: source}, nil
+}
+func (m *memStore) GetPolicy(context.Context, string, int) (storage.PolicyVersion, error) {
+	return storage.PolicyVersion{}, storage.ErrNotFound
+}
+func (m *memStore) PolicyHistory(context.Context, string) ([]storage.PolicyVersion, error) {
+	return nil, storage.ErrNotFound
+}
+func (m *memStore) ListPolicies(context.Context) ([]storage.PolicyVersion, error) { return nil, nil }
+func (m *memStore) ActivatePolicy(context.Context, string, int) (storage.PolicyVersion, error) {
+	return storage.PolicyVersion{}, storage.ErrNotFound
+}
+func (m *memStore) ActivePolicy(context.Context) (storage.PolicyVersion, error) {
+	return storage.PolicyVersion{}, storage.ErrNotFound
+}
 func (m *memStore) Close() error { return nil }
 
 // cannedTransport answers every request with the same status, content type and body.
@@ -107,7 +148,7 @@ func testServer(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.Sy
 		t.Fatal(err)
 	}
 	store.CreateAPIKey(context.Background(), k)
-	s := New(Config{MaxWait: 100 * time.Millisecond}, sys, store, nil, nil)
+	s := New(Config{MaxWait: 100 * time.Millisecond}, sys, store, nil, nil, nil)
 	return s, sys, secret
 }
 
@@ -163,3 +204,59 @@ func (c *counting) Do(ctx context.Context, r *upstream.Request) (*upstream.Respo
 	c.n.Add(1)
 	return c.inner.Do(ctx, r)
 }
+
+// scripted answers the n-th call with answers[n] (the last one repeats).
+type scripted struct {
+	mu      sync.Mutex
+	n       int
+	answers []upstream.Transport
+}
+
+func (s *scripted) Do(ctx context.Context, r *upstream.Request) (*upstream.Response, error) {
+	s.mu.Lock()
+	a := s.answers[min(s.n, len(s.answers)-1)]
+	s.n++
+	s.mu.Unlock()
+	return a.Do(ctx, r)
+}
+
+func (s *scripted) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// slowSSE streams body after delay, honouring ctx like a network body.
+type slowSSE struct {
+	delay time.Duration
+	body  []byte
+}
+
+func (s slowSSE) Do(ctx context.Context, _ *upstream.Request) (*upstream.Response, error) {
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream")
+	pr, pw := io.Pipe()
+	go func() {
+		select {
+		case <-time.After(s.delay):
+			pw.Write(s.body)
+			pw.Close()
+		case <-ctx.Done():
+			pw.CloseWithError(&upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()})
+		}
+	}()
+	return &upstream.Response{Status: 200, Header: h, Body: pr}, nil
+}
+
+// testServerCfg is testServer with a gateway config.
+func testServerCfg(t testing.TB, n int, tr upstream.Transport, cfg Config) (*Server, *actors.System, string) {
+	s, sys, key := testServer(t, n, tr)
+	cfg.defaults()
+	s.cfg = cfg
+	return s, sys, key
+}
+
+// cannedTransportOrOK is a list of transports for scripted.
+type cannedTransportOrOK []upstream.Transport
+
+func (l cannedTransportOrOK) transports() []upstream.Transport { return l }

@@ -21,6 +21,8 @@ type Metrics struct {
 	attempts   *prometheus.CounterVec   // troupe_upstream_attempts_total{provider,class}
 	failovers  prometheus.Histogram     // troupe_failovers_per_request
 	usageRows  *prometheus.CounterVec   // troupe_usage_records_written_total{result}
+	cacheDown  prometheus.Gauge         // troupe_cache_degraded
+	cacheFlips prometheus.Counter       // troupe_cache_outages_total
 	statusMemo sync.Map                 // route+status → prometheus.Counter
 }
 
@@ -51,7 +53,13 @@ func NewMetrics(views func() []actors.View) *Metrics {
 	m.usageRows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "troupe_usage_records_written_total", Help: "Usage records handed to storage, by result (ok, error).",
 	}, []string{"result"})
-	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows,
+	m.cacheDown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "troupe_cache_degraded", Help: "1 while the shared cache (Redis) is unreachable and this instance serves affinity and limits locally.",
+	})
+	m.cacheFlips = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "troupe_cache_outages_total", Help: "Shared-cache outages this instance has seen.",
+	})
+	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows, m.cacheDown, m.cacheFlips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if views != nil {
 		m.Registry.MustRegister(&accountCollector{views: views, desc: prometheus.NewDesc(
@@ -77,6 +85,17 @@ func (m *Metrics) UsageWritten(n int, err error) {
 		return
 	}
 	m.usageRows.WithLabelValues("ok").Add(float64(n))
+}
+
+// CacheDegraded records a change of the shared cache's state (for the
+// fallback cache's OnChange hook).
+func (m *Metrics) CacheDegraded(degraded bool) {
+	if degraded {
+		m.cacheDown.Set(1)
+		m.cacheFlips.Inc()
+		return
+	}
+	m.cacheDown.Set(0)
 }
 
 type accountCollector struct {

@@ -5,14 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
@@ -21,6 +22,9 @@ import (
 const (
 	maxErrorBody    = 1 << 20  // an upstream error body kept for classification and the client
 	maxResponseBody = 64 << 20 // a non-stream answer
+	// maxJSONDepth bounds nesting in bodies the gateway validates; deeper
+	// JSON is refused before any recursive parser sees it.
+	maxJSONDepth = 512
 )
 
 func (s *Server) chat(ctx *fasthttp.RequestCtx)      { s.proxy(ctx, upstream.EndpointChat) }
@@ -70,51 +74,30 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}
+	if aerr := s.admit(ctx, &c.key); aerr != nil {
+		writeError(ctx, aerr)
+		return aerr.Status
+	}
 
 	rctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
-	handedOff := false
-	defer func() {
-		if !handedOff {
-			cancel()
-		}
-	}()
-
-	var tried []string
-	var last *failure // the last account-level failure, answered if no attempt succeeds
-	for c.attempts < s.cfg.MaxAttempts {
-		lease, err := s.sys.Acquire(rctx, actors.AcquireRequest{
-			Endpoint: c.endpoint, Model: c.target, Group: key.Group, Exclude: tried, MaxWait: s.cfg.MaxWait,
-		})
-		if err != nil {
-			if last != nil {
-				break // accounts ran out during failover: answer with what the last one said
-			}
-			aerr := s.acquireError(c, err)
-			writeError(ctx, aerr)
-			return aerr.Status
-		}
-		c.attempts++
-		tried = append(tried, lease.AccountID)
-		res := s.attempt(rctx, c, lease)
-		if res.failure != nil {
-			last = res.failure
-			if res.failure.verdict.Class.AccountFault() {
-				continue
-			}
-			break
-		}
-		s.metrics.failovers.Observe(float64(c.attempts - 1))
-		if res.stream != nil {
-			handedOff = true
-			res.stream.cancel = cancel
-			s.commitStream(ctx, c, res)
-			return 0
-		}
-		s.commitBody(ctx, c, res)
-		return res.status
+	if c.stream {
+		return s.serveStream(ctx, c, rctx, cancel)
 	}
-	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
-	return s.answerFailure(ctx, last)
+	defer cancel()
+	return s.answer(ctx, c, s.run(rctx, c))
+}
+
+// answer writes the outcome of the failover loop: the answer, or why there is none.
+func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
+	switch {
+	case o.aerr != nil:
+		writeError(ctx, o.aerr)
+		return o.aerr.Status
+	case o.fail != nil:
+		return s.answerFailure(ctx, o.fail)
+	}
+	s.commitBody(ctx, c, o.res)
+	return o.res.status
 }
 
 // parse reads what routing needs from the body without decoding it whole.
@@ -136,7 +119,7 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		}
 		body = b
 	}
-	if !gjson.ValidBytes(body) {
+	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) {
 		return errBadJSON()
 	}
 	root := gjson.ParseBytes(body)
@@ -194,92 +177,6 @@ var passThrough = []string{
 	"X-Codex-Turn-Metadata", "X-Codex-Window-Id", "X-Codex-Beta-Features", "X-Codex-Turn-State", "Originator",
 }
 
-// failure is an upstream attempt that did not produce an answer for the client.
-type failure struct {
-	verdict upstream.Verdict
-	status  int         // upstream status (0: no HTTP answer)
-	header  http.Header // upstream headers, when there was an answer
-	body    []byte      // upstream error body (bounded), when there was one
-	err     error       // transport error, when there was no answer
-}
-
-// result is one attempt's outcome: a committed-able answer or a failure.
-type result struct {
-	status  int
-	header  http.Header
-	body    []byte  // non-stream answer
-	stream  *stream // streamed answer, not yet committed
-	failure *failure
-	lease   *actors.Lease
-}
-
-// attempt sends c through lease. Every path releases the lease exactly once:
-// here for failures and non-stream answers, in the stream's Close otherwise.
-func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) result {
-	start := s.now()
-	resp, err := lease.Transport.Do(ctx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: c.body, Header: c.header})
-	if err != nil {
-		v := upstream.ClassifyError(err)
-		s.release(lease, 0, v, start, 0)
-		s.log.Warn("upstream attempt failed", "request_id", c.id, "account", lease.Name, "class", v.Class.String(), "err", err)
-		return result{failure: &failure{verdict: v, err: err}}
-	}
-	if resp.Status < 200 || resp.Status > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
-		v := upstream.Classify(resp.Status, resp.Header, body)
-		s.release(lease, resp.Status, v, start, 0)
-		if v.Class.AccountFault() {
-			s.log.Info("upstream refused; failing over", "request_id", c.id, "account", lease.Name, "status", resp.Status, "class", v.Class.String())
-		}
-		return result{failure: &failure{verdict: v, status: resp.Status, header: resp.Header, body: body}}
-	}
-	if c.stream && isEventStream(resp.Header) {
-		return result{status: resp.Status, header: resp.Header, lease: lease, stream: s.newStream(c, lease, resp, start)}
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-	resp.Body.Close()
-	if err == nil && len(body) > maxResponseBody {
-		err = errors.New("upstream answer larger than 64 MiB")
-	}
-	if err == nil && !gjson.ValidBytes(body) {
-		err = errors.New("upstream answer is not valid JSON")
-	}
-	if err != nil {
-		v := upstream.Verdict{Class: upstream.ClassTransient}
-		s.release(lease, resp.Status, v, start, 0)
-		return result{failure: &failure{verdict: v, err: err}}
-	}
-	lat := s.now().Sub(start)
-	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
-	s.record(c, lease, resp.Status, usageFromBody(c.endpoint, body), lat, 0)
-	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}
-}
-
-func isEventStream(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return len(ct) >= 17 && ct[:17] == "text/event-stream"
-}
-
-func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
-	cl := v.Class.String()
-	if v.Class == upstream.ClassNone {
-		cl = "ok"
-	}
-	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
-	s.sys.Release(l, actors.Outcome{Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
-}
-
-// record queues the usage record of a served request.
-func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, ttft time.Duration) {
-	s.sys.Record(storage.UsageRecord{
-		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: l.AccountID,
-		Model: c.model, Route: c.endpoint.String(), Stream: c.stream, Status: status, Attempts: c.attempts,
-		Latency: latency, TTFT: ttft,
-		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
-	})
-}
-
 // commitBody writes a non-stream answer.
 func (s *Server) commitBody(ctx *fasthttp.RequestCtx, c *call, r result) {
 	ctx.SetStatusCode(r.status)
@@ -288,7 +185,8 @@ func (s *Server) commitBody(ctx *fasthttp.RequestCtx, c *call, r result) {
 }
 
 // answerFailure tells the client why no attempt succeeded, in OpenAI's shape.
-// A request-class error is the upstream's own answer and passes through.
+// An upstream error body in OpenAI's shape (a request-class error, or the
+// last account's refusal) passes through as the upstream sent it.
 func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
 	if f == nil {
 		aerr := errNoAccount(time.Second)
@@ -305,25 +203,47 @@ func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
 		ctx.SetBody(f.body)
 		return f.status
 	}
-	if f.status != 0 {
-		msg := gjson.GetBytes(f.body, "detail").String()
-		if msg == "" {
-			msg = "The upstream answered with status " + http.StatusText(f.status) + "."
-		}
-		typ := "invalid_request_error"
-		if f.status >= 500 || f.verdict.Class.AccountFault() {
-			typ = "server_error"
-		}
-		aerr := &APIError{Status: f.status, Type: typ, Message: msg, RetryAfter: f.verdict.RetryAfter}
-		writeError(ctx, aerr)
-		return aerr.Status
+	aerr := &APIError{Status: failureStatus(f), Type: "server_error", Message: f.msg, RetryAfter: f.verdict.RetryAfter}
+	switch f.verdict.Class {
+	case upstream.ClassRequest:
+		aerr.Type = "invalid_request_error"
+	case upstream.ClassRate, upstream.ClassQuota:
+		aerr.Type, aerr.Code = "requests", "rate_limit_exceeded"
+	case upstream.ClassCanceled:
+		aerr.Type, aerr.Code = "invalid_request_error", "client_closed_request"
 	}
-	aerr := errUpstream("The upstream could not be reached. Please retry.")
-	if f.verdict.Class == upstream.ClassCanceled {
-		aerr = &APIError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "The request was canceled."}
+	if aerr.Message == "" && f.body != nil {
+		aerr.Message = gjson.GetBytes(f.body, "detail").String()
+	}
+	if aerr.Message == "" {
+		switch {
+		case f.status != 0:
+			aerr.Message = "The upstream answered with status " + strconv.Itoa(f.status) + " " + http.StatusText(f.status) + "."
+		case f.verdict.Class == upstream.ClassCanceled:
+			aerr.Message = "The request was canceled."
+		default:
+			aerr.Message = "The upstream could not be reached. Please retry."
+		}
 	}
 	writeError(ctx, aerr)
 	return aerr.Status
+}
+
+// failureStatus is the HTTP status a client gets for a failure: the upstream's
+// own status when it answered with one, else one derived from the class.
+func failureStatus(f *failure) int {
+	if f.status != 0 {
+		return f.status
+	}
+	switch f.verdict.Class {
+	case upstream.ClassRequest:
+		return 400
+	case upstream.ClassRate, upstream.ClassQuota:
+		return 429
+	case upstream.ClassCanceled:
+		return 499
+	}
+	return 502
 }
 
 func (s *Server) acquireError(c *call, err error) *APIError {

@@ -179,3 +179,13 @@ func TestCompressedRequestBody(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+func TestDeeplyNestedBodyRefused(t *testing.T) {
+	s, sys, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{}`)})
+	body := append([]byte(`{"model":"m","x":`), bytes.Repeat([]byte("["), 4<<20)...)
+	resp := do(s, "POST", "/v1/chat/completions", key, body)
+	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) {
+		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}

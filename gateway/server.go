@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,24 @@ type Config struct {
 	IdleTimeout    time.Duration     // keep-alive idle timeout; default 120 s
 	Aliases        map[string]string // client model name → upstream model name
 	KeyCacheTTL    time.Duration     // API-key cache lifetime; default 30 s
+
+	// FirstTokenTimeout is how long an attempt may take to produce its first
+	// content event before it is abandoned for another account; default 60 s.
+	FirstTokenTimeout time.Duration
+	// NonStreamTimeout bounds one non-stream attempt, head and body: an
+	// upstream that has not answered by then is abandoned for another
+	// account. Default 5 min.
+	NonStreamTimeout time.Duration
+	// HoldBufferCap bounds the bytes held before the first content event; a
+	// stream that exceeds it commits anyway. Default 1 MiB.
+	HoldBufferCap int
+	// HeartbeatInterval is how long a stream may stay silent before an SSE
+	// comment keeps the connection alive; a hold longer than this commits the
+	// response head. Default 15 s.
+	HeartbeatInterval time.Duration
+	// FailoverBudget bounds the time spent on failover attempts after the
+	// first attempt (which is never cut short); default 60 s.
+	FailoverBudget time.Duration
 }
 
 func (c *Config) defaults() {
@@ -53,6 +72,21 @@ func (c *Config) defaults() {
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 30 * time.Second
 	}
+	if c.FirstTokenTimeout <= 0 {
+		c.FirstTokenTimeout = 60 * time.Second
+	}
+	if c.NonStreamTimeout <= 0 {
+		c.NonStreamTimeout = 5 * time.Minute
+	}
+	if c.HoldBufferCap <= 0 {
+		c.HoldBufferCap = 1 << 20
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 15 * time.Second
+	}
+	if c.FailoverBudget <= 0 {
+		c.FailoverBudget = 60 * time.Second
+	}
 }
 
 // Server is the HTTP front. Create it with New; it is safe for concurrent use.
@@ -60,6 +94,7 @@ type Server struct {
 	cfg            Config
 	sys            *actors.System
 	store          storage.Store
+	cache          storage.Cache // counters for per-key limits; nil disables them
 	keys           *keyCache
 	metrics        *Metrics
 	log            *slog.Logger
@@ -69,9 +104,10 @@ type Server struct {
 	now            func() time.Time
 }
 
-// New builds a Server over a running actor system and a store. metrics may be
-// nil (a fresh set is created); log may be nil (slog.Default()).
-func New(cfg Config, sys *actors.System, store storage.Store, metrics *Metrics, log *slog.Logger) *Server {
+// New builds a Server over a running actor system, a store and a cache (for
+// per-key limit counters; nil turns per-key limits off). metrics may be nil
+// (a fresh set is created); log may be nil (slog.Default()).
+func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cache, metrics *Metrics, log *slog.Logger) *Server {
 	cfg.defaults()
 	if log == nil {
 		log = slog.Default()
@@ -79,7 +115,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, metrics *Metrics, 
 	if metrics == nil {
 		metrics = NewMetrics(sys.Views)
 	}
-	s := &Server{cfg: cfg, sys: sys, store: store, metrics: metrics, log: log, now: time.Now}
+	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now}
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
 	s.metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
@@ -124,6 +160,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		// fasthttp does not recover handler panics; a bug must cost one
+		// request, never the process.
+		if r := recover(); r != nil {
+			s.log.Error("handler panic", "path", string(ctx.Path()), "panic", r, "stack", string(debug.Stack()))
+			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server had an error while processing your request."})
+		}
+	}()
 	path := ctx.Path()
 	switch string(path) {
 	case "/v1/chat/completions", "/chat/completions":

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -18,95 +22,123 @@ import (
 // carries the whole answer, so it is generous).
 const maxEvent = 32 << 20
 
-// stream is a committed SSE answer being relayed from one upstream to the
-// client. fasthttp drives it: WriteTo is the body writer (every Write is one
-// flushed HTTP chunk) and Close runs once when the body is done or the
-// connection failed, so the lease is released exactly once on every path.
+var heartbeat = []byte(": keep-alive\n\n")
+
+// stream is one upstream SSE answer on its way to the client. It is first
+// held (hold) until its first content event, so that a failure before that
+// point can still fail over invisibly; then fasthttp drives it as the
+// response body: WriteTo writes the held events and relays the rest, every
+// Write being one flushed HTTP chunk, and Close runs once when the body is
+// done or the connection failed, so the lease is released exactly once.
 type stream struct {
 	s      *Server
 	c      *call
 	lease  *actors.Lease
 	resp   *upstream.Response
 	sc     *translate.Scanner
-	cancel context.CancelFunc
-	start  time.Time // when the attempt started
+	cancel context.CancelFunc // cancels this attempt's upstream call
+	start  time.Time          // when the attempt started
+
+	held   []byte // raw events read while holding, not yet written
 	ttft   time.Duration
 	usage  usage
-	clean  bool  // the upstream stream ended with a terminal event
-	werr   error // a write to the client failed: the client went away
-	rerr   error // the upstream stream broke
-	once   sync.Once
-	buf    []byte
+	respID string           // Responses id from response.created, for a synthesized response.failed
+	clean  bool             // the stream ended with its protocol's terminal event
+	failed upstream.Verdict // an error event arrived after commit
+	werr   error            // a write to the client failed: the client went away
+	rerr   error            // the upstream stream broke
+
+	mu      sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
+	events  atomic.Uint64
+	hb      *time.Timer
+	hbDone  bool // under mu: WriteTo returned, the heartbeat must not write
+	closed  sync.Once
+	release sync.Once
 }
 
 var scanners = sync.Pool{New: func() any { return translate.NewScanner(nil, maxEvent) }}
 
-func (s *Server) newStream(c *call, l *actors.Lease, resp *upstream.Response, start time.Time) *stream {
+func (s *Server) newStream(c *call, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
 	sc := scanners.Get().(*translate.Scanner)
 	sc.Reset(resp.Body)
-	return &stream{s: s, c: c, lease: l, resp: resp, sc: sc, start: start}
+	return &stream{s: s, c: c, lease: l, resp: resp, sc: sc, start: start, cancel: cancel}
 }
 
-// commitStream writes the stream's headers; fasthttp then calls WriteTo.
-func (s *Server) commitStream(ctx *fasthttp.RequestCtx, c *call, r result) {
-	ctx.SetStatusCode(r.status)
-	ctx.SetContentType("text/event-stream; charset=utf-8")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	ctx.SetBodyStream(r.stream, -1)
-}
-
-// SupportsBodyWriteTo tells fasthttp to call WriteTo rather than Read.
-func (st *stream) SupportsBodyWriteTo() bool { return true }
-
-// Read is never used by fasthttp (WriteTo is); it exists to satisfy io.Reader.
-func (st *stream) Read([]byte) (int, error) {
-	return 0, errors.New("gateway: stream is written with WriteTo")
-}
-
-// WriteTo relays events as they arrive, one flushed chunk per write. Events
-// already buffered from the upstream are coalesced into one write.
-func (st *stream) WriteTo(w io.Writer) (int64, error) {
-	var n int64
+// hold reads events until the first content event (or a terminal event, or
+// HoldBufferCap bytes). An error event, an empty or broken stream, or a first
+// token slower than FirstTokenTimeout is a failure: the stream is closed, the
+// lease released with the failure's class, and the failure returned, so the
+// caller can try another account.
+func (st *stream) hold() *failure {
+	var timedOut atomic.Bool
+	t := time.AfterFunc(st.s.cfg.FirstTokenTimeout, func() { timedOut.Store(true); st.cancel() })
+	defer t.Stop()
 	for {
 		ev, err := st.sc.Next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				st.rerr = err
+			f := &failure{err: err, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
+			switch {
+			case timedOut.Load():
+				f.err = fmt.Errorf("no first token within %v", st.s.cfg.FirstTokenTimeout)
+			case errors.Is(err, io.EOF):
+				f.err = upstream.ErrEmptyStream
+			case upstream.KindOf(err) == upstream.KindCanceled:
+				f.verdict.Class = upstream.ClassCanceled
 			}
-			break
+			st.abort(f.verdict)
+			return f
+		}
+		if v, msg, isErr := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data); isErr {
+			f := &failure{verdict: v, msg: msg, err: errors.New("error event before content")}
+			st.abort(v)
+			return f
 		}
 		st.observe(ev)
-		st.buf = append(st.buf[:0], st.sc.Raw()...)
-		if !bytes.HasSuffix(st.buf, []byte("\n\n")) && !bytes.HasSuffix(st.buf, []byte("\r\n\r\n")) {
-			st.buf = append(st.buf, '\n') // an event the upstream ended without a blank line
-		}
-		m, err := w.Write(st.buf)
-		n += int64(m)
-		if err != nil {
-			st.werr = err
-			return n, err
-		}
-	}
-	if !st.clean {
-		// The upstream broke after commit: end with a well-formed error event
-		// rather than a silent truncation.
-		st.buf = appendStreamError(st.buf[:0], st.c.endpoint, "The upstream stream ended unexpectedly.")
-		m, err := w.Write(st.buf)
-		n += int64(m)
-		if err != nil {
-			st.werr = err
-			return n, err
+		st.held = appendRaw(st.held, st.sc.Raw())
+		if st.ttft > 0 || st.clean || len(st.held) >= st.s.cfg.HoldBufferCap {
+			if !t.Stop() && timedOut.Load() {
+				// The first-token timer fired just as content arrived and has
+				// already cancelled the upstream call.
+				f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, err: errors.New("first-token timeout")}
+				st.abort(f.verdict)
+				return f
+			}
+			return nil
 		}
 	}
-	return n, nil
+}
+
+// appendRaw appends an event's raw bytes, adding the blank line an event the
+// upstream ended without one is missing.
+func appendRaw(dst, raw []byte) []byte {
+	dst = append(dst, raw...)
+	if !bytes.HasSuffix(raw, []byte("\n\n")) && !bytes.HasSuffix(raw, []byte("\r\n\r\n")) && !bytes.HasSuffix(raw, []byte("\r\r")) {
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// abort ends a held stream that failed before commit.
+func (st *stream) abort(v upstream.Verdict) {
+	st.cancel()
+	st.resp.Body.Close()
+	st.putScanner()
+	st.release.Do(func() { st.s.release(st.lease, st.resp.Status, v, st.start, 0) })
+}
+
+func (st *stream) putScanner() {
+	if st.sc != nil {
+		scanners.Put(st.sc)
+		st.sc = nil
+	}
 }
 
 // observe takes what the gateway needs from an event: time to first content,
-// usage, and whether the stream ended properly.
+// usage, the response id, and whether the stream ended properly.
 func (st *stream) observe(ev translate.Event) {
+	st.events.Add(1)
 	if st.ttft == 0 && isContent(st.c.endpoint, ev) {
-		st.ttft = st.s.now().Sub(st.start)
+		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
 	switch st.c.endpoint {
 	case upstream.EndpointChat:
@@ -122,9 +154,21 @@ func (st *stream) observe(ev translate.Event) {
 		}
 	case upstream.EndpointResponses:
 		switch string(ev.Name) {
-		case "response.completed", "response.incomplete", "response.failed":
+		case "response.created":
+			st.respID = gjson.GetBytes(ev.Data, "response.id").String()
+		case "response.completed", "response.incomplete":
 			st.clean = true
 			st.usage = responsesUsage(ev.Data)
+		case "response.failed", "error":
+			st.clean = true
+			v, _, _ := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data)
+			st.failed = v
+		}
+	}
+	if st.c.endpoint == upstream.EndpointChat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
+		if v, _, isErr := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data); isErr {
+			st.failed = v
+			st.clean = true
 		}
 	}
 }
@@ -135,37 +179,287 @@ var (
 	finishKey  = []byte(`"finish_reason":"`)
 )
 
+// SupportsBodyWriteTo tells fasthttp to call WriteTo rather than Read.
+func (st *stream) SupportsBodyWriteTo() bool { return true }
+
+// Read is never used by fasthttp (WriteTo is); it exists to satisfy io.Reader.
+func (st *stream) Read([]byte) (int, error) {
+	return 0, errors.New("gateway: stream is written with WriteTo")
+}
+
+// WriteTo writes the held events, then relays the rest as they arrive. During
+// upstream silences longer than HeartbeatInterval it writes SSE comments, so
+// the connection stays alive and a client that left is noticed.
+func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st.s.log.Error("stream panic", "request_id", st.c.id, "panic", r, "stack", string(debug.Stack()))
+			st.rerr = fmt.Errorf("panic: %v", r)
+			err = st.rerr
+		}
+	}()
+	st.startHeartbeat(w)
+	defer st.stopHeartbeat()
+	n, err = st.write(w, st.held)
+	st.held = nil
+	if err != nil {
+		return n, err
+	}
+	for {
+		ev, err := st.sc.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				st.rerr = err
+			}
+			break
+		}
+		st.observe(ev)
+		m, err := st.write(w, st.sc.Raw())
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	if !st.clean {
+		// The upstream broke after commit: end with a well-formed error in the
+		// client's protocol rather than a silent truncation, and never with
+		// another account's output.
+		m, err := st.write(w, appendStreamError(nil, st.c.endpoint, st.respID, st.c.id, "The upstream stream ended unexpectedly."))
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// write sends b as one chunk under the write lock.
+func (st *stream) write(w io.Writer, b []byte) (int64, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if b[len(b)-1] != '\n' && b[len(b)-1] != '\r' {
+		b = append(b[:len(b):len(b)], '\n', '\n')
+	} else if !bytes.HasSuffix(b, []byte("\n\n")) && !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
+		b = append(b[:len(b):len(b)], '\n')
+	}
+	st.mu.Lock()
+	m, err := w.Write(b)
+	st.mu.Unlock()
+	if err != nil {
+		st.werr = err
+		st.cancel() // the client went away: stop the upstream call
+	}
+	return int64(m), err
+}
+
+// startHeartbeat arms a timer that writes a comment when no event was
+// written for a whole HeartbeatInterval.
+func (st *stream) startHeartbeat(w io.Writer) {
+	iv := st.s.cfg.HeartbeatInterval
+	last := st.events.Load()
+	var fire func()
+	fire = func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.hbDone {
+			return
+		}
+		if now := st.events.Load(); now != last {
+			last = now
+		} else if _, err := w.Write(heartbeat); err != nil {
+			st.werr = err
+			st.cancel() // unblocks the relay's read
+			return
+		}
+		st.hb.Reset(iv)
+	}
+	st.mu.Lock()
+	st.hb = time.AfterFunc(iv, fire)
+	st.mu.Unlock()
+}
+
+func (st *stream) stopHeartbeat() {
+	st.mu.Lock()
+	st.hbDone = true
+	if st.hb != nil {
+		st.hb.Stop()
+	}
+	st.mu.Unlock()
+}
+
 // Close ends the stream once: it closes the upstream body, releases the lease
 // with the outcome and records usage. fasthttp calls it when the body is
 // written or the connection failed.
 func (st *stream) Close() error {
-	st.once.Do(st.close)
+	st.closed.Do(func() { st.finish(true) })
 	return nil
 }
 
-func (st *stream) close() {
+// finish releases and records; count says whether this stream also ends the
+// client request's metrics (false when a pending body does that).
+func (st *stream) finish(count bool) {
 	st.cancel()
 	st.resp.Body.Close()
-	scanners.Put(st.sc)
-	st.sc = nil
+	st.putScanner()
 	s, c := st.s, st.c
-	lat := s.now().Sub(st.start)
-	v := upstream.Verdict{}
+	v := st.failed
 	switch {
 	case st.werr != nil:
-		v.Class = upstream.ClassCanceled
+		v = upstream.Verdict{Class: upstream.ClassCanceled}
+	case v.Class != upstream.ClassNone:
 	case st.rerr != nil || !st.clean:
-		v.Class = upstream.ClassTransient
+		v = upstream.Verdict{Class: upstream.ClassTransient}
 	}
-	s.release(st.lease, st.resp.Status, v, st.start, st.ttft)
+	st.release.Do(func() { s.release(st.lease, st.resp.Status, v, st.start, st.ttft) })
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.String()).Observe(st.ttft.Seconds())
 	}
 	status := st.resp.Status
-	if v.Class == upstream.ClassNone {
-		s.record(c, st.lease, status, st.usage, lat, st.ttft)
-	} else if v.Class == upstream.ClassCanceled {
+	switch {
+	case v.Class == upstream.ClassNone:
+		s.record(c, st.lease, status, st.usage, s.now().Sub(st.start), st.ttft)
+	case v.Class == upstream.ClassCanceled:
 		status = 499
+	default:
+		status = 502
 	}
-	s.finish(c, status)
+	if count {
+		s.finish(c, status)
+	}
+}
+
+// serveStream runs the failover loop for a streamed request. If it ends
+// within HeartbeatInterval, the client gets a normal answer: the held stream
+// with status 200, or an HTTP error with the right status. If it takes
+// longer (slow first tokens, failovers), the headers are committed and a
+// pending body keeps the connection alive with heartbeats until the loop
+// ends; a failure then arrives as an error event in the client's protocol.
+func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc) int {
+	ch := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("failover loop panic", "request_id", c.id, "panic", r, "stack", string(debug.Stack()))
+				ch <- outcome{aerr: &APIError{Status: 500, Type: "server_error", Message: "The server had an error while processing your request."}}
+			}
+		}()
+		ch <- s.run(rctx, c)
+	}()
+	t := time.NewTimer(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		if o.res.stream == nil {
+			cancel()
+			return s.answer(ctx, c, o)
+		}
+		o.res.stream.cancel = chainCancel(o.res.stream.cancel, cancel)
+		s.commitStream(ctx, o.res.stream)
+		return 0
+	case <-t.C:
+		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel})
+		return 0
+	}
+}
+
+func chainCancel(a, b context.CancelFunc) context.CancelFunc {
+	return func() { a(); b() }
+}
+
+// commitStream writes the SSE head; fasthttp then calls body's WriteTo.
+func (s *Server) commitStream(ctx *fasthttp.RequestCtx, body io.Reader) {
+	ctx.SetStatusCode(200)
+	ctx.SetContentType("text/event-stream; charset=utf-8")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	// Send the head now: clients see the stream start, and a hang-up is
+	// noticed at the first write rather than after the first event.
+	ctx.Response.ImmediateHeaderFlush = true
+	ctx.SetBodyStream(body, -1)
+}
+
+// pending is the response body of a streamed request whose failover loop was
+// still running when the head had to be committed.
+type pending struct {
+	s      *Server
+	c      *call
+	ch     chan outcome
+	cancel context.CancelFunc // cancels the whole request
+	inner  *stream            // the stream the loop produced, once it has
+	done   bool               // the loop's outcome was received
+	closed sync.Once
+	status int
+}
+
+// SupportsBodyWriteTo tells fasthttp to call WriteTo rather than Read.
+func (p *pending) SupportsBodyWriteTo() bool { return true }
+
+// Read is never used by fasthttp (WriteTo is); it exists to satisfy io.Reader.
+func (p *pending) Read([]byte) (int, error) {
+	return 0, errors.New("gateway: stream is written with WriteTo")
+}
+
+// WriteTo writes heartbeats until the failover loop ends, then relays its
+// stream or writes its failure as an error event.
+func (p *pending) WriteTo(w io.Writer) (int64, error) {
+	tick := time.NewTicker(p.s.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	if _, err := w.Write(heartbeat); err != nil {
+		return 0, err
+	}
+	for {
+		select {
+		case o := <-p.ch:
+			p.done = true
+			if o.res.stream != nil {
+				p.inner = o.res.stream
+				p.inner.cancel = chainCancel(p.inner.cancel, p.cancel)
+				return p.inner.WriteTo(w)
+			}
+			msg := "No upstream account could serve this request."
+			p.status = 503
+			switch {
+			case o.aerr != nil:
+				msg, p.status = o.aerr.Message, o.aerr.Status
+			case o.fail != nil && o.fail.msg != "":
+				msg, p.status = o.fail.msg, failureStatus(o.fail)
+			case o.fail != nil && o.fail.body != nil:
+				if m := gjson.GetBytes(o.fail.body, "error.message").String(); m != "" {
+					msg = m
+				}
+				p.status = failureStatus(o.fail)
+			}
+			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg))
+			return int64(n), err
+		case <-tick.C:
+			if _, err := w.Write(heartbeat); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// Close ends the request: a loop still running is cancelled and its result
+// cleaned up, so no lease outlives the connection.
+func (p *pending) Close() error {
+	p.closed.Do(func() {
+		if !p.done {
+			p.cancel()
+			o := <-p.ch
+			p.done = true
+			if o.res.stream != nil {
+				o.res.stream.werr = context.Canceled
+				o.res.stream.finish(false)
+			}
+			p.status = 499
+		}
+		if p.inner != nil {
+			p.inner.closed.Do(func() { p.inner.finish(true) })
+			return
+		}
+		p.cancel()
+		p.s.finish(p.c, p.status)
+	})
+	return nil
 }

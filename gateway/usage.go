@@ -74,16 +74,24 @@ func isContent(ep upstream.Endpoint, ev translate.Event) bool {
 	return false
 }
 
-// appendStreamError appends an SSE error event in ep's stream protocol, for a
-// stream that fails after commit. Chat: a data chunk carrying "error" (what
-// the OpenAI SDKs raise on); Responses: an "error" event
+// appendStreamError appends the events that end a failed stream in ep's
+// protocol. Chat: a data chunk carrying "error" (what the OpenAI SDKs raise
+// on). Responses: an `error` event then `response.failed` for response id
+// respID (or one derived from reqID), as the API itself does
 // (https://platform.openai.com/docs/api-reference/responses-streaming/error).
-func appendStreamError(dst []byte, ep upstream.Endpoint, msg string) []byte {
+func appendStreamError(dst []byte, ep upstream.Endpoint, respID, reqID, msg string) []byte {
 	switch ep {
 	case upstream.EndpointResponses:
+		if respID == "" {
+			respID = "resp_" + reqID
+		}
 		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)
-		return append(dst, ",\"param\":null}\n\n"...)
+		dst = append(dst, ",\"param\":null}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":"...)
+		dst = translate.AppendString(dst, respID)
+		dst = append(dst, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"upstream_error\",\"message\":"...)
+		dst = translate.AppendString(dst, msg)
+		return append(dst, "},\"output\":[],\"usage\":null}}\n\n"...)
 	default:
 		dst = append(dst, "data: {\"error\":{\"message\":"...)
 		dst = translate.AppendString(dst, msg)

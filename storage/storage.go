@@ -1,14 +1,25 @@
-// Package storage is Troupe's persistence contract: accounts, API keys and usage
-// records, behind narrow interfaces with one backend per driver.
+// Package storage is Troupe's persistence contract: accounts, API keys, usage
+// records and their hourly rollups, settings and routing policies with their
+// history, behind narrow interfaces with one backend per driver.
 //
-// The embedded backend (package storage/sqlite) needs no set-up; production
-// backends (PostgreSQL + Redis) implement the same interfaces. Every method is
-// safe for concurrent use and honours ctx cancellation.
+// The embedded backend (package storage/sqlite) needs no set-up; the
+// production backend (package storage/postgres, with Redis as the cache)
+// implements the same interfaces, and both pass the same conformance suite
+// (package storage/storagetest). Every method is safe for concurrent use and
+// honours ctx cancellation. Errors wrap ErrNotFound, ErrConflict or
+// ErrInvalid where the contract names them, and never contain secrets.
+//
+// Text is stored as PostgreSQL can hold it, by every backend alike: names,
+// settings and policies that are not valid UTF-8 or hold a NUL byte are
+// refused with ErrInvalid (and looking them up finds nothing), while usage
+// records, whose model name a client chooses, are stored with U+FFFD in
+// place of the bad bytes rather than failing their batch.
 package storage
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -76,6 +87,25 @@ type APIKey struct {
 	Disabled  bool       // a disabled key is refused with 401
 	ExpiresAt *time.Time // nil means never
 	CreatedAt time.Time
+	Limits    KeyLimits // per-key limits; zero fields mean unlimited
+}
+
+// KeyLimits are a key's request limits, enforced at the gateway from the
+// cache's counters (exact across instances when the cache is shared). Stored
+// in the api_keys columns rpm, rpd and tokens_per_day.
+type KeyLimits struct {
+	RPM          int64 // requests per minute (fixed one-minute windows); 0 = unlimited
+	RPD          int64 // requests per day (UTC days); 0 = unlimited
+	TokensPerDay int64 // input + output tokens per UTC day; 0 = unlimited
+}
+
+// Validate reports whether l can be stored: no limit may be negative. The
+// error wraps ErrInvalid.
+func (l KeyLimits) Validate() error {
+	if l.RPM < 0 || l.RPD < 0 || l.TokensPerDay < 0 {
+		return fmt.Errorf("%w: api key limits must not be negative (rpm %d, rpd %d, tokens per day %d)", ErrInvalid, l.RPM, l.RPD, l.TokensPerDay)
+	}
+	return nil
 }
 
 // UsageRecord is one served (or finally failed) client request.
@@ -96,6 +126,43 @@ type UsageRecord struct {
 	CachedTokens    int64 // part of InputTokens served from the prompt cache
 	OutputTokens    int64
 	ReasoningTokens int64 // part of OutputTokens spent on reasoning
+}
+
+// UsageRollup is one row of the hourly rollup (table usage_hourly): the sums
+// of the usage records of one hour × key × account × model × status. The
+// record's hour is its At truncated to the UTC hour.
+type UsageRollup struct {
+	Hour            time.Time // start of the UTC hour
+	KeyID           string
+	AccountID       string
+	Model           string
+	Status          int
+	Requests        int64 // number of records
+	InputTokens     int64
+	CachedTokens    int64
+	OutputTokens    int64
+	ReasoningTokens int64
+	Cost            float64 // in USD; 0 until prices are configured
+}
+
+// UsageQuery selects rollup rows: those whose Hour is at or after From and
+// before To. A zero From or To leaves that side open; empty string fields
+// match everything, others must be equal.
+type UsageQuery struct {
+	From, To  time.Time
+	KeyID     string
+	AccountID string
+	Model     string
+}
+
+// PolicyVersion is one saved version of a routing policy (tables policies and
+// policy_versions). Versions of a name count up from 1.
+type PolicyVersion struct {
+	Name        string
+	Version     int
+	Source      string // Lua source
+	CreatedAt   time.Time
+	ActivatedAt *time.Time // when this version last became the active policy; nil if never
 }
 
 // Accounts stores the pool's accounts.
@@ -121,16 +188,90 @@ type APIKeys interface {
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
 	// DeleteAPIKey removes the key with the given ID or name, or returns ErrNotFound.
 	DeleteAPIKey(ctx context.Context, idOrName string) error
+	// UpdateAPIKey replaces the mutable fields (Name, Group, Models, Disabled,
+	// ExpiresAt, Limits) of the key with k.ID and returns the key as stored;
+	// Hash, Prefix and CreatedAt never change (k's are ignored).
+	// ErrNotFound if absent, ErrConflict if the new name is taken, ErrInvalid
+	// if Name is empty or a limit negative.
+	UpdateAPIKey(ctx context.Context, k APIKey) (APIKey, error)
 }
 
 // Usage stores usage records.
 type Usage interface {
 	// InsertUsage writes all records in one transaction: either all are stored
-	// or none. Records whose RequestID is already stored are skipped, so a
-	// retried batch is never counted twice.
+	// or none. Records whose RequestID is already stored (or repeated in recs)
+	// are skipped, so a retried batch is never counted twice. The hourly
+	// rollups of the records actually stored are updated in the same
+	// transaction. ErrInvalid if a record fails Validate (nothing is written).
 	InsertUsage(ctx context.Context, recs []UsageRecord) error
 	// CountUsage returns the number of stored usage records.
 	CountUsage(ctx context.Context) (int64, error)
+	// Rollups returns the hourly rollup rows matching q, ordered by hour, key,
+	// account, model (bytewise), status; nil when none match. InsertUsage
+	// maintains them in its transaction, so they always agree exactly with
+	// the records (until PruneUsage removes records older than the rollups).
+	Rollups(ctx context.Context, q UsageQuery) ([]UsageRollup, error)
+	// PruneUsage deletes usage records whose At is before recordsBefore and
+	// rollup rows whose Hour is before rollupsBefore, in small batches (no
+	// long locks), and returns how many of each it deleted. Rollups are not
+	// changed by pruning records: they outlive them. A zero time deletes nothing.
+	PruneUsage(ctx context.Context, recordsBefore, rollupsBefore time.Time) (records, rollups int64, err error)
+}
+
+// Settings stores operator settings as string values by key (table
+// settings). Well-known keys are the Setting* constants.
+type Settings interface {
+	// GetSetting returns the value of key, or ErrNotFound.
+	GetSetting(ctx context.Context, key string) (string, error)
+	// PutSetting sets key to value (inserting or replacing); ErrInvalid if key is empty.
+	PutSetting(ctx context.Context, key, value string) error
+	// ListSettings returns every setting (an empty, non-nil map when there are none).
+	ListSettings(ctx context.Context) (map[string]string, error)
+}
+
+// Well-known settings keys. Values are decimal integers.
+const (
+	// SettingUsageRecordsDays is how many days usage records are kept
+	// (DefaultUsageRecordsDays when unset).
+	SettingUsageRecordsDays = "retention.usage_records_days"
+	// SettingUsageHourlyDays is how many days hourly rollups are kept
+	// (DefaultUsageHourlyDays when unset).
+	SettingUsageHourlyDays = "retention.usage_hourly_days"
+)
+
+// Retention defaults, in days.
+const (
+	// DefaultUsageRecordsDays is how many days usage records are kept when
+	// SettingUsageRecordsDays is unset.
+	DefaultUsageRecordsDays = 30
+	// DefaultUsageHourlyDays is how many days hourly rollups are kept when
+	// SettingUsageHourlyDays is unset.
+	DefaultUsageHourlyDays = 400
+)
+
+// Policies stores routing policies with their full history (tables policies
+// and policy_versions). Versions are never deleted or changed, except that
+// activating one stamps its ActivatedAt; at most one version of one policy
+// is active at a time, and rolling back is activating an older version.
+type Policies interface {
+	// SavePolicy stores source as the next version of name (1 for a new
+	// name) and returns it; it does not change which version is active.
+	// ErrInvalid if name is empty.
+	SavePolicy(ctx context.Context, name, source string) (PolicyVersion, error)
+	// GetPolicy returns version v of name (v <= 0: the latest), or ErrNotFound.
+	GetPolicy(ctx context.Context, name string, v int) (PolicyVersion, error)
+	// PolicyHistory returns every version of name, newest first, or ErrNotFound.
+	PolicyHistory(ctx context.Context, name string) ([]PolicyVersion, error)
+	// ListPolicies returns the latest version of every policy, ordered by
+	// name (bytewise); an empty list when there are none.
+	ListPolicies(ctx context.Context) ([]PolicyVersion, error)
+	// ActivatePolicy makes version v of name the active policy (v <= 0: the
+	// latest), replacing whichever version of any policy was active, stamps
+	// its ActivatedAt with the current time and returns it; ErrNotFound (and
+	// nothing changes) if it does not exist.
+	ActivatePolicy(ctx context.Context, name string, v int) (PolicyVersion, error)
+	// ActivePolicy returns the active policy version, or ErrNotFound if none was activated.
+	ActivePolicy(ctx context.Context) (PolicyVersion, error)
 }
 
 // Store is a complete storage backend.
@@ -138,6 +279,8 @@ type Store interface {
 	Accounts
 	APIKeys
 	Usage
+	Settings
+	Policies
 	// Close releases the backend's resources; the Store must not be used after.
 	Close() error
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // Class is a failure class: what a failed upstream attempt means for the
@@ -153,4 +156,128 @@ func ClassifyError(err error) Verdict {
 		return Verdict{Class: ClassCanceled}
 	}
 	return Verdict{Class: ClassTransient}
+}
+
+// ClassifyCode decides the class of an error given by code and type strings,
+// as they appear in OpenAI error objects ({"error":{"type","code"}}), in
+// Responses `error`/`response.failed` events (error.code) and in the Codex
+// backend's bodies (error.type). Unknown codes are ClassTransient: another
+// account may well succeed.
+func ClassifyCode(code, typ string) Class {
+	for _, s := range [2]string{code, typ} {
+		switch s {
+		case "insufficient_quota", "usage_limit_reached", "usage_not_included", "billing_hard_limit_reached", "quota_exceeded":
+			return ClassQuota
+		case "rate_limit_exceeded", "rate_limit_error", "requests", "tokens":
+			return ClassRate
+		case "invalid_api_key", "authentication_error", "token_invalidated", "token_expired", "unauthorized":
+			return ClassAuth
+		case "account_deactivated", "deactivated_workspace", "permission_error", "account_disabled":
+			return ClassBanned
+		case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value",
+			"unsupported_parameter", "unsupported_value", "model_not_found", "previous_response_not_found",
+			"string_above_max_length", "invalid_image", "content_policy_violation", "content_filter":
+			return ClassRequest
+		case "server_error", "overloaded_error", "api_error", "internal_error", "service_unavailable", "overloaded":
+			return ClassTransient
+		}
+	}
+	return ClassTransient
+}
+
+// tryAgainIn reads "try again in 11.054s" from an OpenAI rate-limit message.
+func tryAgainIn(msg string) time.Duration {
+	const key = "try again in "
+	i := strings.Index(msg, key)
+	if i < 0 {
+		return 0
+	}
+	rest := msg[i+len(key):]
+	j := strings.IndexAny(rest, " .\n")
+	for j >= 0 && j+1 < len(rest) && rest[j] == '.' && rest[j+1] >= '0' && rest[j+1] <= '9' {
+		k := strings.IndexAny(rest[j+1:], " \n")
+		if k < 0 {
+			j = len(rest)
+			break
+		}
+		j += 1 + k
+	}
+	if j < 0 {
+		j = len(rest)
+	}
+	d, err := time.ParseDuration(strings.TrimSuffix(rest[:j], "."))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
+}
+
+// ClassifyEvent inspects one SSE event of a 2xx stream in endpoint ep's
+// protocol. It reports whether the event is an error (Chat: a data object
+// with an "error" key, as the OpenAI SDKs treat it; Responses: an `error` or
+// `response.failed` event) and, if so, its verdict and message.
+// Sources: https://platform.openai.com/docs/api-reference/responses-streaming/error
+// and openai-python's _streaming.py.
+func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isError bool) {
+	var e gjson.Result
+	switch ep {
+	case EndpointChat:
+		if !bytes.Contains(data, []byte(`"error"`)) {
+			return Verdict{}, "", false
+		}
+		e = gjson.GetBytes(data, "error")
+	case EndpointResponses:
+		switch string(name) {
+		case "error":
+			e = gjson.GetBytes(data, "error")
+			if !e.Exists() {
+				e = gjson.ParseBytes(data) // {"type":"error","code","message"}
+			}
+		case "response.failed":
+			e = gjson.GetBytes(data, "response.error")
+		default:
+			return Verdict{}, "", false
+		}
+	default:
+		return Verdict{}, "", false
+	}
+	if !e.IsObject() {
+		if ep == EndpointChat {
+			return Verdict{}, "", false
+		}
+	}
+	msg = e.Get("message").String()
+	v.Class = ClassifyCode(e.Get("code").String(), e.Get("type").String())
+	if v.Class == ClassRate {
+		v.RetryAfter = tryAgainIn(msg)
+	}
+	if v.Class == ClassQuota {
+		if n := e.Get("resets_in_seconds").Int(); n > 0 {
+			v.RetryAfter = time.Duration(n) * time.Second
+		}
+	}
+	return v, msg, true
+}
+
+// ClassifyBody inspects a 2xx non-stream answer that may still be an error:
+// a top-level "error" object (some upstreams answer 200 with an error body),
+// or a Responses object whose status is "failed". It reports whether the body
+// is an error and, if so, its verdict and message.
+func ClassifyBody(ep Endpoint, body []byte) (v Verdict, msg string, isError bool) {
+	root := gjson.ParseBytes(body)
+	e := root.Get("error")
+	if ep == EndpointResponses && root.Get("status").String() == "failed" {
+		isError = true
+	} else if e.IsObject() && ep != EndpointResponses {
+		isError = true
+	}
+	if !isError {
+		return Verdict{}, "", false
+	}
+	msg = e.Get("message").String()
+	v.Class = ClassifyCode(e.Get("code").String(), e.Get("type").String())
+	if v.Class == ClassRate {
+		v.RetryAfter = tryAgainIn(msg)
+	}
+	return v, msg, true
 }

@@ -2,6 +2,7 @@ package mock
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,12 @@ type Account struct {
 	// OutputTokens is the number of output text tokens (words, deltas) of
 	// every answer; 0 (or negative) means DefaultOutputTokens.
 	OutputTokens int
+	// Fault, when set, makes the account fail the way it describes (see
+	// Fault and FaultKind); nil means the account always answers normally.
+	// The fleet keeps a copy: change a serving account's fault with
+	// Fleet.SetFault. A quota fault's reset clock (Fault.ResetsIn) starts
+	// when the account is added.
+	Fault *Fault
 }
 
 // defaultModels are listed by an account whose Models is empty.
@@ -63,16 +70,16 @@ var defaultModels = []string{"gpt-5.4", "gpt-5.4-mini", "gpt-5-nano"}
 func DefaultModels() []string { return append([]string(nil), defaultModels...) }
 
 // account is the runtime state of one Account: its configuration, what is
-// precomputed from it, and its counters. Everything an account decides about
-// one request lives in plan and in the rate-limit methods below; future fault
-// profiles (429 with reset, 401, 5xx, disconnect after N events, slow first
-// token) belong there too, as a field on Account read by plan.
+// precomputed from it, its current fault and its counters. Everything an
+// account decides about one request lives in plan and in the rate-limit
+// methods below.
 type account struct {
-	cfg      Account
+	cfg      Account             // cfg.Fault is nil: the live fault is in fault
 	models   map[string]struct{} // nil: any model
 	ans      answer
-	tokens   int           // output tokens per answer, >= 1
-	interval time.Duration // between two deltas; 0: no pacing
+	tokens   int                        // output tokens per answer, >= 1
+	interval time.Duration              // between two deltas; 0: no pacing
+	fault    atomic.Pointer[faultState] // nil: no fault; swapped by Fleet.SetFault
 	stats    counters
 }
 
@@ -80,7 +87,10 @@ func newAccount(a Account) *account {
 	if a.Kind == "" {
 		a.Kind = KindOpenAI
 	}
+	fault := a.Fault
+	a.Fault = nil
 	acc := &account{cfg: a, ans: newAnswer(a.Name), tokens: a.OutputTokens}
+	acc.setFault(fault, time.Now())
 	a.Models = append([]string(nil), a.Models...)
 	acc.cfg.Models = a.Models
 	if len(a.Models) > 0 {
@@ -121,25 +131,61 @@ func (a *account) listedModels() []string {
 
 // plan is what an account does with one valid request. reject, when set, is
 // answered instead (in the route's protocol, with its headers) and counted as
-// Rejected. Faults that strike after the answer has started (a cut stream, a
-// mid-stream error event) would be further fields here, read by the stream
-// loops in stream.go.
+// Rejected. fault, when set, is the fault that fires on this request; the
+// fault code in faults.go renders it, and the request is counted in Faults.
 type plan struct {
 	reject   *failure
+	fault    *faultState   // nil: a normal answer
 	latency  time.Duration // before the first content event
 	interval time.Duration // between deltas; 0: as fast as possible
 	tokens   int           // number of deltas, >= 1
+	cutAfter int           // > 0: the stream stops right after this many deltas
 }
 
 // plan decides how the account answers r. It is the single place for
-// per-account behaviour.
+// per-account behaviour: a request the account cannot serve (unknown model)
+// is refused first, then the account's fault, if it fires, replaces the
+// normal answer.
 func (a *account) plan(r *request) plan {
 	if a.models != nil {
 		if _, ok := a.models[r.model]; !ok {
 			return plan{reject: &failure{kind: failModelNotFound, arg: r.model}}
 		}
 	}
-	return plan{latency: a.cfg.Latency, interval: a.interval, tokens: a.tokens}
+	p := plan{latency: a.cfg.Latency, interval: a.interval, tokens: a.tokens}
+	if fs := a.fault.Load(); fs != nil && fs.fires(time.Now()) {
+		p.fault = fs
+		switch fs.Kind {
+		case FaultSlowFirstToken, FaultJSONWhenStream:
+			// A normal answer, later than usual.
+			p.latency += fs.Delay
+		case FaultDisconnectAfterContent:
+			p.cutAfter = max(p.tokens/2, 1)
+		}
+	}
+	return p
+}
+
+// modelsFault returns the fault that refuses a model listing now, if any:
+// a revoked credential (unauthorized) or a gone account (deactivated) is
+// refused on every endpoint. Quota, rate-limit and transient faults only
+// hit answers; listings are never counted in the stats.
+func (a *account) modelsFault() *faultState {
+	fs := a.fault.Load()
+	if fs == nil || (fs.Kind != FaultUnauthorized && fs.Kind != FaultDeactivated) || !fs.fires(time.Now()) {
+		return nil
+	}
+	return fs
+}
+
+// setFault replaces the account's fault with a copy of f (nil: none), armed
+// at now.
+func (a *account) setFault(f *Fault, now time.Time) {
+	if f == nil {
+		a.fault.Store(nil)
+		return
+	}
+	a.fault.Store(newFaultState(*f, now))
 }
 
 // nonStreamDelay is how long a JSON answer is held back: Latency plus the

@@ -19,7 +19,23 @@ func (s *stream) writeCodexHeaders(h *fasthttp.ResponseHeader, scratch []byte) [
 		h.SetBytesV(name, b)
 		return b[:0]
 	}
-	b := scratch[:0]
+	b := setCodexLimitHeaders(h, &l, scratch[:0])
+	h.Set("X-Reasoning-Included", "true")
+	h.Set("X-Models-Etag", modelsETag)
+	b = set("Openai-Model", append(b, s.req.model...))
+	b = append(b, "ts_"...)
+	b = append(b, s.id[:]...)
+	return set("X-Codex-Turn-State", b)
+}
+
+// setCodexLimitHeaders sets the x-codex-* rate-limit and credit headers of l
+// (every codex answer carries them, 429s included). b is scratch space,
+// returned grown.
+func setCodexLimitHeaders(h *fasthttp.ResponseHeader, l *codexLimits, b []byte) []byte {
+	set := func(name string, v []byte) []byte {
+		h.SetBytesV(name, v)
+		return v[:0]
+	}
 	h.Set("X-Codex-Active-Limit", "codex")
 	h.Set("X-Codex-Plan-Type", "pro")
 	b = set("X-Codex-Primary-Used-Percent", appendFloat(b, l.primaryUsed))
@@ -34,10 +50,5 @@ func (s *stream) writeCodexHeaders(h *fasthttp.ResponseHeader, scratch []byte) [
 	h.Set("X-Codex-Credits-Has-Credits", "False")
 	h.Set("X-Codex-Credits-Unlimited", "False")
 	h.Set("X-Codex-Credits-Balance", "0")
-	h.Set("X-Reasoning-Included", "true")
-	h.Set("X-Models-Etag", modelsETag)
-	b = set("Openai-Model", append(b, s.req.model...))
-	b = append(b, "ts_"...)
-	b = append(b, s.id[:]...)
-	return set("X-Codex-Turn-State", b)
+	return b
 }

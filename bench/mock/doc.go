@@ -22,7 +22,21 @@
 // needs.
 //
 // Everything an account decides about a request (which model it serves, how
-// long it waits, how many tokens it streams, and later which fault it injects)
-// is decided in one place, (*account).plan in account.go; the protocol code
-// only renders that plan.
+// long it waits, how many tokens it streams, which fault it injects) is
+// decided in one place, (*account).plan in account.go; the protocol code only
+// renders that plan.
+//
+// # Faults
+//
+// An account can fail like a real upstream: Account.Fault (or
+// Fleet.SetFault, live) makes it answer 429 with a quota reset or a
+// Retry-After, 401, 402/403, 5xx, reset the connection, cut a stream before
+// or after its first content, send an empty stream, an error event, JSON
+// where a stream was asked (and the reverse), a slow first token, or hang
+// (see FaultKind for the exact wire behaviour of each). AssignFaults spreads
+// faults over a fraction of a pool from a seed; PreContentMix lists the
+// kinds that strike before the client has seen any content, which a gateway
+// can hide by trying another account. Faulted requests are counted in
+// AccountStats.Faults. Answers without a fault are unchanged. The fault code
+// is in faults.go and fault_serve.go.
 package mock

@@ -24,7 +24,7 @@ const (
 type failure struct {
 	kind    failKind
 	arg     string
-	headers []header // extra response headers (e.g. Retry-After for future rate-limit faults)
+	headers []header // extra response headers
 }
 
 // openAIError is one OpenAI error envelope: {"error":{message,type,param,code}}.
@@ -102,6 +102,11 @@ func appendFailure(dst []byte, f *failure, rt route) ([]byte, int) {
 		return append(dst, '}'), status
 	}
 	e := f.openAI()
+	return appendOpenAIError(dst, e), e.status
+}
+
+// appendOpenAIError appends the OpenAI error envelope of e.
+func appendOpenAIError(dst []byte, e openAIError) []byte {
 	dst = append(dst, `{"error":{"message":`...)
 	dst = appendJSONString(dst, e.message)
 	dst = append(dst, `,"type":`...)
@@ -110,7 +115,7 @@ func appendFailure(dst []byte, f *failure, rt route) ([]byte, int) {
 	dst = appendNullableString(dst, e.param)
 	dst = append(dst, `,"code":`...)
 	dst = appendNullableString(dst, e.code)
-	return append(dst, "}}"...), e.status
+	return append(dst, "}}"...)
 }
 
 func appendNullableString(dst []byte, s string) []byte {

@@ -48,6 +48,10 @@ type Fleet struct {
 
 	byToken sync.Map // bearer token (string) → *account; read on every request
 
+	// raw counts connections hijacked by a fault (reset, disconnect, hang,
+	// slow first token) whose handler has not returned; Close waits for them.
+	raw atomic.Int64
+
 	mu     sync.Mutex // guards the fields below; never taken on the request path
 	closed bool
 	lns    []net.Listener
@@ -132,9 +136,10 @@ func (f *Fleet) Start(addr string) (string, error) {
 }
 
 // Close stops the fleet: listeners close, answers in progress stop at their
-// next event or wait (counted as Cancelled), JSON answers still waiting get a
-// 503, and Close returns once every connection is done (or after 5 seconds,
-// with an error). Calling Close again returns nil.
+// next event or wait (counted as Cancelled, or as Faults when a fault was
+// firing), JSON answers still waiting get a 503, hanging faults close their
+// connections, and Close returns once every connection is done (or after 5
+// seconds, with an error). Calling Close again returns nil.
 func (f *Fleet) Close() error {
 	f.mu.Lock()
 	if f.closed {
@@ -157,6 +162,16 @@ func (f *Fleet) Close() error {
 	// fasthttp closes the listeners again and reports that as an error.
 	if err := f.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("mock: close: %w", err)
+	}
+	// Hijacked connections are no longer the server's: wait for their
+	// handlers, which stop at once when done closes. Every one was counted
+	// before its request handler returned, hence before Shutdown returned.
+	for f.raw.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("mock: close: %d faulted connections still open", f.raw.Load())
+		case <-time.After(time.Millisecond):
+		}
 	}
 	return nil
 }
@@ -190,6 +205,40 @@ func (f *Fleet) Remove(name string) {
 	f.byToken.CompareAndDelete(acc.cfg.Token, acc)
 }
 
+// SetFault replaces the fault of the account named name with a copy of *fl,
+// or clears it when fl is nil, and reports whether the account exists. It is
+// safe while serving: requests already accepted finish with the fault they
+// started with, later ones use the new one. A quota fault's reset clock
+// (Fault.ResetsIn) starts now.
+func (f *Fleet) SetFault(name string, fl *Fault) bool {
+	f.mu.Lock()
+	acc := f.byName[name]
+	f.mu.Unlock()
+	if acc == nil {
+		return false
+	}
+	acc.setFault(fl, time.Now())
+	return true
+}
+
+// Fault returns a copy of the current fault of the account named name, with
+// the defaults filled in (Rate 1, and the kind's Delay, ResetsIn or
+// RetryAfter); nil if the account has no fault or does not exist.
+func (f *Fleet) Fault(name string) *Fault {
+	f.mu.Lock()
+	acc := f.byName[name]
+	f.mu.Unlock()
+	if acc == nil {
+		return nil
+	}
+	fs := acc.fault.Load()
+	if fs == nil {
+		return nil
+	}
+	c := fs.Fault
+	return &c
+}
+
 // Stats returns the counters of the account named name; the zero value if
 // there is none.
 func (f *Fleet) Stats(name string) AccountStats {
@@ -209,7 +258,7 @@ func (f *Fleet) TotalStats() AccountStats {
 	return f.total.snapshot()
 }
 
-// ResetStats zeroes Requests, Completed, Cancelled and Rejected of every
+// ResetStats zeroes Requests, Completed, Cancelled, Faults and Rejected of every
 // account and of the fleet total, and restarts each MaxInFlight at the
 // current InFlight. Answers in progress are counted when they end.
 func (f *Fleet) ResetStats() {

@@ -127,6 +127,13 @@ func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if rt == routeModels || rt == routeCodexModels {
+		if fs := acc.modelsFault(); fs != nil {
+			s := getStream(f, acc, rt)
+			s.p.fault = fs
+			s.writeFaultStatus(ctx, time.Now())
+			putStream(s)
+			return
+		}
 		f.serveModels(ctx, acc, rt)
 		return
 	}
@@ -146,21 +153,36 @@ func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 	f.total.begin()
 	s.start = time.Now()
 	s.created = s.start.Unix()
+	if s.p.fault != nil {
+		s.serveFault(ctx) // ends the answer and releases s, now or later
+		return
+	}
 	s.writeHeaders(ctx)
 	if s.req.stream {
-		ctx.SetContentType("text/event-stream; charset=utf-8")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		if s.p.latency > 0 {
-			ctx.Response.ImmediateHeaderFlush = true // the client sees 200 at once, content after Latency
-		}
-		if rt == routeChat {
-			ctx.SetBodyStreamWriter(s.streamChat)
-		} else {
-			ctx.SetBodyStreamWriter(s.streamResponses)
-		}
-		return // the stream writer ends the answer and releases s
+		s.serveStream(ctx)
+		return
 	}
 	s.serveJSON(ctx)
+}
+
+// serveStream starts a streamed answer: SSE headers, then the route's stream
+// writer, which ends the answer and releases s.
+func (s *stream) serveStream(ctx *fasthttp.RequestCtx) {
+	s.setSSEHeaders(ctx)
+	if s.p.latency > 0 {
+		ctx.Response.ImmediateHeaderFlush = true // the client sees 200 at once, content after Latency
+	}
+	if s.route == routeChat {
+		ctx.SetBodyStreamWriter(s.streamChat)
+	} else {
+		ctx.SetBodyStreamWriter(s.streamResponses)
+	}
+}
+
+// setSSEHeaders sets the content headers of an event stream.
+func (s *stream) setSSEHeaders(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/event-stream; charset=utf-8")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
 }
 
 // authenticate finds the account of the request's bearer token that serves rt.
@@ -242,27 +264,26 @@ func (s *stream) writeHeaders(ctx *fasthttp.RequestCtx) {
 
 // serveJSON answers a non-streaming request after the plan's delay.
 func (s *stream) serveJSON(ctx *fasthttp.RequestCtx) {
-	completed := false
-	defer func() {
-		s.acc.stats.end(completed)
-		s.f.total.end(completed)
-		putStream(s)
-	}()
+	delivered := false
+	defer func() { s.finish(delivered) }()
 	if !s.sleep(s.p.nonStreamDelay()) {
 		ctx.Response.Header.Reset()
 		writeFailure(ctx, &failure{kind: failShutdown}, s.route)
 		return
 	}
-	var body []byte
-	if s.route == routeChat {
-		body = s.appendChatCompletion(s.buf[:0])
-	} else {
-		body = s.appendResponse(s.buf[:0], true)
-	}
-	s.buf = body
+	s.buf = s.appendJSONAnswer(s.buf[:0])
 	ctx.SetContentType("application/json")
-	ctx.SetBody(body)
-	completed = true
+	ctx.SetBody(s.buf)
+	delivered = true
+}
+
+// appendJSONAnswer appends the non-streaming answer of the route: a
+// chat.completion or a completed response object.
+func (s *stream) appendJSONAnswer(dst []byte) []byte {
+	if s.route == routeChat {
+		return s.appendChatCompletion(dst)
+	}
+	return s.appendResponse(dst, true)
 }
 
 // writeFailure answers with the error body of fl in rt's protocol.

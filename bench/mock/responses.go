@@ -106,20 +106,46 @@ func (s *stream) appendMessageItem(dst []byte) []byte {
 	return append(dst, `],"role":"assistant"}`...)
 }
 
+// respStatus is the status of a rendered response object.
+type respStatus uint8
+
+const (
+	respInProgress respStatus = iota // no output, usage null
+	respCompleted                    // the message and usage
+	respFailed                       // no output, usage null, error set (see faults.go)
+)
+
 // appendResponse appends the response object: in progress (no output, usage
 // null) or completed (the message and usage).
 func (s *stream) appendResponse(dst []byte, completed bool) []byte {
+	if completed {
+		return s.appendResponseStatus(dst, respCompleted)
+	}
+	return s.appendResponseStatus(dst, respInProgress)
+}
+
+// appendResponseStatus appends the response object with status st.
+func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
+	completed := st == respCompleted
 	dst = append(dst, `{"id":"resp_`...)
 	dst = append(dst, s.id[:]...)
 	dst = append(dst, `","object":"response","created_at":`...)
 	dst = strconv.AppendInt(dst, s.created, 10)
-	if completed {
+	switch st {
+	case respCompleted:
 		dst = append(dst, `,"status":"completed","background":false,"completed_at":`...)
 		dst = strconv.AppendInt(dst, time.Now().Unix(), 10)
-	} else {
+	case respFailed:
+		dst = append(dst, `,"status":"failed","background":false,"completed_at":null`...)
+	default:
 		dst = append(dst, `,"status":"in_progress","background":false,"completed_at":null`...)
 	}
-	dst = append(dst, `,"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"model":`...)
+	if st == respFailed {
+		dst = append(dst, `,"error":{"code":"server_error","message":"`+msgServerError+`"}`...)
+	} else {
+		dst = append(dst, `,"error":null`...)
+	}
+	dst = append(dst, `,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"model":`...)
 	dst = append(dst, s.req.modelJSON...)
 	if completed {
 		dst = append(dst, `,"output":[`...)

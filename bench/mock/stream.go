@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // stream is the state of one answer, from the accepted request to its last
@@ -20,7 +22,11 @@ type stream struct {
 	id      [32]byte  // hex id suffix shared by chatcmpl-, resp_, msg_ and req_ ids
 	head    []byte    // chat: the common prefix of every chunk
 	buf     []byte    // the event being rendered
+	wire    []byte    // hijacked faults: the response head, then chunk framing
+	body    []byte    // hijacked faults: a JSON answer to cut
 	timer   *time.Timer
+	hdr     *fasthttp.ResponseHeader // hijacked faults: the response head to send
+	gone    <-chan struct{}          // hijacked faults: closed when the client goes away; nil otherwise
 }
 
 var streamPool = sync.Pool{New: func() any {
@@ -41,15 +47,27 @@ func putStream(s *stream) {
 	if cap(s.buf) > 64<<10 {
 		s.buf = make([]byte, 0, 2048)
 	}
-	*s = stream{buf: s.buf[:0], head: s.head[:0], timer: s.timer}
+	if cap(s.wire) > 64<<10 {
+		s.wire = nil
+	}
+	if cap(s.body) > 64<<10 {
+		s.body = nil
+	}
+	if s.hdr != nil {
+		s.hdr.Reset()
+	}
+	*s = stream{buf: s.buf[:0], head: s.head[:0], wire: s.wire[:0], body: s.body[:0], timer: s.timer, hdr: s.hdr}
 	streamPool.Put(s)
 }
 
-// sleep waits d, or returns false at once if the fleet closes first.
+// sleep waits d, or returns false at once if the fleet closes first (or, on
+// a hijacked connection, the client goes away).
 func (s *stream) sleep(d time.Duration) bool {
 	if d <= 0 {
 		select {
 		case <-s.f.done:
+			return false
+		case <-s.gone:
 			return false
 		default:
 			return true
@@ -64,9 +82,10 @@ func (s *stream) sleep(d time.Duration) bool {
 	case <-s.timer.C:
 		return true
 	case <-s.f.done:
-		s.timer.Stop()
-		return false
+	case <-s.gone:
 	}
+	s.timer.Stop()
+	return false
 }
 
 // untilToken waits until delta i is due: Latency after the start, then one
@@ -86,88 +105,116 @@ func (s *stream) emit(w *bufio.Writer, b []byte) bool {
 	return w.Flush() == nil
 }
 
-// finish ends a streamed answer: counts it and releases s.
-func (s *stream) finish(completed bool) {
-	s.acc.stats.end(completed)
-	s.f.total.end(completed)
+// finish ends an answer: counts its outcome and releases s. delivered
+// reports whether the whole answer reached the client.
+func (s *stream) finish(delivered bool) {
+	o := s.outcome(delivered)
+	s.acc.stats.end(o)
+	s.f.total.end(o)
 	putStream(s)
 }
 
-// streamChat is the stream writer of a Chat Completions answer.
-func (s *stream) streamChat(w *bufio.Writer) {
-	completed := false
-	defer func() { s.finish(completed) }()
+// outcome classifies an ended answer: a fault that fired makes it Faults,
+// except a slow_first_token answer delivered in full (the fault only delayed
+// a normal answer).
+func (s *stream) outcome(delivered bool) outcome {
+	switch {
+	case s.p.fault != nil && !(delivered && s.p.fault.Kind == FaultSlowFirstToken):
+		return outFaulted
+	case delivered:
+		return outCompleted
+	}
+	return outCancelled
+}
 
+// streamChat is the stream writer of a Chat Completions answer.
+func (s *stream) streamChat(w *bufio.Writer) { s.finish(s.writeChat(w)) }
+
+// streamResponses is the stream writer of a Responses (and Codex) answer.
+func (s *stream) streamResponses(w *bufio.Writer) { s.finish(s.writeResponses(w)) }
+
+// writeStream writes the route's event stream to w and reports whether it
+// was delivered in full.
+func (s *stream) writeStream(w *bufio.Writer) bool {
+	if s.route == routeChat {
+		return s.writeChat(w)
+	}
+	return s.writeResponses(w)
+}
+
+// writeChat writes a Chat Completions event stream: the role chunk after
+// Latency, one chunk per token, the finish chunk, the usage chunk if asked
+// for, [DONE]. It stops early (false) when the client goes away, the fleet
+// closes, or the plan cuts the stream after cutAfter deltas.
+func (s *stream) writeChat(w *bufio.Writer) bool {
 	s.head = s.appendChatHead(s.head[:0])
 	if !s.untilToken(0) || !s.emit(w, s.appendChatRole(s.buf[:0])) {
-		return
+		return false
 	}
 	n := s.p.tokens
 	for i := range n {
 		if i > 0 && !s.untilToken(i) {
-			return
+			return false
 		}
-		if !s.emit(w, s.appendChatDelta(s.buf[:0], i)) {
-			return
+		if !s.emit(w, s.appendChatDelta(s.buf[:0], i)) || i+1 == s.p.cutAfter {
+			return false
 		}
 	}
 	if !s.emit(w, s.appendChatFinish(s.buf[:0])) {
-		return
+		return false
 	}
 	if s.req.includeUsage && !s.emit(w, s.appendChatUsageChunk(s.buf[:0])) {
-		return
+		return false
 	}
-	completed = s.emit(w, append(s.buf[:0], "data: [DONE]\n\n"...))
+	return s.emit(w, append(s.buf[:0], "data: [DONE]\n\n"...))
 }
 
-// streamResponses is the stream writer of a Responses (and Codex) answer:
+// writeResponses writes a Responses (and Codex) event stream:
 // response.created and response.in_progress at once, the message after
-// Latency, one output_text.delta per token, then response.completed.
-func (s *stream) streamResponses(w *bufio.Writer) {
-	completed := false
-	defer func() { s.finish(completed) }()
-
+// Latency, one output_text.delta per token, then response.completed. It
+// stops early like writeChat.
+func (s *stream) writeResponses(w *bufio.Writer) bool {
 	seq := 0
 	if !s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.created", seq, false)) {
-		return
+		return false
 	}
 	seq++
 	if !s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.in_progress", seq, false)) {
-		return
+		return false
 	}
 	seq++
 	if !s.untilToken(0) {
-		return
+		return false
 	}
 	if !s.emit(w, s.appendRespItemAdded(s.buf[:0], seq)) {
-		return
+		return false
 	}
 	seq++
 	if !s.emit(w, s.appendRespPart(s.buf[:0], "response.content_part.added", seq, false)) {
-		return
+		return false
 	}
 	seq++
 	n := s.p.tokens
 	for i := range n {
 		if i > 0 && !s.untilToken(i) {
-			return
+			return false
 		}
-		if !s.emit(w, s.appendRespDelta(s.buf[:0], seq, i)) {
-			return
+		if !s.emit(w, s.appendRespDelta(s.buf[:0], seq, i)) || i+1 == s.p.cutAfter {
+			return false
 		}
 		seq++
 	}
 	if !s.emit(w, s.appendRespTextDone(s.buf[:0], seq)) {
-		return
+		return false
 	}
 	seq++
 	if !s.emit(w, s.appendRespPart(s.buf[:0], "response.content_part.done", seq, true)) {
-		return
+		return false
 	}
 	seq++
 	if !s.emit(w, s.appendRespItemDone(s.buf[:0], seq)) {
-		return
+		return false
 	}
 	seq++
-	completed = s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.completed", seq, true))
+	return s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.completed", seq, true))
 }

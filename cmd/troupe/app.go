@@ -15,6 +15,10 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/fallback"
+	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/storage/postgres"
+	"github.com/troupe-gw/troupe/storage/rediscache"
 	"github.com/troupe-gw/troupe/storage/sqlite"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -24,6 +28,7 @@ type app struct {
 	cfg     *Config
 	log     *slog.Logger
 	store   storage.Store
+	cache   storage.Cache
 	sys     *actors.System
 	metrics *gateway.Metrics
 	server  *gateway.Server
@@ -61,11 +66,30 @@ func openStore(ctx context.Context, cfg *Config) (storage.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Storage.Driver == "postgres" {
+		return postgres.Open(ctx, cfg.Storage.DSN, sealer)
+	}
 	dsn := cfg.Storage.DSN
 	if dsn == "" {
 		dsn = filepath.Join(cfg.DataDir, "troupe.db")
 	}
 	return sqlite.Open(ctx, dsn, sealer)
+}
+
+// openCache opens the configured cache. Redis is wrapped so that an outage
+// degrades to this process's memory (affinity and limits go local) and
+// recovers by itself; onChange reports the state for metrics.
+func openCache(ctx context.Context, cfg *Config, log *slog.Logger, onChange func(degraded bool)) (storage.Cache, error) {
+	local := memcache.New(memcache.Options{})
+	if cfg.Cache.Driver != "redis" {
+		return local, nil
+	}
+	rc, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix, Lazy: true})
+	if err != nil {
+		local.Close()
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	return fallback.New(rc, local, fallback.Options{Logger: log, OnChange: onChange}), nil
 }
 
 // startApp opens storage, syncs declared accounts, starts the actors and
@@ -108,22 +132,35 @@ func (a *app) start(ctx context.Context) error {
 	a.sys = sys
 	metrics = gateway.NewMetrics(sys.Views)
 	a.metrics = metrics
+	if a.cache == nil {
+		a.cache, err = openCache(ctx, cfg, a.log, metrics.CacheDegraded)
+		if err != nil {
+			a.sys.Stop(context.Background())
+			return err
+		}
+	}
 	for _, acc := range accounts {
 		sys.PutAccount(acc)
 	}
 	a.server = gateway.New(gateway.Config{
-		MaxBodySize:    cfg.Gateway.MaxBodyBytes,
-		MaxAttempts:    cfg.Gateway.MaxAttempts,
-		MaxWait:        cfg.Gateway.MaxWait,
-		RequestTimeout: cfg.Gateway.RequestTimeout,
-		Aliases:        cfg.Aliases,
-	}, sys, a.store, metrics, a.log)
+		MaxBodySize:       cfg.Gateway.MaxBodyBytes,
+		MaxAttempts:       cfg.Gateway.MaxAttempts,
+		MaxWait:           cfg.Gateway.MaxWait,
+		RequestTimeout:    cfg.Gateway.RequestTimeout,
+		Aliases:           cfg.Aliases,
+		FirstTokenTimeout: cfg.Gateway.FirstTokenTimeout,
+		NonStreamTimeout:  cfg.Gateway.NonStreamTimeout,
+		HeartbeatInterval: cfg.Gateway.HeartbeatInterval,
+		FailoverBudget:    cfg.Gateway.FailoverBudget,
+		HoldBufferCap:     cfg.Gateway.HoldBufferBytes,
+	}, sys, a.store, a.cache, metrics, a.log)
 	a.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		a.sys.Stop(context.Background())
+		a.cache.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
-	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver)
+	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver, "cache", cfg.Cache.Driver)
 	return nil
 }
 
@@ -147,10 +184,21 @@ func (a *app) shutdown(grace time.Duration) error {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
+	if a.ln != nil {
+		// Shutdown cannot close a listener Serve has not registered yet.
+		if err := a.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("listener: %w", err))
+		}
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	if err := a.sys.Stop(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("actors: %w", err))
+	}
+	if a.cache != nil {
+		if err := a.cache.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cache: %w", err))
+		}
 	}
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, err)

@@ -28,16 +28,27 @@ type Config struct {
 		Format string `koanf:"format"` // text or json
 	} `koanf:"log"`
 	Storage struct {
-		Driver    string `koanf:"driver"`     // sqlite (the embedded default)
-		DSN       string `koanf:"dsn"`        // sqlite: file path; default {data_dir}/troupe.db
+		Driver    string `koanf:"driver"`     // sqlite (the embedded default) or postgres
+		DSN       string `koanf:"dsn"`        // sqlite: file path, default {data_dir}/troupe.db; postgres: a postgres:// URL
 		MasterKey string `koanf:"master_key"` // AES-256 key (base64 or hex) sealing upstream credentials; default: {data_dir}/master.key, created on first start
 	} `koanf:"storage"`
+	Cache struct {
+		Driver string `koanf:"driver"` // memory (the embedded default) or redis
+		URL    string `koanf:"url"`    // redis: redis://host:port/db
+		Prefix string `koanf:"prefix"` // redis key prefix, so deployments can share a server
+	} `koanf:"cache"`
 	Gateway struct {
 		MaxBodyBytes   int           `koanf:"max_body_bytes"`
 		MaxAttempts    int           `koanf:"max_attempts"`
 		MaxWait        time.Duration `koanf:"max_wait"`
 		RequestTimeout time.Duration `koanf:"request_timeout"`
 		HeaderTimeout  time.Duration `koanf:"header_timeout"`
+		// Failover before commit (see docs/architecture.md).
+		FirstTokenTimeout time.Duration `koanf:"first_token_timeout"`
+		NonStreamTimeout  time.Duration `koanf:"nonstream_timeout"`
+		HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
+		FailoverBudget    time.Duration `koanf:"failover_budget"`
+		HoldBufferBytes   int           `koanf:"hold_buffer_bytes"`
 	} `koanf:"gateway"`
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
@@ -61,18 +72,26 @@ type AccountConfig struct {
 
 func defaults() map[string]any {
 	return map[string]any{
-		"listen":                  "127.0.0.1:8080",
-		"data_dir":                "./data",
-		"log.level":               "info",
-		"log.format":              "text",
-		"storage.driver":          "sqlite",
-		"storage.dsn":             "",
-		"storage.master_key":      "",
-		"gateway.max_body_bytes":  16 << 20,
-		"gateway.max_attempts":    3,
-		"gateway.max_wait":        "10s",
-		"gateway.request_timeout": "10m",
-		"gateway.header_timeout":  "60s",
+		"listen":                      "127.0.0.1:8080",
+		"data_dir":                    "./data",
+		"log.level":                   "info",
+		"log.format":                  "text",
+		"storage.driver":              "sqlite",
+		"storage.dsn":                 "",
+		"storage.master_key":          "",
+		"cache.driver":                "memory",
+		"cache.url":                   "",
+		"cache.prefix":                "troupe:",
+		"gateway.max_body_bytes":      16 << 20,
+		"gateway.max_attempts":        3,
+		"gateway.max_wait":            "10s",
+		"gateway.request_timeout":     "10m",
+		"gateway.header_timeout":      "0s",
+		"gateway.nonstream_timeout":   "5m",
+		"gateway.first_token_timeout": "60s",
+		"gateway.heartbeat_interval":  "15s",
+		"gateway.failover_budget":     "60s",
+		"gateway.hold_buffer_bytes":   1 << 20,
 	}
 }
 
@@ -144,8 +163,23 @@ func (c *Config) validate() error {
 	if c.Listen == "" {
 		errs = append(errs, errors.New("listen must not be empty"))
 	}
-	if c.Storage.Driver != "sqlite" {
-		errs = append(errs, fmt.Errorf("storage.driver %q is not supported (sqlite)", c.Storage.Driver))
+	switch c.Storage.Driver {
+	case "sqlite":
+	case "postgres":
+		if c.Storage.DSN == "" {
+			errs = append(errs, errors.New("storage.dsn is required with storage.driver postgres"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("storage.driver %q: want sqlite or postgres", c.Storage.Driver))
+	}
+	switch c.Cache.Driver {
+	case "memory":
+	case "redis":
+		if c.Cache.URL == "" {
+			errs = append(errs, errors.New("cache.url is required with cache.driver redis"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("cache.driver %q: want memory or redis", c.Cache.Driver))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

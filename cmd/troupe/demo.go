@@ -63,9 +63,20 @@ type demo struct {
 
 // startDemo starts the mock fleet with n accounts, the gateway on cfg, and
 // creates an API key. Call close when done.
-func startDemo(ctx context.Context, cfg *Config, n int, logOut io.Writer) (*demo, error) {
+// faultRate, when > 0, makes that fraction of the fleet fail in a mix of every
+// fault that happens before the first content (those another account can serve).
+func startDemo(ctx context.Context, cfg *Config, n int, faultRate float64, logOut io.Writer) (*demo, error) {
 	return startDemoWith(ctx, cfg, logOut, func(mockAddr string) ([]mock.Account, []storage.Account) {
-		return demoAccounts(n, mockAddr)
+		fa, pa := demoAccounts(n, mockAddr)
+		if faultRate > 0 {
+			mock.AssignFaults(fa, faultRate, nil, 1)
+			for i := range fa {
+				if f := fa[i].Fault; f != nil && f.Kind == mock.FaultSlowFirstToken {
+					f.Delay = 2 * time.Minute // past the gateway's first-token timeout
+				}
+			}
+		}
+		return fa, pa
 	})
 }
 
@@ -124,6 +135,7 @@ func (d *demo) close() error {
 
 func demoCmd() *cobra.Command {
 	var accounts int
+	var faultRate float64
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the gateway in front of a built-in mock upstream fleet",
@@ -144,10 +156,14 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			d, err := startDemo(ctx, cfg, accounts, cmd.ErrOrStderr())
+			if faultRate < 0 || faultRate > 1 {
+				return fmt.Errorf("--fault-rate must be between 0 and 1")
+			}
+			d, err := startDemo(ctx, cfg, accounts, faultRate, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			d.app.background(ctx)
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
@@ -163,6 +179,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 	cmd.Flags().String("listen", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().String("data", "", "data directory (default ./data/demo)")
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
+	cmd.Flags().Float64Var(&faultRate, "fault-rate", 0, "fraction of mock accounts (0..1) that fail before first content, in a mix of faults")
 	return cmd
 }
 

@@ -26,7 +26,7 @@ added with "troupe accounts add" are picked up while it runs.`,
 				return err
 			}
 			a.serve()
-			go a.syncAccounts(ctx, 5*time.Second)
+			a.background(ctx)
 			select {
 			case <-ctx.Done():
 			case err = <-a.served:

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,4 +46,55 @@ func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// Retention defaults, overridable by the settings of the same names.
+const (
+	defaultRecordsDays = 30
+	defaultRollupsDays = 400
+)
+
+// pruneUsage deletes usage records and rollups past their retention, now and
+// then every interval, until ctx ends. The backends delete in small batches,
+// so this never holds a long lock.
+func (a *app) pruneUsage(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		recDays := a.settingInt(ctx, "retention.usage_records_days", defaultRecordsDays)
+		rollDays := a.settingInt(ctx, "retention.usage_hourly_days", defaultRollupsDays)
+		now := time.Now().UTC()
+		recs, rolls, err := a.store.PruneUsage(ctx, now.AddDate(0, 0, -recDays), now.AddDate(0, 0, -rollDays))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("usage retention", "err", err)
+		case recs > 0 || rolls > 0:
+			a.log.Info("usage retention", "records_deleted", recs, "rollups_deleted", rolls, "records_days", recDays, "rollups_days", rollDays)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// settingInt reads an integer setting, falling back to def when it is unset or invalid.
+func (a *app) settingInt(ctx context.Context, key string, def int) int {
+	v, err := a.store.GetSetting(ctx, key)
+	if err != nil {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		a.log.Warn("ignoring invalid setting", "key", key, "value", v)
+		return def
+	}
+	return n
+}
+
+// background runs the app's maintenance loops until ctx ends.
+func (a *app) background(ctx context.Context) {
+	go a.syncAccounts(ctx, 5*time.Second)
+	go a.pruneUsage(ctx, time.Hour)
 }

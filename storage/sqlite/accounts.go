@@ -85,11 +85,16 @@ func (s *Store) GetAccount(ctx context.Context, idOrName string) (storage.Accoun
 // UpdatedAt, so a changed UpdatedAt means a changed account. Times have
 // millisecond precision, in UTC.
 // Credentials are sealed with the Store's Sealer (its first key). Errors:
-// storage.ErrInvalid when a fails Validate; storage.ErrConflict when a.ID is
-// set and differs from the ID of the account that has this Name, or when a.ID
-// belongs to an account with another Name (renaming is not supported).
+// storage.ErrInvalid when a fails Validate or has text that is not valid
+// UTF-8 or holds a NUL byte (as PostgreSQL refuses); storage.ErrConflict when
+// a.ID is set and differs from the ID of the account that has this Name, or
+// when a.ID belongs to an account with another Name (renaming is not
+// supported).
 func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Account, error) {
 	if err := a.Validate(); err != nil {
+		return storage.Account{}, fmt.Errorf("sqlite: put account: %w", err)
+	}
+	if err := checkAccountText(&a); err != nil {
 		return storage.Account{}, fmt.Errorf("sqlite: put account: %w", err)
 	}
 	creds, err := json.Marshal(a.Credentials)

@@ -5,21 +5,35 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = ?`
+
+// updateAPIKeySQL replaces the mutable columns of the key with id ?9.
+const updateAPIKeySQL = `UPDATE api_keys SET name = ?1, grp = ?2, models = ?3, disabled = ?4, expires_at = ?5,
+	rpm = ?6, rpd = ?7, tokens_per_day = ?8
+WHERE id = ?9
+RETURNING ` + apiKeyColumns
 
 // CreateAPIKey stores k and returns it as stored: ID is a fresh UUID when
 // empty, CreatedAt is now when zero, times have millisecond precision in UTC.
 // Errors: storage.ErrInvalid when k fails Validate (Hash must be
-// storage.HashKey of the secret); storage.ErrConflict when the ID, Name or
-// Hash is taken.
+// storage.HashKey of the secret), has a negative limit or has text that is
+// not valid UTF-8 or holds a NUL byte; storage.ErrConflict when the ID, Name
+// or Hash is taken.
 func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.APIKey, error) {
 	if err := k.Validate(); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: create api key: %w", err)
+	}
+	if err := k.Limits.Validate(); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: create api key %q: %w", k.Name, err)
+	}
+	if err := checkKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: create api key: %w", err)
 	}
 	if k.ID == "" {
@@ -29,14 +43,10 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		k.CreatedAt = now()
 	}
 	k.CreatedAt = fromMillis(toMillis(k.CreatedAt))
-	var expires sql.NullInt64
-	if k.ExpiresAt != nil {
-		t := fromMillis(toMillis(*k.ExpiresAt))
-		k.ExpiresAt = &t
-		expires = sql.NullInt64{Int64: toMillis(t), Valid: true}
-	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Hash, k.Prefix, k.Group, encodeList(k.Models), boolInt(k.Disabled), expires, toMillis(k.CreatedAt))
+	expires := nullMillis(k.ExpiresAt)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.Name, k.Hash, k.Prefix, k.Group, encodeList(k.Models), boolInt(k.Disabled), expires, toMillis(k.CreatedAt),
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay)
 	if isConstraint(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -44,7 +54,49 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		return storage.APIKey{}, fmt.Errorf("sqlite: create api key %q: %w", k.Name, err)
 	}
 	k.Models = normList(k.Models)
+	if expires.Valid {
+		t := fromMillis(expires.Int64)
+		k.ExpiresAt = &t
+	}
 	return k, nil
+}
+
+// UpdateAPIKey replaces Name, Group, Models, Disabled, ExpiresAt and Limits
+// of the key whose ID is k.ID and returns the key as stored (Hash, Prefix and
+// CreatedAt are the stored ones; k's are ignored). Errors:
+// storage.ErrNotFound when no key has that ID; storage.ErrConflict when
+// another key has the Name; storage.ErrInvalid when Name is empty, a limit
+// is negative or text is not valid UTF-8 or holds a NUL byte.
+func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.APIKey, error) {
+	if k.Name == "" {
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key %q: %w: name is empty", k.ID, storage.ErrInvalid)
+	}
+	if err := k.Limits.Validate(); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key %q: %w", k.ID, err)
+	}
+	if err := checkKeyText(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
+	}
+	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,
+		k.Name, k.Group, encodeList(k.Models), boolInt(k.Disabled), nullMillis(k.ExpiresAt),
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.ID))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return storage.APIKey{}, fmt.Errorf("sqlite: api key %q: %w", k.ID, storage.ErrNotFound)
+	case isConstraint(err):
+		return storage.APIKey{}, conflict(fmt.Sprintf("update api key %q", k.ID), err)
+	case err != nil:
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key %q: %w", k.ID, err)
+	}
+	return got, nil
+}
+
+// nullMillis converts an optional time to unix milliseconds or NULL.
+func nullMillis(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: toMillis(*t), Valid: true}
 }
 
 // APIKeyByHash returns the key whose Hash equals hash (disabled and expired
@@ -101,7 +153,8 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		expires   sql.NullInt64
 		createdMs int64
 	)
-	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs); err != nil {
+	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs,
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay); err != nil {
 		return storage.APIKey{}, err
 	}
 	var err error

@@ -14,19 +14,23 @@ import (
 // BenchmarkInsertUsage measures InsertUsage with batches of 500 records on a
 // file database; records/s is the throughput of the one writer. Request ids
 // that grow with time (UUIDv7, ordered) keep the primary-key index inserts
-// local; random ones (UUIDv4) touch a random index page per record.
+// local; random ones (UUIDv4) touch a random index page per record. The
+// records of a batch share one rollup row, except in "varied", where they
+// spread over about 100 (keys × accounts × models × statuses).
 func BenchmarkInsertUsage(b *testing.B) {
+	const batch = 500
 	for _, ids := range []struct {
 		name string
 		new  func() string
+		recs func() []storage.UsageRecord
 	}{
-		{"ordered-ids", newID},
-		{"random-ids", uuid.NewString},
+		{"ordered-ids", newID, func() []storage.UsageRecord { return storagetest.SampleUsage("r", batch) }},
+		{"random-ids", uuid.NewString, func() []storage.UsageRecord { return storagetest.SampleUsage("r", batch) }},
+		{"varied", newID, func() []storage.UsageRecord { return storagetest.VariedUsage("r", 0, batch) }},
 	} {
 		b.Run(ids.name, func(b *testing.B) {
 			s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
-			const batch = 500
-			recs := storagetest.SampleUsage("r", batch)
+			recs := ids.recs()
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {

@@ -11,7 +11,8 @@
 //
 // Layout: times are stored as unix milliseconds (UTC), durations as
 // microseconds, booleans as 0/1, string lists as JSON arrays. Credentials are
-// stored only sealed by a storage.Sealer. See migrations/ for the schema.
+// stored only sealed by a storage.Sealer; API keys only as their SHA-256.
+// See migrations/ for the schema and docs/storage.md for the tables.
 package sqlite
 
 import (
@@ -43,8 +44,9 @@ type Store struct {
 	r      *sql.DB // read-only connections (the same as w for MemoryPath)
 	sealer *storage.Sealer
 
-	insertUsage *sql.Stmt // on w
-	keyByHash   *sql.Stmt // on r
+	insertUsage  *sql.Stmt // on w
+	upsertRollup *sql.Stmt // on w
+	keyByHash    *sql.Stmt // on r
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -100,6 +102,10 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	if s.upsertRollup, err = s.w.PrepareContext(ctx, upsertRollupSQL); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
 	if s.keyByHash, err = s.r.PrepareContext(ctx, apiKeyByHashSQL); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
@@ -112,7 +118,7 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insertUsage, s.keyByHash} {
+	for _, st := range []*sql.Stmt{s.insertUsage, s.upsertRollup, s.keyByHash} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -5,12 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/pressly/goose/v3"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/migrate"
 	"github.com/troupe-gw/troupe/storage/storagetest"
 )
 
@@ -308,19 +314,124 @@ func TestMigrate(t *testing.T) {
 	if err := Migrate(t.Context(), s.w); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	// The operator-facing tables and the index exist.
-	for _, name := range []string{"accounts", "api_keys", "usage_records", "usage_records_at", "goose_db_version", checksumTable} {
+	// The operator-facing tables and the indexes exist.
+	for _, name := range []string{"accounts", "api_keys", "usage_records", "usage_records_at", "usage_hourly",
+		"settings", "policies", "policies_one_active", "policy_versions", "goose_db_version", migrate.ChecksumTable} {
 		var n int
 		if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = ?`, name).Scan(&n); err != nil || n != 1 {
 			t.Errorf("schema object %s: count %d, %v", name, n, err)
 		}
 	}
-	// A migration edited after it was applied is refused.
-	if _, err := s.w.Exec(`UPDATE ` + checksumTable + ` SET sha256 = 'deadbeef' WHERE version = 1`); err != nil {
+	var sums int
+	if err := s.r.QueryRow(`SELECT count(*) FROM ` + migrate.ChecksumTable).Scan(&sums); err != nil || sums != 2 {
+		t.Errorf("%d checksums recorded, want 2 (%v)", sums, err)
+	}
+	// A database migrated by a newer release is refused.
+	if _, err := s.w.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, 1)`); err != nil {
 		t.Fatal(err)
 	}
-	err := Migrate(t.Context(), s.w)
-	if err == nil || !strings.Contains(err.Error(), "changed after it was applied") {
-		t.Errorf("Migrate with a changed migration: err = %v", err)
+	if err := Migrate(t.Context(), s.w); !errors.Is(err, migrate.ErrTooNew) {
+		t.Errorf("Migrate on a newer schema: err = %v, want migrate.ErrTooNew", err)
 	}
+}
+
+// TestTamperedMigration changes the recorded checksum of an applied
+// migration (as if its file had been edited after it was applied): the next
+// Open refuses to start, naming the file.
+func TestTamperedMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.db")
+	s := openAt(t, path, testSealer(t))
+	if _, err := s.w.Exec(`UPDATE ` + migrate.ChecksumTable + ` SET sha256 = 'deadbeef' WHERE version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err := Open(t.Context(), path, testSealer(t))
+	if !errors.Is(err, migrate.ErrChanged) {
+		t.Fatalf("Open after tampering: err = %v, want migrate.ErrChanged", err)
+	}
+	for _, want := range []string{"00001_init.sql", "changed after it was applied"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	t.Logf("start-up refused: %v", err)
+}
+
+// TestUsageLoad writes 100,000 records in batches of 500 from 4 goroutines
+// (with retried and doubly written batches), then checks that every record is
+// there and that usage_hourly agrees exactly with the sums computed from
+// usage_records in SQL. Under the race detector, which slows the SQLite
+// engine down about 30 times (over a minute for the full run), it writes
+// 20,000 records: the full run is `go test -run TestUsageLoad ./storage/sqlite`.
+func TestUsageLoad(t *testing.T) {
+	n := 100_000
+	if raceEnabled {
+		n = 20_000
+		t.Logf("race detector: writing %d records instead of 100,000", n)
+	}
+	s := openAt(t, filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
+	start := time.Now()
+	recs := storagetest.WriteLoad(t, s, "load", n, 500, 4)
+	t.Logf("%d records (and their retries) written in %v", n, time.Since(start).Round(time.Millisecond))
+	storagetest.CheckUsage(t, s, recs)
+
+	var records, groups, onlyRecords, onlyHourly int64
+	err := s.r.QueryRow(`WITH r AS (
+		SELECT at - at % 3600000 AS hour, key_id, account_id, model, status, count(*) AS requests,
+			sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens)
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5
+	), h AS (
+		SELECT hour, key_id, account_id, model, status, requests,
+			input_tokens, cached_tokens, output_tokens, reasoning_tokens
+		FROM usage_hourly
+	)
+	SELECT (SELECT count(*) FROM usage_records), (SELECT count(*) FROM h),
+		(SELECT count(*) FROM (SELECT * FROM r EXCEPT SELECT * FROM h)),
+		(SELECT count(*) FROM (SELECT * FROM h EXCEPT SELECT * FROM r))`).Scan(&records, &groups, &onlyRecords, &onlyHourly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if records != int64(n) || onlyRecords != 0 || onlyHourly != 0 {
+		t.Errorf("usage_records has %d rows (want %d); %d groups of the records differ from usage_hourly, %d rows of usage_hourly from the records",
+			records, n, onlyRecords, onlyHourly)
+	}
+	t.Logf("%d records in %d rollup rows, agreeing exactly", records, groups)
+}
+
+// TestMigrationBackfillsRollups stores records with the version-1 schema (no
+// rollups yet), then opens the store: migration 2 builds usage_hourly from
+// them, so the rollups agree with every record.
+func TestMigrationBackfillsRollups(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.db")
+	if err := createFile(path); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openPool(path, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := fs.ReadFile(migrationFiles, "migrations/00001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Up(t.Context(), db, goose.DialectSQLite3, fstest.MapFS{"00001_init.sql": {Data: v1}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := storagetest.VariedUsage("old", 0, 3000)
+	recs[0].At = time.Date(1969, 12, 31, 23, 30, 0, 0, time.UTC) // before 1970: the hour still rounds down
+	for _, r := range recs {
+		if _, err := db.Exec(`INSERT INTO usage_records (request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.RequestID, r.At.UnixMilli(), r.KeyID, r.AccountID, r.Model, r.Status,
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s := openAt(t, path, testSealer(t))
+	storagetest.CheckUsage(t, s, recs)
+	more := storagetest.VariedUsage("new", 0, 500)
+	if err := s.InsertUsage(t.Context(), more); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.CheckUsage(t, s, append(recs, more...))
 }

@@ -1,8 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/troupe-gw/troupe/storage"
 )
@@ -13,11 +17,56 @@ const insertUsageSQL = `INSERT INTO usage_records (
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id) DO NOTHING`
 
-// InsertUsage writes recs in one transaction through a prepared statement:
+// upsertRollupSQL adds one group's sums to its usage_hourly row.
+const upsertRollupSQL = `INSERT INTO usage_hourly (
+	hour, key_id, account_id, model, status,
+	requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
+	requests = requests + excluded.requests,
+	input_tokens = input_tokens + excluded.input_tokens,
+	cached_tokens = cached_tokens + excluded.cached_tokens,
+	output_tokens = output_tokens + excluded.output_tokens,
+	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+	cost = cost + excluded.cost`
+
+// pruneBatch is how many rows one DELETE of PruneUsage removes: each batch is
+// its own short transaction, so the writer is never held for long.
+const pruneBatch = 5000
+
+const hourMs = int64(time.Hour / time.Millisecond)
+
+// rollupKey identifies a usage_hourly row.
+type rollupKey struct {
+	hour                    int64 // unix ms
+	keyID, accountID, model string
+	status                  int
+}
+
+// rollupSums are the sums of one usage_hourly row.
+type rollupSums struct {
+	requests, input, cached, output, reasoning int64
+}
+
+// hourOf returns the start of the UTC hour of unix ms, rounding down.
+func hourOf(ms int64) int64 {
+	h := ms - ms%hourMs
+	if ms%hourMs < 0 {
+		h -= hourMs
+	}
+	return h
+}
+
+// InsertUsage writes recs in one transaction through prepared statements:
 // either all are stored or none. At is stored with millisecond precision,
 // Latency and TTFT with microsecond precision. An empty recs is a no-op.
-// A record whose RequestID is already stored (or repeated within recs) is
-// skipped, so a batch retried after an ambiguous failure is not doubled.
+// A record whose RequestID is already stored (or repeated within recs: the
+// first one is kept) is skipped, so a batch retried after an ambiguous
+// failure is not doubled. The usage_hourly rows of the stored records are
+// upserted (sums added) in the same transaction, from exactly the records
+// that were stored, so the rollups always agree with the records. Text that
+// is not valid UTF-8 or holds NUL bytes is stored with U+FFFD in place of the
+// bad bytes, as the PostgreSQL backend must.
 // Errors: storage.ErrInvalid when a record fails Validate (nothing is written).
 func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (err error) {
 	if len(recs) == 0 {
@@ -42,24 +91,73 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 	// otherwise start a watcher goroutine per row. Cancellation is still
 	// honoured between rows (and the transaction rolled back).
 	rowCtx := context.WithoutCancel(ctx)
+	groups := make(map[rollupKey]*rollupSums, 8)
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		r := &recs[i]
-		_, err := stmt.ExecContext(rowCtx,
-			r.RequestID, r.At.UnixMilli(), r.KeyID, r.AccountID, r.Model, r.Route,
-			boolInt(r.Stream), r.Status, r.ErrorClass, r.Attempts,
+		at := r.At.UnixMilli()
+		keyID, accountID, model := cleanText(r.KeyID), cleanText(r.AccountID), cleanText(r.Model)
+		res, err := stmt.ExecContext(rowCtx,
+			cleanText(r.RequestID), at, keyID, accountID, model, cleanText(r.Route),
+			boolInt(r.Stream), r.Status, cleanText(r.ErrorClass), r.Attempts,
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
 			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens)
 		if err != nil {
 			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+		}
+		if n == 0 {
+			continue // already stored: not counted again
+		}
+		k := rollupKey{hour: hourOf(at), keyID: keyID, accountID: accountID, model: model, status: r.Status}
+		g := groups[k]
+		if g == nil {
+			g = new(rollupSums)
+			groups[k] = g
+		}
+		g.requests++
+		g.input += r.InputTokens
+		g.cached += r.CachedTokens
+		g.output += r.OutputTokens
+		g.reasoning += r.ReasoningTokens
+	}
+	if len(groups) > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sqlite: insert usage: %w", err)
+		}
+		up := tx.StmtContext(ctx, s.upsertRollup)
+		keys := make([]rollupKey, 0, len(groups))
+		for k := range groups {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, compareRollupKeys)
+		for _, k := range keys {
+			g := groups[k]
+			if _, err := up.ExecContext(rowCtx, k.hour, k.keyID, k.accountID, k.model, k.status,
+				g.requests, g.input, g.cached, g.output, g.reasoning, 0.0); err != nil {
+				return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: insert usage: commit: %w", err)
 	}
 	return nil
+}
+
+func compareRollupKeys(a, b rollupKey) int {
+	return cmp.Or(
+		cmp.Compare(a.hour, b.hour),
+		strings.Compare(a.keyID, b.keyID),
+		strings.Compare(a.accountID, b.accountID),
+		strings.Compare(a.model, b.model),
+		cmp.Compare(a.status, b.status),
+	)
 }
 
 // CountUsage returns the number of stored usage records.
@@ -69,4 +167,96 @@ func (s *Store) CountUsage(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("sqlite: count usage: %w", err)
 	}
 	return n, nil
+}
+
+// Rollups returns the usage_hourly rows matching q (see storage.UsageQuery),
+// ordered by hour, key, account, model (bytewise) and status. Hours are UTC;
+// an empty result is a nil slice.
+func (s *Store) Rollups(ctx context.Context, q storage.UsageQuery) ([]storage.UsageRollup, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if !q.From.IsZero() {
+		where, args = append(where, "hour >= ?"), append(args, toMillis(q.From))
+	}
+	if !q.To.IsZero() {
+		where, args = append(where, "hour < ?"), append(args, toMillis(q.To))
+	}
+	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}} {
+		if f.v != "" {
+			where, args = append(where, f.col+" = ?"), append(args, cleanText(f.v))
+		}
+	}
+	query := `SELECT hour, key_id, account_id, model, status, requests, input_tokens, cached_tokens,
+	output_tokens, reasoning_tokens, cost FROM usage_hourly`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY hour, key_id, account_id, model, status"
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: rollups: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.UsageRollup
+	for rows.Next() {
+		var (
+			r    storage.UsageRollup
+			hour int64
+		)
+		if err := rows.Scan(&hour, &r.KeyID, &r.AccountID, &r.Model, &r.Status, &r.Requests,
+			&r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.Cost); err != nil {
+			return nil, fmt.Errorf("sqlite: rollups: %w", err)
+		}
+		r.Hour = fromMillis(hour)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: rollups: %w", err)
+	}
+	return out, nil
+}
+
+// PruneUsage deletes the usage records whose At is before recordsBefore and
+// the rollup rows whose hour is before rollupsBefore, in batches of 5,000
+// rows, each its own transaction (so the single writer is never held for long
+// and other writes interleave), and returns how many of each it deleted. On
+// an error or cancellation the batches already committed stay deleted and
+// their counts are returned with the error. A zero time deletes nothing.
+func (s *Store) PruneUsage(ctx context.Context, recordsBefore, rollupsBefore time.Time) (records, rollups int64, err error) {
+	if !recordsBefore.IsZero() {
+		records, err = s.pruneLoop(ctx, `DELETE FROM usage_records WHERE rowid IN (
+			SELECT rowid FROM usage_records WHERE at < ? LIMIT `+fmt.Sprint(pruneBatch)+`)`, toMillis(recordsBefore))
+		if err != nil {
+			return records, 0, fmt.Errorf("sqlite: prune usage records: %w", err)
+		}
+	}
+	if !rollupsBefore.IsZero() {
+		rollups, err = s.pruneLoop(ctx, `DELETE FROM usage_hourly WHERE rowid IN (
+			SELECT rowid FROM usage_hourly WHERE hour < ? LIMIT `+fmt.Sprint(pruneBatch)+`)`, toMillis(rollupsBefore))
+		if err != nil {
+			return records, rollups, fmt.Errorf("sqlite: prune usage rollups: %w", err)
+		}
+	}
+	return records, rollups, nil
+}
+
+// pruneLoop runs the batch DELETE query until it deletes fewer than a batch.
+func (s *Store) pruneLoop(ctx context.Context, query string, before int64) (int64, error) {
+	var total int64
+	for {
+		res, err := s.w.ExecContext(ctx, query, before)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
 }

@@ -14,6 +14,10 @@
 //			return s
 //		})
 //	}
+//
+// Helpers for backend-specific tests: WriteLoad and CheckUsage (a concurrent
+// usage load with retries, and its exact check against RollupsOf), and
+// PostgresDB (a fresh PostgreSQL database per test, from TROUPE_TEST_PG_URL).
 package storagetest
 
 import (
@@ -52,9 +56,26 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"APIKeys/Invalid", testAPIKeyInvalid},
 		{"APIKeys/NotFound", testAPIKeyNotFound},
 		{"APIKeys/ListAndDelete", testAPIKeyListAndDelete},
+		{"APIKeys/Limits", testAPIKeyLimits},
+		{"APIKeys/Update", testAPIKeyUpdate},
+		{"APIKeys/UpdateConflicts", testAPIKeyUpdateConflicts},
 		{"Usage/InsertAndCount", testUsageInsertAndCount},
 		{"Usage/AllOrNothing", testUsageAllOrNothing},
 		{"Usage/Concurrent", testUsageConcurrent},
+		{"Usage/Rollups", testUsageRollups},
+		{"Usage/RollupsQuery", testUsageRollupsQuery},
+		{"Usage/RollupsSkipDuplicates", testUsageRollupsSkipDuplicates},
+		{"Usage/RollupsConcurrentRetries", testUsageRollupsConcurrentRetries},
+		{"Usage/Prune", testUsagePrune},
+		{"Usage/DirtyText", testUsageDirtyText},
+		{"Settings/RoundTrip", testSettingsRoundTrip},
+		{"Settings/Invalid", testSettingsInvalid},
+		{"Policies/SaveAndHistory", testPolicySaveAndHistory},
+		{"Policies/NotFound", testPolicyNotFound},
+		{"Policies/ActivateAndRollback", testPolicyActivateAndRollback},
+		{"Policies/ConcurrentSave", testPolicyConcurrentSave},
+		{"Policies/ConcurrentActivate", testPolicyConcurrentActivate},
+		{"Text/Invalid", testTextInvalid},
 		{"Concurrent/Mixed", testConcurrentMixed},
 		{"Context/Canceled", testContextCanceled},
 	}
@@ -144,6 +165,7 @@ func equalAccount(t *testing.T, what string, got, want storage.Account) {
 	}
 }
 
+// equalAPIKey fails t unless got and want are equal, times compared with Equal.
 func equalAPIKey(t *testing.T, what string, got, want storage.APIKey) {
 	t.Helper()
 	if !got.CreatedAt.Equal(want.CreatedAt) {
@@ -696,5 +718,40 @@ func testContextCanceled(t *testing.T, s storage.Store) {
 	}
 	if _, err := s.GetAccount(ctx(t), "b"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("a canceled PutAccount stored the account: %v", err)
+	}
+	if r, err := s.Rollups(ctx(t), storage.UsageQuery{}); err != nil || len(r) != 0 {
+		t.Errorf("Rollups after a canceled insert = %v, %v; want none", r, err)
+	}
+
+	key := mustCreateKey(t, s, SampleAPIKey("k"))
+	key.Name = "renamed"
+	_, err = s.UpdateAPIKey(c, key)
+	wantErr(t, "UpdateAPIKey(canceled)", err, context.Canceled)
+	_, err = s.Rollups(c, storage.UsageQuery{})
+	wantErr(t, "Rollups(canceled)", err, context.Canceled)
+	_, _, err = s.PruneUsage(c, time.Now(), time.Now())
+	wantErr(t, "PruneUsage(canceled)", err, context.Canceled)
+	wantErr(t, "PutSetting(canceled)", s.PutSetting(c, "k", "v"), context.Canceled)
+	_, err = s.GetSetting(c, "k")
+	wantErr(t, "GetSetting(canceled)", err, context.Canceled)
+	_, err = s.ListSettings(c)
+	wantErr(t, "ListSettings(canceled)", err, context.Canceled)
+	_, err = s.SavePolicy(c, "p", "return 1")
+	wantErr(t, "SavePolicy(canceled)", err, context.Canceled)
+	_, err = s.ActivatePolicy(c, "p", 0)
+	wantErr(t, "ActivatePolicy(canceled)", err, context.Canceled)
+	_, err = s.ActivePolicy(c)
+	wantErr(t, "ActivePolicy(canceled)", err, context.Canceled)
+	_, err = s.ListPolicies(c)
+	wantErr(t, "ListPolicies(canceled)", err, context.Canceled)
+
+	if got, err := s.APIKeyByHash(ctx(t), key.Hash); err != nil || got.Name != "k" {
+		t.Errorf("a canceled UpdateAPIKey changed the key: %+v, %v", got, err)
+	}
+	if _, err := s.GetSetting(ctx(t), "k"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("a canceled PutSetting stored the setting: %v", err)
+	}
+	if _, err := s.GetPolicy(ctx(t), "p", 0); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("a canceled SavePolicy stored the policy: %v", err)
 	}
 }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCLI runs the troupe command line in-process and returns its stdout and
+// stderr. TROUPE_* variables are cleared so only the flags choose the data dir.
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	root := rootCmd()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return stdout.String(), stderr.String(), err
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("troupe %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// clearTroupeEnv unsets TROUPE_* for the test (make test sets some).
+func clearTroupeEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TROUPE_") {
+			t.Setenv(name, "") // restored after the test
+			os.Unsetenv(name)
+		}
+	}
+}
+
+// TestCLIKeysAndAccounts drives keys create/list/revoke and accounts
+// add/list/remove against one data dir, then checks that the raw database
+// files hold neither the key's secret nor the account's API key.
+func TestCLIKeysAndAccounts(t *testing.T) {
+	clearTroupeEnv(t)
+	dir := filepath.Join(t.TempDir(), "data")
+
+	// keys create prints the secret once, on stdout, and nothing else there.
+	out, errOut, err := runCLI(t, "keys", "create", "--name", "x", "--data", dir)
+	if err != nil {
+		t.Fatalf("keys create: %v (%s)", err, errOut)
+	}
+	secret := strings.TrimSpace(out)
+	if !strings.HasPrefix(secret, "sk-troupe-") || strings.ContainsAny(secret, " \t\n") || len(secret) < len("sk-troupe-")+20 {
+		t.Fatalf("keys create printed %q, want one sk-troupe-… secret", out)
+	}
+	if strings.Contains(errOut, secret) {
+		t.Errorf("the secret also went to stderr: %q", errOut)
+	}
+	if _, _, err := runCLI(t, "keys", "create", "--name", "x", "--data", dir); err == nil {
+		t.Errorf("a second key named x was accepted")
+	}
+	if _, _, err := runCLI(t, "keys", "create", "--data", dir); err == nil {
+		t.Errorf("keys create without --name succeeded")
+	}
+	mustCLI(t, "keys", "create", "--name", "y", "--models", "gpt-4.1-mini", "--data", dir)
+
+	list := mustCLI(t, "keys", "list", "--data", dir)
+	if strings.Contains(list, secret) {
+		t.Fatalf("keys list prints the secret:\n%s", list)
+	}
+	if !strings.Contains(list, "x") || !strings.Contains(list, "gpt-4.1-mini") || !strings.Contains(list, "sk-troupe-") {
+		t.Errorf("keys list lacks the keys or their prefixes:\n%s", list)
+	}
+	mustCLI(t, "keys", "revoke", "y", "--data", dir)
+	if list := mustCLI(t, "keys", "list", "--data", dir); strings.Contains(list, "gpt-4.1-mini") {
+		t.Errorf("revoked key y still listed:\n%s", list)
+	}
+
+	// accounts add / list / remove.
+	const apiKey = "sk-upstream-DO-NOT-LEAK-0123456789"
+	const accessToken = "eyJhbGciOi.DO-NOT-LEAK.sig"
+	out = mustCLI(t, "accounts", "add", "--data", dir, "--name", "oai-1", "--provider", "openai", "--api-key", apiKey,
+		"--models", "gpt-4.1-mini,gpt-4.1", "--max-concurrency", "8", "--group", "team-a")
+	fields := strings.Split(strings.TrimSpace(out), "\t")
+	if len(fields) != 2 || fields[0] == "" || fields[1] != "oai-1" {
+		t.Fatalf("accounts add printed %q, want ID<TAB>NAME", out)
+	}
+	oaiID := fields[0]
+	mustCLI(t, "accounts", "add", "--data", dir, "--name", "cx-1", "--provider", "codex", "--access-token", accessToken,
+		"--account-id", "0000-1111", "--models", "gpt-5.5")
+	// add again by name: an update, not a second account.
+	if out := mustCLI(t, "accounts", "add", "--data", dir, "--name", "oai-1", "--provider", "openai", "--api-key", apiKey,
+		"--models", "gpt-4.1-mini", "--max-concurrency", "2"); !strings.HasPrefix(out, oaiID+"\t") {
+		t.Errorf("re-adding oai-1 printed %q, want its ID %s", out, oaiID)
+	}
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--name", "bad", "--provider", "azure"); err == nil {
+		t.Errorf("accounts add with provider azure succeeded")
+	}
+
+	list = mustCLI(t, "accounts", "list", "--data", dir)
+	for _, leak := range []string{apiKey, accessToken} {
+		if strings.Contains(list, leak) {
+			t.Fatalf("accounts list prints a credential:\n%s", list)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("accounts list: %d lines, want header + 2:\n%s", len(lines), list)
+	}
+	var oaiLine string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "oai-1 ") {
+			oaiLine = l
+		}
+	}
+	if f := strings.Fields(oaiLine); len(f) < 6 || f[1] != "openai" || f[2] != "gpt-4.1-mini" || f[3] != "2" || f[len(f)-1] != oaiID {
+		t.Errorf("oai-1 listed as %q (want the update: models gpt-4.1-mini, concurrency 2)", oaiLine)
+	}
+	if !strings.Contains(list, "cx-1") || !strings.Contains(list, "codex") {
+		t.Errorf("cx-1 missing:\n%s", list)
+	}
+
+	mustCLI(t, "accounts", "remove", "--data", dir, "cx-1")
+	mustCLI(t, "accounts", "remove", "--data", dir, oaiID) // by ID
+	if list := mustCLI(t, "accounts", "list", "--data", dir); strings.Contains(list, "oai-1") || strings.Contains(list, "cx-1") {
+		t.Errorf("removed accounts still listed:\n%s", list)
+	}
+	if _, _, err := runCLI(t, "accounts", "remove", "--data", dir, "cx-1"); err == nil {
+		t.Errorf("removing a missing account succeeded")
+	}
+
+	// Keep one account with credentials, then look at the raw files: SQLite
+	// with WAL keeps recent pages in troupe.db-wal, so every troupe.db* file
+	// is read.
+	mustCLI(t, "accounts", "add", "--data", dir, "--name", "oai-2", "--provider", "openai", "--api-key", apiKey)
+	mustCLI(t, "accounts", "add", "--data", dir, "--name", "cx-2", "--provider", "codex", "--access-token", accessToken)
+	files, _ := filepath.Glob(filepath.Join(dir, "troupe.db*"))
+	if len(files) == 0 {
+		t.Fatalf("no troupe.db* in %s", dir)
+	}
+	sawName := false
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, s := range map[string]string{"the API key secret": secret, "the account API key": apiKey, "the codex access token": accessToken, "the name oai-2": "oai-2"} {
+			found := bytes.Contains(b, []byte(s))
+			if what == "the name oai-2" {
+				if found {
+					sawName = true // names are stored in clear: proves the bytes read are the data
+				}
+				continue
+			}
+			if found {
+				t.Errorf("%s holds %s in clear", filepath.Base(f), what)
+			}
+		}
+	}
+	if !sawName {
+		t.Errorf("no troupe.db* file contains the account name oai-2: the raw-file check read nothing useful")
+	}
+}
+
+func TestCLIVersionAndMigrate(t *testing.T) {
+	clearTroupeEnv(t)
+	if out := mustCLI(t, "version"); !strings.HasPrefix(out, "troupe ") {
+		t.Errorf("version printed %q", out)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	if out := mustCLI(t, "migrate", "--data", dir); !strings.Contains(out, "migrations applied") {
+		t.Errorf("migrate printed %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "master.key")); err != nil {
+		t.Errorf("master.key not created: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "master.key")); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("master.key mode %v, want 0600", fi.Mode().Perm())
+	}
+}

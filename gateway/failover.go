@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// failure is an upstream attempt that did not produce an answer for the client.
+type failure struct {
+	verdict upstream.Verdict
+	status  int         // upstream status (0: no HTTP answer)
+	header  http.Header // upstream headers, when there was an answer
+	body    []byte      // upstream error body (bounded), when there was one
+	msg     string      // error message from an error event, when the stream carried one
+	err     error       // transport error, when there was no answer
+}
+
+// result is one successful attempt: a non-stream answer, or a stream held
+// up to its first content event and not yet written to the client.
+type result struct {
+	status int
+	header http.Header
+	body   []byte  // non-stream answer
+	stream *stream // held stream
+	lease  *actors.Lease
+}
+
+// outcome is what the failover loop ends with: exactly one field is set.
+type outcome struct {
+	res  result    // success
+	fail *failure  // every attempt failed; the last failure
+	aerr *APIError // no attempt could start
+}
+
+// run is the failover loop: acquire a lease, attempt, and on an account-level
+// failure before anything reached the client, exclude the account and try the
+// next one — up to MaxAttempts and, after the first attempt, within
+// FailoverBudget. It releases every lease it does not return.
+func (s *Server) run(ctx context.Context, c *call) outcome {
+	var tried []string
+	var last *failure
+	for c.attempts < s.cfg.MaxAttempts {
+		if c.attempts > 0 && s.now().Sub(c.start) > s.cfg.FailoverBudget {
+			break // the first attempt is never cut short; later ones respect the budget
+		}
+		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
+			Endpoint: c.endpoint, Model: c.target, Group: c.key.Group, Exclude: tried, MaxWait: s.cfg.MaxWait,
+		})
+		if err != nil {
+			if last != nil {
+				break // accounts ran out during failover: answer with what the last one said
+			}
+			if ctx.Err() != nil {
+				return outcome{fail: &failure{verdict: upstream.Verdict{Class: upstream.ClassCanceled}, err: ctx.Err()}}
+			}
+			return outcome{aerr: s.acquireError(c, err)}
+		}
+		c.attempts++
+		tried = append(tried, lease.AccountID)
+		res, f := s.attempt(ctx, c, lease)
+		if f == nil {
+			s.metrics.failovers.Observe(float64(c.attempts - 1))
+			return outcome{res: res}
+		}
+		last = f
+		if !f.verdict.Class.AccountFault() || ctx.Err() != nil {
+			break
+		}
+		s.log.Info("failing over", "request_id", c.id, "account", lease.Name, "status", f.status, "class", f.verdict.Class.String(), "attempt", c.attempts)
+	}
+	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
+	return outcome{fail: last}
+}
+
+// attempt sends c through lease. On failure the lease is released here; on
+// success a non-stream lease is released here and a stream's lease is
+// released by the stream's close.
+func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (result, *failure) {
+	start := s.now()
+	var actx context.Context
+	var acancel context.CancelFunc
+	if c.stream {
+		actx, acancel = context.WithCancel(ctx) // hold enforces the first-token timeout
+	} else {
+		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
+	}
+	resp, err := lease.Transport.Do(actx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: c.body, Header: c.header})
+	if err != nil {
+		acancel()
+		v := upstream.ClassifyError(err)
+		if v.Class == upstream.ClassCanceled && ctx.Err() == nil {
+			v.Class = upstream.ClassTransient // our attempt deadline, not the client, ended it
+		}
+		s.release(lease, 0, v, start, 0)
+		return result{}, &failure{verdict: v, err: err}
+	}
+	if resp.Status < 200 || resp.Status > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		acancel()
+		v := upstream.Classify(resp.Status, resp.Header, body)
+		s.release(lease, resp.Status, v, start, 0)
+		return result{}, &failure{verdict: v, status: resp.Status, header: resp.Header, body: body}
+	}
+	if c.stream {
+		if !isEventStream(resp.Header) {
+			// JSON where a stream was asked: the transport should have said so;
+			// treat it as the upstream's fault, another account may stream.
+			resp.Body.Close()
+			acancel()
+			v := upstream.Verdict{Class: upstream.ClassTransient}
+			s.release(lease, resp.Status, v, start, 0)
+			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType}
+		}
+		st := s.newStream(c, lease, resp, start, acancel)
+		if f := st.hold(); f != nil {
+			return result{}, f // hold released the lease
+		}
+		return result{status: resp.Status, header: resp.Header, stream: st, lease: lease}, nil
+	}
+	defer acancel()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	resp.Body.Close()
+	if err == nil && len(body) > maxResponseBody {
+		err = errors.New("upstream answer larger than 64 MiB")
+	}
+	if err == nil && (translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body)) {
+		err = upstream.ErrWrongContentType
+	}
+	if err != nil {
+		v := upstream.ClassifyError(err)
+		if v.Class == upstream.ClassNone || (v.Class == upstream.ClassCanceled && ctx.Err() == nil) {
+			v.Class = upstream.ClassTransient
+		}
+		s.release(lease, resp.Status, v, start, 0)
+		return result{}, &failure{verdict: v, err: err}
+	}
+	if v, msg, isErr := upstream.ClassifyBody(c.endpoint, body); isErr {
+		s.release(lease, resp.Status, v, start, 0)
+		return result{}, &failure{verdict: v, msg: msg, err: errors.New("error body with a 2xx status")}
+	}
+	lat := s.now().Sub(start)
+	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
+	s.record(c, lease, resp.Status, usageFromBody(c.endpoint, body), lat, 0)
+	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+}
+
+// release returns the lease with the attempt's outcome and counts the attempt.
+func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
+	cl := v.Class.String()
+	if v.Class == upstream.ClassNone {
+		cl = "ok"
+	}
+	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
+	s.sys.Release(l, actors.Outcome{Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
+}
+
+// record queues the usage record of a served request. Only the attempt that
+// served the client is billed.
+func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, ttft time.Duration) {
+	s.chargeTokens(&c.key, u.input+u.output)
+	s.sys.Record(storage.UsageRecord{
+		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: l.AccountID,
+		Model: c.model, Route: c.endpoint.String(), Stream: c.stream, Status: status, Attempts: c.attempts,
+		Latency: latency, TTFT: ttft,
+		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
+	})
+}

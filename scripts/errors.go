@@ -1,0 +1,134 @@
+package scripts
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Error kinds, matched with errors.Is on an *Error.
+var (
+	// ErrSyntax: the source does not parse or compile.
+	ErrSyntax = errors.New("syntax error")
+	// ErrRuntime: the Lua code raised an error (including sandbox refusals
+	// such as calling a removed function or exceeding a string limit).
+	ErrRuntime = errors.New("runtime error")
+	// ErrBudget: a call ran past its instruction or time budget and was
+	// stopped, or a self-test ran past its time budget.
+	ErrBudget = errors.New("budget exceeded")
+	// ErrResult: a function returned values of the wrong type or range.
+	ErrResult = errors.New("bad result")
+	// ErrKnobs: the policy table is malformed, or score is missing.
+	ErrKnobs = errors.New("bad policy definition")
+)
+
+// Error is a policy failure with its source position. Its text reads like a
+// Lua error: "policy smart:12: attempt to call a nil value".
+type Error struct {
+	Policy string // the policy's name
+	Line   int    // 1-based source line; 0 when unknown
+	Msg    string // what went wrong, without the position
+	Kind   error  // ErrSyntax, ErrRuntime, ErrBudget, ErrResult or ErrKnobs
+}
+
+// Error formats the error as "policy NAME:LINE: MSG" ("policy NAME: MSG" without a line).
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return "policy " + e.Policy + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
+	}
+	return "policy " + e.Policy + ": " + e.Msg
+}
+
+// Unwrap returns the error's kind.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// chunkName is the Lua source name of a policy; gopher-lua prefixes runtime
+// errors with it ("policy smart:12:").
+func chunkName(policy string) string { return "policy " + policy }
+
+// syntaxError converts a parse or compile error.
+func syntaxError(policy string, err error) *Error {
+	e := &Error{Policy: policy, Kind: ErrSyntax}
+	var pe *parse.Error
+	var ce *lua.CompileError
+	switch {
+	case errors.As(err, &pe):
+		e.Line, e.Msg = pe.Pos.Line, strings.TrimSpace(pe.Message)
+		switch {
+		case pe.Pos.Line == parse.EOF:
+			e.Line = 0
+			e.Msg += " at end of file"
+		case pe.Token != "":
+			e.Msg += " near '" + pe.Token + "'"
+		}
+	case errors.As(err, &ce):
+		e.Line, e.Msg = ce.Line, ce.Message
+	default:
+		e.Msg = strings.TrimSpace(err.Error())
+	}
+	return e
+}
+
+// runtimeError converts an error returned by PCall. A position prefix
+// ("policy smart:12: ") becomes Line; without one, the first frame of the
+// policy in the Lua traceback gives the line.
+func runtimeError(policy string, err error) *Error {
+	e := &Error{Policy: policy, Kind: ErrRuntime}
+	msg, trace := err.Error(), ""
+	var ae *lua.ApiError
+	if errors.As(err, &ae) {
+		if ae.Object != nil {
+			msg = ae.Object.String()
+			if _, ok := ae.Object.(lua.LString); !ok {
+				msg = "error object is a " + ae.Object.Type().String()
+			}
+		}
+		trace = ae.StackTrace
+	}
+	prefix := chunkName(policy) + ":"
+	if line, rest, ok := cutLine(msg, prefix); ok {
+		e.Line, e.Msg = line, rest
+		return e
+	}
+	e.Msg = msg
+	if i := strings.Index(trace, prefix); i >= 0 {
+		if line, _, ok := cutLine(trace[i:], prefix); ok {
+			e.Line = line
+		}
+	}
+	return e
+}
+
+// cutLine parses "PREFIX<digits>:<rest>" and returns the line and the trimmed rest.
+func cutLine(s, prefix string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		return 0, "", false
+	}
+	digits, after, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0, "", false
+	}
+	return n, strings.TrimSpace(after), true
+}
+
+// resultError reports a bad return value of fn, at the line fn is defined on.
+func resultError(policy string, fn *lua.LFunction, format string, args ...any) *Error {
+	return &Error{Policy: policy, Line: definedAt(fn), Msg: fmt.Sprintf(format, args...), Kind: ErrResult}
+}
+
+// definedAt is the source line a Lua function is defined on (0 for Go functions).
+func definedAt(fn *lua.LFunction) int {
+	if fn == nil || fn.Proto == nil {
+		return 0
+	}
+	return fn.Proto.LineDefined
+}

@@ -1,0 +1,148 @@
+package scripts
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HostOptions configure a Host.
+type HostOptions struct {
+	// Options are the sandbox limits of every policy the host compiles.
+	Options Options
+	// Sample returns a sample of the live pool for self-tests. It is called
+	// from Load's goroutine and must be safe there (e.g. read the accounts'
+	// published snapshots). Nil: self-tests use the synthetic views only.
+	Sample func() []AccountView
+	// OnSwap, when set, is called with each policy Load swaps in, after the
+	// swap and in swap order, from Load's goroutine with the load lock held:
+	// it must be quick and must not call Load. The scheduler integration
+	// uses it to hand the new policy to the scheduler actor (a message send).
+	OnSwap func(*Policy)
+	// Log receives one line per reload attempt. Nil discards.
+	Log *slog.Logger
+}
+
+// ReloadStatus describes the host's last reload attempt and the serving
+// policy, for the admin API, logs and metrics. It is a value.
+type ReloadStatus struct {
+	OK     bool          // the last attempt succeeded (or found the source unchanged)
+	Name   string        // the policy the last attempt loaded
+	Digest string        // its source digest
+	At     time.Time     // when the last attempt finished
+	Took   time.Duration // compile plus self-test time of the last attempt
+	Error  string        // the last attempt's error, "" when OK
+	Line   int           // the source line of Error, 0 when unknown
+
+	Active  string // the serving policy's name, "" before the first success
+	Version uint64 // the serving policy's version, 0 before the first success
+
+	Loads    uint64 // reload attempts since the host started
+	Failures uint64 // failed attempts since the host started
+}
+
+// Host holds the active compiled policy and reloads it: Load compiles the
+// new source in a fresh Lua state, self-tests it, and swaps it in atomically
+// only if both pass; on any failure the last good policy keeps serving and
+// the error, with its line, is returned and kept in Status. Host is safe for
+// concurrent use; loads are serialized.
+//
+// The Policy that Active returns is shared: its metadata may be read
+// anywhere, but only the scheduler actor may call its Score and Route (see
+// Policy); a Load never touches a policy after publishing it.
+type Host struct {
+	opts   HostOptions
+	mu     sync.Mutex // serializes Load; guards version, loads, failures
+	active atomic.Pointer[Policy]
+	status atomic.Pointer[ReloadStatus]
+
+	version, loads, failures uint64
+}
+
+// NewHost returns a host with no active policy.
+func NewHost(opts HostOptions) *Host {
+	h := &Host{opts: opts}
+	h.status.Store(&ReloadStatus{})
+	return h
+}
+
+// Active returns the serving policy, or nil before the first successful Load.
+func (h *Host) Active() *Policy { return h.active.Load() }
+
+// Status returns the last reload attempt's outcome and the serving policy.
+func (h *Host) Status() ReloadStatus { return *h.status.Load() }
+
+// Load compiles source as policy name, self-tests it against the synthetic
+// views and HostOptions.Sample, and makes it the active policy with the next
+// version. If the name and source equal the active policy's, nothing is
+// swapped and the active policy is returned. On failure the active policy is
+// unchanged and the error (wrapping an *Error with the line) is returned.
+func (h *Host) Load(name, source string) (*Policy, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.loads++
+	start := time.Now()
+	cur := h.active.Load()
+
+	if cur != nil && cur.name == name && cur.source == source {
+		h.record(&ReloadStatus{OK: true, Name: name, Digest: cur.digest, Took: time.Since(start)}, cur)
+		return cur, nil
+	}
+	p, err := Compile(name, source, h.opts.Options)
+	if err == nil {
+		var sample []AccountView
+		if h.opts.Sample != nil {
+			sample = h.opts.Sample()
+		}
+		if err = SelfTest(p, sample); err != nil {
+			p.Close()
+		}
+	}
+	took := time.Since(start)
+	if err != nil {
+		h.failures++
+		st := &ReloadStatus{Name: name, Took: took, Error: err.Error()}
+		var pe *Error
+		if errors.As(err, &pe) {
+			st.Line = pe.Line
+		}
+		h.record(st, cur)
+		if h.opts.Log != nil {
+			h.opts.Log.Warn("policy reload failed; the previous policy keeps serving", "policy", name, "err", err, "took", took)
+		}
+		return nil, err
+	}
+	h.version++
+	p.version = h.version
+	h.active.Store(p)
+	h.record(&ReloadStatus{OK: true, Name: name, Digest: p.digest, Took: took}, p)
+	if h.opts.OnSwap != nil {
+		h.opts.OnSwap(p)
+	}
+	if h.opts.Log != nil {
+		h.opts.Log.Info("policy loaded", "policy", name, "version", p.version, "digest", p.digest[:12], "took", took)
+	}
+	return p, nil
+}
+
+// LoadBuiltin loads the shipped policy name (see Builtins).
+func (h *Host) LoadBuiltin(name string) (*Policy, error) {
+	src, ok := Builtin(name)
+	if !ok {
+		return nil, fmt.Errorf("policy %q: no such built-in policy", name)
+	}
+	return h.Load(name, src)
+}
+
+// record publishes st, completed with the counters and the serving policy.
+func (h *Host) record(st *ReloadStatus, serving *Policy) {
+	st.At = time.Now()
+	st.Loads, st.Failures = h.loads, h.failures
+	if serving != nil {
+		st.Active, st.Version = serving.name, serving.version
+	}
+	h.status.Store(st)
+}

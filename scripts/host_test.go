@@ -1,0 +1,104 @@
+package scripts
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestHostLoadSwapsAndVersions(t *testing.T) {
+	sampled := 0
+	h := NewHost(HostOptions{Options: testOptions, Sample: func() []AccountView { sampled++; return []AccountView{freshView()} }})
+	if h.Active() != nil || h.Status().Version != 0 {
+		t.Fatal("a new host serves a policy")
+	}
+	p1, err := h.LoadBuiltin("smart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Active() != p1 || p1.Version() != 1 || sampled != 1 {
+		t.Fatalf("after the first load: active %p version %d sampled %d", h.Active(), p1.Version(), sampled)
+	}
+	st := h.Status()
+	if !st.OK || st.Name != "smart" || st.Active != "smart" || st.Version != 1 || st.Digest != p1.Digest() || st.Loads != 1 || st.Failures != 0 || st.At.IsZero() {
+		t.Fatalf("status = %+v", st)
+	}
+
+	// The same source again: nothing is swapped.
+	same, err := h.LoadBuiltin("smart")
+	if err != nil || same != p1 || h.Status().Version != 1 {
+		t.Fatalf("reloading the same source: %p %v, version %d", same, err, h.Status().Version)
+	}
+
+	p2, err := h.LoadBuiltin("round_robin")
+	if err != nil || h.Active() != p2 || p2.Version() != 2 {
+		t.Fatalf("second policy: %v, version %d", err, p2.Version())
+	}
+
+	// A failure keeps p2 and reports the line.
+	_, err = h.Load("broken", "function score(a)\n  return a.x.y\nend")
+	if err == nil || h.Active() != p2 {
+		t.Fatalf("broken load: err %v, active %v", err, h.Active().Name())
+	}
+	st = h.Status()
+	if st.OK || st.Name != "broken" || st.Line != 2 || !strings.Contains(st.Error, "policy broken:2:") || st.Active != "round_robin" || st.Version != 2 || st.Loads != 4 || st.Failures != 1 {
+		t.Fatalf("status after failure = %+v", st)
+	}
+
+	if _, err := h.LoadBuiltin("nope"); err == nil {
+		t.Fatal("LoadBuiltin(nope) succeeded")
+	}
+}
+
+// TestHostConcurrentLoads: loads from several goroutines (file watcher,
+// admin API, SIGHUP) are serialized; readers always see a whole policy.
+func TestHostConcurrentLoads(t *testing.T) {
+	h := NewHost(HostOptions{Options: testOptions})
+	if _, err := h.LoadBuiltin("smart"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 5 {
+				name := Builtins()[(i+j)%len(Builtins())]
+				if _, err := h.LoadBuiltin(name); err != nil {
+					t.Error(err)
+				}
+				if _, err := h.Load("bad", "function score() return 'x' end"); err == nil {
+					t.Error("bad policy loaded")
+				}
+			}
+		}()
+	}
+	for range 1000 {
+		p := h.Active()
+		if p == nil || p.Name() == "bad" || p.Digest() == "" {
+			t.Fatalf("reader saw %v", p)
+		}
+		_ = h.Status()
+	}
+	wg.Wait()
+	if st := h.Status(); st.Failures != 20 || st.Loads != 41 {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestHostSelfTestUsesSample(t *testing.T) {
+	// The policy fails only on an account in the live pool sample.
+	src := `function score(a, now)
+  if a.plan == "enterprise" then return a.missing.field end
+  return 1
+end`
+	sample := []AccountView{freshView(), freshView()}
+	sample[1].Name, sample[1].Plan = "big-customer", "enterprise"
+	h := NewHost(HostOptions{Options: testOptions, Sample: func() []AccountView { return sample }})
+	_, err := h.Load("picky", src)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(err.Error(), `pool account "big-customer"`) {
+		t.Fatalf("Load = %v, want the sample account's error at line 2", err)
+	}
+}

@@ -1,0 +1,218 @@
+package scripts
+
+import (
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// The views reach Lua as tables that a sandbox allocates once and refills
+// before every call, so a score call builds no tables. They carry the
+// sandbox's read-only metatable: assigning a field that has no value raises,
+// and every field a policy could overwrite is rewritten by the next fill, so
+// nothing a call does to a view is seen by the next call. Strings of small
+// cardinality are boxed once per sandbox (interner); integers below
+// len(smallInts) are boxed once per process.
+
+// smallInts holds the boxed integers 0..1023, shared read-only by all states.
+var smallInts = func() (a [1024]lua.LValue) {
+	for i := range a {
+		a[i] = lua.LNumber(i)
+	}
+	return a
+}()
+
+// floatValue boxes f, without allocating for the integers of smallInts.
+func floatValue(f float64) lua.LValue {
+	if f >= 0 && f < float64(len(smallInts)) && f == float64(int(f)) {
+		return smallInts[int(f)]
+	}
+	return lua.LNumber(f)
+}
+
+// unixSeconds is t as float unix seconds.
+func unixSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+}
+
+func boolValue(b bool) lua.LValue {
+	if b {
+		return lua.LTrue
+	}
+	return lua.LFalse
+}
+
+var emptyString lua.LValue = lua.LString("")
+
+// maxInterned bounds an interner; past it the map starts over.
+const maxInterned = 4096
+
+// interner boxes repeated strings (provider, status, tags, …) once.
+type interner map[string]lua.LValue
+
+func (in interner) value(s string) lua.LValue {
+	if s == "" {
+		return emptyString
+	}
+	if v, ok := in[s]; ok {
+		return v
+	}
+	if len(in) >= maxInterned {
+		clear(in)
+	}
+	v := lua.LValue(lua.LString(s))
+	in[s] = v
+	return v
+}
+
+// accountTable is the reusable Lua view of an AccountView.
+type accountTable struct {
+	t, tags, lastFailure, windows *lua.LTable
+	windowTabs                    []*lua.LTable
+	ntags, nwindows               int
+	strs                          interner
+	sb                            *sandbox
+}
+
+func (sb *sandbox) readOnlyTable() *lua.LTable {
+	t := sb.L.NewTable()
+	t.Metatable = sb.roMeta
+	return t
+}
+
+func newAccountTable(sb *sandbox) *accountTable {
+	return &accountTable{
+		t:           sb.readOnlyTable(),
+		tags:        sb.readOnlyTable(),
+		lastFailure: sb.readOnlyTable(),
+		windows:     sb.readOnlyTable(),
+		strs:        make(interner),
+		sb:          sb,
+	}
+}
+
+// fill writes a into the table; see the field comments of AccountView.
+func (at *accountTable) fill(a *AccountView) *lua.LTable {
+	t, in := at.t, at.strs
+	t.RawSetString("id", lua.LString(a.ID))
+	t.RawSetString("name", lua.LString(a.Name))
+	setStr(t, "provider", a.Provider, in)
+	setStr(t, "plan", a.Plan, in)
+	setStr(t, "group", a.Group, in)
+	setNum(t, "priority", float64(a.Priority))
+	setStr(t, "status", a.Status, in)
+	setTime(t, "cooldown_until", a.CooldownUntil)
+	setStr(t, "cooldown_reason", a.CooldownReason, in)
+	setNum(t, "inflight", float64(a.InFlight))
+	setNum(t, "max_inflight", float64(a.MaxInFlight))
+	setNum(t, "requests", float64(a.Requests))
+	setNum(t, "successes", float64(a.Successes))
+	setNum(t, "failures", float64(a.Failures))
+	setNum(t, "success_streak", float64(a.SuccessStreak))
+	setNum(t, "failure_streak", float64(a.FailureStreak))
+	setNum(t, "ewma_success", a.EWMASuccess)
+	setNum(t, "ewma_latency_ms", float64(a.EWMALatency)/float64(time.Millisecond))
+	setNum(t, "ewma_ttft_ms", float64(a.EWMATTFT)/float64(time.Millisecond))
+
+	for i, tag := range a.Tags {
+		at.tags.RawSetInt(i+1, in.value(tag))
+	}
+	clearTail(at.tags, len(a.Tags), at.ntags)
+	at.ntags = len(a.Tags)
+	set(t, "tags", at.tags)
+
+	lf, f := at.lastFailure, &a.LastFailure
+	setTime(lf, "quota", f.Quota)
+	setTime(lf, "rate", f.Rate)
+	setTime(lf, "auth", f.Auth)
+	setTime(lf, "banned", f.Banned)
+	setTime(lf, "transient", f.Transient)
+	setTime(lf, "timeout", f.Timeout)
+	set(t, "last_failure", lf)
+
+	for i := range a.Windows {
+		w := &a.Windows[i]
+		if i == len(at.windowTabs) {
+			at.windowTabs = append(at.windowTabs, at.sb.readOnlyTable())
+		}
+		wt := at.windowTabs[i]
+		setStr(wt, "name", w.Name, in)
+		setNum(wt, "used_percent", w.UsedPercent)
+		setNum(wt, "window_minutes", float64(w.WindowMinutes))
+		setTime(wt, "resets_at", w.ResetsAt)
+		at.windows.RawSetInt(i+1, wt)
+	}
+	clearTail(at.windows, len(a.Windows), at.nwindows)
+	at.nwindows = len(a.Windows)
+	set(t, "usage_windows", at.windows)
+	return t
+}
+
+// set stores v under k unless k already holds v: comparing costs one map
+// lookup, storing two (gopher-lua also indexes the key for next), and many
+// fields repeat from one account to the next. A value a policy wrote into the
+// table is replaced when it differs and kept when it is already right.
+func set(t *lua.LTable, k string, v lua.LValue) {
+	if t.RawGetString(k) != v {
+		t.RawSetString(k, v)
+	}
+}
+
+// setNum is set for a number; it boxes f only when it must be stored.
+func setNum(t *lua.LTable, k string, f float64) {
+	if cur, ok := t.RawGetString(k).(lua.LNumber); ok && float64(cur) == f {
+		return
+	}
+	t.RawSetString(k, floatValue(f))
+}
+
+// setTime is set for a time: unix seconds, or nil for the zero time.
+func setTime(t *lua.LTable, k string, tm time.Time) {
+	if tm.IsZero() {
+		if t.RawGetString(k) != lua.LNil {
+			t.RawSetString(k, lua.LNil)
+		}
+		return
+	}
+	setNum(t, k, unixSeconds(tm))
+}
+
+// setStr is set for a string, boxed through in.
+func setStr(t *lua.LTable, k, s string, in interner) {
+	if cur, ok := t.RawGetString(k).(lua.LString); ok && string(cur) == s {
+		return
+	}
+	t.RawSetString(k, in.value(s))
+}
+
+// clearTail removes list elements n+1..prev left from an earlier fill.
+func clearTail(t *lua.LTable, n, prev int) {
+	for i := prev; i > n; i-- {
+		t.RawSetInt(i, lua.LNil)
+	}
+}
+
+// requestTable is the reusable Lua view of a RequestView.
+type requestTable struct {
+	t, apiKey *lua.LTable
+	strs      interner
+}
+
+func newRequestTable(sb *sandbox) *requestTable {
+	return &requestTable{t: sb.readOnlyTable(), apiKey: sb.readOnlyTable(), strs: make(interner)}
+}
+
+// fill writes r into the table; see the field comments of RequestView.
+func (rt *requestTable) fill(r *RequestView) *lua.LTable {
+	t, k, in := rt.t, rt.apiKey, rt.strs
+	setStr(t, "model", r.Model, in)
+	setStr(t, "protocol", r.Protocol, in)
+	set(t, "stream", boolValue(r.Stream))
+	setStr(k, "id", r.APIKey.ID, in)
+	setStr(k, "name", r.APIKey.Name, in)
+	setStr(k, "group", r.APIKey.Group, in)
+	set(t, "api_key", k)
+	t.RawSetString("session_key", lua.LString(r.SessionKey))
+	t.RawSetString("client_ip", lua.LString(r.ClientIP))
+	return t
+}

@@ -1,0 +1,119 @@
+-- smart: Troupe's default policy, the seed gateways' health scoring.
+--
+-- Every usable account starts at 100 points:
+--   401 (auth)                      -50, decaying to 0 over 24 h
+--   429 (quota or rate)             -22, decaying to 0 over 1 h
+--   timeout                         -18, decaying to 0 over 15 min
+--   5xx / other transient failure   -12, decaying to 0 over 15 min
+--   consecutive failures            -6 each, at most -24
+--   7-day usage window              -8 from 70 % used, -40 from 100 %
+--   EWMA latency                    -4 from 5 s, -15 from 20 s
+--   EWMA success rate               -8 below 75 %, -15 below 50 %
+--   success streak                  +2 each, at most +12
+-- Penalties decay linearly in whole points: a penalty of P points over W
+-- seconds loses one point every W/P seconds, so the score is constant
+-- between steps and recheck_after is the time to the next step (or to the
+-- 7-day window's reset, or to the end of a cooldown).
+-- Tiers: healthy from 80 points, warm from 50, risky below; the scheduler
+-- lets a warm account hold half its concurrency and a risky one a single
+-- lease, and 15 % of picks go to one of the best 3 instead of the best.
+
+policy = {
+  description = "health tiers from decaying 401/429/timeout/5xx penalties, failure and success streaks, 7-day usage, latency and success rate; 15% of picks among the top 3",
+  top_k = 3,
+  jitter = 0.15,
+  tie_break = { "least_recent" },
+  concurrency = { healthy = "max", warm = "max/2", risky = 1 },
+}
+
+local floor, min = math.floor, math.min
+
+local WEEK_MINUTES = 7 * 24 * 60
+
+-- decay returns the points still applied `age` seconds after a failure, for
+-- a penalty of `points` decaying over `window` seconds, and the seconds until
+-- the next point drops (nil when none is applied).
+local function decay(points, window, age)
+  if age < 0 then age = 0 end -- a failure stamped in the future counts as now
+  if age >= window then return 0, nil end
+  local step = window / points
+  local dropped = floor(age / step)
+  return points - dropped, (dropped + 1) * step - age
+end
+
+function score(a, now)
+  local status = a.status
+  if status ~= "active" then
+    if status ~= "cooling" then return nil end
+    local untl = a.cooldown_until
+    if untl and untl > now then return nil, nil, untl - now end
+  end
+
+  local s, recheck = 100, nil
+  local lf = a.last_failure
+  local p, r
+
+  local at = lf.auth
+  if at then
+    p, r = decay(50, 24 * 3600, now - at)
+    s = s - p
+    if r and (recheck == nil or r < recheck) then recheck = r end
+  end
+
+  at = lf.quota
+  local rated = lf.rate
+  if rated and (at == nil or rated > at) then at = rated end
+  if at then
+    p, r = decay(22, 3600, now - at)
+    s = s - p
+    if r and (recheck == nil or r < recheck) then recheck = r end
+  end
+
+  at = lf.timeout
+  if at then
+    p, r = decay(18, 15 * 60, now - at)
+    s = s - p
+    if r and (recheck == nil or r < recheck) then recheck = r end
+  end
+
+  at = lf.transient
+  if at then
+    p, r = decay(12, 15 * 60, now - at)
+    s = s - p
+    if r and (recheck == nil or r < recheck) then recheck = r end
+  end
+
+  s = s - min(6 * a.failure_streak, 24)
+
+  local windows, used = a.usage_windows, nil
+  for i = 1, #windows do
+    local w = windows[i]
+    if w.window_minutes == WEEK_MINUTES then
+      local resets, pct = w.resets_at, w.used_percent
+      if resets == nil or resets > now then -- a window past its reset counts as unused
+        if used == nil or pct > used then used = pct end
+        if resets and pct >= 70 then
+          r = resets - now
+          if recheck == nil or r < recheck then recheck = r end
+        end
+      end
+    end
+  end
+  if used then
+    if used >= 100 then s = s - 40 elseif used >= 70 then s = s - 8 end
+  end
+
+  local latency = a.ewma_latency_ms
+  if latency >= 20000 then s = s - 15 elseif latency >= 5000 then s = s - 4 end
+
+  if a.successes + a.failures > 0 then
+    local rate = a.ewma_success
+    if rate < 0.5 then s = s - 15 elseif rate < 0.75 then s = s - 8 end
+  end
+
+  s = s + min(2 * a.success_streak, 12)
+
+  local tier
+  if s >= 80 then tier = "healthy" elseif s >= 50 then tier = "warm" else tier = "risky" end
+  return s, tier, recheck
+end

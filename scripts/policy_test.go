@@ -1,0 +1,232 @@
+package scripts
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// TestViewFields checks the Lua view of an account and of a request field
+// by field, with the documented types and units.
+func TestViewFields(t *testing.T) {
+	// The policy returns its dump as an error message (level 0: no position).
+	p := mustCompile(t, "fields", `
+local function dump(v, out, prefix)
+  for k, x in pairs(v) do
+    if type(x) == "table" then dump(x, out, prefix .. tostring(k) .. ".")
+    else out[#out + 1] = prefix .. tostring(k) .. "=" .. tostring(x) end
+  end
+end
+function score(a, now)
+  local out = {"now=" .. tostring(now)}
+  dump(a, out, "")
+  table.sort(out)
+  error(table.concat(out, " "), 0)
+end
+function route(r)
+  local out = {}
+  dump(r, out, "")
+  table.sort(out)
+  error(table.concat(out, " "), 0)
+end`)
+	a := AccountView{
+		ID: "id1", Name: "acct one", Provider: "codex", Plan: "pro", Group: "g", Tags: []string{"t1", "weight:2"}, Priority: 3,
+		Status: "cooling", CooldownUntil: time.Unix(1700000100, 500_000_000), CooldownReason: "rate",
+		InFlight: 1, MaxInFlight: 4, Requests: 10, Successes: 7, Failures: 2, SuccessStreak: 0, FailureStreak: 2,
+		LastFailure: FailureTimes{Rate: time.Unix(1700000000, 0)},
+		EWMASuccess: 0.75, EWMALatency: 1500 * time.Millisecond, EWMATTFT: 250 * time.Millisecond,
+		Windows: []UsageWindow{{Name: "5h", UsedPercent: 42.5, WindowMinutes: 300, ResetsAt: time.Unix(1700003600, 0)}},
+	}
+	_, _, _, _, err := p.Score(&a, time.Unix(1700000050, 0))
+	want := "cooldown_reason=rate cooldown_until=1.7000001005e+09 ewma_latency_ms=1500 ewma_success=0.75 ewma_ttft_ms=250 " +
+		"failure_streak=2 failures=2 group=g id=id1 inflight=1 last_failure.rate=1700000000 max_inflight=4 name=acct one " +
+		"now=1700000050 plan=pro priority=3 provider=codex requests=10 status=cooling success_streak=0 successes=7 " +
+		"tags.1=t1 tags.2=weight:2 usage_windows.1.name=5h usage_windows.1.resets_at=1700003600 " +
+		"usage_windows.1.used_percent=42.5 usage_windows.1.window_minutes=300"
+	// tostring prints numbers with %.14g: 1.7000001005e+09 is 1700000100.5.
+	if err == nil || err.(*Error).Msg != want {
+		t.Fatalf("account view:\n got %v\nwant %s", err, want)
+	}
+	_, err = p.Route(&RequestView{Model: "gpt-5", Protocol: "responses", Stream: true, APIKey: APIKeyView{ID: "k", Name: "ci", Group: "team"}, SessionKey: "s", ClientIP: "10.0.0.1"})
+	want = "api_key.group=team api_key.id=k api_key.name=ci client_ip=10.0.0.1 model=gpt-5 protocol=responses session_key=s stream=true"
+	if err == nil || err.(*Error).Msg != want {
+		t.Fatalf("request view:\n got %v\nwant %s", err, want)
+	}
+}
+
+// TestDocsListEveryField keeps docs/policies.md in step with the views and knobs.
+func TestDocsListEveryField(t *testing.T) {
+	doc, err := os.ReadFile("../docs/policies.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := newSandbox("doc", Options{}.withDefaults())
+	at := newAccountTable(sb)
+	v := SampleViews(testNow)[0]
+	v.CooldownUntil = testNow
+	v.Windows = []UsageWindow{{ResetsAt: testNow}}
+	v.LastFailure = FailureTimes{Quota: testNow, Rate: testNow, Auth: testNow, Banned: testNow, Transient: testNow, Timeout: testNow}
+	var names []string
+	collect := func(t *lua.LTable) {
+		t.ForEach(func(k, _ lua.LValue) {
+			if s, ok := k.(lua.LString); ok {
+				names = append(names, string(s))
+			}
+		})
+	}
+	collect(at.fill(&v))
+	collect(at.lastFailure)
+	collect(at.windowTabs[0])
+	rt := newRequestTable(sb)
+	collect(rt.fill(&RequestView{}))
+	collect(rt.apiKey)
+	names = append(names, "description", "top_k", "jitter", "tie_break", "concurrency", "sticky_ttl", "max_attempts",
+		"group", "provider", "model", "tags", "sticky_key", "max_attempts", "healthy", "warm", "risky",
+		"least_recent", "least_inflight", "priority", "id")
+	for _, n := range names {
+		if !bytes.Contains(doc, []byte("`"+n+"`")) {
+			t.Errorf("docs/policies.md does not mention `%s`", n)
+		}
+	}
+	for _, n := range Builtins() {
+		if !bytes.Contains(doc, []byte("`"+n+"`")) {
+			t.Errorf("docs/policies.md does not mention the shipped policy `%s`", n)
+		}
+	}
+}
+
+func TestRouteResult(t *testing.T) {
+	p := mustCompile(t, "route", `
+function score() return 1 end
+function route(r)
+  if r.model == "none" then return nil end
+  return { group = "g", provider = "openai", model = "gpt-5-mini", tags = { "eu", "fast" },
+           sticky_key = r.session_key, max_attempts = 2 }
+end`)
+	if !p.HasRoute() {
+		t.Fatal("HasRoute = false")
+	}
+	res, err := p.Route(&RequestView{Model: "gpt-5", SessionKey: "s1"})
+	want := RouteResult{Group: "g", Provider: "openai", Model: "gpt-5-mini", Tags: []string{"eu", "fast"}, StickyKey: "s1", MaxAttempts: 2}
+	if err != nil || res.Group != want.Group || res.Provider != want.Provider || res.Model != want.Model ||
+		!slices.Equal(res.Tags, want.Tags) || res.StickyKey != want.StickyKey || res.MaxAttempts != want.MaxAttempts {
+		t.Fatalf("Route = %+v, %v; want %+v", res, err, want)
+	}
+	if res, err := p.Route(&RequestView{Model: "none"}); err != nil || res.Tags != nil || res.Group != "" {
+		t.Fatalf("Route(none) = %+v, %v", res, err)
+	}
+	noRoute := mustCompile(t, "plain", "function score() return 1 end")
+	if noRoute.HasRoute() {
+		t.Fatal("HasRoute without route")
+	}
+	if res, err := noRoute.Route(&RequestView{Model: "x"}); err != nil || res.MaxAttempts != 0 {
+		t.Fatalf("Route without route = %+v, %v", res, err)
+	}
+}
+
+// TestClone: a clone has its own state and the same identity.
+func TestClone(t *testing.T) {
+	p := mustBuiltin(t, "smart")
+	c, err := p.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.sb == p.sb || c.Digest() != p.Digest() || c.Name() != p.Name() || c.Knobs().TopK != 3 {
+		t.Fatal("clone shares the state or lost its identity")
+	}
+	done := make(chan struct{})
+	go func() { // the clone runs on another goroutine while p runs here (-race checks)
+		defer close(done)
+		v := freshView()
+		for range 1000 {
+			if s, _, _, _, err := c.Score(&v, testNow); err != nil || s != 100 {
+				t.Errorf("clone: %v %v", s, err)
+				return
+			}
+		}
+	}()
+	v := freshView()
+	for range 1000 {
+		if s, _, _, _, err := p.Score(&v, testNow); err != nil || s != 100 {
+			t.Fatalf("original: %v %v", s, err)
+		}
+	}
+	<-done
+}
+
+func TestPrintLogsAtDebug(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := Compile("chatty", "function score(a) print('scoring', a.name, 1.5) return 1 end", Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := freshView()
+	p.Score(&v, testNow)
+	if !strings.Contains(buf.String(), `msg="policy print" policy=chatty msg="scoring\ta1\t1.5"`) {
+		t.Fatalf("log = %q", buf.String())
+	}
+	quiet := mustCompile(t, "quiet", "function score(a) print('x') return 1 end") // no logger: discarded
+	if _, _, _, _, err := quiet.Score(&v, testNow); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRandomIsSeeded(t *testing.T) {
+	src := "function score() return math.random(1, 1000000) + math.random() end"
+	run := func(seed uint64) float64 {
+		p, err := Compile("rand", src, Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := freshView()
+		s, _, _, _, err := p.Score(&v, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if run(42) != run(42) || run(42) == run(43) {
+		t.Fatal("math.random does not follow Options.Seed")
+	}
+	p := mustCompile(t, "rand", "function score() return math.random(0) end")
+	v := freshView()
+	if _, _, _, _, err := p.Score(&v, testNow); err == nil || !strings.Contains(err.Error(), "interval is empty") {
+		t.Fatalf("math.random(0) = %v", err)
+	}
+}
+
+func TestRecheckClamp(t *testing.T) {
+	p := mustCompile(t, "r", "function score(a) return 1, nil, a.priority / 1000 end")
+	v := freshView()
+	for prio, want := range map[int]time.Duration{0: 0, 1: MinRecheck, 5000: 5 * time.Second} {
+		v.Priority = prio
+		if _, _, _, r, err := p.Score(&v, testNow); err != nil || r != want {
+			t.Errorf("recheck_after %v s: got %v %v, want %v", float64(prio)/1000, r, err, want)
+		}
+	}
+}
+
+func TestErrorShape(t *testing.T) {
+	_, err := Compile("smart", "function score(a)\n  local x\n  return x()\nend", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustCompile(t, "smart", "function score(a)\n\n  return nil_function()\nend")
+	v := freshView()
+	_, _, _, _, err = p.Score(&v, testNow)
+	var pe *Error
+	if !errors.As(err, &pe) || !errors.Is(err, ErrRuntime) || pe.Line != 3 || pe.Policy != "smart" {
+		t.Fatalf("err = %#v", err)
+	}
+	if got := err.Error(); got != "policy smart:3: attempt to call a non-function object" {
+		t.Fatalf("Error() = %q", got)
+	}
+}

@@ -1,0 +1,130 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long a Watcher waits for a policy file to stop
+// changing before it reloads it (editors write a file in several steps).
+const DefaultDebounce = 150 * time.Millisecond
+
+// Watcher follows the active policy's file in a policies directory
+// (policies.dir, --policy-dir) and reloads it into a Host when it changes.
+// The active policy is named NAME and lives in DIR/NAME.lua; when that file
+// does not exist, the built-in policy NAME is loaded instead, so an operator
+// overrides a shipped policy by saving a file of the same name and returns
+// to it by deleting the file.
+//
+// A Watcher is safe for concurrent use. Run does the watching; its caller
+// owns the goroutine and stops it by cancelling the context.
+type Watcher struct {
+	host     *Host
+	dir      string
+	log      *slog.Logger
+	debounce time.Duration
+
+	mu     sync.Mutex
+	active string
+}
+
+// NewWatcher returns a watcher of dir for the policy named active. log may be nil.
+func NewWatcher(h *Host, dir, active string, log *slog.Logger) *Watcher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{host: h, dir: dir, log: log, debounce: DefaultDebounce, active: active}
+}
+
+// Active returns the name of the policy the watcher follows.
+func (w *Watcher) Active() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.active
+}
+
+// SetActive makes name the followed policy and loads it.
+func (w *Watcher) SetActive(name string) (*Policy, error) {
+	w.mu.Lock()
+	w.active = name
+	w.mu.Unlock()
+	return w.Load()
+}
+
+// Load reads the active policy — DIR/NAME.lua, or the built-in NAME when
+// the file does not exist — and loads it into the host (see Host.Load).
+func (w *Watcher) Load() (*Policy, error) {
+	name := w.Active()
+	src, err := os.ReadFile(filepath.Join(w.dir, name+".lua"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if builtin, ok := Builtin(name); ok {
+			return w.host.Load(name, builtin)
+		}
+		return nil, fmt.Errorf("policy %q: no file %s.lua in %s and no such built-in policy", name, name, w.dir)
+	case err != nil:
+		return nil, fmt.Errorf("policy %q: %w", name, err)
+	}
+	return w.host.Load(name, string(src))
+}
+
+// Run watches the directory until ctx is cancelled, reloading the active
+// policy after its file is written, created, renamed or removed and has been
+// quiet for the debounce interval. Reload failures are reported by the Host
+// (status, log) and leave the last good policy serving. Run returns nil when
+// ctx is cancelled, or an error if the directory cannot be watched.
+func (w *Watcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("policy watcher: %w", err)
+	}
+	defer fw.Close()
+	if err := fw.Add(w.dir); err != nil {
+		return fmt.Errorf("policy watcher: watch %s: %w", w.dir, err)
+	}
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return nil
+			}
+			if filepath.Base(ev.Name) == w.Active()+".lua" && !ev.Has(fsnotify.Chmod) {
+				quiet.Reset(w.debounce)
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return nil
+			}
+			w.log.Warn("policy watcher", "dir", w.dir, "err", err)
+		case <-quiet.C:
+			w.reload()
+		}
+	}
+}
+
+// reload loads the active policy, keeping the watch loop alive through any
+// panic.
+func (w *Watcher) reload() {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("policy reload panicked; the previous policy keeps serving", "policy", w.Active(), "panic", r)
+		}
+	}()
+	if _, err := w.Load(); err != nil {
+		w.log.Debug("policy file reload failed", "policy", w.Active(), "err", err)
+	}
+}

@@ -1,0 +1,92 @@
+package scripts
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWatcher(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mine.lua")
+	write := func(src string) {
+		t.Helper()
+		// Write and rename, as editors do.
+		tmp := filepath.Join(dir, ".mine.lua.tmp")
+		if err := os.WriteFile(tmp, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("function score() return 1 end")
+
+	var swapped []uint64
+	h := NewHost(HostOptions{Options: testOptions, OnSwap: func(p *Policy) { swapped = append(swapped, p.Version()) }})
+	w := NewWatcher(h, dir, "mine", nil)
+	w.debounce = 20 * time.Millisecond
+	if _, err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // let Run start watching
+
+	write("function score() return 2 end")
+	waitFor(t, "the new version", func() bool { return h.Status().Version == 2 })
+
+	write("function score() return 'broken' end")
+	waitFor(t, "the failed reload", func() bool { return h.Status().Failures == 1 })
+	if st := h.Status(); st.Version != 2 || st.Line != 1 {
+		t.Fatalf("after a broken save: %+v", st)
+	}
+
+	// Another file in the directory is not the active policy.
+	if err := os.WriteFile(filepath.Join(dir, "other.lua"), []byte("function score() return 3 end"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := h.Status(); st.Loads != 3 {
+		t.Fatalf("a change to other.lua reloaded: %+v", st)
+	}
+
+	// Switching to a built-in name without a file loads the shipped policy.
+	if p, err := w.SetActive("round_robin"); err != nil || p.Name() != "round_robin" || h.Status().Version != 3 {
+		t.Fatalf("SetActive(round_robin) = %v, %v", p, err)
+	}
+	if _, err := w.SetActive("nowhere"); err == nil || h.Active().Name() != "round_robin" {
+		t.Fatalf("SetActive(nowhere) = %v, active %s", err, h.Active().Name())
+	}
+	if len(swapped) != 3 || swapped[2] != 3 {
+		t.Fatalf("OnSwap saw versions %v", swapped)
+	}
+}
+
+func TestWatcherMissingDir(t *testing.T) {
+	w := NewWatcher(NewHost(HostOptions{}), filepath.Join(t.TempDir(), "absent"), "smart", nil)
+	if err := w.Run(context.Background()); err == nil {
+		t.Fatal("Run on a missing directory succeeded")
+	}
+}

@@ -1,0 +1,146 @@
+package fallback
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage/cachetest"
+	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/storage/rediscache"
+)
+
+// TestRedisOutage kills a private redis-server under load and starts it
+// again on the same port: callers see no error, the cache degrades and
+// recovers by itself, writes after recovery land in the new Redis (and so
+// do entries written during the outage), and a subscription made before the
+// outage receives again afterwards.
+func TestRedisOutage(t *testing.T) {
+	srv := cachetest.StartRedis(t)
+	ctx := t.Context()
+	const prefix = "troupe:"
+	r, err := rediscache.New(ctx, srv.URL(), rediscache.Options{Prefix: prefix, HealthCheckInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecorder{}
+	c := New(r, memcache.New(memcache.Options{}), Options{ProbeInterval: 100 * time.Millisecond, Logger: slog.New(logs)})
+	defer c.Close()
+
+	sub, err := c.Subscribe(ctx, "policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, c.Publish(ctx, "policy", "hello"))
+	if m := recv(t, sub); m != "hello" {
+		t.Fatalf("got %q", m)
+	}
+
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		ops      atomic.Int64
+		errCount atomic.Int64
+		firstErr atomic.Value
+		slowest  atomic.Int64
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				start := time.Now()
+				key := fmt.Sprintf("resp_%d_%d", w, i)
+				var err error
+				if _, err = c.Incr(ctx, fmt.Sprintf("rpm:key%d", i%50), 1, time.Minute); err == nil {
+					if err = c.Set(ctx, key, "acct", time.Minute); err == nil {
+						var ok bool
+						if _, ok, err = c.Get(ctx, key); err == nil && !ok {
+							err = fmt.Errorf("Get(%q) right after Set: absent", key)
+						}
+					}
+				}
+				if err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				ops.Add(1)
+				if d := int64(time.Since(start)); d > slowest.Load() {
+					slowest.Store(d) // racy max, good enough for a log line
+				}
+				time.Sleep(time.Millisecond) // ~1,000 requests/s per worker
+
+			}
+		})
+	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+
+	time.Sleep(300 * time.Millisecond)
+	srv.Kill()
+	killed := time.Now()
+	waitFor(t, 3*time.Second, "Degraded() after Redis died", c.Degraded)
+	t.Logf("degraded %v after the kill", time.Since(killed).Round(time.Millisecond))
+	must(t, c.Set(ctx, "written-during-outage", "acct-7", time.Hour))
+	time.Sleep(500 * time.Millisecond)
+	opsDuringOutage := ops.Load()
+
+	srv.Start()
+	restarted := time.Now()
+	waitFor(t, 5*time.Second, "Degraded() back to false after Redis returned", func() bool { return !c.Degraded() })
+	t.Logf("healthy %v after Redis answered again", time.Since(restarted).Round(time.Millisecond))
+
+	if v, ok, err := c.Get(ctx, "written-during-outage"); err != nil || !ok || v != "acct-7" {
+		t.Fatalf("Get right after recovery of a value written during the outage = %q, %v, %v", v, ok, err)
+	}
+	waitFor(t, 10*time.Second, "the outage's writes copied to the new Redis", func() bool { return c.Stats().Pending == 0 })
+	t.Logf("outage's writes copied %v after Redis answered again", time.Since(restarted).Round(time.Millisecond))
+
+	rc := srv.Client()
+	must(t, c.Set(ctx, "written-after-recovery", "acct-9", time.Hour))
+	if v, err := rc.Get(ctx, prefix+"e:written-after-recovery").Result(); err != nil || v != "acct-9" {
+		t.Fatalf("value written after recovery, read from the new Redis: %q, %v", v, err)
+	}
+	if v, err := rc.Get(ctx, prefix+"e:written-during-outage").Result(); err != nil || v != "acct-7" {
+		t.Fatalf("value written during the outage, read from the new Redis: %q, %v", v, err)
+	}
+	if n, err := c.Incr(ctx, "after", 1, time.Minute); err != nil || n != 1 {
+		t.Fatalf("Incr after recovery = %d, %v", n, err)
+	}
+	if v, err := rc.HGet(ctx, prefix+"c:60000:after", "n").Result(); err != nil || v != "1" {
+		t.Fatalf("counter after recovery in the new Redis: %q, %v", v, err)
+	}
+
+	// The subscription made before the outage hears another instance that
+	// publishes on the new Redis.
+	waitFor(t, 5*time.Second, "subscriber receives after the restart", func() bool {
+		rc.Publish(ctx, prefix+"policy", "remote")
+		for {
+			select {
+			case m := <-sub:
+				if m == "remote" {
+					return true
+				}
+			case <-time.After(50 * time.Millisecond):
+				return false
+			}
+		}
+	})
+	t.Logf("subscriber receiving %v after Redis answered again", time.Since(restarted).Round(time.Millisecond))
+
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if n := errCount.Load(); n > 0 {
+		t.Fatalf("%d of %d operations returned an error to the caller; first: %v", n, ops.Load(), firstErr.Load())
+	}
+	st := c.Stats()
+	t.Logf("%d operations (%d by the end of the outage), slowest %v; stats %+v; logs %q",
+		ops.Load(), opsDuringOutage, time.Duration(slowest.Load()).Round(time.Millisecond), st, logs.lines())
+	if st.Outages != 1 || st.Recoveries != 1 || st.Degraded {
+		t.Fatalf("stats %+v: want exactly one outage and one recovery", st)
+	}
+	if lines := logs.lines(); len(lines) != 2 {
+		t.Fatalf("logs %q: want one line for the outage and one for the recovery", lines)
+	}
+}

@@ -1,0 +1,173 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at`
+
+// matchIDOrName selects at most one row of a table with id and name columns
+// for the parameter $1, preferring an id match over a name match (an account
+// could be named like another one's id).
+const matchIDOrName = `(id = $1 OR name = $1) ORDER BY id = $1 DESC LIMIT 1`
+
+// putAccountSQL inserts an account or, when the name exists, updates it in
+// place keeping id and created_at. updated_at grows by at least 1 ms on every
+// update (even within one millisecond, or if the clock steps back), so that
+// readers can detect changes by comparing it. The WHERE refuses the update
+// when the caller named an id ($14) that is not the existing row's; RETURNING
+// then yields no row.
+const putAccountSQL = `INSERT INTO accounts (` + accountColumns + `)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (name) DO UPDATE SET
+	provider = excluded.provider,
+	base_url = excluded.base_url,
+	credentials = excluded.credentials,
+	models = excluded.models,
+	max_concurrency = excluded.max_concurrency,
+	grp = excluded.grp,
+	tags = excluded.tags,
+	priority = excluded.priority,
+	disabled = excluded.disabled,
+	updated_at = greatest(excluded.updated_at, accounts.updated_at + interval '1 millisecond')
+WHERE $14 = '' OR accounts.id = $14
+RETURNING id, created_at, updated_at`
+
+// ListAccounts returns every account, enabled or not, ordered by name
+// (bytewise), with credentials opened. It fails if any row's credentials
+// cannot be opened (wrapping storage.ErrUnseal: a key is missing from the
+// Sealer).
+func (s *Store) ListAccounts(ctx context.Context) ([]storage.Account, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list accounts: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.Account
+	for rows.Next() {
+		a, err := s.scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// GetAccount returns the account whose ID, or else whose Name, is idOrName,
+// or an error wrapping storage.ErrNotFound.
+func (s *Store) GetAccount(ctx context.Context, idOrName string) (storage.Account, error) {
+	if !utf8Clean(idOrName) {
+		return storage.Account{}, fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
+	}
+	a, err := s.scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE `+matchIDOrName, idOrName))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Account{}, fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
+	}
+	if err != nil {
+		return storage.Account{}, wrap(fmt.Sprintf("get account %q", idOrName), err)
+	}
+	return a, nil
+}
+
+// PutAccount inserts a, or updates the account with the same Name, and
+// returns it as stored: ID and CreatedAt of an existing row are kept (a new
+// row gets a.ID, or a fresh UUID when empty, and a.CreatedAt, or now when
+// zero); UpdatedAt is now, and on an update always later than the previous
+// UpdatedAt, so a changed UpdatedAt means a changed account. Times have
+// millisecond precision, in UTC.
+// Credentials are sealed with the Store's Sealer (its first key). Errors:
+// storage.ErrInvalid when a fails Validate or holds text PostgreSQL refuses
+// (invalid UTF-8, NUL bytes); storage.ErrConflict when a.ID is set and
+// differs from the ID of the account that has this Name, or when a.ID belongs
+// to an account with another Name (renaming is not supported).
+func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Account, error) {
+	if err := a.Validate(); err != nil {
+		return storage.Account{}, fmt.Errorf("postgres: put account: %w", err)
+	}
+	if err := checkAccountText(&a); err != nil {
+		return storage.Account{}, fmt.Errorf("postgres: put account: %w", err)
+	}
+	sealed, err := s.sealCredentials(a.Credentials)
+	if err != nil {
+		return storage.Account{}, fmt.Errorf("postgres: put account %q: %w", a.Name, err)
+	}
+	id := a.ID
+	if id == "" {
+		id = newID()
+	}
+	t := now()
+	created := a.CreatedAt
+	if created.IsZero() {
+		created = t
+	}
+	var createdAt, updatedAt time.Time
+	err = s.pool.QueryRow(ctx, putAccountSQL,
+		id, a.Name, string(a.Provider), a.BaseURL, sealed, list(a.Models),
+		a.MaxConcurrency, a.Group, list(a.Tags), a.Priority, a.Disabled,
+		ms(created), t, a.ID,
+	).Scan(&id, &createdAt, &updatedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return storage.Account{}, fmt.Errorf("postgres: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
+	case uniqueViolation(err):
+		return storage.Account{}, conflict(fmt.Sprintf("put account %q", a.Name), err)
+	case err != nil:
+		return storage.Account{}, wrap(fmt.Sprintf("put account %q", a.Name), err)
+	}
+	a.ID = id
+	a.CreatedAt = utc(createdAt)
+	a.UpdatedAt = utc(updatedAt)
+	a.Models = normList(a.Models)
+	a.Tags = normList(a.Tags)
+	return a, nil
+}
+
+// DeleteAccount removes the account whose ID, or else whose Name, is
+// idOrName, or returns an error wrapping storage.ErrNotFound.
+func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
+	if !utf8Clean(idOrName) {
+		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`)`, idOrName)
+	if err != nil {
+		return wrap(fmt.Sprintf("delete account %q", idOrName), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) scanAccount(row pgx.Row) (storage.Account, error) {
+	var (
+		a                  storage.Account
+		provider, sealed   string
+		models, tags       []string
+		maxConc, priority  int64
+		createdAt, updated time.Time
+	)
+	if err := row.Scan(&a.ID, &a.Name, &provider, &a.BaseURL, &sealed, &models,
+		&maxConc, &a.Group, &tags, &priority, &a.Disabled, &createdAt, &updated); err != nil {
+		return storage.Account{}, err
+	}
+	a.Provider = storage.Provider(provider)
+	a.Models, a.Tags = normList(models), normList(tags)
+	a.MaxConcurrency, a.Priority = int(maxConc), int(priority)
+	a.CreatedAt, a.UpdatedAt = utc(createdAt), utc(updated)
+	var err error
+	if a.Credentials, err = s.openCredentials(sealed); err != nil {
+		return storage.Account{}, fmt.Errorf("account %q: credentials: %w", a.Name, err)
+	}
+	return a, nil
+}

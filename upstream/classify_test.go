@@ -1,0 +1,85 @@
+package upstream
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Bodies below are the shapes in testdata/ (see its README for sources).
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		class  Class
+		retry  time.Duration
+	}{
+		{"codex usage limit", 429, nil, `{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","plan_type":"pro","resets_at":1790426679,"resets_in_seconds":155800}}`, ClassQuota, 155800 * time.Second},
+		{"codex usage not included", 429, nil, `{"error":{"type":"usage_not_included"}}`, ClassQuota, 0},
+		{"openai insufficient quota", 429, nil, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, ClassQuota, 0},
+		{"openai rate limit with Retry-After", 429, http.Header{"Retry-After": {"7"}}, `{"error":{"message":"Rate limit reached","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`, ClassRate, 7 * time.Second},
+		{"rate limit without body", 429, nil, ``, ClassRate, 0},
+		{"401", 401, nil, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`, ClassAuth, 0},
+		{"codex deactivated", 402, nil, `{"detail":{"code":"deactivated_workspace"}}`, ClassBanned, 0},
+		{"402 payment", 402, nil, `{"error":{"message":"insufficient balance"}}`, ClassQuota, 0},
+		{"403", 403, nil, `{"error":{"message":"account disabled"}}`, ClassBanned, 0},
+		{"500", 500, nil, `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`, ClassTransient, 0},
+		{"503", 503, nil, ``, ClassTransient, 0},
+		{"400", 400, nil, `{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`, ClassRequest, 0},
+		{"codex 400 store", 400, nil, `{"detail":"Store must be set to false"}`, ClassRequest, 0},
+		{"404 model", 404, nil, `{"error":{"code":"model_not_found"}}`, ClassRequest, 0},
+		{"413", 413, nil, ``, ClassRequest, 0},
+		{"408", 408, nil, ``, ClassTransient, 0},
+	}
+	for _, c := range cases {
+		v := Classify(c.status, c.header, []byte(c.body))
+		if v.Class != c.class || v.RetryAfter != c.retry {
+			t.Errorf("%s: got %v/%v, want %v/%v", c.name, v.Class, v.RetryAfter, c.class, c.retry)
+		}
+	}
+}
+
+func TestClassifyEvent(t *testing.T) {
+	cases := []struct {
+		ep         Endpoint
+		name, data string
+		isErr      bool
+		class      Class
+		retry      time.Duration
+	}{
+		{EndpointResponses, "error", `{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota","param":null}}`, true, ClassQuota, 0},
+		{EndpointResponses, "response.failed", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5.1. Please try again in 11.054s. Visit https://platform.openai.com"}}}`, true, ClassRate, 11054 * time.Millisecond},
+		{EndpointResponses, "response.failed", `{"type":"response.failed","response":{"error":{"code":"context_length_exceeded","message":"too long"}}}`, true, ClassRequest, 0},
+		{EndpointResponses, "response.output_text.delta", `{"delta":"error"}`, false, ClassNone, 0},
+		{EndpointChat, "", `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`, true, ClassTransient, 0},
+		{EndpointChat, "", `{"choices":[{"delta":{"content":"an \"error\" word"}}]}`, false, ClassNone, 0},
+	}
+	for _, c := range cases {
+		v, _, isErr := ClassifyEvent(c.ep, []byte(c.name), []byte(c.data))
+		if isErr != c.isErr || v.Class != c.class || v.RetryAfter != c.retry {
+			t.Errorf("%s %s: got %v %v/%v", c.ep, c.name, isErr, v.Class, v.RetryAfter)
+		}
+	}
+}
+
+func TestClassifyBody(t *testing.T) {
+	cases := []struct {
+		ep    Endpoint
+		body  string
+		isErr bool
+		class Class
+	}{
+		{EndpointChat, `{"id":"c","choices":[{"message":{"content":"error"}}]}`, false, ClassNone},
+		{EndpointChat, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`, true, ClassTransient},
+		{EndpointResponses, `{"id":"r","status":"completed","error":null}`, false, ClassNone},
+		{EndpointResponses, `{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"slow down"}}`, true, ClassRate},
+	}
+	for _, c := range cases {
+		v, _, isErr := ClassifyBody(c.ep, []byte(c.body))
+		if isErr != c.isErr || v.Class != c.class {
+			t.Errorf("%s %s: got %v %v", c.ep, c.body, isErr, v.Class)
+		}
+	}
+}
