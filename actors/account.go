@@ -83,7 +83,7 @@ func (a *account) Receive(c *actor.Context) {
 			a.coolTimer.Stop()
 		}
 	case accountGrant:
-		a.grant(c, m.req)
+		a.grant(c, m.req, m.limit)
 	case accountRelease:
 		a.release(c, m.leaseID, m.outcome)
 	case accountUpdate:
@@ -102,14 +102,14 @@ func (a *account) Receive(c *actor.Context) {
 	}
 }
 
-func (a *account) grant(c *actor.Context, req *acquireState) {
+func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 	now := a.cfg.now()
 	if a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil) {
 		a.view.Status = StatusActive
 		a.view.CooldownUntil = time.Time{}
 		a.view.CooldownReason = ""
 	}
-	if !a.view.Available(now) {
+	if !a.view.Available(now) || (limit > 0 && a.view.InFlight >= limit) {
 		a.view.Version++
 		c.Send(a.cfg.scheduler, schedRefused{req: req, view: a.view})
 		return
@@ -168,6 +168,9 @@ func (a *account) observe(out Outcome) {
 		v.FailureStreak++
 		v.SuccessStreak = 0
 		v.LastFailure[cl] = now
+		if out.Timeout {
+			v.LastTimeout = now
+		}
 		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
 		a.penalize(cl, out.Verdict.RetryAfter, now)
 	}
@@ -192,14 +195,14 @@ func (a *account) penalize(cl upstream.Class, hint time.Duration, now time.Time)
 		}
 		a.coolDown(cl, d, now)
 	case upstream.ClassRate, upstream.ClassTransient:
-		d := backoffBase << min(a.backoff, 5)
-		d = min(d, backoffMax)
+		if cl == upstream.ClassTransient && a.view.FailureStreak < 3 {
+			return // isolated transient failures only cost health, not a rest
+		}
+		// 30 s, 60 s, 120 s … capped at 10 min; a success resets the step.
+		d := min(backoffBase<<min(a.backoff, 5), backoffMax)
 		a.backoff++
 		if hint > d {
 			d = hint // Retry-After never shortens a longer backoff, and may lengthen it
-		}
-		if cl == upstream.ClassTransient && a.view.FailureStreak < 3 {
-			return // isolated transient failures only cost health, not a rest
 		}
 		a.coolDown(cl, d, now)
 	}
@@ -235,8 +238,10 @@ func ewmaDur(old, x time.Duration) time.Duration {
 func (a *account) publish(c *actor.Context) {
 	a.view.Version++
 	v := a.view
+	// Enqueue for the scheduler before readers can see the snapshot, so a
+	// reader that saw it and then asks the scheduler finds it applied.
+	c.Send(a.cfg.scheduler, schedView{view: v, pid: a.self})
 	if a.cfg.snapshot != nil {
 		a.cfg.snapshot.Store(&v)
 	}
-	c.Send(a.cfg.scheduler, schedView{view: v, pid: a.self})
 }

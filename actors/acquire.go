@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -37,6 +38,25 @@ type AcquireRequest struct {
 	Group    string            // routing group of the API key ("" = default group)
 	Exclude  []string          // account IDs already tried for this request
 	MaxWait  time.Duration     // how long to wait for capacity when all candidates are busy (0 = no wait)
+
+	// Route filters from the policy's route(): only accounts of Provider (if
+	// set) carrying every tag in Tags are candidates.
+	Provider storage.Provider
+	Tags     []string
+	// StickyKey keeps requests with the same key on the same account while
+	// it stays available (for Knobs.StickyTTL after its last use).
+	StickyKey string
+
+	// KeyID and Weight place a waiting request in the fair queue: when the
+	// pool is saturated, waiters are served round robin across API keys,
+	// Weight turns per round for this key (default 1).
+	KeyID  string
+	Weight int
+}
+
+// filtered reports whether the request narrows candidates beyond the index.
+func (r *acquireState) filtered() bool {
+	return len(r.Exclude) > 0 || r.Provider != "" || len(r.Tags) > 0
 }
 
 // acquire states: a request is pending until exactly one party moves it on.

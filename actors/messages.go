@@ -28,7 +28,10 @@ type poolStopAll struct{ done chan struct{} }
 // accountGrant asks the account to grant a lease for the waiting request.
 // Sent by the scheduler; the account answers the request directly, or sends
 // schedRefused back when it cannot (the scheduler's view was stale).
-type accountGrant struct{ req *acquireState }
+type accountGrant struct {
+	req   *acquireState
+	limit int // the tier's concurrency cap; the account grants only below min(limit, its own limit)
+}
 
 // accountRelease ends a lease with its outcome.
 type accountRelease struct {
@@ -65,8 +68,18 @@ type schedRefused struct {
 // schedRemove drops an account from the index.
 type schedRemove struct{ id string }
 
-// schedSweep is the scheduler's timer: drop abandoned or expired waiters.
+// schedSweep is the scheduler's timer: drop abandoned or expired waiters
+// and expired stickiness keys.
 type schedSweep struct{}
+
+// schedTick is the scheduler's fast timer: run due rechecks.
+type schedTick struct{}
+
+// schedPolicy swaps the routing policy.
+type schedPolicy struct{ policy Policy }
+
+// schedRescore continues a chunked rescore after a policy swap.
+type schedRescore struct{}
 
 // schedStats asks for the scheduler's counters; the reply goes to the channel.
 type schedStats struct{ reply chan SchedulerStats }

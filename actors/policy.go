@@ -1,31 +1,127 @@
 package actors
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/troupe-gw/troupe/scripts"
+)
+
+// Scored is a policy's verdict on one account view.
+type Scored struct {
+	Score        float64       // higher is picked first (within a tier)
+	OK           bool          // false excludes the account
+	Tier         scripts.Tier  // healthy, warm or risky: orders before Score and caps concurrency
+	RecheckAfter time.Duration // rescore after this long without an event (0: only on events)
+}
 
 // Policy scores account views. The scheduler keeps the available accounts of
-// every candidate set ordered by score and re-scores an account only when its
-// view changes, so the cost of a pick does not grow with the pool.
-// A Policy is called from the scheduler actor only; it need not be safe for
-// concurrent use.
+// every candidate set ordered by (tier, score) and re-scores an account only
+// when its view changes or its RecheckAfter passes, so the cost of a pick
+// does not grow with the pool. A Policy is called from the scheduler actor
+// only; it need not be safe for concurrent use.
 type Policy interface {
 	// Name identifies the policy in logs, metrics and decision traces.
 	Name() string
-	// Score returns the account's score (higher is picked first) or ok=false to
-	// exclude the account from routing.
-	Score(v *View, now time.Time) (score float64, ok bool)
+	// Version identifies the loaded revision (0 for built-in Go policies).
+	Version() uint64
+	// Score judges one view.
+	Score(v *View, now time.Time) Scored
+	// Knobs are the policy's static settings (top-k jitter, tier caps, stickiness).
+	Knobs() *scripts.Knobs
 }
 
-// LeastInFlight is the built-in policy: the account with the smallest share of
-// its concurrency limit in use wins; ties go to the least recently granted.
+// LeastInFlight is the built-in Go policy: the account with the smallest share
+// of its concurrency limit in use wins; ties go to the least recently granted.
+// It is the fallback when no Lua policy is loaded.
 type LeastInFlight struct{}
+
+var leastInFlightKnobs = func() *scripts.Knobs {
+	k := &scripts.Knobs{TopK: 1, TieBreak: []scripts.TieBreak{scripts.TieLeastRecent}, StickyTTL: scripts.DefaultStickyTTL}
+	for i := range k.Concurrency {
+		k.Concurrency[i] = scripts.Share{Fraction: 1}
+	}
+	return k
+}()
 
 // Name returns "least_inflight".
 func (LeastInFlight) Name() string { return "least_inflight" }
 
-// Score returns 1 − InFlight/MaxInFlight, in [0, 1].
-func (LeastInFlight) Score(v *View, _ time.Time) (float64, bool) {
+// Version returns 0.
+func (LeastInFlight) Version() uint64 { return 0 }
+
+// Score returns 1 − InFlight/MaxInFlight, in [0, 1], tier healthy.
+func (LeastInFlight) Score(v *View, _ time.Time) Scored {
 	if v.MaxInFlight <= 0 {
-		return 0, false
+		return Scored{}
 	}
-	return 1 - float64(v.InFlight)/float64(v.MaxInFlight), true
+	return Scored{Score: 1 - float64(v.InFlight)/float64(v.MaxInFlight), OK: true}
 }
+
+// Knobs returns the defaults: no jitter, full concurrency in every tier.
+func (LeastInFlight) Knobs() *scripts.Knobs { return leastInFlightKnobs }
+
+// LuaPolicy adapts a compiled scripts.Policy to the scheduler. It owns the
+// Lua state: use it from one goroutine (the scheduler actor) only.
+type LuaPolicy struct {
+	p     *scripts.Policy
+	knobs scripts.Knobs
+	av    scripts.AccountView // reused for every call
+	errs  uint64
+}
+
+// NewLuaPolicy wraps p, which the caller must not use concurrently afterwards
+// (give the scheduler a Clone).
+func NewLuaPolicy(p *scripts.Policy) *LuaPolicy {
+	return &LuaPolicy{p: p, knobs: p.Knobs()}
+}
+
+// Name returns the Lua policy's name.
+func (l *LuaPolicy) Name() string { return l.p.Name() }
+
+// Version returns the host's version of the loaded policy.
+func (l *LuaPolicy) Version() uint64 { return l.p.Version() }
+
+// Knobs returns the policy table's knobs.
+func (l *LuaPolicy) Knobs() *scripts.Knobs { return &l.knobs }
+
+// Errors returns how many score calls failed (each excluded its account).
+func (l *LuaPolicy) Errors() uint64 { return l.errs }
+
+// Score runs score(account, now). A runtime error excludes the account and
+// asks for a recheck after scripts.ErrorRecheck.
+func (l *LuaPolicy) Score(v *View, now time.Time) Scored {
+	FillAccountView(&l.av, v)
+	s, ok, tier, recheck, err := l.p.Score(&l.av, now)
+	if err != nil {
+		l.errs++
+		return Scored{RecheckAfter: scripts.ErrorRecheck}
+	}
+	return Scored{Score: s, OK: ok, Tier: tier, RecheckAfter: recheck}
+}
+
+// FillAccountView copies v into the Lua-facing view av, reusing av's slices.
+func FillAccountView(av *scripts.AccountView, v *View) {
+	av.ID, av.Name, av.Provider, av.Group = v.ID, v.Name, string(v.Provider), v.Group
+	av.Plan = v.Plan
+	av.Tags = v.Tags
+	av.Priority = v.Priority
+	av.Status = v.Status.String()
+	av.CooldownUntil, av.CooldownReason = v.CooldownUntil, v.CooldownReason
+	av.InFlight, av.MaxInFlight = v.InFlight, v.MaxInFlight
+	av.Requests, av.Successes, av.Failures = v.Requests, v.Successes, v.Failures
+	av.SuccessStreak, av.FailureStreak = v.SuccessStreak, v.FailureStreak
+	lf := &v.LastFailure
+	av.LastFailure = scripts.FailureTimes{
+		Quota: lf[classQuota], Rate: lf[classRate], Auth: lf[classAuth], Banned: lf[classBanned],
+		Transient: lf[classTransient], Timeout: v.LastTimeout,
+	}
+	av.EWMASuccess, av.EWMALatency, av.EWMATTFT = v.EWMASuccess, v.EWMALatency, v.EWMATTFT
+	av.Windows = av.Windows[:0]
+	for _, w := range v.Windows {
+		av.Windows = append(av.Windows, scripts.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes, ResetsAt: w.ResetsAt})
+	}
+}
+
+// pickRank applies the knobs' top-k jitter.
+func pickRank(k *scripts.Knobs, n int, r *rand.Rand) int { return k.PickRank(n, r) }

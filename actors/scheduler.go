@@ -1,21 +1,30 @@
 package actors
 
 import (
+	"container/heap"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/scripts"
 )
 
 // SchedulerStats are the scheduler's counters, read with System.SchedulerStats.
 type SchedulerStats struct {
-	Accounts  int    // accounts in the index
-	Available int    // accounts that could take a lease now (by the scheduler's possibly stale view)
-	Waiters   int    // parked acquire requests
-	Grants    uint64 // grant messages sent to accounts
-	Refusals  uint64 // grants refused by accounts (stale view)
-	Parked    uint64 // requests that had to wait
-	Rejected  uint64 // requests answered with an AcquireError
+	Accounts      int    // accounts in the index
+	Available     int    // accounts that could take a lease now (by the scheduler's possibly stale view)
+	Waiters       int    // parked acquire requests
+	Grants        uint64 // grant messages sent to accounts
+	Refusals      uint64 // grants refused by accounts (stale view)
+	Parked        uint64 // requests that had to wait
+	Rejected      uint64 // requests answered with an AcquireError
+	Rescores      uint64 // policy score calls
+	Policy        string // the active policy's name
+	PolicyVersion uint64 // and version
+	Rescoring     int    // accounts still waiting for a rescore after a policy change
+	Sticky        int    // live stickiness keys
 }
 
 // entry is the scheduler's record of one account.
@@ -23,11 +32,14 @@ type entry struct {
 	idx       uint32
 	view      View
 	pid       *actor.PID
-	score     float64
-	scored    bool // the policy accepted the account
+	scored    Scored  // the policy's last verdict
+	limit     int     // concurrency cap from the tier (<= view.MaxInFlight)
+	tie       float64 // secondary key from the policy's tie_break (higher first)
 	lastGrant uint64
 	keys      []routeKey
-	terminal  bool // counted as not live
+	terminal  bool   // counted as not live
+	recheck   uint64 // generation of the pending recheck timer (0: none)
+	policyGen uint64 // policy generation the score was computed with
 }
 
 // schedulerConfig configures the scheduler actor.
@@ -36,40 +48,66 @@ type schedulerConfig struct {
 	maxWaiter int // bound on parked requests across all queues
 	log       *slog.Logger
 	now       func() time.Time
+	rand      *rand.Rand // for top-k jitter; seeded by the caller
 }
 
 // scheduler is the actor that picks accounts. It owns the index of account
-// views, the candidate heaps and the wait queues; it never blocks.
+// views, the candidate heaps, the wait queues, the stickiness map and the
+// recheck timers; it never blocks.
 type scheduler struct {
-	cfg     schedulerConfig
-	byID    map[string]*entry
-	next    uint32
-	sets    map[routeKey]*candidates
-	queues  map[routeKey]*waitQueue
-	waiting int
-	grants  uint64
-	stats   SchedulerStats
-	sweeper actor.SendRepeater
+	cfg       schedulerConfig
+	policy    Policy
+	policyGen uint64
+	byID      map[string]*entry
+	next      uint32
+	sets      map[routeKey]*candidates
+	queues    map[routeKey]*waitQueue
+	waiting   int
+	grants    uint64
+	stats     SchedulerStats
+	sweeper   actor.SendRepeater
+	ticker    actor.SendRepeater
+	rechecks  recheckHeap
+	recheckN  uint64
+	rescore   []*entry // entries left to rescore after a policy change
+	sticky    map[string]stickyEntry
+	top       []*entry // scratch for top-k
+}
+
+type stickyEntry struct {
+	id      string
+	expires time.Time
 }
 
 func newScheduler(cfg schedulerConfig) actor.Producer {
 	return func() actor.Receiver {
+		if cfg.rand == nil {
+			cfg.rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7472_6f75_7065))
+		}
 		return &scheduler{
 			cfg:    cfg,
+			policy: cfg.policy,
 			byID:   make(map[string]*entry),
 			sets:   make(map[routeKey]*candidates),
 			queues: make(map[routeKey]*waitQueue),
+			sticky: make(map[string]stickyEntry),
 		}
 	}
 }
+
+// rescoreChunk is how many accounts one message rescores after a policy
+// change, so picks interleave with a full rescore of a large pool.
+const rescoreChunk = 2000
 
 // Receive handles scheduler messages.
 func (s *scheduler) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
 		s.sweeper = c.SendRepeat(c.PID(), schedSweep{}, time.Second)
+		s.ticker = c.SendRepeat(c.PID(), schedTick{}, 250*time.Millisecond)
 	case actor.Stopped:
 		s.sweeper.Stop()
+		s.ticker.Stop()
 	case schedAcquire:
 		s.acquire(c, m.req)
 	case schedView:
@@ -85,19 +123,33 @@ func (s *scheduler) Receive(c *actor.Context) {
 		s.remove(m.id)
 	case schedSweep:
 		s.sweep()
+	case schedTick:
+		s.runRechecks(c)
+	case schedPolicy:
+		s.setPolicy(c, m.policy)
+	case schedRescore:
+		s.rescoreSome(c)
 	case schedStats:
 		st := s.stats
 		st.Accounts = len(s.byID)
 		st.Waiters = s.waiting
+		st.Policy, st.PolicyVersion = s.policy.Name(), s.policy.Version()
+		st.Rescoring = len(s.rescore)
+		st.Sticky = len(s.sticky)
 		avail := 0
 		for _, e := range s.byID {
-			if e.scored && e.view.Available(s.cfg.now()) {
+			if e.scored.OK && e.available(s.cfg.now()) {
 				avail++
 			}
 		}
 		st.Available = avail
 		m.reply <- st
 	}
+}
+
+// available reports whether e can take one more lease under its tier cap.
+func (e *entry) available(now time.Time) bool {
+	return e.view.Available(now) && e.view.InFlight < e.limit
 }
 
 // keysFor lists the candidate sets an account belongs to.
@@ -180,7 +232,7 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 		e.terminal = t
 	}
 	s.index(e)
-	if e.view.Available(s.cfg.now()) {
+	if e.scored.OK && e.available(s.cfg.now()) {
 		s.wake(c, e)
 	}
 }
@@ -200,17 +252,101 @@ func sameKeys(a, b []routeKey) bool {
 // index re-scores e and files it in, or out of, its candidate sets.
 func (s *scheduler) index(e *entry) {
 	now := s.cfg.now()
-	e.score, e.scored = 0, false
-	if e.view.Available(now) {
-		e.score, e.scored = s.cfg.policy.Score(&e.view, now)
+	s.stats.Rescores++
+	e.scored = s.policy.Score(&e.view, now)
+	e.policyGen = s.policyGen
+	e.limit = e.view.MaxInFlight
+	if e.scored.OK {
+		e.limit = s.policy.Knobs().Limit(e.scored.Tier, e.view.MaxInFlight)
 	}
+	if e.scored.RecheckAfter > 0 {
+		s.recheckN++
+		e.recheck = s.recheckN
+		heap.Push(&s.rechecks, recheckItem{due: now.Add(e.scored.RecheckAfter), e: e, gen: e.recheck})
+	} else {
+		e.recheck = 0
+	}
+	s.file(e, now)
+}
+
+// file puts e in, or takes it out of, its candidate sets by availability.
+func (s *scheduler) file(e *entry, now time.Time) {
+	e.tie = tieKey(s.policy.Knobs(), &e.view)
+	in := e.scored.OK && e.available(now)
 	for _, k := range e.keys {
 		cs := s.set(k)
-		if e.scored {
+		if in {
 			cs.set(e)
 		} else {
 			cs.remove(e)
 		}
+	}
+}
+
+// tieKey turns the first of the policy's tie-break rules that is not
+// least_recent into a number (higher first); least_recent is the heap's own
+// next key, and join order its last.
+func tieKey(k *scripts.Knobs, v *View) float64 {
+	for _, t := range k.TieBreak {
+		switch t {
+		case scripts.TieLeastInflight:
+			if v.MaxInFlight > 0 {
+				return -float64(v.InFlight) / float64(v.MaxInFlight)
+			}
+			return 0
+		case scripts.TiePriority:
+			return float64(v.Priority)
+		case scripts.TieLeastRecent:
+			return 0
+		}
+	}
+	return 0
+}
+
+// runRechecks rescores the accounts whose recheck_after has passed.
+func (s *scheduler) runRechecks(c *actor.Context) {
+	now := s.cfg.now()
+	for len(s.rechecks) > 0 && !s.rechecks[0].due.After(now) {
+		it := heap.Pop(&s.rechecks).(recheckItem)
+		if it.e.recheck != it.gen || s.byID[it.e.view.ID] != it.e {
+			continue // superseded by a newer score, or removed
+		}
+		s.index(it.e)
+		if it.e.available(now) && it.e.scored.OK {
+			s.wake(c, it.e)
+		}
+	}
+}
+
+// setPolicy swaps the policy and rescores the pool in chunks: picks keep
+// being served between chunks, with old scores for the accounts not yet
+// rescored (stale ordering, never over-admission).
+func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
+	s.policy = p
+	s.policyGen++
+	s.sticky = make(map[string]stickyEntry)
+	s.rescore = s.rescore[:0]
+	for _, e := range s.byID {
+		s.rescore = append(s.rescore, e)
+	}
+	s.cfg.log.Info("routing policy active", "policy", p.Name(), "version", p.Version(), "accounts", len(s.rescore))
+	s.rescoreSome(c)
+}
+
+func (s *scheduler) rescoreSome(c *actor.Context) {
+	n := min(rescoreChunk, len(s.rescore))
+	for _, e := range s.rescore[len(s.rescore)-n:] {
+		if s.byID[e.view.ID] == e && e.policyGen != s.policyGen {
+			s.index(e)
+			if e.scored.OK && e.available(s.cfg.now()) {
+				s.wake(c, e)
+			}
+		}
+	}
+	clear(s.rescore[len(s.rescore)-n:])
+	s.rescore = s.rescore[:len(s.rescore)-n]
+	if len(s.rescore) > 0 {
+		c.Send(c.PID(), schedRescore{})
 	}
 }
 
@@ -255,10 +391,17 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 		members += wild.members
 		live += wild.live
 	}
+	// Accounts this request already tried are not coming back for it: if
+	// they are all that is live, waiting cannot help.
+	for _, id := range req.Exclude {
+		if e := s.byID[id]; e != nil && !e.terminal && s.inSet(e, req) {
+			live--
+		}
+	}
 	switch {
 	case members == 0:
 		s.reject(req, &AcquireError{Err: ErrNoAccount})
-	case live == 0:
+	case live <= 0:
 		s.reject(req, &AcquireError{Err: ErrUnavailable, RetryAfter: time.Minute})
 	case req.deadline.IsZero() || !s.cfg.now().Before(req.deadline):
 		s.reject(req, &AcquireError{Err: ErrUnavailable, RetryAfter: time.Second})
@@ -284,44 +427,115 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 	}
 }
 
-// pick returns the best available, non-excluded entry for req, or nil.
+// pick returns the account for req: its sticky account when that one is
+// still a candidate, else the best available non-excluded candidate that
+// matches req's route filters, with the policy's top-k jitter.
 func (s *scheduler) pick(req *acquireState) *entry {
-	a := s.best(s.sets[req.key], req)
-	b := s.best(s.sets[routeKey{req.key.endpoint, req.key.group, anyModel}], req)
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case better(b, a):
-		return b
+	now := s.cfg.now()
+	if req.StickyKey != "" {
+		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
+			if e := s.byID[st.id]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+				return e
+			}
+		}
 	}
-	return a
-}
-
-// best returns the top entry of cs that req does not exclude; excluded entries
-// are set aside and restored, so the cost is O(len(Exclude)·log n).
-func (s *scheduler) best(cs *candidates, req *acquireState) *entry {
-	if cs == nil || cs.len() == 0 {
+	k := s.policy.Knobs()
+	n := 1
+	if k.TopK > 1 && k.Jitter > 0 {
+		n = k.TopK
+	}
+	s.top = s.top[:0]
+	s.collect(s.sets[req.key], req, n)
+	s.collect(s.sets[routeKey{req.key.endpoint, req.key.group, anyModel}], req, n)
+	if len(s.top) == 0 {
 		return nil
 	}
-	if len(req.Exclude) == 0 {
-		return cs.items[0]
-	}
-	var aside []*entry
-	var found *entry
-	for cs.len() > 0 {
-		e := cs.items[0]
-		if !req.excluded(e.view.ID) {
-			found = e
-			break
+	// s.top holds up to n best of each set; order them and apply the jitter.
+	slices.SortFunc(s.top, func(a, b *entry) int {
+		if better(a, b) {
+			return -1
 		}
-		aside = append(aside, cs.pop())
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+	top := s.top[:min(n, len(s.top))]
+	e := top[pickRank(k, len(top), s.cfg.rand)]
+	clear(s.top)
+	if req.StickyKey != "" {
+		s.sticky[req.StickyKey] = stickyEntry{id: e.view.ID, expires: now.Add(k.StickyTTL)}
 	}
-	for _, e := range aside {
-		cs.set(e)
+	return e
+}
+
+// matches applies req's exclusions and route filters to e.
+func (s *scheduler) matches(e *entry, req *acquireState) bool {
+	if req.excluded(e.view.ID) {
+		return false
 	}
-	return found
+	if req.Provider != "" && e.view.Provider != req.Provider {
+		return false
+	}
+	for _, t := range req.Tags {
+		if !slices.Contains(e.view.Tags, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// inSet reports whether e belongs to req's candidate sets.
+func (s *scheduler) inSet(e *entry, req *acquireState) bool {
+	for _, k := range e.keys {
+		if k == req.key || k == (routeKey{req.key.endpoint, req.key.group, anyModel}) {
+			return true
+		}
+	}
+	return false
+}
+
+// collect appends to s.top the best n entries of cs that match req, walking
+// the heap best-first; entries that do not match are skipped, so the cost is
+// O((n + skipped)·log n). Filters that skip many accounts (tags, provider)
+// cost more; the indexed attributes (endpoint, group, model) cost nothing.
+func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
+	if cs == nil || cs.len() == 0 {
+		return
+	}
+	if n == 1 && !req.filtered() {
+		if !req.excluded(cs.items[0].view.ID) {
+			s.top = append(s.top, cs.items[0])
+			return
+		}
+	}
+	// Best-first walk of the heap with a small frontier of node positions.
+	frontier := []int{0}
+	found := 0
+	for len(frontier) > 0 && found < n {
+		bi := 0
+		for i := 1; i < len(frontier); i++ {
+			if better(cs.items[frontier[i]], cs.items[frontier[bi]]) {
+				bi = i
+			}
+		}
+		pos := frontier[bi]
+		frontier[bi] = frontier[len(frontier)-1]
+		frontier = frontier[:len(frontier)-1]
+		e := cs.items[pos]
+		if s.matches(e, req) {
+			s.top = append(s.top, e)
+			found++
+		}
+		for _, ch := range [2]int{2*pos + 1, 2*pos + 2} {
+			if ch < cs.len() {
+				frontier = append(frontier, ch)
+			}
+		}
+		if len(frontier) > 4096 {
+			return // bound the walk: a filter that matches almost nothing is answered as "none"
+		}
+	}
 }
 
 // grant forwards req to e's account and assumes the lease optimistically, so
@@ -331,8 +545,8 @@ func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
 	s.stats.Grants++
 	e.lastGrant = s.grants
 	e.view.InFlight++
-	s.index(e)
-	c.Send(e.pid, accountGrant{req: req})
+	s.file(e, s.cfg.now())
+	c.Send(e.pid, accountGrant{req: req, limit: e.limit})
 }
 
 // wake serves parked requests that e's capacity can now take, oldest first.
@@ -376,12 +590,17 @@ func (s *scheduler) drain(c *actor.Context, k routeKey) {
 // sweep drops abandoned waiters and fails those past their deadline.
 func (s *scheduler) sweep() {
 	now := s.cfg.now()
+	for k, st := range s.sticky {
+		if !now.Before(st.expires) {
+			delete(s.sticky, k)
+		}
+	}
 	for k, q := range s.queues {
-		for _, r := range q.items[q.head:] {
+		q.each(func(r *acquireState) {
 			if !r.deadline.IsZero() && now.After(r.deadline) {
 				s.reject(r, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
 			}
-		}
+		})
 		s.waiting -= q.prune()
 		if q.len() == 0 {
 			delete(s.queues, k)

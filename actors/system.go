@@ -25,7 +25,7 @@ type Config struct {
 	Policy        Policy           // default LeastInFlight
 	MaxWaiters    int              // parked requests across the pool; default 10,000
 	UsageBatch    int              // records per usage write; default 500
-	UsageInterval time.Duration    // longest a record waits before it is written; default 1 s
+	UsageInterval time.Duration    // longest a record waits before it is written; default 250 ms
 	UsageMaxQueue int              // records held before new ones are dropped; default 1,000,000
 	Logger        *slog.Logger     // default slog.Default()
 	// OnUsageWritten, when set, is called from the recorder's writer after each
@@ -65,7 +65,7 @@ func Start(cfg Config) (*System, error) {
 		cfg.UsageBatch = 500
 	}
 	if cfg.UsageInterval <= 0 {
-		cfg.UsageInterval = time.Second
+		cfg.UsageInterval = 250 * time.Millisecond
 	}
 	if cfg.UsageMaxQueue <= 0 {
 		cfg.UsageMaxQueue = 1_000_000
@@ -101,6 +101,10 @@ func Start(cfg Config) (*System, error) {
 	}), "pool", actor.WithID("0"))
 	return s, nil
 }
+
+// SetPolicy makes p the scheduler's routing policy. The pool is rescored in
+// chunks while picks go on; p is used from the scheduler actor only.
+func (s *System) SetPolicy(p Policy) { s.engine.Send(s.sched, schedPolicy{policy: p}) }
 
 // PutAccount adds the account to the pool, or applies its new configuration.
 // It returns before the account actor has started; its view follows shortly.

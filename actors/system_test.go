@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,7 +41,7 @@ func (m *memUsage) CountUsage(context.Context) (int64, error) {
 func startSystem(t testing.TB, n, limit int) (*System, *memUsage) {
 	t.Helper()
 	store := &memUsage{}
-	s, err := Start(Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
+	s, err := Start(Config{Store: store, Logger: quiet, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,3 +289,5 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+var quiet = slog.New(slog.DiscardHandler)

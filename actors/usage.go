@@ -21,17 +21,25 @@ type usageConfig struct {
 
 // recorder is the usage recorder actor. It batches records and hands each
 // batch to one writer goroutine it owns, so storage I/O never blocks its
-// mailbox. Batches are written in order; a failed batch is retried with
-// backoff until it is written or the recorder stops.
+// mailbox. A batch is handed over when it holds batchSize records, or
+// interval after its first record arrived (a timer armed by that record), so
+// no record waits in memory longer than interval plus mailbox latency.
+// Batches are written in order; a failed batch is retried with backoff (up
+// to 5 times) until it is written or the recorder stops.
+//
+// What a hard kill (SIGKILL, a crash) can lose is what is in memory:
+// the pending batch (at most batchSize-1 records, none older than interval)
+// and the batches handed to the writer but not committed — one batch when
+// storage keeps up with the traffic. docs/storage.md states the bound.
 type recorder struct {
 	cfg     usageConfig
 	batch   []storage.UsageRecord
-	first   time.Time // when the oldest pending record arrived
+	first   time.Time   // when the oldest pending record arrived
+	timer   *time.Timer // fires interval after first; nil when the batch is empty
 	writes  chan []storage.UsageRecord
 	queued  int // records handed to the writer and not yet written
 	dropped uint64
 	waiters []chan struct{}
-	ticker  actor.SendRepeater
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -49,9 +57,7 @@ func (r *recorder) Receive(c *actor.Context) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stop = cancel
 		go r.writer(ctx, c.Engine(), c.PID())
-		r.ticker = c.SendRepeat(c.PID(), usageTick{}, r.cfg.interval/2+time.Millisecond)
 	case actor.Stopped:
-		r.ticker.Stop()
 		r.flush()
 		close(r.writes)
 		<-r.done // the writer drains what it was given; bounded by storage latency
@@ -64,12 +70,16 @@ func (r *recorder) Receive(c *actor.Context) {
 		}
 		if len(r.batch) == 0 {
 			r.first = time.Now()
+			e, self := c.Engine(), c.PID()
+			r.timer = time.AfterFunc(r.cfg.interval, func() { e.Send(self, usageTick{}) })
 		}
 		r.batch = append(r.batch, m.rec)
 		if len(r.batch) >= r.cfg.batchSize {
 			r.flush()
 		}
 	case usageTick:
+		// A tick of a batch already flushed (its timer fired as it was
+		// stopped) finds a younger batch, whose own timer is armed.
 		if len(r.batch) > 0 && time.Since(r.first) >= r.cfg.interval {
 			r.flush()
 		}
@@ -95,6 +105,10 @@ func (r *recorder) Receive(c *actor.Context) {
 }
 
 func (r *recorder) flush() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
 	if len(r.batch) == 0 {
 		return
 	}

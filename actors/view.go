@@ -42,6 +42,7 @@ type View struct {
 	Models   []string // empty: any model
 	Tags     []string
 	Priority int
+	Plan     string // upstream plan ("plus", "pro", …) when known
 
 	Status         Status
 	InFlight       int       // leases held now
@@ -56,6 +57,11 @@ type View struct {
 	FailureStreak int // consecutive account-level failures (reset by a success)
 	// LastFailure is the time of the last failure of each class, indexed by upstream.Class.
 	LastFailure [upstream.NumClasses]time.Time
+	LastTimeout time.Time // the latest transient failure that was a timeout
+
+	// Windows are the usage windows the upstream last reported (e.g. Codex's
+	// 5-hour and 7-day windows); never mutated after publication.
+	Windows []UsageWindow
 
 	EWMASuccess float64       // success rate in [0,1], α = 0.1
 	EWMALatency time.Duration // total latency of successful requests, α = 0.1
@@ -92,10 +98,28 @@ func (v *View) Serves(model string) bool {
 	return false
 }
 
+// UsageWindow is one upstream usage window.
+type UsageWindow struct {
+	Name          string    // e.g. "5h", "7d"
+	UsedPercent   float64   // 0–100 (may exceed 100)
+	WindowMinutes int       // window length
+	ResetsAt      time.Time // zero when unknown
+}
+
+// Indexes of View.LastFailure, by failure class.
+const (
+	classQuota     = int(upstream.ClassQuota)
+	classRate      = int(upstream.ClassRate)
+	classAuth      = int(upstream.ClassAuth)
+	classBanned    = int(upstream.ClassBanned)
+	classTransient = int(upstream.ClassTransient)
+)
+
 // Outcome is what a lease holder reports when it releases the lease.
 type Outcome struct {
 	Status  int // HTTP status the upstream answered (0 if none)
 	Verdict upstream.Verdict
+	Timeout bool          // the failure was a timeout (a transient failure)
 	Latency time.Duration // lease start to last byte
 	TTFT    time.Duration // lease start to first content byte (0 if none)
 }

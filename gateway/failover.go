@@ -48,12 +48,17 @@ type outcome struct {
 func (s *Server) run(ctx context.Context, c *call) outcome {
 	var tried []string
 	var last *failure
-	for c.attempts < s.cfg.MaxAttempts {
+	maxAttempts := s.cfg.MaxAttempts
+	if c.maxAttempts > 0 {
+		maxAttempts = min(c.maxAttempts, 20)
+	}
+	for c.attempts < maxAttempts {
 		if c.attempts > 0 && s.now().Sub(c.start) > s.cfg.FailoverBudget {
 			break // the first attempt is never cut short; later ones respect the budget
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
-			Endpoint: c.endpoint, Model: c.target, Group: c.key.Group, Exclude: tried, MaxWait: s.cfg.MaxWait,
+			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
+			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID,
 		})
 		if err != nil {
 			if last != nil {

@@ -89,6 +89,7 @@ func (b *budget) start(limit int64, wall time.Duration) {
 }
 
 // stop disarms the budget and returns why the call was stopped, or nil.
+// Stopping a disarmed budget does nothing.
 //
 // If Stop finds the timer expired, this call's callback has started but,
 // unless it has set killed, has not yet taken the lock (it would have found
@@ -98,10 +99,10 @@ func (b *budget) start(limit int64, wall time.Duration) {
 func (b *budget) stop() error {
 	stopped := b.timer.Stop()
 	b.mu.Lock()
-	b.armed = false
-	if !stopped && !b.killed.Load() {
+	if b.armed && !stopped && !b.killed.Load() {
 		b.stale++
 	}
+	b.armed = false
 	b.killed.Store(false)
 	b.mu.Unlock()
 	over := b.over

@@ -108,3 +108,18 @@ func TestBudgetInstructions(t *testing.T) {
 		t.Fatal("the next call inherited the stop")
 	}
 }
+
+// TestBudgetStopTwice: stopping a disarmed budget leaves no stale count, so
+// the next call's expiry still stops it.
+func TestBudgetStopTwice(t *testing.T) {
+	b := newBudget()
+	b.start(1e9, time.Hour)
+	b.stop()
+	b.stop()
+	b.start(1e9, time.Hour)
+	b.expire()
+	if b.Done() == nil {
+		t.Fatal("a second stop left a stale count behind")
+	}
+	b.stop()
+}

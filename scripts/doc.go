@@ -18,6 +18,8 @@
 //   - Host holds the active Policy: Load compiles, self-tests and swaps
 //     (atomic.Pointer), keeping the last good policy on any failure, and
 //     keeps a ReloadStatus for the admin API and metrics.
+//   - Router runs route from any goroutine on a pool of clones, so requests
+//     can be routed outside the scheduler actor.
 //   - Watcher reloads the active policy's file from a policies directory.
 //
 // # Concurrency
@@ -27,7 +29,7 @@
 // active policy. Everything else about a Policy (name, digest, version,
 // knobs, stats) is safe to read anywhere. A second goroutine that must run
 // the same policy — a scheduler shard, `troupe policy check` — takes a Clone.
-// Host and Watcher are safe for concurrent use.
+// Host, Router and Watcher are safe for concurrent use.
 //
 // # Cost
 //

@@ -178,15 +178,15 @@ func (p *Policy) Stats() Stats {
 // exclusion itself expires.
 //
 // A runtime error, a call over its budget (Options.ScoreInstructions,
-// Options.ScoreTimeout) or a malformed result
-// yields ok=false, recheckAfter=ErrorRecheck and an *Error, counted in
-// Stats; Score never panics. Score does not retain a. Not safe for
-// concurrent use (see Policy).
+// Options.ScoreTimeout) or a malformed result yields ok=false,
+// recheckAfter=ErrorRecheck and an *Error, counted in Stats; Score never
+// panics. Score does not retain a. Not safe for concurrent use (see Policy).
 func (p *Policy) Score(a *AccountView, now time.Time) (score float64, ok bool, tier Tier, recheckAfter time.Duration, err error) {
 	p.calls.Add(1)
 	L := p.sb.L
 	defer func() {
 		if r := recover(); r != nil {
+			p.sb.budget.stop()
 			L.SetTop(0)
 			score, ok, tier, recheckAfter = 0, false, 0, ErrorRecheck
 			err = &Error{Policy: p.name, Kind: ErrRuntime, Msg: fmt.Sprint("host panic: ", r)}
@@ -292,6 +292,7 @@ func (p *Policy) Route(r *RequestView) (res RouteResult, err error) {
 	L := p.sb.L
 	defer func() {
 		if rec := recover(); rec != nil {
+			p.sb.budget.stop()
 			L.SetTop(0)
 			res, err = RouteResult{}, &Error{Policy: p.name, Kind: ErrRuntime, Msg: fmt.Sprint("host panic: ", rec)}
 			p.errors.Add(1)

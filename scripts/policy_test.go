@@ -230,3 +230,48 @@ func TestErrorShape(t *testing.T) {
 		t.Fatalf("Error() = %q", got)
 	}
 }
+
+func TestRouterConcurrent(t *testing.T) {
+	r := NewRouter(mustBuiltin(t, "sticky"), 2)
+	done := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 200 {
+				res, err := r.Route(&RequestView{Model: "m", APIKey: APIKeyView{ID: "k"}, SessionKey: strings.Repeat("s", g+i%3)})
+				if err == nil && res.StickyKey != strings.Repeat("s", g+i%3) && !(g+i%3 == 0 && res.StickyKey == "key:k:m") {
+					err = errors.New("wrong sticky key " + res.StickyKey)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(r.idle) > 2 {
+		t.Fatalf("%d idle clones, want at most 2", len(r.idle))
+	}
+	plain := NewRouter(mustBuiltin(t, "smart"), 0)
+	if _, err := plain.Route(&RequestView{}); err != nil || len(plain.idle) != 0 {
+		t.Fatalf("a router without route cloned: %v, %d idle", err, len(plain.idle))
+	}
+}
+
+// TestScoreNilView: a host bug (a nil view) is an error, not a panic, and
+// the policy keeps working.
+func TestScoreNilView(t *testing.T) {
+	p := mustBuiltin(t, "smart")
+	if _, ok, _, recheck, err := p.Score(nil, testNow); err == nil || ok || recheck != ErrorRecheck {
+		t.Fatalf("Score(nil) = %v %v %v", ok, recheck, err)
+	}
+	v := freshView()
+	if s, _, _, _, err := p.Score(&v, testNow); err != nil || s != 100 {
+		t.Fatalf("after the panic: %v %v", s, err)
+	}
+}

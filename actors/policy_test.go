@@ -1,0 +1,345 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+func luaPolicy(t testing.TB, name, src string) *LuaPolicy {
+	t.Helper()
+	if src == "" {
+		var ok bool
+		if src, ok = scripts.Builtin(name); !ok {
+			t.Fatalf("no builtin %s", name)
+		}
+	}
+	p, err := scripts.Compile(name, src, scripts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewLuaPolicy(p)
+}
+
+// setPolicyAndWait swaps the policy and waits until the pool is rescored.
+func setPolicyAndWait(t testing.TB, s *System, p Policy) {
+	t.Helper()
+	s.SetPolicy(p)
+	waitFor(t, func() bool {
+		st, err := s.SchedulerStats(context.Background())
+		return err == nil && st.Policy == p.Name() && st.Rescoring == 0
+	})
+}
+
+func acquireRelease(t testing.TB, s *System, req AcquireRequest, out Outcome) string {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release(l, out)
+	return l.AccountID
+}
+
+var chatM = AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+
+// Under smart, an account that just failed with a 5xx ranks below healthy ones.
+func TestSmartPrefersHealthy(t *testing.T) {
+	s, _ := startSystem(t, 3, 4)
+	setPolicyAndWait(t, s, luaPolicy(t, "smart", ""))
+	// Fail id-0000 twice: two transient failures (no cooldown yet, score drops).
+	for range 2 {
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0001", "id-0002"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release(l, Outcome{Status: 500, Verdict: upstream.Verdict{Class: upstream.ClassTransient}})
+	}
+	waitFor(t, func() bool { v, _ := s.View("id-0000"); return v.FailureStreak == 2 && v.InFlight == 0 })
+	s.SchedulerStats(context.Background()) // the view was enqueued first: now it is applied
+	counts := map[string]int{}
+	for range 60 {
+		counts[acquireRelease(t, s, chatM, Outcome{Status: 200})]++
+	}
+	// smart concentrates on the best account and jitters among the top 3
+	// 15 % of the time: the failed account only ever gets jitter picks.
+	if counts["id-0000"] > 15 || counts["id-0001"]+counts["id-0002"] < 45 {
+		t.Fatalf("the failed account was not ranked last: %v", counts)
+	}
+}
+
+// A nil score excludes the account; recheck_after brings it back without an event.
+func TestNilScoreAndRecheck(t *testing.T) {
+	s, _ := startSystem(t, 2, 4)
+	src := `
+local start = nil
+function score(a, now)
+  start = start or now
+  if a.id == "id-0000" and now - start < 1.5 then return nil, nil, 1 end
+  return 1
+end`
+	setPolicyAndWait(t, s, luaPolicy(t, "gate", src))
+	for range 10 {
+		if id := acquireRelease(t, s, chatM, Outcome{Status: 200}); id == "id-0000" {
+			t.Fatal("excluded account picked")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0001"}})
+		if err == nil {
+			s.Release(l, Outcome{Status: 200})
+			return // id-0000 came back by itself
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("recheck_after never brought the account back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Tier caps: a risky account gets at most one lease at a time under smart.
+func TestTierCapsConcurrency(t *testing.T) {
+	s, _ := startSystem(t, 1, 8)
+	src := `
+policy = { concurrency = { healthy = "max", warm = "max/2", risky = 1 } }
+function score(a, now) return 10, "risky" end`
+	setPolicyAndWait(t, s, luaPolicy(t, "risky", src))
+	l1, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"}); err == nil {
+		t.Fatal("second lease granted to a risky account capped at 1")
+	}
+	s.Release(l1, Outcome{Status: 200})
+}
+
+func TestStickiness(t *testing.T) {
+	s, _ := startSystem(t, 5, 4)
+	setPolicyAndWait(t, s, luaPolicy(t, "sticky", ""))
+	req := chatM
+	req.StickyKey = "session-1"
+	first := acquireRelease(t, s, req, Outcome{Status: 200})
+	for range 20 {
+		if id := acquireRelease(t, s, req, Outcome{Status: 200}); id != first {
+			t.Fatalf("sticky key moved from %s to %s while available", first, id)
+		}
+	}
+	// When its account is excluded (e.g. it failed), the key moves on.
+	req.Exclude = []string{first}
+	moved := acquireRelease(t, s, req, Outcome{Status: 200})
+	if moved == first {
+		t.Fatal("excluded sticky account picked")
+	}
+	req.Exclude = nil
+	if id := acquireRelease(t, s, req, Outcome{Status: 200}); id != moved {
+		t.Fatalf("sticky key did not follow the move: %s, want %s", id, moved)
+	}
+}
+
+func TestTopKJitterSpreads(t *testing.T) {
+	s, _ := startSystem(t, 5, 1000)
+	src := `
+policy = { top_k = 3, jitter = 1 }
+local order = { ["id-0000"] = 5, ["id-0001"] = 4, ["id-0002"] = 3, ["id-0003"] = 2, ["id-0004"] = 1 }
+function score(a, now) return order[a.id] end`
+	setPolicyAndWait(t, s, luaPolicy(t, "topk", src))
+	counts := map[string]int{}
+	for range 300 {
+		counts[acquireRelease(t, s, chatM, Outcome{Status: 200})]++
+	}
+	if counts["id-0003"]+counts["id-0004"] != 0 {
+		t.Fatalf("picked outside the top 3: %v", counts)
+	}
+	for _, id := range []string{"id-0000", "id-0001", "id-0002"} {
+		if counts[id] < 50 {
+			t.Fatalf("top-3 jitter uneven: %v", counts)
+		}
+	}
+}
+
+// 50 policy switches during a 5,000-request run: zero failed requests.
+func TestPolicySwitchesUnderLoad(t *testing.T) {
+	s, _ := startSystem(t, 50, 8)
+	names := []string{"smart", "round_robin", "least_inflight", "sticky", "quota_reset", "weighted"}
+	policies := make([]*LuaPolicy, 0, 50)
+	for i := range 50 {
+		policies = append(policies, luaPolicy(t, names[i%len(names)], ""))
+	}
+	var failed, done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 625 {
+				req := chatM
+				req.MaxWait = 5 * time.Second
+				req.StickyKey = fmt.Sprintf("k%d", (w*625+i)%17)
+				l, err := s.Acquire(context.Background(), req)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				s.Release(l, Outcome{Status: 200})
+				done.Add(1)
+			}
+		})
+	}
+	for _, p := range policies {
+		s.SetPolicy(p)
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	if failed.Load() != 0 || done.Load() != 5000 {
+		t.Fatalf("%d failed, %d done", failed.Load(), done.Load())
+	}
+}
+
+// BenchmarkAcquireSmart measures acquire+release under the smart policy, as
+// ns/op, and reports the full-rescore time of the pool after a policy change.
+func BenchmarkAcquireSmart(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
+			s, _ := startSystemSized(b, n, 4)
+			start := time.Now()
+			setPolicyAndWait(b, s, luaPolicy(b, "smart", ""))
+			rescore := time.Since(start)
+			ctx := context.Background()
+			req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := s.Acquire(ctx, req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					s.Release(l, Outcome{Status: 200})
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(rescore.Milliseconds()), "rescore-ms")
+		})
+	}
+}
+
+// BenchmarkAcquireLatency measures the latency of one acquire (pick + lease,
+// the caller waiting) under smart, serially, and reports p50 and p99 in µs.
+func BenchmarkAcquireLatency(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
+			s, _ := startSystemSized(b, n, 4)
+			setPolicyAndWait(b, s, luaPolicy(b, "smart", ""))
+			ctx := context.Background()
+			req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+			samples := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				l, err := s.Acquire(ctx, req)
+				samples = append(samples, time.Since(t0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Release(l, Outcome{Status: 200})
+			}
+			b.StopTimer()
+			slices.Sort(samples)
+			b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "p50-µs")
+			b.ReportMetric(float64(samples[len(samples)*99/100].Nanoseconds())/1e3, "p99-µs")
+		})
+	}
+}
+
+// startSystemSized is startSystem for large pools (waits on the scheduler only).
+func startSystemSized(t testing.TB, n, limit int) (*System, *memUsage) {
+	if n <= 10000 {
+		return startSystem(t, n, limit)
+	}
+	store := &memUsage{}
+	s, err := Start(Config{Store: store, Logger: quiet, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.Stop(ctx)
+	})
+	for i := range n {
+		s.PutAccount(storage.Account{ID: fmt.Sprintf("id-%06d", i), Name: fmt.Sprintf("acct-%06d", i),
+			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, _ := s.SchedulerStats(context.Background())
+		if st.Accounts == n {
+			return s, store
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d accounts indexed", st.Accounts, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// When the pool is saturated, waiters are served round robin across API
+// keys: a key that parked 40 requests does not make another key's 4 wait
+// behind all of them.
+func TestFairQueueAcrossKeys(t *testing.T) {
+	s, _ := startSystem(t, 1, 1)
+	ctx := context.Background()
+	hold, err := s.Acquire(ctx, chatM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	var want int
+	park := func(key string, n int) {
+		for range n {
+			wg.Go(func() {
+				req := chatM
+				req.KeyID, req.MaxWait = key, 10*time.Second
+				l, err := s.Acquire(ctx, req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, key)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				s.Release(l, Outcome{Status: 200})
+			})
+		}
+		waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Waiters >= want })
+	}
+	want = 40
+	park("busy", 40)
+	want = 44
+	park("quiet", 4)
+	waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Waiters == 44 })
+	s.Release(hold, Outcome{Status: 200})
+	wg.Wait()
+	last := 0
+	for i, k := range order {
+		if k == "quiet" {
+			last = i
+		}
+	}
+	if last > 10 {
+		t.Fatalf("the quiet key's last request was served %dth of %d: %v", last+1, len(order), order[:12])
+	}
+}

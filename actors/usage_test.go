@@ -1,0 +1,273 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/postgres"
+	"github.com/troupe-gw/troupe/storage/sqlite"
+	"github.com/troupe-gw/troupe/storage/storagetest"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// durabilityRecords is how many records TestUsageDurability pushes through
+// the recorder: 100,000, or 10,000 under the race detector, which slows the
+// transpiled SQLite engine down about 30 times (run `go test -run
+// TestUsageDurability ./actors` for the full count).
+func durabilityRecords() int {
+	if raceEnabled {
+		return 10_000
+	}
+	return 100_000
+}
+
+func testSealer(t testing.TB) *storage.Sealer {
+	t.Helper()
+	key := make([]byte, storage.KeySize)
+	rand.Read(key)
+	s, err := storage.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ambiguous is a UsageWriter over a store that fails some batches the
+// recorder must retry: every 13th call fails before writing anything (a
+// refused connection) and every 17th fails after its transaction committed
+// (a timeout during COMMIT), so the retry finds its records already stored.
+type ambiguous struct {
+	storage.Usage
+	calls, failed atomic.Int64
+}
+
+var errInjected = errors.New("injected storage failure")
+
+func (a *ambiguous) InsertUsage(ctx context.Context, recs []storage.UsageRecord) error {
+	n := a.calls.Add(1)
+	if n%13 == 0 {
+		a.failed.Add(1)
+		return errInjected
+	}
+	if err := a.Usage.InsertUsage(ctx, recs); err != nil {
+		return err
+	}
+	if n%17 == 0 {
+		a.failed.Add(1)
+		return errInjected
+	}
+	return nil
+}
+
+// TestUsageDurability pushes records through System.Record from 8
+// goroutines at once, as a loaded gateway does, with injected write failures
+// the recorder retries, then stops the system gracefully at once (no
+// FlushUsage): every record must be in storage, and the hourly rollups must
+// agree with them exactly. It runs on SQLite and on PostgreSQL.
+func TestUsageDurability(t *testing.T) {
+	backends := []struct {
+		name string
+		open func(t *testing.T) storage.Store
+	}{
+		{"sqlite", func(t *testing.T) storage.Store {
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"postgres", func(t *testing.T) storage.Store {
+			s, err := postgres.Open(t.Context(), storagetest.PostgresDB(t), testSealer(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			store := b.open(t)
+			defer store.Close()
+			testUsageDurability(t, store, durabilityRecords())
+		})
+	}
+}
+
+func testUsageDurability(t *testing.T, store storage.Store, n int) {
+	w := &ambiguous{Usage: store}
+	var written, lost atomic.Int64
+	sys, err := Start(Config{
+		Store:     w,
+		Logger:    slog.New(slog.DiscardHandler),
+		Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("no accounts in this test") },
+		OnUsageWritten: func(n int, err error) {
+			if err != nil {
+				lost.Add(int64(n))
+			} else {
+				written.Add(int64(n))
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := storagetest.VariedUsage("dur", 0, n)
+	start := time.Now()
+	const producers = 8
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := p; i < n; i += producers {
+				sys.Record(recs[i])
+			}
+		})
+	}
+	wg.Wait()
+	pushed := time.Since(start)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := sys.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v (records written so far: %d)", err, written.Load())
+	}
+	t.Logf("%d records pushed by %d goroutines in %v, all written %v after the start; %d batch writes, %d injected failures retried",
+		n, producers, pushed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), w.calls.Load(), w.failed.Load())
+	if lost.Load() != 0 {
+		t.Errorf("the recorder gave up on %d records", lost.Load())
+	}
+	if w.failed.Load() == 0 {
+		t.Errorf("no failure was injected: the retries were not exercised")
+	}
+	storagetest.CheckUsage(t, store, recs)
+}
+
+// batchLog is a UsageWriter that remembers when each batch arrived.
+type batchLog struct {
+	mu      sync.Mutex
+	batches []int
+	at      []time.Time
+}
+
+func (b *batchLog) InsertUsage(_ context.Context, recs []storage.UsageRecord) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.batches = append(b.batches, len(recs))
+	b.at = append(b.at, time.Now())
+	return nil
+}
+
+func (b *batchLog) snapshot() ([]int, []time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.batches...), append([]time.Time(nil), b.at...)
+}
+
+// TestUsageBatching checks the two flush triggers the loss bound rests on:
+// a full batch is written at once, and a partial one interval after its
+// first record arrived (not later, not much sooner).
+func TestUsageBatching(t *testing.T) {
+	const interval = 150 * time.Millisecond
+	w := &batchLog{}
+	sys, err := Start(Config{
+		Store: w, UsageBatch: 10, UsageInterval: interval, Logger: slog.New(slog.DiscardHandler),
+		Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("none") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Stop(context.Background())
+	recs := storagetest.VariedUsage("batch", 0, 13)
+
+	// 10 records: a full batch, written without waiting for the interval.
+	start := time.Now()
+	for _, r := range recs[:10] {
+		sys.Record(r)
+	}
+	waitBatches := func(n int, within time.Duration) ([]int, []time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			b, at := w.snapshot()
+			if len(b) >= n {
+				return b, at
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batches written within %v, want %d", len(b), within, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b, at := waitBatches(1, 5*time.Second)
+	if b[0] != 10 {
+		t.Fatalf("first batch has %d records, want 10", b[0])
+	}
+	if d := at[0].Sub(start); d >= interval {
+		t.Errorf("a full batch waited %v: it should not wait for the %v interval", d, interval)
+	}
+
+	// 3 records: written together, interval after the first of them.
+	first := time.Now()
+	for _, r := range recs[10:] {
+		sys.Record(r)
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, at = waitBatches(2, 5*time.Second)
+	if b[1] != 3 {
+		t.Errorf("second batch has %d records, want 3", b[1])
+	}
+	if d := at[1].Sub(first); d < interval-5*time.Millisecond || d > interval+500*time.Millisecond {
+		t.Errorf("a partial batch was written %v after its first record, want about %v", d, interval)
+	}
+	time.Sleep(2 * interval)
+	if b, _ := w.snapshot(); len(b) != 2 {
+		t.Errorf("%d batches written, want 2: %v", len(b), b)
+	}
+}
+
+// BenchmarkUsageRecorder measures the recorder end to end on each backend:
+// b.N records pushed through System.Record (batches of 500), then a graceful
+// Stop that writes them all; it reports records written per second.
+func BenchmarkUsageRecorder(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			var store storage.Store
+			var err error
+			if backend == "sqlite" {
+				store, err = sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
+			} else {
+				store, err = postgres.Open(b.Context(), storagetest.PostgresDB(b), testSealer(b))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			recs := storagetest.VariedUsage("bench", 0, b.N)
+			sys, err := Start(Config{Store: store, Logger: slog.New(slog.DiscardHandler),
+				Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("none") }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range recs {
+				sys.Record(recs[i])
+			}
+			if err := sys.Stop(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			if n, err := store.CountUsage(context.Background()); err != nil || n != int64(b.N) {
+				b.Fatalf("%d records stored, want %d (%v)", n, b.N, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/valyala/fasthttp"
+)
+
+// SetRouter installs the router of the active routing policy; the gateway
+// calls its route() for every request when the policy defines one. nil
+// removes it. Safe for concurrent use.
+func (s *Server) SetRouter(r *scripts.Router) { s.router.Store(r) }
+
+// sessionHeaders are the client headers that name a session, in order of
+// preference (Codex sends session-id; older clients session_id).
+var sessionHeaders = []string{"Session-Id", "Session_id", "X-Session-Id", "Conversation_id", "X-Claude-Code-Session-Id"}
+
+// sessionKey returns the client's session key: a session header, else the
+// body's prompt_cache_key, else "".
+func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
+	for _, h := range sessionHeaders {
+		if v := ctx.Request.Header.Peek(h); len(v) > 0 {
+			return string(v)
+		}
+	}
+	return gjson.GetBytes(body, "prompt_cache_key").String()
+}
+
+// route runs the policy's route(request) and applies what it returns:
+// constraints only narrow. A group applies only to keys of the default group
+// (a key with a group stays in it); a model replaces the routing target and
+// the body's model; provider and tags filter candidates; a sticky key and
+// max_attempts go to the scheduler and the failover loop. A route error is
+// logged and the request routed without constraints (fail open: the
+// policy's score still applies).
+func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
+	r := s.router.Load()
+	if r == nil || !r.Policy().HasRoute() {
+		return nil
+	}
+	rv := scripts.RequestView{
+		Model: c.target, Protocol: c.endpoint.String(), Stream: c.stream,
+		APIKey:     scripts.APIKeyView{ID: c.key.ID, Name: c.key.Name, Group: c.key.Group},
+		SessionKey: sessionKey(ctx, c.body),
+		ClientIP:   ctx.RemoteIP().String(),
+	}
+	res, err := r.Route(&rv)
+	if err != nil {
+		s.log.Warn("route() failed; routing without constraints", "request_id", c.id, "policy", r.Policy().Name(), "err", err)
+		return nil
+	}
+	if res.Group != "" && c.key.Group == "" {
+		c.group = res.Group
+	}
+	if res.Model != "" && res.Model != c.target {
+		b, err := sjson.SetBytes(append([]byte(nil), c.body...), "model", res.Model)
+		if err != nil {
+			return errBadJSON()
+		}
+		c.body, c.target = b, res.Model
+	}
+	c.provider = storage.Provider(res.Provider)
+	c.tags = res.Tags
+	c.sticky = res.StickyKey
+	if res.MaxAttempts > 0 {
+		c.maxAttempts = res.MaxAttempts
+	}
+	return nil
+}
