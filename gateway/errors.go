@@ -99,7 +99,7 @@ func errMethod(method, path string) *APIError {
 
 // writeError renders e in OpenAI's error shape.
 func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
-	ctx.Response.Reset()
+	resetKeepingRequestID(ctx)
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	if e.RetryAfter > 0 {
@@ -123,4 +123,18 @@ func appendNullable(b []byte, s string) []byte {
 		return append(b, "null"...)
 	}
 	return translate.AppendString(b, s)
+}
+
+// resetKeepingRequestID clears the response but keeps its X-Request-Id, so
+// every answer, errors included, can be traced to the gateway's logs.
+func resetKeepingRequestID(ctx *fasthttp.RequestCtx) {
+	id := ctx.Response.Header.Peek("X-Request-Id")
+	if len(id) == 0 {
+		ctx.Response.Reset()
+		return
+	}
+	var buf [64]byte
+	saved := append(buf[:0], id...)
+	ctx.Response.Reset()
+	ctx.Response.Header.SetBytesV("X-Request-Id", saved)
 }

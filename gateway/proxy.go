@@ -42,6 +42,13 @@ type call struct {
 	header   http.Header
 	start    time.Time
 	attempts int
+
+	// Set by the policy's route() (gateway/route.go).
+	group       string           // routing group: the key's, or route()'s for default-group keys
+	provider    storage.Provider // only accounts of this provider ("" = any)
+	tags        []string         // only accounts with every tag
+	sticky      string           // stickiness key
+	maxAttempts int              // attempts for this request (0 = the gateway's setting)
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
@@ -75,6 +82,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 	if aerr := s.admit(ctx, &c.key); aerr != nil {
+		writeError(ctx, aerr)
+		return aerr.Status
+	}
+	c.group = c.key.Group
+	if aerr := s.route(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}
@@ -194,7 +206,7 @@ func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
 		return aerr.Status
 	}
 	if f.status != 0 && f.body != nil && gjson.GetBytes(f.body, "error.message").Exists() {
-		ctx.Response.Reset()
+		resetKeepingRequestID(ctx)
 		ctx.SetStatusCode(f.status)
 		ctx.SetContentType("application/json")
 		if ra := f.header.Get("Retry-After"); ra != "" {

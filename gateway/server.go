@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -101,6 +102,7 @@ type Server struct {
 	srv            *fasthttp.Server
 	metricsHandler fasthttp.RequestHandler
 	ready          atomic.Bool
+	router         atomic.Pointer[scripts.Router]
 	now            func() time.Time
 }
 

@@ -85,9 +85,12 @@ func appendStreamError(dst []byte, ep upstream.Endpoint, respID, reqID, msg stri
 		if respID == "" {
 			respID = "resp_" + reqID
 		}
-		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":"...)
+		// The wire shape nests the error object, as recorded from the API
+		// (shared fixture openai-responses/stream-error-event.sse); the SDKs
+		// raise on it.
+		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"server_error\",\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)
-		dst = append(dst, ",\"param\":null}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":"...)
+		dst = append(dst, ",\"param\":null}}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":"...)
 		dst = translate.AppendString(dst, respID)
 		dst = append(dst, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)

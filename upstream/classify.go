@@ -73,6 +73,8 @@ func Classify(status int, h http.Header, body []byte) Verdict {
 			v.Class = ClassQuota
 			if d := resetsIn(body); d > 0 {
 				v.RetryAfter = d
+			} else if d := resetsAt(body); d > 0 {
+				v.RetryAfter = d
 			}
 		} else {
 			v.Class = ClassRate
@@ -128,6 +130,19 @@ func resetsIn(body []byte) time.Duration {
 		return 0
 	}
 	return time.Duration(n) * time.Second
+}
+
+// resetsAt reads "resets_at": UNIX-SECONDS from a Codex usage-limit body and
+// returns the time left until then (0 when absent or past).
+func resetsAt(body []byte) time.Duration {
+	at := gjson.GetBytes(body, "error.resets_at")
+	if !at.Exists() {
+		at = gjson.GetBytes(body, "resets_at")
+	}
+	if at.Type != gjson.Number || at.Int() <= 0 {
+		return 0
+	}
+	return max(time.Until(time.Unix(at.Int(), 0)), 0)
 }
 
 // retryAfter parses Retry-After in seconds or as an HTTP date (RFC 9110 §10.2.3).

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,10 +12,16 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/rediscache"
 )
 
 // withStore opens the configured storage for one command.
 func withStore(cmd *cobra.Command, fn func(ctx context.Context, s storage.Store) error) error {
+	return withConfigStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error { return fn(ctx, s) })
+}
+
+// withConfigStore is withStore for commands that also need the configuration.
+func withConfigStore(cmd *cobra.Command, fn func(ctx context.Context, cfg *Config, s storage.Store) error) error {
 	cfg, err := configFrom(cmd)
 	if err != nil {
 		return err
@@ -25,74 +33,315 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, s storage.Store)
 		return err
 	}
 	defer s.Close()
-	return fn(ctx, s)
+	return fn(ctx, cfg, s)
 }
 
 func dataFlag(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("data", "", "data directory for the embedded storage (default ./data)")
 }
 
+// keysChannel is the cache pub/sub channel on which API-key changes are
+// announced; a running gateway drops its cached key lookups on every message.
+const keysChannel = "keys"
+
+// announceKeys tells running gateways that an API key changed (msg says
+// which), so that they drop their cached lookups at once. It needs a shared
+// cache: with cache.driver redis it publishes on the "keys" channel; with the
+// in-memory cache there is nobody to tell from another process and gateways
+// see the change when their key cache expires (30 s). A failure is a
+// warning, not an error: the change itself is stored.
+func announceKeys(cmd *cobra.Command, cfg *Config, msg string) {
+	if cfg.Cache.Driver != "redis" {
+		if !strings.HasPrefix(msg, "created ") { // a new key needs no announcement: nobody cached it
+			fmt.Fprintln(cmd.ErrOrStderr(), "# running gateways apply this within 30 s (their API-key cache); with cache.driver redis they apply it at once")
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
+	if err == nil {
+		err = c.Publish(ctx, keysChannel, msg)
+		c.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: could not notify running gateways through the cache (%v); they apply this within 30 s\n", err)
+	}
+}
+
+// keyLimitFlags are the flags shared by keys create and keys update.
+type keyLimitFlags struct {
+	group   string
+	models  []string
+	rpm     int64
+	rpd     int64
+	tpd     int64
+	expires string
+}
+
+func (f *keyLimitFlags) register(c *cobra.Command, update bool) {
+	fs := c.Flags()
+	fs.StringVar(&f.group, "group", "", "routing group: the key uses only accounts of this group")
+	fs.StringSliceVar(&f.models, "models", nil, "model allowlist, comma-separated (default: every model)")
+	fs.Int64Var(&f.rpm, "rpm", 0, "requests per minute (0: unlimited)")
+	fs.Int64Var(&f.rpd, "rpd", 0, "requests per UTC day (0: unlimited)")
+	fs.Int64Var(&f.tpd, "tokens-per-day", 0, "input + output tokens per UTC day (0: unlimited)")
+	help := "expiry: a duration from now (720h) or an RFC 3339 time (default: never)"
+	if update {
+		help = "new expiry: a duration from now (720h), an RFC 3339 time, or never"
+	}
+	fs.StringVar(&f.expires, "expires", "", help)
+}
+
+// apply sets the fields of k whose flags were given (all of them for a new key).
+func (f *keyLimitFlags) apply(c *cobra.Command, k *storage.APIKey, now time.Time) error {
+	fs := c.Flags()
+	if fs.Changed("group") {
+		k.Group = f.group
+	}
+	if fs.Changed("models") {
+		k.Models = f.models
+	}
+	if fs.Changed("rpm") {
+		k.Limits.RPM = f.rpm
+	}
+	if fs.Changed("rpd") {
+		k.Limits.RPD = f.rpd
+	}
+	if fs.Changed("tokens-per-day") {
+		k.Limits.TokensPerDay = f.tpd
+	}
+	if fs.Changed("expires") {
+		exp, err := parseExpiry(f.expires, now)
+		if err != nil {
+			return err
+		}
+		k.ExpiresAt = exp
+	}
+	return k.Limits.Validate()
+}
+
+// parseExpiry reads --expires: a positive duration from now, an RFC 3339
+// time, or "never" (nil).
+func parseExpiry(s string, now time.Time) (*time.Time, error) {
+	switch s = strings.TrimSpace(s); s {
+	case "never", "none", "":
+		return nil, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return nil, fmt.Errorf("--expires %s: want a positive duration", s)
+		}
+		t := now.Add(d).UTC()
+		return &t, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, fmt.Errorf("--expires %q: want a duration (720h), an RFC 3339 time (2027-01-31T00:00:00Z) or never", s)
+	}
+	t = t.UTC()
+	return &t, nil
+}
+
+// findKey returns the key whose ID, or else whose name, is idOrName.
+func findKey(ctx context.Context, s storage.Store, idOrName string) (storage.APIKey, error) {
+	keys, err := s.ListAPIKeys(ctx)
+	if err != nil {
+		return storage.APIKey{}, err
+	}
+	for _, k := range keys {
+		if k.ID == idOrName {
+			return k, nil
+		}
+	}
+	for _, k := range keys {
+		if k.Name == idOrName {
+			return k, nil
+		}
+	}
+	return storage.APIKey{}, fmt.Errorf("api key %q: %w", idOrName, storage.ErrNotFound)
+}
+
+// keyState is "enabled", "disabled" or "expired".
+func keyState(k storage.APIKey, now time.Time) string {
+	switch {
+	case k.Disabled:
+		return "disabled"
+	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+		return "expired"
+	}
+	return "enabled"
+}
+
+func limitText(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// keyRow is a key's line in keys list (and after keys update): NAME PREFIX
+// GROUP MODELS RPM RPD TOKENS/DAY EXPIRES STATE CREATED; "-" is none or
+// unlimited, "*" every model.
+func keyRow(k storage.APIKey, now time.Time) string {
+	models := strings.Join(k.Models, ",")
+	if models == "" {
+		models = "*"
+	}
+	expires := "never"
+	if k.ExpiresAt != nil {
+		expires = k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return strings.Join([]string{k.Name, k.Prefix + "…", orDash(k.Group), models, limitText(k.Limits.RPM), limitText(k.Limits.RPD),
+		limitText(k.Limits.TokensPerDay), expires, keyState(k, now), k.CreatedAt.UTC().Format(time.RFC3339)}, "\t")
+}
+
+const keyHeader = "NAME\tPREFIX\tGROUP\tMODELS\tRPM\tRPD\tTOKENS/DAY\tEXPIRES\tSTATE\tCREATED"
+
 func keysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage client API keys"}
 	dataFlag(cmd)
-	var name, group string
-	var models []string
+	var name string
+	var disabled bool
+	var cf keyLimitFlags
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key and print its secret (shown once)",
+		Example: `  troupe keys create --name my-app
+  troupe keys create --name batch --rpm 60 --rpd 10000 --tokens-per-day 2000000 --expires 720h --models gpt-4.1-mini,gpt-5.5 --group batch`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return fmt.Errorf("--name is required")
 			}
-			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				secret, k, err := gateway.NewKey(name)
 				if err != nil {
 					return err
 				}
-				k.Group, k.Models = group, models
-				if _, err := s.CreateAPIKey(ctx, k); err != nil {
+				if err := cf.apply(cmd, &k, time.Now()); err != nil {
+					return err
+				}
+				k.Disabled = disabled
+				k, err = s.CreateAPIKey(ctx, k)
+				if err != nil {
 					return fmt.Errorf("create key %q: %w", name, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), secret)
 				fmt.Fprintln(cmd.ErrOrStderr(), "# store this secret now: Troupe keeps only its hash")
+				announceKeys(cmd, cfg, "created "+k.ID)
 				return nil
 			})
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "key name (unique)")
-	create.Flags().StringVar(&group, "group", "", "routing group")
-	create.Flags().StringSliceVar(&models, "models", nil, "model allowlist (default: all)")
+	create.Flags().BoolVar(&disabled, "disabled", false, "create the key disabled")
+	cf.register(create, false)
+
+	var uf keyLimitFlags
+	var rename string
+	var disable, enable bool
+	update := &cobra.Command{
+		Use:   "update NAME|ID",
+		Short: "Change an API key's limits, models, group, expiry or state",
+		Long: `Change the given fields of an API key; fields whose flags are not given keep
+their values. A limit of 0 is unlimited; --models "" allows every model;
+--expires never removes the expiry. The secret never changes.`,
+		Example: `  troupe keys update my-app --rpm 120 --tokens-per-day 0
+  troupe keys update my-app --disable
+  troupe keys update my-app --enable --expires 720h`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fs := cmd.Flags()
+			if disable && enable {
+				return fmt.Errorf("--disable and --enable are mutually exclusive")
+			}
+			changed := false
+			for _, f := range []string{"rpm", "rpd", "tokens-per-day", "models", "group", "expires", "name", "disable", "enable"} {
+				changed = changed || fs.Changed(f)
+			}
+			if !changed {
+				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable")
+			}
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+				k, err := findKey(ctx, s, args[0])
+				if err != nil {
+					return err
+				}
+				if err := uf.apply(cmd, &k, time.Now()); err != nil {
+					return err
+				}
+				if fs.Changed("name") {
+					k.Name = rename
+				}
+				if disable {
+					k.Disabled = true
+				}
+				if enable {
+					k.Disabled = false
+				}
+				k, err = s.UpdateAPIKey(ctx, k)
+				if err != nil {
+					return fmt.Errorf("update key %q: %w", args[0], err)
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, keyHeader)
+				fmt.Fprintln(w, keyRow(k, time.Now()))
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				announceKeys(cmd, cfg, "updated "+k.ID)
+				return nil
+			})
+		},
+	}
+	uf.register(update, true)
+	update.Flags().StringVar(&rename, "name", "", "new name")
+	update.Flags().BoolVar(&disable, "disable", false, "refuse the key (401) until --enable")
+	update.Flags().BoolVar(&enable, "enable", false, "accept the key again")
+
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List API keys (never their secrets)",
+		Short: "List API keys with their limits and state (never their secrets)",
+		Long: `List API keys: name, display prefix, group, model allowlist (* = every model),
+limits (- = unlimited), expiry, state (enabled, disabled or expired) and creation time.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
 				keys, err := s.ListAPIKeys(ctx)
 				if err != nil {
 					return err
 				}
+				now := time.Now()
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tPREFIX\tGROUP\tMODELS\tSTATE\tCREATED")
+				fmt.Fprintln(w, keyHeader)
 				for _, k := range keys {
-					state := "enabled"
-					if k.Disabled {
-						state = "disabled"
-					}
-					fmt.Fprintf(w, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, k.Group, strings.Join(k.Models, ","), state, k.CreatedAt.Format(time.RFC3339))
+					fmt.Fprintln(w, keyRow(k, now))
 				}
 				return w.Flush()
 			})
 		},
 	}
 	revoke := &cobra.Command{
-		Use:   "revoke NAME",
+		Use:   "revoke NAME|ID",
 		Short: "Delete an API key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, s storage.Store) error { return s.DeleteAPIKey(ctx, args[0]) })
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+				if err := s.DeleteAPIKey(ctx, args[0]); err != nil {
+					return err
+				}
+				announceKeys(cmd, cfg, "revoked "+args[0])
+				return nil
+			})
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
+	cmd.AddCommand(create, update, list, revoke)
 	return cmd
 }
 
@@ -163,8 +412,119 @@ func accountsCmd() *cobra.Command {
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error { return s.DeleteAccount(ctx, args[0]) })
 		},
 	}
-	cmd.AddCommand(add, list, remove)
+	cmd.AddCommand(add, list, remove, resealCmd())
 	return cmd
+}
+
+func resealCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reseal",
+		Short: "Re-seal every account's credentials with the current master key (key rotation)",
+		Long: `Re-save every account whose credentials are sealed with one of
+storage.previous_master_keys, so that they are sealed with storage.master_key,
+and check that every account then opens with the master key alone. Accounts
+already sealed with the master key are left as they are, so running it again
+changes nothing. Prints the counts. See "Credentials at rest and key rotation"
+in docs/storage.md for the whole procedure.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Minute)
+			defer cancel()
+			res, err := reseal(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%d accounts: %d re-sealed with key %s, %d already sealed with it\n", res.total, res.resealed, res.keyID, res.current)
+			if res.hasPrevious {
+				fmt.Fprintln(out, "every account opens with storage.master_key alone: storage.previous_master_keys can be removed")
+			}
+			return nil
+		},
+	}
+}
+
+// resealResult is what reseal did.
+type resealResult struct {
+	keyID                    string // id of the master key (storage.KeyID)
+	total, resealed, current int
+	hasPrevious              bool // previous keys were configured (and are no longer needed)
+}
+
+// reseal re-saves every account that is not sealed with the master key, so
+// that it is, then checks that every account opens with the master key alone.
+// A value's key is found by opening it with a store that holds only the
+// master key: ErrUnseal means an older key sealed it.
+func reseal(ctx context.Context, cfg *Config) (resealResult, error) {
+	current, previous, err := masterKeys(cfg)
+	if err != nil {
+		return resealResult{}, err
+	}
+	all, err := storage.NewSealer(current, previous...)
+	if err != nil {
+		return resealResult{}, fmt.Errorf("master keys: %w", err)
+	}
+	only, err := storage.NewSealer(current)
+	if err != nil {
+		return resealResult{}, fmt.Errorf("master key: %w", err)
+	}
+	res := resealResult{keyID: only.KeyID(), hasPrevious: len(previous) > 0}
+	s, err := openStoreWith(ctx, cfg, all)
+	if err != nil {
+		return res, err
+	}
+	defer s.Close()
+	accs, err := s.ListAccounts(ctx)
+	if errors.Is(err, storage.ErrUnseal) {
+		return res, fmt.Errorf("%w\nan account is sealed with a key that is neither storage.master_key nor in storage.previous_master_keys: add that key to storage.previous_master_keys", err)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.total = len(accs)
+	if len(previous) == 0 {
+		// Every account opened, and the master key is the only key.
+		res.current = res.total
+		return res, nil
+	}
+	cur, err := openStoreWith(ctx, cfg, only)
+	if err != nil {
+		return res, err
+	}
+	defer cur.Close()
+	for _, a := range accs {
+		_, err := cur.GetAccount(ctx, a.ID)
+		switch {
+		case err == nil:
+			res.current++
+			continue
+		case errors.Is(err, storage.ErrNotFound): // removed meanwhile
+			res.total--
+			continue
+		case !errors.Is(err, storage.ErrUnseal):
+			return res, err
+		}
+		// Re-read just before writing, so that a change made meanwhile is kept.
+		fresh, err := s.GetAccount(ctx, a.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			res.total--
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		if _, err := s.PutAccount(ctx, fresh); err != nil {
+			return res, fmt.Errorf("reseal account %s: %w", fresh.Name, err)
+		}
+		res.resealed++
+	}
+	if _, err := cur.ListAccounts(ctx); err != nil {
+		return res, fmt.Errorf("after re-sealing %d accounts, some still need a previous key (added meanwhile with an old configuration?); run reseal again: %w", res.resealed, err)
+	}
+	return res, nil
 }
 
 func migrateCmd() *cobra.Command {

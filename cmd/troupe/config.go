@@ -31,6 +31,10 @@ type Config struct {
 		Driver    string `koanf:"driver"`     // sqlite (the embedded default) or postgres
 		DSN       string `koanf:"dsn"`        // sqlite: file path, default {data_dir}/troupe.db; postgres: a postgres:// URL
 		MasterKey string `koanf:"master_key"` // AES-256 key (base64 or hex) sealing upstream credentials; default: {data_dir}/master.key, created on first start
+		// PreviousMasterKeys are older master keys, newest first, kept during a
+		// key rotation: values sealed with them still open; writes (and
+		// "troupe accounts reseal") seal with MasterKey. Env: a comma-separated list.
+		PreviousMasterKeys []string `koanf:"previous_master_keys"`
 	} `koanf:"storage"`
 	Cache struct {
 		Driver string `koanf:"driver"` // memory (the embedded default) or redis
@@ -50,6 +54,10 @@ type Config struct {
 		FailoverBudget    time.Duration `koanf:"failover_budget"`
 		HoldBufferBytes   int           `koanf:"hold_buffer_bytes"`
 	} `koanf:"gateway"`
+	Policies struct {
+		Dir    string `koanf:"dir"`    // directory of NAME.lua files, watched for changes ("" = built-ins only)
+		Active string `koanf:"active"` // the routing policy: DIR/NAME.lua, else the built-in NAME
+	} `koanf:"policies"`
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
 }
@@ -80,6 +88,8 @@ func defaults() map[string]any {
 		"storage.dsn":                 "",
 		"storage.master_key":          "",
 		"cache.driver":                "memory",
+		"policies.dir":                "",
+		"policies.active":             "smart",
 		"cache.url":                   "",
 		"cache.prefix":                "troupe:",
 		"gateway.max_body_bytes":      16 << 20,
@@ -118,6 +128,9 @@ func loadConfig(path string, environ func() []string) (*Config, error) {
 		Prefix:      "TROUPE_",
 		EnvironFunc: environ,
 		TransformFunc: func(name, v string) (string, any) {
+			if path, ok := envLists[name]; ok {
+				return path, splitList(v)
+			}
 			return known[name], v // unknown TROUPE_* names map to "" and are ignored
 		},
 	}), nil); err != nil {
@@ -128,6 +141,24 @@ func loadConfig(path string, environ func() []string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, c.validate()
+}
+
+// envLists are the list keys that may also come from the environment, as a
+// comma-separated list (other lists and maps come from the file only).
+var envLists = map[string]string{
+	"TROUPE_STORAGE_PREVIOUS_MASTER_KEYS": "storage.previous_master_keys",
+}
+
+// splitList splits a comma-separated environment value, trimming spaces and
+// dropping empty items ("" is the empty list).
+func splitList(v string) []string {
+	out := []string{}
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // envKeys maps every scalar key path of Config to its environment name.
@@ -180,6 +211,9 @@ func (c *Config) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("cache.driver %q: want memory or redis", c.Cache.Driver))
+	}
+	if c.Policies.Active == "" {
+		errs = append(errs, errors.New("policies.active must name a policy"))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

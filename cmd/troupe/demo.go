@@ -179,6 +179,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 	cmd.Flags().String("listen", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().String("data", "", "data directory (default ./data/demo)")
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
+	policyFlags(cmd)
 	cmd.Flags().Float64Var(&faultRate, "fault-rate", 0, "fraction of mock accounts (0..1) that fail before first content, in a mix of faults")
 	return cmd
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,7 +31,7 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringP("config", "c", "", "YAML config file (default: none; TROUPE_* env vars apply either way)")
-	root.AddCommand(serveCmd(), demoCmd(), mockCmd(), keysCmd(), accountsCmd(), migrateCmd(), versionCmd())
+	root.AddCommand(serveCmd(), demoCmd(), mockCmd(), keysCmd(), accountsCmd(), migrateCmd(), policyCmd(), versionCmd())
 	return root
 }
 
@@ -48,12 +49,27 @@ func configFrom(cmd *cobra.Command) (*Config, error) {
 	if f := cmd.Flags().Lookup("data"); f != nil && f.Changed {
 		cfg.DataDir = f.Value.String()
 	}
+	if f := cmd.Flags().Lookup("policy-dir"); f != nil && f.Changed {
+		cfg.Policies.Dir = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("policy"); f != nil && f.Changed {
+		cfg.Policies.Active = f.Value.String()
+	}
 	return cfg, cfg.validate()
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// quietLogger discards everything (offline commands that print results).
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// policyFlags adds --policy-dir and --policy to a command that serves.
+func policyFlags(cmd *cobra.Command) {
+	cmd.Flags().String("policy-dir", "", "directory of routing policies (NAME.lua), watched for changes")
+	cmd.Flags().String("policy", "", "active routing policy: NAME.lua in the policy dir, else a built-in (default smart)")
 }
 
 func versionCmd() *cobra.Command {

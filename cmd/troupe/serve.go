@@ -40,5 +40,6 @@ added with "troupe accounts add" are picked up while it runs.`,
 	}
 	cmd.Flags().String("listen", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().String("data", "", "data directory for the embedded storage (default ./data)")
+	policyFlags(cmd)
 	return cmd
 }

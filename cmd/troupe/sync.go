@@ -97,4 +97,5 @@ func (a *app) settingInt(ctx context.Context, key string, def int) int {
 func (a *app) background(ctx context.Context) {
 	go a.syncAccounts(ctx, 5*time.Second)
 	go a.pruneUsage(ctx, time.Hour)
+	a.watchPolicies(ctx)
 }
