@@ -13,18 +13,20 @@ import (
 
 // SchedulerStats are the scheduler's counters, read with System.SchedulerStats.
 type SchedulerStats struct {
-	Accounts      int    // accounts in the index
-	Available     int    // accounts that could take a lease now (by the scheduler's possibly stale view)
-	Waiters       int    // parked acquire requests
-	Grants        uint64 // grant messages sent to accounts
-	Refusals      uint64 // grants refused by accounts (stale view)
-	Parked        uint64 // requests that had to wait
-	Rejected      uint64 // requests answered with an AcquireError
-	Rescores      uint64 // policy score calls
-	Policy        string // the active policy's name
-	PolicyVersion uint64 // and version
-	Rescoring     int    // accounts still waiting for a rescore after a policy change
-	Sticky        int    // live stickiness keys
+	Accounts      int                   // accounts in the index
+	Available     int                   // accounts that could take a lease now (by the scheduler's possibly stale view)
+	Waiters       int                   // parked acquire requests
+	Grants        uint64                // grant messages sent to accounts
+	Refusals      uint64                // grants refused by accounts (stale view)
+	Parked        uint64                // requests that had to wait
+	Rejected      uint64                // requests answered with an AcquireError
+	Rescores      uint64                // policy score calls
+	Policy        string                // the active policy's name
+	PolicyVersion uint64                // and version
+	Rescoring     int                   // accounts still waiting for a rescore after a policy change
+	Sticky        int                   // live stickiness keys
+	Tiers         [scripts.NumTiers]int // accounts the policy accepts, by tier (healthy, warm, risky)
+	Excluded      int                   // accounts the policy excludes (nil score)
 }
 
 // entry is the scheduler's record of one account.
@@ -138,7 +140,12 @@ func (s *scheduler) Receive(c *actor.Context) {
 		st.Sticky = len(s.sticky)
 		avail := 0
 		for _, e := range s.byID {
-			if e.scored.OK && e.available(s.cfg.now()) {
+			if !e.scored.OK {
+				st.Excluded++
+				continue
+			}
+			st.Tiers[min(int(e.scored.Tier), scripts.NumTiers-1)]++
+			if e.available(s.cfg.now()) {
 				avail++
 			}
 		}

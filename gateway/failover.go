@@ -74,6 +74,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		res, f := s.attempt(ctx, c, lease)
 		if f == nil {
 			s.metrics.failovers.Observe(float64(c.attempts - 1))
+			s.failovers.add(c.attempts - 1)
 			return outcome{res: res}
 		}
 		last = f
@@ -83,6 +84,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		s.log.Info("failing over", "request_id", c.id, "account", lease.Name, "status", f.status, "class", f.verdict.Class.String(), "attempt", c.attempts)
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
+	s.failovers.add(c.attempts - 1)
 	return outcome{fail: last}
 }
 
@@ -171,6 +173,7 @@ func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start 
 		cl = "ok"
 	}
 	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
+	s.classes.add(s.now(), v.Class)
 	s.sys.Release(l, actors.Outcome{Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
 }
 

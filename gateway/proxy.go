@@ -197,65 +197,56 @@ func (s *Server) commitBody(ctx *fasthttp.RequestCtx, c *call, r result) {
 }
 
 // answerFailure tells the client why no attempt succeeded, in OpenAI's shape.
-// An upstream error body in OpenAI's shape (a request-class error, or the
-// last account's refusal) passes through as the upstream sent it.
+// Only a request-class error — the client's own — passes through as the
+// upstream sent it; an account's refusal (its 401, its quota, its ban) never
+// reaches the client, who would take it for their own key's problem.
 func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
-	if f == nil {
-		aerr := errNoAccount(time.Second)
-		writeError(ctx, aerr)
-		return aerr.Status
-	}
-	if f.status != 0 && f.body != nil && gjson.GetBytes(f.body, "error.message").Exists() {
+	if f != nil && f.verdict.Class == upstream.ClassRequest && f.status != 0 && gjson.GetBytes(f.body, "error.message").Exists() {
 		resetKeepingRequestID(ctx)
 		ctx.SetStatusCode(f.status)
 		ctx.SetContentType("application/json")
-		if ra := f.header.Get("Retry-After"); ra != "" {
-			ctx.Response.Header.Set("Retry-After", ra)
-		}
 		ctx.SetBody(f.body)
 		return f.status
 	}
-	aerr := &APIError{Status: failureStatus(f), Type: "server_error", Message: f.msg, RetryAfter: f.verdict.RetryAfter}
-	switch f.verdict.Class {
-	case upstream.ClassRequest:
-		aerr.Type = "invalid_request_error"
-	case upstream.ClassRate, upstream.ClassQuota:
-		aerr.Type, aerr.Code = "requests", "rate_limit_exceeded"
-	case upstream.ClassCanceled:
-		aerr.Type, aerr.Code = "invalid_request_error", "client_closed_request"
-	}
-	if aerr.Message == "" && f.body != nil {
-		aerr.Message = gjson.GetBytes(f.body, "detail").String()
-	}
-	if aerr.Message == "" {
-		switch {
-		case f.status != 0:
-			aerr.Message = "The upstream answered with status " + strconv.Itoa(f.status) + " " + http.StatusText(f.status) + "."
-		case f.verdict.Class == upstream.ClassCanceled:
-			aerr.Message = "The request was canceled."
-		default:
-			aerr.Message = "The upstream could not be reached. Please retry."
-		}
-	}
+	aerr := clientError(f)
 	writeError(ctx, aerr)
 	return aerr.Status
 }
 
-// failureStatus is the HTTP status a client gets for a failure: the upstream's
-// own status when it answered with one, else one derived from the class.
-func failureStatus(f *failure) int {
-	if f.status != 0 {
-		return f.status
+// clientError is the gateway's own answer for a request whose attempts all
+// failed (f is the last failure; nil when none could start).
+func clientError(f *failure) *APIError {
+	if f == nil {
+		return errNoAccount(time.Second)
 	}
 	switch f.verdict.Class {
 	case upstream.ClassRequest:
-		return 400
+		msg := f.msg
+		if msg == "" {
+			msg = gjson.GetBytes(f.body, "error.message").String()
+		}
+		if msg == "" {
+			msg = gjson.GetBytes(f.body, "detail").String()
+		}
+		if msg == "" {
+			msg = "The upstream refused the request (status " + strconv.Itoa(f.status) + " " + http.StatusText(f.status) + ")."
+		}
+		status := f.status
+		if status < 400 || status > 499 {
+			status = 400
+		}
+		return &APIError{Status: status, Type: "invalid_request_error", Message: msg}
 	case upstream.ClassRate, upstream.ClassQuota:
-		return 429
+		retry := min(max(f.verdict.RetryAfter, time.Second), time.Minute)
+		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: retry,
+			Message: "Every upstream account that could serve this request is rate limited right now. Please retry shortly."}
 	case upstream.ClassCanceled:
-		return 499
+		return &APIError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "The request was canceled."}
+	case upstream.ClassTransient:
+		return &APIError{Status: 502, Type: "server_error", Code: "upstream_error", RetryAfter: time.Second,
+			Message: "The upstream failed to answer this request. Please retry."}
 	}
-	return 502
+	return errNoAccount(time.Second) // auth, banned: the accounts are unusable, not the client
 }
 
 func (s *Server) acquireError(c *call, err error) *APIError {

@@ -103,6 +103,9 @@ type Server struct {
 	metricsHandler fasthttp.RequestHandler
 	ready          atomic.Bool
 	router         atomic.Pointer[scripts.Router]
+	classes        classWindow    // attempt outcomes by class, per minute (ops view)
+	failovers      failoverCounts // requests by failovers needed (ops view)
+	policies       PolicyControl  // the routing policy host; nil disables /api/admin/policies
 	now            func() time.Time
 }
 
@@ -190,6 +193,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/metrics":
 		s.metricsHandler(ctx)
 	default:
+		if len(path) > len("/api/admin/") && string(path[:len("/api/admin/")]) == "/api/admin/" {
+			s.admin(ctx)
+			return
+		}
 		writeError(ctx, errNotFound(string(path)))
 	}
 }

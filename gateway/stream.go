@@ -417,19 +417,12 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 				p.inner.cancel = chainCancel(p.inner.cancel, p.cancel)
 				return p.inner.WriteTo(w)
 			}
-			msg := "No upstream account could serve this request."
-			p.status = 503
-			switch {
-			case o.aerr != nil:
-				msg, p.status = o.aerr.Message, o.aerr.Status
-			case o.fail != nil && o.fail.msg != "":
-				msg, p.status = o.fail.msg, failureStatus(o.fail)
-			case o.fail != nil && o.fail.body != nil:
-				if m := gjson.GetBytes(o.fail.body, "error.message").String(); m != "" {
-					msg = m
-				}
-				p.status = failureStatus(o.fail)
+			aerr := o.aerr
+			if aerr == nil {
+				aerr = clientError(o.fail)
 			}
+			msg := aerr.Message
+			p.status = aerr.Status
 			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg))
 			return int64(n), err
 		case <-tick.C:

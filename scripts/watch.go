@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -35,6 +36,7 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	active string
+	paused atomic.Bool
 }
 
 // NewWatcher returns a watcher of dir for the policy named active. log may be nil.
@@ -124,7 +126,15 @@ func (w *Watcher) reload() {
 			w.log.Error("policy reload panicked; the previous policy keeps serving", "policy", w.Active(), "panic", r)
 		}
 	}()
+	if w.paused.Load() {
+		w.log.Info("policy file changed but not loaded: a policy activated through the admin API is serving", "policy", w.Active())
+		return
+	}
 	if _, err := w.Load(); err != nil {
 		w.log.Debug("policy file reload failed", "policy", w.Active(), "err", err)
 	}
 }
+
+// Pause stops file changes from loading policies (Run keeps watching), for
+// when a stored policy activated through the admin API takes precedence.
+func (w *Watcher) Pause() { w.paused.Store(true) }

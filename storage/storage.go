@@ -88,6 +88,7 @@ type APIKey struct {
 	ExpiresAt *time.Time // nil means never
 	CreatedAt time.Time
 	Limits    KeyLimits // per-key limits; zero fields mean unlimited
+	Admin     bool      // may call /api/admin and ask for decision traces
 }
 
 // KeyLimits are a key's request limits, enforced at the gateway from the
@@ -189,7 +190,7 @@ type APIKeys interface {
 	// DeleteAPIKey removes the key with the given ID or name, or returns ErrNotFound.
 	DeleteAPIKey(ctx context.Context, idOrName string) error
 	// UpdateAPIKey replaces the mutable fields (Name, Group, Models, Disabled,
-	// ExpiresAt, Limits) of the key with k.ID and returns the key as stored;
+	// ExpiresAt, Limits, Admin) of the key with k.ID and returns the key as stored;
 	// Hash, Prefix and CreatedAt never change (k's are ignored).
 	// ErrNotFound if absent, ErrConflict if the new name is taken, ErrInvalid
 	// if Name is empty or a limit negative.

@@ -187,9 +187,17 @@ func orDash(s string) string {
 	return s
 }
 
+// yesNo is "yes" or "no".
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
 // keyRow is a key's line in keys list (and after keys update): NAME PREFIX
-// GROUP MODELS RPM RPD TOKENS/DAY EXPIRES STATE CREATED; "-" is none or
-// unlimited, "*" every model.
+// GROUP MODELS RPM RPD TOKENS/DAY EXPIRES STATE ADMIN CREATED; "-" is none
+// or unlimited, "*" every model, ADMIN is yes or no.
 func keyRow(k storage.APIKey, now time.Time) string {
 	models := strings.Join(k.Models, ",")
 	if models == "" {
@@ -200,22 +208,23 @@ func keyRow(k storage.APIKey, now time.Time) string {
 		expires = k.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	return strings.Join([]string{k.Name, k.Prefix + "…", orDash(k.Group), models, limitText(k.Limits.RPM), limitText(k.Limits.RPD),
-		limitText(k.Limits.TokensPerDay), expires, keyState(k, now), k.CreatedAt.UTC().Format(time.RFC3339)}, "\t")
+		limitText(k.Limits.TokensPerDay), expires, keyState(k, now), yesNo(k.Admin), k.CreatedAt.UTC().Format(time.RFC3339)}, "\t")
 }
 
-const keyHeader = "NAME\tPREFIX\tGROUP\tMODELS\tRPM\tRPD\tTOKENS/DAY\tEXPIRES\tSTATE\tCREATED"
+const keyHeader = "NAME\tPREFIX\tGROUP\tMODELS\tRPM\tRPD\tTOKENS/DAY\tEXPIRES\tSTATE\tADMIN\tCREATED"
 
 func keysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage client API keys"}
 	dataFlag(cmd)
 	var name string
-	var disabled bool
+	var disabled, admin bool
 	var cf keyLimitFlags
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key and print its secret (shown once)",
 		Example: `  troupe keys create --name my-app
-  troupe keys create --name batch --rpm 60 --rpd 10000 --tokens-per-day 2000000 --expires 720h --models gpt-4.1-mini,gpt-5.5 --group batch`,
+  troupe keys create --name batch --rpm 60 --rpd 10000 --tokens-per-day 2000000 --expires 720h --models gpt-4.1-mini,gpt-5.5 --group batch
+  troupe keys create --name ops --admin`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return fmt.Errorf("--name is required")
@@ -229,6 +238,7 @@ func keysCmd() *cobra.Command {
 					return err
 				}
 				k.Disabled = disabled
+				k.Admin = admin
 				k, err = s.CreateAPIKey(ctx, k)
 				if err != nil {
 					return fmt.Errorf("create key %q: %w", name, err)
@@ -242,32 +252,38 @@ func keysCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "key name (unique)")
 	create.Flags().BoolVar(&disabled, "disabled", false, "create the key disabled")
+	create.Flags().BoolVar(&admin, "admin", false, "create an admin key: it may call /api/admin and ask for decision traces")
 	cf.register(create, false)
 
 	var uf keyLimitFlags
 	var rename string
-	var disable, enable bool
+	var disable, enable, grantAdmin, revokeAdmin bool
 	update := &cobra.Command{
 		Use:   "update NAME|ID",
-		Short: "Change an API key's limits, models, group, expiry or state",
+		Short: "Change an API key's limits, models, group, expiry, state or admin right",
 		Long: `Change the given fields of an API key; fields whose flags are not given keep
 their values. A limit of 0 is unlimited; --models "" allows every model;
---expires never removes the expiry. The secret never changes.`,
+--expires never removes the expiry; --admin and --no-admin grant and revoke
+the admin right (/api/admin, decision traces). The secret never changes.`,
 		Example: `  troupe keys update my-app --rpm 120 --tokens-per-day 0
   troupe keys update my-app --disable
-  troupe keys update my-app --enable --expires 720h`,
+  troupe keys update my-app --enable --expires 720h
+  troupe keys update ops --admin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs := cmd.Flags()
 			if disable && enable {
 				return fmt.Errorf("--disable and --enable are mutually exclusive")
 			}
+			if grantAdmin && revokeAdmin {
+				return fmt.Errorf("--admin and --no-admin are mutually exclusive")
+			}
 			changed := false
-			for _, f := range []string{"rpm", "rpd", "tokens-per-day", "models", "group", "expires", "name", "disable", "enable"} {
+			for _, f := range []string{"rpm", "rpd", "tokens-per-day", "models", "group", "expires", "name", "disable", "enable", "admin", "no-admin"} {
 				changed = changed || fs.Changed(f)
 			}
 			if !changed {
-				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable")
+				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable, --admin, --no-admin")
 			}
 			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				k, err := findKey(ctx, s, args[0])
@@ -285,6 +301,12 @@ their values. A limit of 0 is unlimited; --models "" allows every model;
 				}
 				if enable {
 					k.Disabled = false
+				}
+				if grantAdmin {
+					k.Admin = true
+				}
+				if revokeAdmin {
+					k.Admin = false
 				}
 				k, err = s.UpdateAPIKey(ctx, k)
 				if err != nil {
@@ -305,12 +327,15 @@ their values. A limit of 0 is unlimited; --models "" allows every model;
 	update.Flags().StringVar(&rename, "name", "", "new name")
 	update.Flags().BoolVar(&disable, "disable", false, "refuse the key (401) until --enable")
 	update.Flags().BoolVar(&enable, "enable", false, "accept the key again")
+	update.Flags().BoolVar(&grantAdmin, "admin", false, "let the key call /api/admin and ask for decision traces")
+	update.Flags().BoolVar(&revokeAdmin, "no-admin", false, "take the admin right away from the key")
 
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List API keys with their limits and state (never their secrets)",
 		Long: `List API keys: name, display prefix, group, model allowlist (* = every model),
-limits (- = unlimited), expiry, state (enabled, disabled or expired) and creation time.`,
+limits (- = unlimited), expiry, state (enabled, disabled or expired), admin right
+(yes or no) and creation time.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
 				keys, err := s.ListAPIKeys(ctx)

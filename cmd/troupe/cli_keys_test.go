@@ -51,7 +51,7 @@ func configFile(t *testing.T, cfg *Config) string {
 }
 
 // keyLine returns the fields of name's line in keys list output: NAME PREFIX
-// GROUP MODELS RPM RPD TOKENS/DAY EXPIRES STATE CREATED.
+// GROUP MODELS RPM RPD TOKENS/DAY EXPIRES STATE ADMIN CREATED.
 func keyLine(t *testing.T, list, name string) []string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(list), "\n")
@@ -60,8 +60,8 @@ func keyLine(t *testing.T, list, name string) []string {
 	}
 	for _, l := range lines[1:] {
 		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
-			if len(f) != 10 {
-				t.Fatalf("keys list line of %s has %d fields, want 10: %q", name, len(f), l)
+			if len(f) != 11 {
+				t.Fatalf("keys list line of %s has %d fields, want 11: %q", name, len(f), l)
 			}
 			return f
 		}
@@ -110,7 +110,7 @@ func TestCLIKeyLimits(t *testing.T) {
 	if f[8] != "enabled" {
 		t.Errorf("batch: state %q", f[8])
 	}
-	if got := strings.Join(keyLine(t, list, "plain")[2:9], " "); got != "- * - - - never enabled" {
+	if got := strings.Join(keyLine(t, list, "plain")[2:10], " "); got != "- * - - - never enabled no" {
 		t.Errorf("plain: listed as %q", got)
 	}
 	if st := keyLine(t, list, "off")[8]; st != "disabled" {
@@ -145,6 +145,69 @@ func TestCLIKeyLimits(t *testing.T) {
 	fails("conflict", "keys", "update", "plain", "--name", "off")
 	if l := cli("keys", "list"); strings.Contains(l, "neg") || strings.Contains(l, "bad-exp") || strings.Contains(l, "past") {
 		t.Errorf("a refused key was created:\n%s", l)
+	}
+}
+
+// TestCLIKeyAdmin drives the admin right through the CLI: keys create
+// --admin, the ADMIN column of keys list and of keys update's output, and
+// keys update --admin/--no-admin, which grant and revoke it and leave every
+// other field alone (and other flags leave the right alone).
+func TestCLIKeyAdmin(t *testing.T) {
+	clearTroupeEnv(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	cli := func(args ...string) string { t.Helper(); return mustCLI(t, append(args, "--data", dir)...) }
+	fails := func(want string, args ...string) {
+		t.Helper()
+		_, _, err := runCLI(t, append(args, "--data", dir)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("troupe %s: err = %v, want one mentioning %q", strings.Join(args, " "), err, want)
+		}
+	}
+	admin := func(list, name string) string { t.Helper(); return keyLine(t, list, name)[9] }
+
+	cli("keys", "create", "--name", "ops", "--admin", "--rpm", "30")
+	cli("keys", "create", "--name", "app", "--group", "team-a")
+	list := cli("keys", "list")
+	if a := admin(list, "ops"); a != "yes" {
+		t.Errorf("ops created with --admin: ADMIN %q, want yes", a)
+	}
+	if a := admin(list, "app"); a != "no" {
+		t.Errorf("app created without --admin: ADMIN %q, want no", a)
+	}
+	if got := strings.Join(keyLine(t, list, "ops")[2:9], " "); got != "- * 30 - - never enabled" {
+		t.Errorf("ops: other fields listed as %q", got)
+	}
+
+	// Granting: keys update prints the row with the new right; the rest stays.
+	out := cli("keys", "update", "app", "--admin")
+	if f := keyLine(t, out, "app"); f[9] != "yes" || strings.Join(f[2:9], " ") != "team-a * - - - never enabled" {
+		t.Errorf("keys update app --admin printed %q", f)
+	}
+	// Other flags keep the right as it is.
+	cli("keys", "update", "app", "--rpm", "5", "--disable")
+	list = cli("keys", "list")
+	if f := keyLine(t, list, "app"); f[9] != "yes" || f[4] != "5" || f[8] != "disabled" {
+		t.Errorf("app after --rpm 5 --disable: %q, want still admin", f)
+	}
+	// Revoking.
+	out = cli("keys", "update", "ops", "--no-admin")
+	if f := keyLine(t, out, "ops"); f[9] != "no" || f[4] != "30" {
+		t.Errorf("keys update ops --no-admin printed %q", f)
+	}
+	list = cli("keys", "list")
+	if a, b := admin(list, "ops"), admin(list, "app"); a != "no" || b != "yes" {
+		t.Errorf("after granting app and revoking ops: ADMIN ops %q, app %q; want no, yes", a, b)
+	}
+	// Idempotent: granting an admin key again keeps it admin.
+	if f := keyLine(t, cli("keys", "update", "app", "--admin", "--enable"), "app"); f[9] != "yes" || f[8] != "enabled" {
+		t.Errorf("keys update app --admin --enable printed %q", f)
+	}
+
+	fails("mutually exclusive", "keys", "update", "app", "--admin", "--no-admin")
+	fails("--no-admin", "keys", "update", "app")
+	fails("unknown flag", "keys", "create", "--name", "x", "--no-admin")
+	if a := admin(cli("keys", "list"), "app"); a != "yes" {
+		t.Errorf("a refused update changed the admin right: ADMIN %q", a)
 	}
 }
 

@@ -850,8 +850,8 @@ func TestTransientBackoffSchedule(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		resp, b := d.post(t, "/v1/chat/completions", body("demo-0002"))
-		if resp.StatusCode != 500 {
-			t.Fatalf("request %d: status %d, want the upstream's 500: %s", i, resp.StatusCode, b)
+		if resp.StatusCode != 502 {
+			t.Fatalf("request %d: status %d, want 502 (the only account failed with a 5xx): %s", i, resp.StatusCode, b)
 		}
 		eventually(t, 5*time.Second, "failure counted", func() (bool, string) {
 			v := view("demo-0002")
@@ -910,6 +910,48 @@ func TestFailoverExhaustsPoolPromptly(t *testing.T) {
 	}
 }
 
+// TestExhaustedFailoverHidesAccountErrors: when every attempt failed for
+// reasons of the upstream accounts (here: a revoked credential, a
+// deactivated account), the client must not get those accounts' own
+// refusals. A 401 "Incorrect API key provided: sk-…" tells the client that
+// ITS key is bad (the SDKs raise AuthenticationError; Codex CLI re-logs in)
+// and leaks part of the upstream credential; a 402/403 tells it to pay. The
+// gateway answers in its own words with a retryable server status.
+func TestExhaustedFailoverHidesAccountErrors(t *testing.T) {
+	// Two accounts per kind, one of each fault; which fails last depends
+	// on the scheduler's order and does not matter.
+	for _, tc := range []struct {
+		name  string
+		kinds [2]mock.FaultKind
+	}{
+		{"last_unauthorized", [2]mock.FaultKind{mock.FaultDeactivated, mock.FaultUnauthorized}},
+		{"last_deactivated", [2]mock.FaultKind{mock.FaultUnauthorized, mock.FaultDeactivated}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := suiteConfig(testConfig(t))
+			cfg.Gateway.MaxAttempts = 2
+			i := 0
+			d := startTestDemo(t, cfg, tuned([]int{1, 2, 3, 4}, func(ma *mock.Account, sa *storage.Account) {
+				ma.Latency = 0
+				ma.Fault = &mock.Fault{Kind: tc.kinds[i/2]} // demo-0001, -0002: first kind; -0003, -0004: second
+				i++
+			}))
+			for _, rt := range []suiteRoute{suiteRoutes[0], suiteRoutes[2]} {
+				resp, b := d.post(t, "/v1"+rt.path, rt.body())
+				if resp.StatusCode < 500 {
+					t.Errorf("%s: status %d after every account failed for its own reasons, want a 5xx of the gateway: %s", rt.name, resp.StatusCode, b)
+				}
+				for _, leak := range []string{"Incorrect API key", "mock-tok", "deactivated", "token_invalidated"} {
+					if bytes.Contains(b, []byte(leak)) {
+						t.Errorf("%s: the client sees the upstream account's refusal (%q): %s", rt.name, leak, b)
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestErrorResponsesCarryRequestID: the gateway gives every answer an
 // X-Request-Id (proxy sets it first thing); error answers, where the id
 // matters most, must keep it.
@@ -924,8 +966,8 @@ func TestErrorResponsesCarryRequestID(t *testing.T) {
 		name, path, body string
 		status           int
 	}{
-		{"chat JSON, upstream 500 (its body passed through)", "/v1/chat/completions", suiteRoutes[0].body(), 500},
-		{"responses stream, upstream 500 before commit", "/v1/responses", suiteRoutes[5].body(), 500},
+		{"chat JSON, upstream 500 (answered as 502 in the gateway's words)", "/v1/chat/completions", suiteRoutes[0].body(), 502},
+		{"responses stream, upstream 500 before commit", "/v1/responses", suiteRoutes[5].body(), 502},
 		{"missing model", "/v1/chat/completions", `{"messages":[]}`, 400},
 		{"unknown model", "/v1/chat/completions", `{"model":"nope","messages":[]}`, 404},
 	} {

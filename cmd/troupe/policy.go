@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
@@ -43,9 +45,51 @@ func (a *app) startPolicies() error {
 		},
 	})
 	a.watcher = scripts.NewWatcher(a.policies, a.cfg.Policies.Dir, a.cfg.Policies.Active, a.log)
-	if _, err := a.watcher.Load(); err != nil {
+	if err := a.loadActivePolicy(context.Background()); err != nil {
 		return fmt.Errorf("routing policy: %w", err)
 	}
+	a.server.SetPolicies(policyControl{a})
+	return nil
+}
+
+// loadActivePolicy loads the policy that should serve: the one activated
+// through the admin API (stored; it takes precedence), else policies.active
+// from policies.dir or the built-ins.
+func (a *app) loadActivePolicy(ctx context.Context) error {
+	p, err := a.store.ActivePolicy(ctx)
+	switch {
+	case err == nil:
+		a.watcher.Pause()
+		_, err = a.policies.Load(p.Name, p.Source)
+		return err
+	case !errors.Is(err, storage.ErrNotFound):
+		return err
+	}
+	_, err = a.watcher.Load()
+	return err
+}
+
+// policyControl gives the admin API the policy host.
+type policyControl struct{ a *app }
+
+func (c policyControl) Status() scripts.ReloadStatus { return c.a.policies.Status() }
+
+func (c policyControl) Validate(name, source string) error {
+	p, err := scripts.Compile(name, source, scripts.Options{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return scripts.SelfTest(p, c.a.policySample())
+}
+
+// Activate loads source; from then on the stored policy serves and file
+// changes in policies.dir are ignored until the next start without one.
+func (c policyControl) Activate(_ context.Context, name, source string) error {
+	if _, err := c.a.policies.Load(name, source); err != nil {
+		return err
+	}
+	c.a.watcher.Pause()
 	return nil
 }
 
@@ -73,6 +117,18 @@ func (a *app) watchPolicies(ctx context.Context) {
 			}
 		}()
 	}
+	// Another instance activated a policy: load the stored active one.
+	if msgs, err := a.cache.Subscribe(ctx, gateway.PolicyChannel); err == nil {
+		go func() {
+			for name := range msgs {
+				if err := a.loadActivePolicy(ctx); err != nil {
+					a.log.Error("policy broadcast: reload failed; the previous policy keeps serving", "policy", name, "err", err)
+				}
+			}
+		}()
+	} else {
+		a.log.Warn("policy broadcasts unavailable", "err", err)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -82,7 +138,7 @@ func (a *app) watchPolicies(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if _, err := a.watcher.Load(); err != nil {
+				if err := a.loadActivePolicy(ctx); err != nil {
 					a.log.Error("policy reload on SIGHUP failed; the previous policy keeps serving", "err", err)
 				}
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = $1`
 
@@ -42,9 +42,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		t := ms(*k.ExpiresAt)
 		k.ExpiresAt = &t
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, list(k.Models), k.Disabled, k.ExpiresAt, k.CreatedAt,
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay)
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin)
 	if uniqueViolation(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -110,9 +110,9 @@ func (s *Store) DeleteAPIKey(ctx context.Context, idOrName string) error {
 	return nil
 }
 
-// UpdateAPIKey replaces Name, Group, Models, Disabled, ExpiresAt and Limits
-// of the key whose ID is k.ID and returns the key as stored (Hash, Prefix and
-// CreatedAt are the stored ones; k's are ignored). Errors:
+// UpdateAPIKey replaces Name, Group, Models, Disabled, ExpiresAt, Limits and
+// Admin of the key whose ID is k.ID and returns the key as stored (Hash,
+// Prefix and CreatedAt are the stored ones; k's are ignored). Errors:
 // storage.ErrNotFound when no key has that ID; storage.ErrConflict when
 // another key has the Name; storage.ErrInvalid when Name is empty, a limit
 // is negative or text is not valid UTF-8 or holds a NUL byte.
@@ -132,9 +132,9 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		expires = &t
 	}
 	got, err := scanAPIKey(s.pool.QueryRow(ctx, `UPDATE api_keys SET name = $1, grp = $2, models = $3, disabled = $4,
-		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8
-		WHERE id = $9 RETURNING `+apiKeyColumns,
-		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.ID))
+		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8, admin = $9
+		WHERE id = $10 RETURNING `+apiKeyColumns,
+		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.ID))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("postgres: api key %q: %w", k.ID, storage.ErrNotFound)
@@ -154,7 +154,7 @@ func scanAPIKey(row pgx.Row) (storage.APIKey, error) {
 		created time.Time
 	)
 	if err := row.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &k.Disabled, &expires, &created,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin); err != nil {
 		return storage.APIKey{}, err
 	}
 	k.Models = normList(models)

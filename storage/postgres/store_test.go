@@ -206,8 +206,8 @@ func TestMigrate(t *testing.T) {
 	if err := c.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM goose_db_version WHERE version_id > 0), (SELECT count(*) FROM `+migrate.ChecksumTable+`)`).Scan(&versions, &sums); err != nil {
 		t.Fatal(err)
 	}
-	if versions != 2 || sums != 2 {
-		t.Errorf("after concurrent migrations: %d versions applied, %d checksums; want 2 and 2", versions, sums)
+	if versions != 3 || sums != 3 {
+		t.Errorf("after concurrent migrations: %d versions applied, %d checksums; want 3 and 3", versions, sums)
 	}
 
 	if _, err := c.Exec(t.Context(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`); err != nil {
@@ -373,4 +373,49 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	storagetest.CheckUsage(t, s, append(recs, more...))
+}
+
+// TestMigrationAdminDefault stores a key with the version-2 schema (no admin
+// column yet), then opens the store: migration 3 adds api_keys.admin, the old
+// key reads back as not admin, and it can be made one.
+func TestMigrationAdminDefault(t *testing.T) {
+	t.Parallel()
+	dsn := storagetest.PostgresDB(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v2 := fstest.MapFS{}
+	for _, name := range []string{"00001_init.sql", "00002_limits_rollups_settings_policies.sql"} {
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2[name] = &fstest.MapFile{Data: b}
+	}
+	if err := migrate.Up(t.Context(), db, goose.DialectPostgres, v2); err != nil {
+		t.Fatal(err)
+	}
+	old := storagetest.SampleAPIKey("old")
+	if _, err := db.Exec(`INSERT INTO api_keys (id, name, hash, prefix, grp, models, disabled, created_at, rpm)
+		VALUES ('key-old', $1, $2, $3, $4, '{gpt-5}', false, now(), 7)`, old.Name, old.Hash, old.Prefix, old.Group); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openAt(t, dsn, testSealer(t))
+	k, err := s.APIKeyByHash(t.Context(), old.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Admin || k.ID != "key-old" || k.Limits.RPM != 7 {
+		t.Errorf("key stored before migration 3 reads back as %+v, want not admin", k)
+	}
+	k.Admin = true
+	if _, err := s.UpdateAPIKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.APIKeyByHash(t.Context(), old.Hash); err != nil || !k.Admin {
+		t.Errorf("after granting admin: %+v, %v", k, err)
+	}
 }

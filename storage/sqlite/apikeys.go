@@ -10,14 +10,14 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = ?`
 
-// updateAPIKeySQL replaces the mutable columns of the key with id ?9.
+// updateAPIKeySQL replaces the mutable columns of the key with id ?10.
 const updateAPIKeySQL = `UPDATE api_keys SET name = ?1, grp = ?2, models = ?3, disabled = ?4, expires_at = ?5,
-	rpm = ?6, rpd = ?7, tokens_per_day = ?8
-WHERE id = ?9
+	rpm = ?6, rpd = ?7, tokens_per_day = ?8, admin = ?9
+WHERE id = ?10
 RETURNING ` + apiKeyColumns
 
 // CreateAPIKey stores k and returns it as stored: ID is a fresh UUID when
@@ -44,9 +44,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	}
 	k.CreatedAt = fromMillis(toMillis(k.CreatedAt))
 	expires := nullMillis(k.ExpiresAt)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, encodeList(k.Models), boolInt(k.Disabled), expires, toMillis(k.CreatedAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay)
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin))
 	if isConstraint(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -61,9 +61,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	return k, nil
 }
 
-// UpdateAPIKey replaces Name, Group, Models, Disabled, ExpiresAt and Limits
-// of the key whose ID is k.ID and returns the key as stored (Hash, Prefix and
-// CreatedAt are the stored ones; k's are ignored). Errors:
+// UpdateAPIKey replaces Name, Group, Models, Disabled, ExpiresAt, Limits and
+// Admin of the key whose ID is k.ID and returns the key as stored (Hash,
+// Prefix and CreatedAt are the stored ones; k's are ignored). Errors:
 // storage.ErrNotFound when no key has that ID; storage.ErrConflict when
 // another key has the Name; storage.ErrInvalid when Name is empty, a limit
 // is negative or text is not valid UTF-8 or holds a NUL byte.
@@ -79,7 +79,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	}
 	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,
 		k.Name, k.Group, encodeList(k.Models), boolInt(k.Disabled), nullMillis(k.ExpiresAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.ID))
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("sqlite: api key %q: %w", k.ID, storage.ErrNotFound)
@@ -150,11 +150,12 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		k         storage.APIKey
 		models    string
 		disabled  int
+		admin     int
 		expires   sql.NullInt64
 		createdMs int64
 	)
 	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin); err != nil {
 		return storage.APIKey{}, err
 	}
 	var err error
@@ -162,6 +163,7 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		return storage.APIKey{}, fmt.Errorf("api key %q: models: %w", k.Name, err)
 	}
 	k.Disabled = disabled != 0
+	k.Admin = admin != 0
 	if expires.Valid {
 		t := fromMillis(expires.Int64)
 		k.ExpiresAt = &t

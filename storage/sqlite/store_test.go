@@ -323,8 +323,8 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 	var sums int
-	if err := s.r.QueryRow(`SELECT count(*) FROM ` + migrate.ChecksumTable).Scan(&sums); err != nil || sums != 2 {
-		t.Errorf("%d checksums recorded, want 2 (%v)", sums, err)
+	if err := s.r.QueryRow(`SELECT count(*) FROM ` + migrate.ChecksumTable).Scan(&sums); err != nil || sums != 3 {
+		t.Errorf("%d checksums recorded, want 3 (%v)", sums, err)
 	}
 	// A database migrated by a newer release is refused.
 	if _, err := s.w.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, 1)`); err != nil {
@@ -434,4 +434,50 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	storagetest.CheckUsage(t, s, append(recs, more...))
+}
+
+// TestMigrationAdminDefault stores a key with the version-2 schema (no admin
+// column yet), then opens the store: migration 3 adds api_keys.admin, the old
+// key reads back as not admin, and it can be made one.
+func TestMigrationAdminDefault(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.db")
+	if err := createFile(path); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openPool(path, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := fstest.MapFS{}
+	for _, name := range []string{"00001_init.sql", "00002_limits_rollups_settings_policies.sql"} {
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2[name] = &fstest.MapFile{Data: b}
+	}
+	if err := migrate.Up(t.Context(), db, goose.DialectSQLite3, v2); err != nil {
+		t.Fatal(err)
+	}
+	old := storagetest.SampleAPIKey("old")
+	if _, err := db.Exec(`INSERT INTO api_keys (id, name, hash, prefix, grp, models, disabled, created_at, rpm)
+		VALUES ('key-old', ?, ?, ?, ?, '["gpt-5"]', 0, 1767225600000, 7)`, old.Name, old.Hash, old.Prefix, old.Group); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openAt(t, path, testSealer(t))
+	k, err := s.APIKeyByHash(t.Context(), old.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Admin || k.ID != "key-old" || k.Limits.RPM != 7 {
+		t.Errorf("key stored before migration 3 reads back as %+v, want not admin", k)
+	}
+	k.Admin = true
+	if _, err := s.UpdateAPIKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.APIKeyByHash(t.Context(), old.Hash); err != nil || !k.Admin {
+		t.Errorf("after granting admin: %+v, %v", k, err)
+	}
 }

@@ -55,6 +55,7 @@ func testAPIKeyUpdate(t *testing.T, s storage.Store) {
 	upd.Disabled = true
 	upd.ExpiresAt = nil
 	upd.Limits = storage.KeyLimits{RPM: 1, RPD: 2, TokensPerDay: 3}
+	upd.Admin = true
 	// Hash, Prefix and CreatedAt cannot be changed through an update.
 	upd.Hash = storage.HashKey("sk-troupe-someone-else")
 	upd.Prefix = "sk-troupe-xx"
@@ -83,6 +84,7 @@ func testAPIKeyUpdate(t *testing.T, s storage.Store) {
 	upd.Group = ""
 	upd.Disabled = false
 	upd.Limits = storage.KeyLimits{}
+	upd.Admin = false
 	got, err = s.UpdateAPIKey(ctx(t), upd)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,84 @@ func testAPIKeyUpdate(t *testing.T, s storage.Store) {
 	again := SampleAPIKey("orig-2")
 	again.Name = "orig"
 	mustCreateKey(t, s, again)
+}
+
+// testAPIKeyAdmin checks that Admin round-trips through CreateAPIKey,
+// APIKeyByHash, ListAPIKeys and UpdateAPIKey (which may grant and revoke
+// it), that it defaults to false, and that an update of other fields keeps
+// it.
+func testAPIKeyAdmin(t *testing.T, s storage.Store) {
+	in := SampleAPIKey("ops")
+	in.Admin = true
+	ops := mustCreateKey(t, s, in)
+	if !ops.Admin {
+		t.Errorf("CreateAPIKey(Admin: true) returned Admin false: %+v", ops)
+	}
+	app := mustCreateKey(t, s, SampleAPIKey("app"))
+	if app.Admin {
+		t.Errorf("CreateAPIKey(Admin: false) returned Admin true: %+v", app)
+	}
+	for _, want := range []storage.APIKey{ops, app} {
+		read, err := s.APIKeyByHash(ctx(t), want.Hash)
+		if err != nil {
+			t.Fatalf("APIKeyByHash(%s): %v", want.Name, err)
+		}
+		if read.Admin != want.Admin {
+			t.Errorf("APIKeyByHash(%s).Admin = %v, want %v", want.Name, read.Admin, want.Admin)
+		}
+		equalAPIKey(t, "APIKeyByHash("+want.Name+")", read, want)
+	}
+	checkList := func(what string, want ...storage.APIKey) {
+		t.Helper()
+		list, err := s.ListAPIKeys(ctx(t))
+		if err != nil || len(list) != len(want) {
+			t.Fatalf("%s: ListAPIKeys = %v, %v", what, list, err)
+		}
+		for i := range want {
+			if list[i].Admin != want[i].Admin {
+				t.Errorf("%s: ListAPIKeys[%d] (%s).Admin = %v, want %v", what, i, list[i].Name, list[i].Admin, want[i].Admin)
+			}
+			equalAPIKey(t, fmt.Sprintf("%s: ListAPIKeys[%d]", what, i), list[i], want[i])
+		}
+	}
+	checkList("after create", app, ops) // "app" < "ops"
+
+	// Granting and revoking through UpdateAPIKey.
+	grant := app
+	grant.Admin = true
+	granted, err := s.UpdateAPIKey(ctx(t), grant)
+	if err != nil {
+		t.Fatalf("UpdateAPIKey(grant admin): %v", err)
+	}
+	equalAPIKey(t, "UpdateAPIKey(grant admin) result", granted, grant)
+	revoke := ops
+	revoke.Admin = false
+	revoked, err := s.UpdateAPIKey(ctx(t), revoke)
+	if err != nil {
+		t.Fatalf("UpdateAPIKey(revoke admin): %v", err)
+	}
+	equalAPIKey(t, "UpdateAPIKey(revoke admin) result", revoked, revoke)
+	for _, want := range []storage.APIKey{granted, revoked} {
+		read, err := s.APIKeyByHash(ctx(t), want.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalAPIKey(t, "APIKeyByHash after update ("+want.Name+")", read, want)
+	}
+	checkList("after update", granted, revoked)
+
+	// Changing other fields keeps Admin as given (here: still true).
+	renamed := granted
+	renamed.Name = "app-2"
+	renamed.Limits.RPM = 30
+	got, err := s.UpdateAPIKey(ctx(t), renamed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Admin {
+		t.Errorf("an update of name and limits dropped Admin: %+v", got)
+	}
+	checkList("after rename", renamed, revoked)
 }
 
 func testAPIKeyUpdateConflicts(t *testing.T, s storage.Store) {

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"APIKeys/Limits", testAPIKeyLimits},
 		{"APIKeys/Update", testAPIKeyUpdate},
 		{"APIKeys/UpdateConflicts", testAPIKeyUpdateConflicts},
+		{"APIKeys/Admin", testAPIKeyAdmin},
 		{"Usage/InsertAndCount", testUsageInsertAndCount},
 		{"Usage/AllOrNothing", testUsageAllOrNothing},
 		{"Usage/Concurrent", testUsageConcurrent},

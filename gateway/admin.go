@@ -1,0 +1,356 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
+)
+
+// PolicyControl is what the admin API needs of the routing-policy host:
+// implemented by the wiring in cmd/troupe around a scripts.Host.
+type PolicyControl interface {
+	// Status is the host's last reload attempt and the serving policy.
+	Status() scripts.ReloadStatus
+	// Validate compiles source as policy name and runs its self-test,
+	// without activating it; the error carries the line.
+	Validate(name, source string) error
+	// Activate compiles, self-tests and swaps in source as policy name; on
+	// error the serving policy is unchanged.
+	Activate(ctx context.Context, name, source string) error
+}
+
+// SetPolicies installs the policy host behind /api/admin/policies.
+func (s *Server) SetPolicies(p PolicyControl) { s.policies = p }
+
+// admin serves /api/admin/*: JSON, Cache-Control: no-store, admin API keys only.
+func (s *Server) admin(ctx *fasthttp.RequestCtx) {
+	// Set last: error answers reset the response headers.
+	defer ctx.Response.Header.Set("Cache-Control", "no-store")
+	key, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if !key.Admin {
+		writeError(ctx, &APIError{Status: 403, Type: "permission_error", Code: "admin_required", Message: "This API key may not use the admin API."})
+		return
+	}
+	path := strings.TrimPrefix(string(ctx.Path()), "/api/admin/")
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	method := string(ctx.Method())
+	switch {
+	case parts[0] == "ops" && len(parts) == 1:
+		if method != "GET" {
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+			return
+		}
+		s.ops(ctx)
+	case parts[0] == "policies":
+		s.adminPolicies(ctx, method, parts[1:])
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not encode its answer."})
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+// OpsView is the body of GET /api/admin/ops: the pool's health at a glance.
+type OpsView struct {
+	At       time.Time      `json:"at"`
+	Accounts map[string]int `json:"accounts"` // by status: active, cooling, disabled, unauthorized, banned
+	Tiers    map[string]int `json:"tiers"`    // by the policy's tier: healthy, warm, risky, excluded
+	// Cooldowns groups cooling accounts by reason (failure class).
+	Cooldowns map[string]CooldownGroup `json:"cooldowns"`
+	// Failures counts upstream attempts by outcome class ("ok" for successes)
+	// over the last 1, 5, 15 and 60 minutes.
+	Failures map[string]map[string]int64 `json:"failures"`
+	// Failovers counts client requests by the extra attempts they needed
+	// ("0", "1", "2", "3", "4+") since start.
+	Failovers map[string]int64  `json:"failovers"`
+	Waiters   int               `json:"waiters"`
+	InFlight  int               `json:"inflight"`
+	Policy    OpsPolicy         `json:"policy"`
+	Soonest   []CooldownAccount `json:"soonest_back"` // the cooling accounts that return first (up to 20)
+}
+
+// CooldownGroup summarizes the accounts cooling for one reason.
+type CooldownGroup struct {
+	Count      int     `json:"count"`
+	MinSeconds float64 `json:"min_remaining_seconds"`
+	MaxSeconds float64 `json:"max_remaining_seconds"`
+}
+
+// CooldownAccount is one cooling account.
+type CooldownAccount struct {
+	Name      string  `json:"name"`
+	Reason    string  `json:"reason"`
+	Remaining float64 `json:"remaining_seconds"`
+}
+
+// OpsPolicy is the routing policy part of the ops view.
+type OpsPolicy struct {
+	Name      string `json:"name"`
+	Version   uint64 `json:"version"`
+	Rescoring int    `json:"rescoring"`
+	Reload    any    `json:"reload,omitempty"` // the host's last reload status
+}
+
+func (s *Server) ops(ctx *fasthttp.RequestCtx) {
+	now := s.now()
+	v := OpsView{At: now.UTC(), Accounts: map[string]int{}, Tiers: map[string]int{}, Cooldowns: map[string]CooldownGroup{},
+		Failures: map[string]map[string]int64{}, Failovers: map[string]int64{}}
+	for _, st := range []actors.Status{actors.StatusActive, actors.StatusCooling, actors.StatusDisabled, actors.StatusUnauthorized, actors.StatusBanned} {
+		v.Accounts[st.String()] = 0
+	}
+	for _, a := range s.sys.Views() {
+		v.Accounts[a.Status.String()]++
+		v.InFlight += a.InFlight
+		if a.Status != actors.StatusCooling {
+			continue
+		}
+		rem := max(a.CooldownUntil.Sub(now).Seconds(), 0)
+		g := v.Cooldowns[a.CooldownReason]
+		if g.Count == 0 || rem < g.MinSeconds {
+			g.MinSeconds = rem
+		}
+		g.MaxSeconds = max(g.MaxSeconds, rem)
+		g.Count++
+		v.Cooldowns[a.CooldownReason] = g
+		v.Soonest = append(v.Soonest, CooldownAccount{Name: a.Name, Reason: a.CooldownReason, Remaining: rem})
+	}
+	slices.SortFunc(v.Soonest, func(a, b CooldownAccount) int {
+		switch {
+		case a.Remaining < b.Remaining:
+			return -1
+		case a.Remaining > b.Remaining:
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	v.Soonest = v.Soonest[:min(len(v.Soonest), 20)]
+	for _, m := range []int{1, 5, 15, 60} {
+		sums := s.classes.sum(now, m)
+		row := map[string]int64{}
+		for c, n := range sums {
+			name := upstream.Class(c).String()
+			if c == 0 {
+				name = "ok"
+			}
+			row[name] = n
+		}
+		v.Failures[strconv.Itoa(m)+"m"] = row
+	}
+	for i := range s.failovers {
+		label := strconv.Itoa(i)
+		if i == len(s.failovers)-1 {
+			label += "+"
+		}
+		v.Failovers[label] = s.failovers[i].Load()
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if st, err := s.sys.SchedulerStats(sctx); err == nil {
+		v.Waiters = st.Waiters
+		v.Tiers["healthy"], v.Tiers["warm"], v.Tiers["risky"], v.Tiers["excluded"] = st.Tiers[0], st.Tiers[1], st.Tiers[2], st.Excluded
+		v.Policy = OpsPolicy{Name: st.Policy, Version: st.PolicyVersion, Rescoring: st.Rescoring}
+	}
+	if s.policies != nil {
+		v.Policy.Reload = s.policies.Status()
+	}
+	writeJSON(ctx, 200, v)
+}
+
+// policyBody is the JSON of PUT /api/admin/policies/{name}.
+type policyBody struct {
+	Source string `json:"source"`
+}
+
+// policyJSON is a stored policy version as the admin API shows it.
+type policyJSON struct {
+	Name        string     `json:"name"`
+	Version     int        `json:"version"`
+	Source      string     `json:"source,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ActivatedAt *time.Time `json:"activated_at,omitempty"`
+	Builtin     bool       `json:"builtin,omitempty"`
+}
+
+func toPolicyJSON(p storage.PolicyVersion, withSource bool) policyJSON {
+	j := policyJSON{Name: p.Name, Version: p.Version, CreatedAt: p.CreatedAt, ActivatedAt: p.ActivatedAt}
+	if withSource {
+		j.Source = p.Source
+	}
+	return j
+}
+
+func validPolicyName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// adminPolicies serves:
+//
+//	GET  /api/admin/policies                       stored policies (latest versions), built-ins, reload status
+//	GET  /api/admin/policies/{name}                the latest stored version (or the built-in source)
+//	PUT  /api/admin/policies/{name}                {"source"}: validate, then store as the next version
+//	POST /api/admin/policies/{name}/activate       {"version"} (optional, default latest): load and serve it
+//	GET  /api/admin/policies/{name}/history        every version, newest first
+//
+// Rolling back is activating an older version.
+func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	if s.policies == nil {
+		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Routing policies are not available on this instance."})
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if len(parts) == 0 || parts[0] == "" {
+		if method != "GET" {
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+			return
+		}
+		stored, err := s.store.ListPolicies(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		list := make([]policyJSON, 0, len(stored))
+		for _, p := range stored {
+			list = append(list, toPolicyJSON(p, false))
+		}
+		writeJSON(ctx, 200, map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status()})
+		return
+	}
+	name := parts[0]
+	if !validPolicyName(name) {
+		writeError(ctx, errBadParam("name", "A policy name is 1 to 64 letters, digits, '-' or '_'."))
+		return
+	}
+	switch {
+	case len(parts) == 1 && method == "GET":
+		p, err := s.store.GetPolicy(rctx, name, 0)
+		if errors.Is(err, storage.ErrNotFound) {
+			if src, ok := scripts.Builtin(name); ok {
+				writeJSON(ctx, 200, policyJSON{Name: name, Source: src, Builtin: true})
+				return
+			}
+		}
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		writeJSON(ctx, 200, toPolicyJSON(p, true))
+	case len(parts) == 1 && method == "PUT":
+		var body policyBody
+		if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Source == "" {
+			writeError(ctx, errBadParam("source", "The body must be JSON {\"source\": \"<lua>\"}."))
+			return
+		}
+		if err := s.policies.Validate(name, body.Source); err != nil {
+			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
+				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": "source", "line": errorLine(err)}})
+			return
+		}
+		p, err := s.store.SavePolicy(rctx, name, body.Source)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		writeJSON(ctx, 200, toPolicyJSON(p, false))
+	case len(parts) == 2 && parts[1] == "history" && method == "GET":
+		h, err := s.store.PolicyHistory(rctx, name)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		list := make([]policyJSON, 0, len(h))
+		for _, p := range h {
+			list = append(list, toPolicyJSON(p, true))
+		}
+		writeJSON(ctx, 200, map[string]any{"name": name, "versions": list})
+	case len(parts) == 2 && parts[1] == "activate" && method == "POST":
+		var body struct {
+			Version int `json:"version"`
+		}
+		if b := ctx.PostBody(); len(b) > 0 {
+			if err := json.Unmarshal(b, &body); err != nil {
+				writeError(ctx, errBadParam("version", "The body must be JSON {\"version\": N} or empty."))
+				return
+			}
+		}
+		p, err := s.store.GetPolicy(rctx, name, body.Version)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		if err := s.policies.Activate(rctx, name, p.Source); err != nil {
+			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
+				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
+			return
+		}
+		act, err := s.store.ActivatePolicy(rctx, name, p.Version)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		if s.cache != nil {
+			if err := s.cache.Publish(rctx, PolicyChannel, name); err != nil {
+				s.log.Warn("policy broadcast failed; other instances reload on their next start", "err", err)
+			}
+		}
+		writeJSON(ctx, 200, map[string]any{"activated": toPolicyJSON(act, false), "status": s.policies.Status()})
+	default:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	}
+}
+
+// PolicyChannel is the cache pub/sub channel on which an activated policy's
+// name is broadcast, so every instance loads the stored active policy.
+const PolicyChannel = "policies"
+
+// errorLine returns the Lua line of a policy error, 0 when unknown.
+func errorLine(err error) int {
+	var pe *scripts.Error
+	if errors.As(err, &pe) {
+		return pe.Line
+	}
+	return 0
+}
+
+func (s *Server) storageError(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such policy or version."})
+	case errors.Is(err, storage.ErrInvalid):
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid", Message: "The request was refused by storage validation."})
+	default:
+		s.log.Error("admin storage", "err", err)
+		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "Storage error; see the gateway log."})
+	}
+}
