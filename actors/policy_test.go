@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/scripts"
-	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -261,85 +260,11 @@ func BenchmarkAcquireLatency(b *testing.B) {
 	}
 }
 
-// startSystemSized is startSystem for large pools (waits on the scheduler only).
+// startSystemSized is startSystem for pools of any size (ids id-%06d above
+// 10,000 accounts).
 func startSystemSized(t testing.TB, n, limit int) (*System, *memUsage) {
 	if n <= 10000 {
 		return startSystem(t, n, limit)
 	}
-	store := &memUsage{}
-	s, err := Start(Config{Store: store, Logger: quiet, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	for i := range n {
-		s.PutAccount(storage.Account{ID: fmt.Sprintf("id-%06d", i), Name: fmt.Sprintf("acct-%06d", i),
-			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit})
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, _ := s.SchedulerStats(context.Background())
-		if st.Accounts == n {
-			return s, store
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d accounts indexed", st.Accounts, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// When the pool is saturated, waiters are served round robin across API
-// keys: a key that parked 40 requests does not make another key's 4 wait
-// behind all of them.
-func TestFairQueueAcrossKeys(t *testing.T) {
-	s, _ := startSystem(t, 1, 1)
-	ctx := context.Background()
-	hold, err := s.Acquire(ctx, chatM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	var want int
-	park := func(key string, n int) {
-		for range n {
-			wg.Go(func() {
-				req := chatM
-				req.KeyID, req.MaxWait = key, 10*time.Second
-				l, err := s.Acquire(ctx, req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				order = append(order, key)
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				s.Release(l, Outcome{Status: 200})
-			})
-		}
-		waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Waiters >= want })
-	}
-	want = 40
-	park("busy", 40)
-	want = 44
-	park("quiet", 4)
-	waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Waiters == 44 })
-	s.Release(hold, Outcome{Status: 200})
-	wg.Wait()
-	last := 0
-	for i, k := range order {
-		if k == "quiet" {
-			last = i
-		}
-	}
-	if last > 10 {
-		t.Fatalf("the quiet key's last request was served %dth of %d: %v", last+1, len(order), order[:12])
-	}
+	return startPool(t, n, limit, "id-%06d", 60*time.Second)
 }

@@ -39,6 +39,12 @@ func (m *memUsage) CountUsage(context.Context) (int64, error) {
 }
 
 func startSystem(t testing.TB, n, limit int) (*System, *memUsage) {
+	return startPool(t, n, limit, "id-%04d", 5*time.Second)
+}
+
+// startPool starts a System with n openai accounts serving model "m" (ids
+// from idFormat) and waits, up to within, until all are indexed.
+func startPool(t testing.TB, n, limit int, idFormat string, within time.Duration) (*System, *memUsage) {
 	t.Helper()
 	store := &memUsage{}
 	s, err := Start(Config{Store: store, Logger: quiet, Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
@@ -46,21 +52,27 @@ func startSystem(t testing.TB, n, limit int) (*System, *memUsage) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		s.Stop(ctx)
 	})
 	for i := range n {
 		s.PutAccount(storage.Account{
-			ID: fmt.Sprintf("id-%04d", i), Name: fmt.Sprintf("acct-%04d", i),
+			ID: fmt.Sprintf(idFormat, i), Name: fmt.Sprintf("acct-"+idFormat[3:], i),
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit,
 		})
 	}
-	waitFor(t, func() bool { return len(s.Views()) == n })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	waitFor(t, func() bool { st, _ := s.SchedulerStats(ctx); return st.Accounts == n })
-	return s, store
+	deadline := time.Now().Add(within)
+	for {
+		st, _ := s.SchedulerStats(context.Background())
+		if st.Accounts == n && len(s.Views()) == n {
+			return s, store
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d accounts indexed", st.Accounts, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func waitFor(t testing.TB, cond func() bool) {

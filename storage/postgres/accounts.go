@@ -67,7 +67,7 @@ func (s *Store) ListAccounts(ctx context.Context) ([]storage.Account, error) {
 // GetAccount returns the account whose ID, or else whose Name, is idOrName,
 // or an error wrapping storage.ErrNotFound.
 func (s *Store) GetAccount(ctx context.Context, idOrName string) (storage.Account, error) {
-	if !utf8Clean(idOrName) {
+	if !storage.TextOK(idOrName) {
 		return storage.Account{}, fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
 	}
 	a, err := s.scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE `+matchIDOrName, idOrName))
@@ -95,7 +95,7 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	if err := a.Validate(); err != nil {
 		return storage.Account{}, fmt.Errorf("postgres: put account: %w", err)
 	}
-	if err := checkAccountText(&a); err != nil {
+	if err := storage.CheckAccountText(&a); err != nil {
 		return storage.Account{}, fmt.Errorf("postgres: put account: %w", err)
 	}
 	sealed, err := s.sealCredentials(a.Credentials)
@@ -136,7 +136,7 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 // DeleteAccount removes the account whose ID, or else whose Name, is
 // idOrName, or returns an error wrapping storage.ErrNotFound.
 func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
-	if !utf8Clean(idOrName) {
+	if !storage.TextOK(idOrName) {
 		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`)`, idOrName)

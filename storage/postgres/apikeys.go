@@ -28,7 +28,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := k.Limits.Validate(); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: create api key %q: %w", k.Name, err)
 	}
-	if err := checkKeyText(&k); err != nil {
+	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: create api key: %w", err)
 	}
 	if k.ID == "" {
@@ -60,7 +60,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 // storage.ErrNotFound. It is one unique-index lookup on a statement pgx
 // prepares once per connection. Errors never contain hash.
 func (s *Store) APIKeyByHash(ctx context.Context, hash string) (storage.APIKey, error) {
-	if !utf8Clean(hash) {
+	if !storage.TextOK(hash) {
 		return storage.APIKey{}, fmt.Errorf("postgres: api key by hash: %w", storage.ErrNotFound)
 	}
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, apiKeyByHashSQL, hash))
@@ -97,7 +97,7 @@ func (s *Store) ListAPIKeys(ctx context.Context) ([]storage.APIKey, error) {
 // DeleteAPIKey removes the key whose ID, or else whose Name, is idOrName, or
 // returns an error wrapping storage.ErrNotFound.
 func (s *Store) DeleteAPIKey(ctx context.Context, idOrName string) error {
-	if !utf8Clean(idOrName) {
+	if !storage.TextOK(idOrName) {
 		return fmt.Errorf("postgres: api key %q: %w", idOrName, storage.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM api_keys WHERE id = (SELECT id FROM api_keys WHERE `+matchIDOrName+`)`, idOrName)
@@ -123,7 +123,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := k.Limits.Validate(); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: update api key %q: %w", k.ID, err)
 	}
-	if err := checkKeyText(&k); err != nil {
+	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: update api key: %w", err)
 	}
 	var expires *time.Time

@@ -51,7 +51,7 @@ func (s *Store) SavePolicy(ctx context.Context, name, source string) (storage.Po
 // GetPolicy returns version v of name, or its latest version when v <= 0,
 // or an error wrapping storage.ErrNotFound.
 func (s *Store) GetPolicy(ctx context.Context, name string, v int) (storage.PolicyVersion, error) {
-	if !utf8Clean(name) {
+	if !storage.TextOK(name) {
 		return storage.PolicyVersion{}, fmt.Errorf("postgres: policy %q version %d: %w", name, v, storage.ErrNotFound)
 	}
 	var row pgx.Row
@@ -73,7 +73,7 @@ func (s *Store) GetPolicy(ctx context.Context, name string, v int) (storage.Poli
 // PolicyHistory returns every version of name, newest first, or an error
 // wrapping storage.ErrNotFound when name has none.
 func (s *Store) PolicyHistory(ctx context.Context, name string) ([]storage.PolicyVersion, error) {
-	if !utf8Clean(name) {
+	if !storage.TextOK(name) {
 		return nil, fmt.Errorf("postgres: policy %q: %w", name, storage.ErrNotFound)
 	}
 	out, err := s.queryPolicies(ctx, `SELECT `+policyColumns+` FROM policy_versions v WHERE v.name = $1 ORDER BY v.version DESC`, name)
@@ -104,7 +104,7 @@ func (s *Store) ListPolicies(ctx context.Context) ([]storage.PolicyVersion, erro
 // lock. Errors: storage.ErrNotFound when the version does not exist (nothing
 // changes).
 func (s *Store) ActivatePolicy(ctx context.Context, name string, v int) (storage.PolicyVersion, error) {
-	if !utf8Clean(name) {
+	if !storage.TextOK(name) {
 		return storage.PolicyVersion{}, fmt.Errorf("postgres: policy %q version %d: %w", name, v, storage.ErrNotFound)
 	}
 	t := now()
@@ -190,7 +190,7 @@ func checkPolicy(name, source string) error {
 	if name == "" {
 		return fmt.Errorf("%w: policy name is empty", storage.ErrInvalid)
 	}
-	if !utf8Clean(name) || !utf8Clean(source) {
+	if !storage.TextOK(name) || !storage.TextOK(source) {
 		return fmt.Errorf("%w: policy %q: not valid UTF-8 text (or holds a NUL byte)", storage.ErrInvalid, name)
 	}
 	return nil

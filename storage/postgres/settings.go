@@ -13,7 +13,7 @@ import (
 // GetSetting returns the value of key, or an error wrapping
 // storage.ErrNotFound.
 func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
-	if !utf8Clean(key) {
+	if !storage.TextOK(key) {
 		return "", fmt.Errorf("postgres: setting %q: %w", key, storage.ErrNotFound)
 	}
 	var v string
@@ -70,7 +70,7 @@ func checkSetting(key, value string) error {
 	if key == "" {
 		return fmt.Errorf("%w: setting key is empty", storage.ErrInvalid)
 	}
-	if !utf8Clean(key) || !utf8Clean(value) {
+	if !storage.TextOK(key) || !storage.TextOK(value) {
 		return fmt.Errorf("%w: setting %q: not valid UTF-8 text (or holds a NUL byte)", storage.ErrInvalid, key)
 	}
 	return nil

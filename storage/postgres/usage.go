@@ -119,13 +119,13 @@ func newUsageSource(recs []storage.UsageRecord) *usageSource {
 	seen := make(map[string]struct{}, n)
 	for i := range recs {
 		r := &recs[i]
-		id := cleanText(r.RequestID)
+		id := storage.CleanText(r.RequestID)
 		if _, dup := seen[id]; dup {
 			continue
 		}
 		seen[id] = struct{}{}
 		u.keep[i] = true
-		u.text[i] = [6]string{id, cleanText(r.KeyID), cleanText(r.AccountID), cleanText(r.Model), cleanText(r.Route), cleanText(r.ErrorClass)}
+		u.text[i] = [6]string{id, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model), storage.CleanText(r.Route), storage.CleanText(r.ErrorClass)}
 		u.lat[i], u.ttf[i] = r.Latency.Microseconds(), r.TTFT.Microseconds()
 		u.status[i], u.attempts[i] = int64(r.Status), int64(r.Attempts)
 	}
@@ -221,7 +221,7 @@ func (s *Store) Rollups(ctx context.Context, q storage.UsageQuery) ([]storage.Us
 	}
 	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}} {
 		if f.v != "" {
-			add(f.col+" = $%d", cleanText(f.v))
+			add(f.col+" = $%d", storage.CleanText(f.v))
 		}
 	}
 	query := `SELECT hour, key_id, account_id, model, status, requests, input_tokens, cached_tokens,

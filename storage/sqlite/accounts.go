@@ -94,7 +94,7 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	if err := a.Validate(); err != nil {
 		return storage.Account{}, fmt.Errorf("sqlite: put account: %w", err)
 	}
-	if err := checkAccountText(&a); err != nil {
+	if err := storage.CheckAccountText(&a); err != nil {
 		return storage.Account{}, fmt.Errorf("sqlite: put account: %w", err)
 	}
 	creds, err := json.Marshal(a.Credentials)

@@ -33,7 +33,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := k.Limits.Validate(); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: create api key %q: %w", k.Name, err)
 	}
-	if err := checkKeyText(&k); err != nil {
+	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: create api key: %w", err)
 	}
 	if k.ID == "" {
@@ -74,7 +74,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := k.Limits.Validate(); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: update api key %q: %w", k.ID, err)
 	}
-	if err := checkKeyText(&k); err != nil {
+	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
 	}
 	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,

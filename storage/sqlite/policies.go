@@ -26,7 +26,7 @@ func (s *Store) SavePolicy(ctx context.Context, name, source string) (_ storage.
 	if name == "" {
 		return storage.PolicyVersion{}, fmt.Errorf("sqlite: save policy: %w: policy name is empty", storage.ErrInvalid)
 	}
-	if !utf8Clean(name) || !utf8Clean(source) {
+	if !storage.TextOK(name) || !storage.TextOK(source) {
 		return storage.PolicyVersion{}, fmt.Errorf("sqlite: save policy: %w: policy %q: not valid UTF-8 text (or holds a NUL byte)", storage.ErrInvalid, name)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)

@@ -30,7 +30,7 @@ func (s *Store) PutSetting(ctx context.Context, key, value string) error {
 	if key == "" {
 		return fmt.Errorf("sqlite: put setting: %w: setting key is empty", storage.ErrInvalid)
 	}
-	if !utf8Clean(key) || !utf8Clean(value) {
+	if !storage.TextOK(key) || !storage.TextOK(value) {
 		return fmt.Errorf("sqlite: put setting: %w: setting %q: not valid UTF-8 text (or holds a NUL byte)", storage.ErrInvalid, key)
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)

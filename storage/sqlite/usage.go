@@ -98,10 +98,10 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 		}
 		r := &recs[i]
 		at := r.At.UnixMilli()
-		keyID, accountID, model := cleanText(r.KeyID), cleanText(r.AccountID), cleanText(r.Model)
+		keyID, accountID, model := storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model)
 		res, err := stmt.ExecContext(rowCtx,
-			cleanText(r.RequestID), at, keyID, accountID, model, cleanText(r.Route),
-			boolInt(r.Stream), r.Status, cleanText(r.ErrorClass), r.Attempts,
+			storage.CleanText(r.RequestID), at, keyID, accountID, model, storage.CleanText(r.Route),
+			boolInt(r.Stream), r.Status, storage.CleanText(r.ErrorClass), r.Attempts,
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
 			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens)
 		if err != nil {
@@ -185,7 +185,7 @@ func (s *Store) Rollups(ctx context.Context, q storage.UsageQuery) ([]storage.Us
 	}
 	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}} {
 		if f.v != "" {
-			where, args = append(where, f.col+" = ?"), append(args, cleanText(f.v))
+			where, args = append(where, f.col+" = ?"), append(args, storage.CleanText(f.v))
 		}
 	}
 	query := `SELECT hour, key_id, account_id, model, status, requests, input_tokens, cached_tokens,
