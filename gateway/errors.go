@@ -29,7 +29,7 @@ func (e *APIError) Error() string { return e.Message }
 // Errors the gateway answers with. Each constructor documents its status.
 func errInvalidKey() *APIError {
 	return &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
-		Message: "Incorrect API key provided. You can find your API key in the Troupe admin."}
+		Message: "Incorrect API key provided. Ask your Troupe operator for a valid key."}
 }
 
 func errMissingKey() *APIError {

@@ -52,9 +52,10 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	if c.maxAttempts > 0 {
 		maxAttempts = min(c.maxAttempts, 20)
 	}
+	var budgetEnd time.Time // set when the first attempt ends
 	for c.attempts < maxAttempts {
-		if c.attempts > 0 && s.now().Sub(c.start) > s.cfg.FailoverBudget {
-			break // the first attempt is never cut short; later ones respect the budget
+		if c.attempts > 0 && s.now().After(budgetEnd) {
+			break // the first attempt is never cut short; failovers share the budget after it
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
@@ -72,6 +73,9 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		c.attempts++
 		tried = append(tried, lease.AccountID)
 		res, f := s.attempt(ctx, c, lease)
+		if c.attempts == 1 {
+			budgetEnd = s.now().Add(s.cfg.FailoverBudget)
+		}
 		if f == nil {
 			s.metrics.failovers.Observe(float64(c.attempts - 1))
 			s.failovers.add(c.attempts - 1)
@@ -85,6 +89,10 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
 	s.failovers.add(c.attempts - 1)
+	if last != nil && last.verdict.Class != upstream.ClassCanceled {
+		s.log.Warn("request failed on every attempt", "request_id", c.id, "attempts", c.attempts,
+			"class", last.verdict.Class.String(), "status", last.status, "err", last.err)
+	}
 	return outcome{fail: last}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/scripts"
 )
 
 // Metrics are the gateway's Prometheus metrics, registered on their own
@@ -33,7 +34,7 @@ var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 func NewMetrics(views func() []actors.View) *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "troupe_requests_total", Help: "Client requests by route and final HTTP status.",
+		Name: "troupe_requests_total", Help: "Client requests by route and final status: the HTTP status, or for a stream that failed after its head was sent, the status the failure maps to (502, 503, 499).",
 	}, []string{"route", "status"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "troupe_request_duration_seconds", Help: "Client request latency, first byte received to last byte sent.", Buckets: latencyBuckets,
@@ -115,4 +116,26 @@ func (c *accountCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), actors.Status(st).String())
 	}
+}
+
+// WatchPolicies exports the routing-policy host's reload status, read at
+// scrape time: troupe_policy_reloads_total, troupe_policy_reload_failures_total,
+// troupe_policy_reload_ok (1 when the last attempt succeeded) and
+// troupe_policy_version (the serving policy's version).
+func (m *Metrics) WatchPolicies(status func() scripts.ReloadStatus) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_policy_reloads_total", Help: "Routing policy load attempts since start."},
+			func() float64 { return float64(status().Loads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_policy_reload_failures_total", Help: "Routing policy loads refused (compile, self-test) since start; the previous policy kept serving."},
+			func() float64 { return float64(status().Failures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_policy_reload_ok", Help: "1 when the last routing policy load succeeded, else 0."},
+			func() float64 {
+				if status().OK {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_policy_version", Help: "Version of the serving routing policy (increases with every swap)."},
+			func() float64 { return float64(status().Version) }),
+	)
 }

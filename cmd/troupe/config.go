@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env/v2"
@@ -137,7 +139,14 @@ func loadConfig(path string, environ func() []string) (*Config, error) {
 		return nil, err
 	}
 	var c Config
-	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+	// Unknown keys are errors, so a misspelt key in the file does not pass silently.
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(), mapstructure.TextUnmarshallerHookFunc()),
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+	}
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, c.validate()
@@ -196,6 +205,9 @@ func (c *Config) validate() error {
 	}
 	switch c.Storage.Driver {
 	case "sqlite":
+		if strings.Contains(c.Storage.DSN, "://") {
+			errs = append(errs, fmt.Errorf("storage.dsn %q looks like a URL, but storage.driver is sqlite (a file path)", redactDSN(c.Storage.DSN)))
+		}
 	case "postgres":
 		if c.Storage.DSN == "" {
 			errs = append(errs, errors.New("storage.dsn is required with storage.driver postgres"))
@@ -246,4 +258,16 @@ func (a AccountConfig) account() storage.Account {
 		Models: a.Models, MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: a.Tags,
 		Priority: a.Priority, Disabled: a.Disabled,
 	}
+}
+
+// redactDSN hides a password in a DSN quoted in an error.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

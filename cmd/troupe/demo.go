@@ -54,6 +54,31 @@ func demoAccount(i int, mockAddr string) (mock.Account, storage.Account) {
 	return ma, sa
 }
 
+// syncDemoAccounts makes the stored pool exactly pa: the demo owns its data
+// directory, so accounts left by an earlier, larger demo (pointing at a mock
+// fleet that is gone) are removed.
+func syncDemoAccounts(ctx context.Context, store storage.Store, pa []storage.Account) error {
+	keep := make(map[string]bool, len(pa))
+	for _, a := range pa {
+		if _, err := store.PutAccount(ctx, a); err != nil {
+			return err
+		}
+		keep[a.Name] = true
+	}
+	stored, err := store.ListAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range stored {
+		if !keep[a.Name] {
+			if err := store.DeleteAccount(ctx, a.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // demo is a running demo: the mock fleet and a gateway in front of it.
 type demo struct {
 	fleet  *mock.Fleet
@@ -101,12 +126,10 @@ func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts 
 		fleet.Close()
 		return nil, err
 	}
-	for _, a := range pa {
-		if _, err := store.PutAccount(ctx, a); err != nil {
-			store.Close()
-			fleet.Close()
-			return nil, err
-		}
+	if err := syncDemoAccounts(ctx, store, pa); err != nil {
+		store.Close()
+		fleet.Close()
+		return nil, err
 	}
 	secret, key, err := gateway.NewKey(fmt.Sprintf("demo-%d", time.Now().UnixNano()))
 	if err == nil {
@@ -159,6 +182,14 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			if faultRate < 0 || faultRate > 1 {
 				return fmt.Errorf("--fault-rate must be between 0 and 1")
 			}
+			if faultRate > 0 {
+				// Faulted accounts hang or stall; tighter waits than production
+				// defaults let the demo fail over in seconds rather than minutes.
+				if !cmd.Flags().Changed("config") {
+					cfg.Gateway.FirstTokenTimeout = min(cfg.Gateway.FirstTokenTimeout, 5*time.Second)
+					cfg.Gateway.NonStreamTimeout = min(cfg.Gateway.NonStreamTimeout, 15*time.Second)
+				}
+			}
 			d, err := startDemo(ctx, cfg, accounts, faultRate, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -173,6 +204,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 # curl -s $TROUPE_BASE_URL/models -H "Authorization: Bearer $TROUPE_API_KEY"
 `, accounts, demoCodexModel, demoOpenAIModel, demoOpenAIModel, demoCodexModel)
 			<-ctx.Done()
+			d.app.log.Info("shutting down")
 			return d.close()
 		},
 	}

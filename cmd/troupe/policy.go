@@ -49,6 +49,7 @@ func (a *app) startPolicies() error {
 		return fmt.Errorf("routing policy: %w", err)
 	}
 	a.server.SetPolicies(policyControl{a})
+	a.metrics.WatchPolicies(a.policies.Status)
 	return nil
 }
 
