@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -19,6 +20,7 @@ type keyCache struct {
 	positiveTTL time.Duration
 	negativeTTL time.Duration
 	entries     sync.Map // hash → *cachedKey
+	size        atomic.Int64
 	now         func() time.Time
 }
 
@@ -39,17 +41,32 @@ func (c *keyCache) lookup(ctx context.Context, hash string) (storage.APIKey, boo
 	k, err := c.store.APIKeyByHash(ctx, hash)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		c.entries.Store(hash, &cachedKey{expires: now.Add(c.negativeTTL)})
+		c.put(hash, &cachedKey{expires: now.Add(c.negativeTTL)})
 		return storage.APIKey{}, false, nil
 	case err != nil:
 		return storage.APIKey{}, false, err
 	}
-	c.entries.Store(hash, &cachedKey{key: k, found: true, expires: now.Add(c.positiveTTL)})
+	c.put(hash, &cachedKey{key: k, found: true, expires: now.Add(c.positiveTTL)})
 	return k, true, nil
 }
 
 // invalidate drops every cached entry (after a key was created, changed or removed).
-func (c *keyCache) invalidate() { c.entries.Clear() }
+func (c *keyCache) invalidate() {
+	c.entries.Clear()
+	c.size.Store(0)
+}
+
+// maxCachedKeys bounds the cache: made-up keys are cached as misses, so
+// without a bound a flood of random keys would grow memory forever. Past it
+// the cache starts over (hits refill it at the cost of one lookup each).
+const maxCachedKeys = 100_000
+
+// put caches v under hash, starting over when the cache is full.
+func (c *keyCache) put(hash string, v *cachedKey) {
+	if _, loaded := c.entries.Swap(hash, v); !loaded && c.size.Add(1) > maxCachedKeys {
+		c.invalidate()
+	}
+}
 
 var (
 	bearerPrefix = []byte("Bearer ")

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -115,7 +116,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
 // parse reads what routing needs from the body without decoding it whole.
 func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 	body := ctx.PostBody()
-	if len(ctx.Request.Header.ContentEncoding()) > 0 {
+	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
 		// Codex sends zstd bodies to the ChatGPT backend; any client may gzip.
 		// The limit caps the decompressed size, so a small bomb cannot blow up.
 		b, err := ctx.Request.BodyUncompressedWithLimit(s.cfg.MaxBodySize)
@@ -137,6 +138,26 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
 		return errBadJSON()
+	}
+	// gjson reads the first of duplicate keys, upstream decoders the last:
+	// a body that repeats a key the gateway routes on would be routed (and
+	// allowed, and billed) as one thing and served as another.
+	var models, streams int
+	root.ForEach(func(k, _ gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			models++
+		case "stream":
+			streams++
+		}
+		return true
+	})
+	if models > 1 || streams > 1 {
+		param := "model"
+		if streams > 1 {
+			param = "stream"
+		}
+		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
 	}
 	m := root.Get("model")
 	switch {

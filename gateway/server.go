@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -126,6 +127,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		ErrorHandler:                  s.handleTransportError,
+		HeaderReceived:                s.headerReceived,
 		Name:                          "troupe",
 		NoDefaultServerHeader:         true,
 		NoDefaultDate:                 false,
@@ -180,18 +182,22 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/v1/responses", "/responses":
 		s.onlyPost(ctx, s.responses)
 	case "/v1/models", "/models":
-		if !ctx.IsGet() {
-			writeError(ctx, errMethod(string(ctx.Method()), string(path)))
-			return
+		if s.onlyGet(ctx) {
+			s.models(ctx)
 		}
-		s.models(ctx)
 	case "/healthz":
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"status":"ok"}`)
+		if s.onlyGet(ctx) {
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"status":"ok"}`)
+		}
 	case "/readyz":
-		s.readyz(ctx)
+		if s.onlyGet(ctx) {
+			s.readyz(ctx)
+		}
 	case "/metrics":
-		s.metricsHandler(ctx)
+		if s.onlyGet(ctx) {
+			s.metricsHandler(ctx)
+		}
 	default:
 		if len(path) > len("/api/admin/") && string(path[:len("/api/admin/")]) == "/api/admin/" {
 			s.admin(ctx)
@@ -204,9 +210,20 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 func (s *Server) onlyPost(ctx *fasthttp.RequestCtx, h fasthttp.RequestHandler) {
 	if !ctx.IsPost() {
 		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
+		ctx.Response.Header.Set("Allow", "POST")
 		return
 	}
 	h(ctx)
+}
+
+// onlyGet answers 405 (with Allow) unless the method is GET or HEAD.
+func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsGet() || ctx.IsHead() {
+		return true
+	}
+	writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
+	ctx.Response.Header.Set("Allow", "GET, HEAD")
+	return false
 }
 
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
@@ -230,11 +247,40 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyString(`{"status":"ready"}`)
 }
 
+// unauthenticatedBodyLimit caps the body fasthttp reads for a request
+// without a valid API key, so anonymous clients cannot make the server
+// buffer 16 MiB bodies; the request is refused with 401 either way.
+const unauthenticatedBodyLimit = 64 << 10
+
+// headerReceived runs once a request's head is read, before its body: a
+// request without a valid key gets a small body limit.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	var secret []byte
+	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) && bytes.EqualFold(a[:len(bearerPrefix)], bearerPrefix) {
+		secret = bytes.TrimSpace(a[len(bearerPrefix):])
+	} else {
+		secret = bytes.TrimSpace(h.PeekBytes(headerAPIKey))
+	}
+	if len(secret) > 0 && len(secret) <= 256 && bytes.HasPrefix(secret, []byte(KeyPrefix)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		k, found, err := s.keys.lookup(ctx, storage.HashKey(string(secret)))
+		cancel()
+		if err != nil || (found && !k.Disabled) {
+			return fasthttp.RequestConfig{} // a storage error is decided by the handler
+		}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit}
+}
+
 // handleTransportError answers requests fasthttp could not read (too large,
 // malformed, timeouts) in OpenAI's error shape.
 func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		if _, aerr := s.authenticate(ctx); aerr != nil {
+			writeError(ctx, aerr) // an unauthenticated body hit the small limit
+			return
+		}
 		writeError(ctx, errTooLarge(s.cfg.MaxBodySize))
 	default:
 		var netErr net.Error

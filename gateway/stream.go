@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,8 @@ type stream struct {
 	failed upstream.Verdict // an error event arrived after commit
 	werr   error            // a write to the client failed: the client went away
 	rerr   error            // the upstream stream broke
+	began  bool             // fasthttp called WriteTo (false: the head could not even be sent)
+	conn   net.Conn         // the client connection, for per-write deadlines
 
 	mu      sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
 	events  atomic.Uint64
@@ -198,8 +201,10 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 			err = st.rerr
 		}
 	}()
+	st.began = true
 	st.startHeartbeat(w)
 	defer st.stopHeartbeat()
+	defer st.clearDeadline()
 	n, err = st.write(w, st.held)
 	st.held = nil
 	if err != nil {
@@ -244,6 +249,7 @@ func (st *stream) write(w io.Writer, b []byte) (int64, error) {
 		b = append(b[:len(b):len(b)], '\n')
 	}
 	st.mu.Lock()
+	st.setDeadline()
 	m, err := w.Write(b)
 	st.mu.Unlock()
 	if err != nil {
@@ -251,6 +257,27 @@ func (st *stream) write(w io.Writer, b []byte) (int64, error) {
 		st.cancel() // the client went away: stop the upstream call
 	}
 	return int64(m), err
+}
+
+// clientWriteTimeout bounds one write to the client: a client that accepts
+// nothing for this long is gone (or hostile), and must not hold its lease.
+const clientWriteTimeout = 30 * time.Second
+
+// setDeadline arms the connection's write deadline for the next write.
+func (st *stream) setDeadline() {
+	if st.conn != nil {
+		_ = st.conn.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
+	}
+}
+
+// clearDeadline removes the write deadline, so it does not outlive the
+// response on a kept-alive connection.
+func (st *stream) clearDeadline() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn != nil {
+		_ = st.conn.SetWriteDeadline(time.Time{})
+	}
 }
 
 // startHeartbeat arms a timer that writes a comment when no event was
@@ -267,7 +294,11 @@ func (st *stream) startHeartbeat(w io.Writer) {
 		}
 		if now := st.events.Load(); now != last {
 			last = now
-		} else if _, err := w.Write(heartbeat); err != nil {
+			st.hb.Reset(iv)
+			return
+		}
+		st.setDeadline()
+		if _, err := w.Write(heartbeat); err != nil {
 			st.werr = err
 			st.cancel() // unblocks the relay's read
 			return
@@ -305,7 +336,9 @@ func (st *stream) finish(count bool) {
 	s, c := st.s, st.c
 	v := st.failed
 	switch {
-	case st.werr != nil:
+	case st.werr != nil || !st.began:
+		// The client went away: a failed write, or a connection that broke
+		// before the head was even sent (fasthttp then never calls WriteTo).
 		v = upstream.Verdict{Class: upstream.ClassCanceled}
 	case v.Class != upstream.ClassNone:
 	case st.rerr != nil || !st.clean:
@@ -355,10 +388,11 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Con
 			return s.answer(ctx, c, o)
 		}
 		o.res.stream.cancel = chainCancel(o.res.stream.cancel, cancel)
+		o.res.stream.conn = ctx.Conn()
 		s.commitStream(ctx, o.res.stream)
 		return 0
 	case <-t.C:
-		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel})
+		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel, conn: ctx.Conn()})
 		return 0
 	}
 }
@@ -387,6 +421,7 @@ type pending struct {
 	ch     chan outcome
 	cancel context.CancelFunc // cancels the whole request
 	inner  *stream            // the stream the loop produced, once it has
+	conn   net.Conn           // the client connection, for write deadlines
 	done   bool               // the loop's outcome was received
 	closed sync.Once
 	status int
@@ -415,6 +450,7 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 			if o.res.stream != nil {
 				p.inner = o.res.stream
 				p.inner.cancel = chainCancel(p.inner.cancel, p.cancel)
+				p.inner.conn = p.conn
 				return p.inner.WriteTo(w)
 			}
 			aerr := o.aerr
@@ -426,6 +462,9 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg))
 			return int64(n), err
 		case <-tick.C:
+			if p.conn != nil {
+				_ = p.conn.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
+			}
 			if _, err := w.Write(heartbeat); err != nil {
 				return 0, err
 			}

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestDuplicateRoutingKeysRefused(t *testing.T) {
+	s, sys, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	for _, body := range []string{
+		`{"model":"m","model":"other"}`,
+		`{"model":"m","stream":false,"stream":true}`,
+	} {
+		resp := do(s, "POST", "/v1/chat/completions", key, []byte(body))
+		if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) {
+			t.Errorf("%s: %d %s", body, resp.StatusCode(), resp.Body())
+		}
+	}
+	// Nested keys of the same name are not duplicates.
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","metadata":{"model":"x"}}`))
+	if resp.StatusCode() != 200 {
+		t.Errorf("nested model key refused: %d %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestKeyCacheIsBounded(t *testing.T) {
+	s, _, _ := testServer(t, 1, cannedTransport{})
+	for i := range maxCachedKeys + 10 {
+		s.keys.put(fmt.Sprint(i), &cachedKey{})
+	}
+	if n := s.keys.size.Load(); n > maxCachedKeys {
+		t.Fatalf("cache holds %d entries, bound %d", n, maxCachedKeys)
+	}
+}
+
+// A request without a valid key cannot make the server buffer a large body:
+// it is cut at 64 KiB and answered 401.
+func TestUnauthenticatedBodyLimit(t *testing.T) {
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	big := append([]byte(`{"model":"m","x":"`), bytes.Repeat([]byte("a"), 1<<20)...)
+	big = append(big, `"}`...)
+	// A raw connection: the server answers and closes once the limit is hit,
+	// while this client is still writing, so read the answer concurrently.
+	post := func(auth string) (int, []byte) {
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(big))
+		if auth != "" {
+			head += "Authorization: Bearer " + auth + "\r\n"
+		}
+		go func() {
+			conn.Write([]byte(head + "\r\n"))
+			conn.Write(big)
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if st, b := post(""); st != 401 || !isOpenAIError(b) {
+		t.Fatalf("no key: %d %s", st, b)
+	}
+	if st, b := post("sk-troupe-madeup"); st != 401 || !isOpenAIError(b) {
+		t.Fatalf("bad key: %d %s", st, b)
+	}
+	if st, b := post(key); st != 200 {
+		t.Fatalf("valid key, 1 MiB body: %d %s", st, b)
+	}
+}
