@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
@@ -108,7 +109,16 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	} else {
 		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
 	}
-	resp, err := lease.Transport.Do(actx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: c.body, Header: c.header})
+	body, dropUsage := c.body, false
+	if c.endpoint == upstream.EndpointChat && c.stream && !c.clientUsage && lease.Provider == storage.ProviderOpenAI {
+		// Without usage a streamed chat answer cannot be billed or counted
+		// against token limits: ask OpenAI for it and drop the extra chunk
+		// the client did not ask for.
+		if b, err := sjson.SetBytes(append([]byte(nil), c.body...), "stream_options.include_usage", true); err == nil {
+			body, dropUsage = b, true
+		}
+	}
+	resp, err := lease.Transport.Do(actx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: body, Header: c.header})
 	if err != nil {
 		acancel()
 		v := upstream.ClassifyError(err)
@@ -137,13 +147,14 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType}
 		}
 		st := s.newStream(c, lease, resp, start, acancel)
+		st.dropUsage = dropUsage
 		if f := st.hold(); f != nil {
 			return result{}, f // hold released the lease
 		}
 		return result{status: resp.Status, header: resp.Header, stream: st, lease: lease}, nil
 	}
 	defer acancel()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
 	resp.Body.Close()
 	if err == nil && len(body) > maxResponseBody {
 		err = errors.New("upstream answer larger than 64 MiB")

@@ -49,6 +49,7 @@ type call struct {
 	provider    storage.Provider // only accounts of this provider ("" = any)
 	tags        []string         // only accounts with every tag
 	sticky      string           // stickiness key
+	clientUsage bool             // a chat stream asked for stream_options.include_usage itself
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
 }
 
@@ -167,6 +168,7 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		return errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
 	c.model = m.Str
+	c.clientUsage = root.Get("stream_options.include_usage").Type == gjson.True
 	if st := root.Get("stream"); st.Exists() && st.Type != gjson.Null {
 		if st.Type != gjson.True && st.Type != gjson.False {
 			return errBadParam("stream", "Invalid type for 'stream': expected a boolean.")

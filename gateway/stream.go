@@ -49,7 +49,10 @@ type stream struct {
 	werr   error            // a write to the client failed: the client went away
 	rerr   error            // the upstream stream broke
 	began  bool             // fasthttp called WriteTo (false: the head could not even be sent)
-	conn   net.Conn         // the client connection, for per-write deadlines
+	// dropUsage: the gateway added include_usage for billing; the usage-only
+	// chunk it brings is observed but not relayed.
+	dropUsage bool
+	conn      net.Conn // the client connection, for per-write deadlines
 
 	mu      sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
 	events  atomic.Uint64
@@ -97,6 +100,9 @@ func (st *stream) hold() *failure {
 			return f
 		}
 		st.observe(ev)
+		if st.dropUsage && isUsageChunk(ev.Data) {
+			continue
+		}
 		st.held = appendRaw(st.held, st.sc.Raw())
 		if st.ttft > 0 || st.clean || len(st.held) >= st.s.cfg.HoldBufferCap {
 			if !t.Stop() && timedOut.Load() {
@@ -176,6 +182,12 @@ func (st *stream) observe(ev translate.Event) {
 	}
 }
 
+// isUsageChunk reports whether a chat chunk is the usage-only final chunk
+// of include_usage ({"choices":[],…,"usage":{…}}).
+func isUsageChunk(data []byte) bool {
+	return bytes.Contains(data, usageKey) && bytes.Contains(data, []byte(`"choices":[]`))
+}
+
 var (
 	doneMarker = []byte("[DONE]")
 	usageKey   = []byte(`"usage":{`)
@@ -219,6 +231,9 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 			break
 		}
 		st.observe(ev)
+		if st.dropUsage && isUsageChunk(ev.Data) {
+			continue
+		}
 		m, err := st.write(w, st.sc.Raw())
 		n += int64(m)
 		if err != nil {
