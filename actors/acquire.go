@@ -28,7 +28,10 @@ type AcquireError struct {
 	RetryAfter time.Duration // hint for the client; 0 when unknown
 }
 
+// Error returns the cause's message.
 func (e *AcquireError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause (ErrNoAccount, ErrUnavailable or ErrBusy), for errors.Is.
 func (e *AcquireError) Unwrap() error { return e.Err }
 
 // AcquireRequest carries the routing attributes of one client request.

@@ -24,6 +24,7 @@ type APIError struct {
 	RetryAfter time.Duration // sets Retry-After (whole seconds, at least 1) when > 0
 }
 
+// Error returns the client-facing message.
 func (e *APIError) Error() string { return e.Message }
 
 // Errors the gateway answers with. Each constructor documents its status.
