@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/troupe-gw/troupe/translate"
 	"sync"
 	"testing"
 	"time"
@@ -172,10 +171,6 @@ func waitIdle(t testing.TB, sys *actors.System) {
 	}
 }
 
-type atomicInt = atomic.Int64
-
-type scannerT = translate.Scanner
-
 // flaky fails its first `fail` calls with a 500, then answers like ok.
 type flaky struct {
 	mu   sync.Mutex
@@ -196,7 +191,7 @@ func (f *flaky) Do(ctx context.Context, r *upstream.Request) (*upstream.Response
 
 // counting counts calls to inner.
 type counting struct {
-	n     atomicInt
+	n     atomic.Int64
 	inner upstream.Transport
 }
 
@@ -255,8 +250,3 @@ func testServerCfg(t testing.TB, n int, tr upstream.Transport, cfg Config) (*Ser
 	s.cfg = cfg
 	return s, sys, key
 }
-
-// cannedTransportOrOK is a list of transports for scripted.
-type cannedTransportOrOK []upstream.Transport
-
-func (l cannedTransportOrOK) transports() []upstream.Transport { return l }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 var (
@@ -33,7 +34,7 @@ func TestHoldFailsOverBeforeContent(t *testing.T) {
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
-			tr := &scripted{answers: cannedTransportOrOK{bad, sse(chatOK)}.transports()}
+			tr := &scripted{answers: []upstream.Transport{bad, sse(chatOK)}}
 			s, sys, key := testServer(t, 3, tr)
 			resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
 			if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), chatOK) {
@@ -48,7 +49,7 @@ func TestHoldFailsOverBeforeContent(t *testing.T) {
 }
 
 func TestHoldRequestErrorReturnedWithStatus(t *testing.T) {
-	tr := &scripted{answers: cannedTransportOrOK{sse(chatRequestErr), sse(chatOK)}.transports()}
+	tr := &scripted{answers: []upstream.Transport{sse(chatRequestErr), sse(chatOK)}}
 	s, sys, key := testServer(t, 3, tr)
 	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
 	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) || tr.calls() != 1 {
@@ -58,7 +59,7 @@ func TestHoldRequestErrorReturnedWithStatus(t *testing.T) {
 }
 
 func TestHoldAllFailGivesStatus(t *testing.T) {
-	tr := &scripted{answers: cannedTransportOrOK{sse(respErrFirst)}.transports()}
+	tr := &scripted{answers: []upstream.Transport{sse(respErrFirst)}}
 	s, sys, key := testServer(t, 2, tr)
 	resp := do(s, "POST", "/v1/responses", key, []byte(`{"model":"m","stream":true}`))
 	if resp.StatusCode() != 429 || !isOpenAIError(resp.Body()) {
@@ -68,7 +69,7 @@ func TestHoldAllFailGivesStatus(t *testing.T) {
 }
 
 func TestSlowFirstTokenFailsOver(t *testing.T) {
-	tr := &scripted{answers: cannedTransportOrOK{slowSSE{delay: time.Hour, body: chatOK}, sse(chatOK)}.transports()}
+	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: time.Hour, body: chatOK}, sse(chatOK)}}
 	s, sys, key := testServerCfg(t, 2, tr, Config{MaxWait: 100 * time.Millisecond, FirstTokenTimeout: 50 * time.Millisecond})
 	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
 	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), chatOK) {
@@ -80,7 +81,7 @@ func TestSlowFirstTokenFailsOver(t *testing.T) {
 // A hold longer than the heartbeat interval commits the head and keeps the
 // connection alive with comments; the content follows.
 func TestHeartbeatWhileHolding(t *testing.T) {
-	tr := &scripted{answers: cannedTransportOrOK{slowSSE{delay: 300 * time.Millisecond, body: chatOK}}.transports()}
+	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: 300 * time.Millisecond, body: chatOK}}}
 	s, sys, key := testServerCfg(t, 1, tr, Config{MaxWait: 100 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
 	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
 	if resp.StatusCode() != 200 || !bytes.HasPrefix(resp.Body(), heartbeat) || !bytes.HasSuffix(resp.Body(), chatOK) {
@@ -92,7 +93,7 @@ func TestHeartbeatWhileHolding(t *testing.T) {
 // When every attempt fails after the head was committed, the client gets a
 // well-formed error event in its protocol.
 func TestFailureAfterHeartbeatIsErrorEvent(t *testing.T) {
-	tr := &scripted{answers: cannedTransportOrOK{slowSSE{delay: 200 * time.Millisecond, body: respErrFirst}}.transports()}
+	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: 200 * time.Millisecond, body: respErrFirst}}}
 	s, sys, key := testServerCfg(t, 1, tr, Config{MaxWait: 100 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
 	resp := do(s, "POST", "/v1/responses", key, []byte(`{"model":"m","stream":true}`))
 	body := resp.Body()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
@@ -149,7 +150,7 @@ func BenchmarkPassthroughStreamEvent(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 64 * events {
-		st.sc = scanners.Get().(*scannerT)
+		st.sc = scanners.Get().(*translate.Scanner)
 		st.sc.Reset(bytes.NewReader(rep))
 		st.ttft = 1
 		st.WriteTo(io.Discard)
