@@ -50,6 +50,11 @@ type AcquireRequest struct {
 	// it stays available (for Knobs.StickyTTL after its last use).
 	StickyKey string
 
+	// Prefer names the account that owns state this request continues (the
+	// account that served its previous_response_id): picked first while it
+	// is a candidate and available.
+	Prefer string
+
 	// KeyID and Weight place a waiting request in the fair queue: when the
 	// pool is saturated, waiters are served round robin across API keys,
 	// Weight turns per round for this key (default 1).

@@ -439,6 +439,11 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 // matches req's route filters, with the policy's top-k jitter.
 func (s *scheduler) pick(req *acquireState) *entry {
 	now := s.cfg.now()
+	if req.Prefer != "" {
+		if e := s.byID[req.Prefer]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+			return e
+		}
+	}
 	if req.StickyKey != "" {
 		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
 			if e := s.byID[st.id]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {

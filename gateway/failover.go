@@ -60,7 +60,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
-			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID,
+			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Prefer: c.prefer,
 		})
 		if err != nil {
 			if last != nil {
@@ -177,6 +177,9 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	lat := s.now().Sub(start)
 	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
 	s.record(c, lease, resp.Status, usageFromBody(c.endpoint, body), lat, 0)
+	if c.endpoint == upstream.EndpointResponses {
+		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID)
+	}
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
 }
 

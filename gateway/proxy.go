@@ -50,6 +50,8 @@ type call struct {
 	tags        []string         // only accounts with every tag
 	sticky      string           // stickiness key
 	clientUsage bool             // a chat stream asked for stream_options.include_usage itself
+	prevResp    string           // Responses previous_response_id
+	prefer      string           // the account that served prevResp, from the affinity cache
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
 }
 
@@ -88,6 +90,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 	c.group = c.key.Group
+	c.prefer = s.affinity(ctx, c.prevResp)
 	if aerr := s.route(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -169,6 +172,9 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 	}
 	c.model = m.Str
 	c.clientUsage = root.Get("stream_options.include_usage").Type == gjson.True
+	if c.endpoint == upstream.EndpointResponses {
+		c.prevResp = root.Get("previous_response_id").String()
+	}
 	if st := root.Get("stream"); st.Exists() && st.Type != gjson.Null {
 		if st.Type != gjson.True && st.Type != gjson.False {
 			return errBadParam("stream", "Invalid type for 'stream': expected a boolean.")

@@ -367,6 +367,9 @@ func (st *stream) finish(count bool) {
 	switch {
 	case v.Class == upstream.ClassNone:
 		s.record(c, st.lease, status, st.usage, s.now().Sub(st.start), st.ttft)
+		if c.endpoint == upstream.EndpointResponses {
+			s.remember(st.respID, st.lease.AccountID)
+		}
 	case v.Class == upstream.ClassCanceled:
 		status = 499
 	default:

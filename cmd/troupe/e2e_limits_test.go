@@ -474,6 +474,8 @@ func TestRedisStoppedMidLoad(t *testing.T) {
 		n := rpmCounter()
 		return n > 20, fmt.Sprintf("rpm counter %d", n)
 	})
+	// Redis back: response affinity works again through it.
+	checkAffinity(t, d, secret)
 	time.Sleep(200 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
