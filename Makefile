@@ -26,7 +26,7 @@ test: vet clients
 	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
 	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 \
 	$(GO) test -race -count=1 -timeout 25m ./...
-	$(MAKE) fuzz FUZZTIME=10s
+	$(MAKE) fuzz FUZZTIME=150000x
 
 vet:
 	$(GO) vet ./...
