@@ -273,20 +273,4 @@ func TestClassifyEventFixtures(t *testing.T) {
 			}
 		})
 	}
-
-	t.Run("anthropic-messages/stream-error-overloaded.sse", func(t *testing.T) {
-		evs := sseEvents(t, errorFixture(t, "anthropic-messages/stream-error-overloaded.sse"))
-		last := evs[len(evs)-1]
-		if string(last.Name) != "error" {
-			t.Fatalf("last event %q, want error", last.Name)
-		}
-		v, _, isErr := ClassifyEvent(EndpointMessages, last.Name, last.Data)
-		if !isErr {
-			t.Skip("not implemented yet: ClassifyEvent has no EndpointMessages case (the gateway serves no /v1/messages yet); " +
-				"an Anthropic `event: error` with overloaded_error must be ClassTransient")
-		}
-		if v.Class != ClassTransient {
-			t.Errorf("class %v, want transient", v.Class)
-		}
-	})
 }
