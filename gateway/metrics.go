@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"strconv"
-	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // Metrics are the gateway's Prometheus metrics, registered on their own
@@ -15,16 +16,16 @@ import (
 // guide: seconds for durations, _total for counters.
 type Metrics struct {
 	Registry   *prometheus.Registry
-	requests   *prometheus.CounterVec   // troupe_requests_total{route,status}
-	latency    *prometheus.HistogramVec // troupe_request_duration_seconds{route}
-	ttft       *prometheus.HistogramVec // troupe_ttft_seconds{route}
-	inflight   prometheus.Gauge         // troupe_inflight_requests
-	attempts   *prometheus.CounterVec   // troupe_upstream_attempts_total{provider,class}
-	failovers  prometheus.Histogram     // troupe_failovers_per_request
-	usageRows  *prometheus.CounterVec   // troupe_usage_records_written_total{result}
-	cacheDown  prometheus.Gauge         // troupe_cache_degraded
-	cacheFlips prometheus.Counter       // troupe_cache_outages_total
-	statusMemo sync.Map                 // route+status → prometheus.Counter
+	requests   *prometheus.CounterVec                     // troupe_requests_total{route,status}
+	latency    *prometheus.HistogramVec                   // troupe_request_duration_seconds{route}
+	ttft       *prometheus.HistogramVec                   // troupe_ttft_seconds{route}
+	inflight   prometheus.Gauge                           // troupe_inflight_requests
+	attempts   *prometheus.CounterVec                     // troupe_upstream_attempts_total{provider,class}
+	failovers  prometheus.Histogram                       // troupe_failovers_per_request
+	usageRows  *prometheus.CounterVec                     // troupe_usage_records_written_total{result}
+	cacheDown  prometheus.Gauge                           // troupe_cache_degraded
+	cacheFlips prometheus.Counter                         // troupe_cache_outages_total
+	statusMemo [4][600]atomic.Pointer[prometheus.Counter] // endpoint × status → counter, resolved once
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -69,14 +70,21 @@ func NewMetrics(views func() []actors.View) *Metrics {
 	return m
 }
 
-// request counts one finished client request.
-func (m *Metrics) request(route string, status int) {
-	key := route + "\x00" + strconv.Itoa(status)
-	c, ok := m.statusMemo.Load(key)
-	if !ok {
-		c, _ = m.statusMemo.LoadOrStore(key, m.requests.WithLabelValues(route, strconv.Itoa(status)))
+// request counts one finished client request. The counter of each
+// endpoint × status is resolved once; afterwards counting allocates nothing.
+func (m *Metrics) request(ep upstream.Endpoint, status int) {
+	if int(ep) >= len(m.statusMemo) || status < 0 || status >= len(m.statusMemo[0]) {
+		m.requests.WithLabelValues(ep.String(), strconv.Itoa(status)).Inc()
+		return
 	}
-	c.(prometheus.Counter).Inc()
+	slot := &m.statusMemo[ep][status]
+	c := slot.Load()
+	if c == nil {
+		counter := m.requests.WithLabelValues(ep.String(), strconv.Itoa(status))
+		slot.CompareAndSwap(nil, &counter)
+		c = slot.Load()
+	}
+	(*c).Inc()
 }
 
 // UsageWritten counts usage records written (err nil) or lost (err non-nil).

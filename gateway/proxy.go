@@ -69,7 +69,7 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep upstream.Endpoint) {
 
 func (s *Server) finish(c *call, status int) {
 	s.metrics.inflight.Dec()
-	s.metrics.request(c.endpoint.String(), status)
+	s.metrics.request(c.endpoint, status)
 	s.metrics.latency.WithLabelValues(c.endpoint.String()).Observe(s.now().Sub(c.start).Seconds())
 }
 
