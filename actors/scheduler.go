@@ -336,7 +336,7 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 	for _, e := range s.byID {
 		s.rescore = append(s.rescore, e)
 	}
-	s.cfg.log.Info("routing policy active", "policy", p.Name(), "version", p.Version(), "accounts", len(s.rescore))
+	s.cfg.log.Info("routing policy active", "policy", p.Name(), "version", p.Version(), "accounts_indexed_so_far", len(s.rescore))
 	s.rescoreSome(c)
 }
 
