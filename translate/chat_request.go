@@ -1,0 +1,460 @@
+package translate
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// Chat Completions requests: decode into and encode from the canonical
+// request. Reference: https://platform.openai.com/docs/api-reference/chat/create
+
+// chatIgnored are Chat fields that are hints with no effect on the answer's
+// content, dropped when the target lacks them (docs/translation.md).
+var chatIgnored = map[string]bool{
+	"store": true, "metadata": true, "service_tier": true, "prompt_cache_key": true,
+	"safety_identifier": true, "verbosity": true, "prompt_cache_retention": true,
+}
+
+func decodeChatRequest(root gjson.Result) (*request, error) {
+	rq := &request{}
+	var err error
+	root.ForEach(func(k, v gjson.Result) bool {
+		name := k.Str
+		switch name {
+		case "model":
+			rq.model, err = wantString(v, name)
+		case "stream":
+			var b *bool
+			b, err = wantBool(v, name)
+			rq.stream = b != nil && *b
+		case "stream_options":
+			rq.includeUsage = v.Get("include_usage").Bool()
+		case "messages":
+			rq.messages, err = decodeChatMessages(v)
+		case "tools":
+			rq.tools, err = decodeChatTools(v)
+		case "tool_choice":
+			rq.toolChoice, err = decodeChatToolChoice(v)
+		case "parallel_tool_calls":
+			rq.parallel, err = wantBool(v, name)
+		case "max_tokens", "max_completion_tokens":
+			var n int64
+			n, err = wantInt(v, name)
+			if n > 0 {
+				rq.maxTokens = n
+			}
+		case "temperature":
+			rq.temperature, err = wantFloat(v, name)
+		case "top_p":
+			rq.topP, err = wantFloat(v, name)
+		case "stop":
+			rq.stop, err = stopList(v, name)
+		case "reasoning_effort":
+			rq.reasoning.effort, err = wantString(v, name)
+		case "response_format":
+			rq.format, err = decodeChatFormat(v)
+		case "user":
+			rq.user, err = wantString(v, name)
+		case "n":
+			if !isNull(v) && v.Int() != 1 {
+				err = badRequest(name, "n other than 1 cannot be translated")
+			}
+		case "logprobs":
+			if v.Bool() {
+				err = badRequest(name, "logprobs cannot be translated")
+			}
+		case "frequency_penalty", "presence_penalty":
+			if !isNull(v) && v.Num != 0 {
+				err = badRequest(name, name+" cannot be translated")
+			}
+		default:
+			if chatIgnored[name] || isNull(v) {
+				return true
+			}
+			err = badRequest(name, "the Chat Completions field "+name+" cannot be translated")
+		}
+		return err == nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rq.messages) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	return rq, nil
+}
+
+func decodeChatMessages(v gjson.Result) ([]message, error) {
+	if !v.IsArray() {
+		return nil, badRequest("messages", "messages must be an array")
+	}
+	var msgs []message
+	var err error
+	i := -1
+	v.ForEach(func(_, m gjson.Result) bool {
+		i++
+		p := path("messages", i)
+		if !m.IsObject() {
+			err = badRequest(p, p+" must be an object")
+			return false
+		}
+		switch r := m.Get("role").Str; r {
+		case "system", "developer", "user":
+			ro := roleUser
+			if r == "system" {
+				ro = roleSystem
+			} else if r == "developer" {
+				ro = roleDeveloper
+			}
+			var ps []part
+			ps, err = decodeChatContent(m.Get("content"), path(p, "content"), ro == roleUser)
+			if err == nil {
+				msgs = append(msgs, message{role: ro, parts: ps})
+			}
+		case "assistant":
+			var ps []part
+			if rc := m.Get("reasoning_content"); rc.Type == gjson.String && rc.Str != "" {
+				ps = append(ps, part{typ: partReasoning, text: rc.Str})
+			}
+			c, e := decodeChatContent(m.Get("content"), path(p, "content"), false)
+			if e != nil {
+				err = e
+				return false
+			}
+			ps = append(ps, c...)
+			if rf := m.Get("refusal"); rf.Type == gjson.String && rf.Str != "" {
+				ps = append(ps, part{typ: partRefusal, text: rf.Str})
+			}
+			j := -1
+			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				j++
+				tp := path(path(p, "tool_calls"), j)
+				switch tc.Get("type").Str {
+				case "function", "":
+					ps = append(ps, part{typ: partToolCall, callID: tc.Get("id").Str,
+						name: tc.Get("function.name").Str, args: tc.Get("function.arguments").Str})
+				case "custom":
+					ps = append(ps, part{typ: partToolCall, custom: true, callID: tc.Get("id").Str,
+						name: tc.Get("custom.name").Str, args: tc.Get("custom.input").Str})
+				default:
+					err = badRequest(tp, "tool call type "+tc.Get("type").Str+" cannot be translated")
+				}
+				return err == nil
+			})
+			if err == nil {
+				msgs = append(msgs, message{role: roleAssistant, parts: ps})
+			}
+		case "tool":
+			var res []part
+			res, err = decodeChatContent(m.Get("content"), path(p, "content"), false)
+			if err == nil {
+				msgs = appendPart(msgs, roleTool, part{typ: partToolResult, callID: m.Get("tool_call_id").Str, result: res})
+			}
+		default:
+			err = badRequest(path(p, "role"), "message role "+r+" cannot be translated")
+		}
+		return err == nil
+	})
+	return msgs, err
+}
+
+// decodeChatContent reads a content string or array of parts.
+func decodeChatContent(c gjson.Result, p string, images bool) ([]part, error) {
+	if isNull(c) {
+		return nil, nil
+	}
+	if c.Type == gjson.String {
+		return []part{{typ: partText, text: c.Str}}, nil
+	}
+	if !c.IsArray() {
+		return nil, badRequest(p, p+" must be a string or an array of content parts")
+	}
+	var ps []part
+	var err error
+	i := -1
+	c.ForEach(func(_, cp gjson.Result) bool {
+		i++
+		switch t := cp.Get("type").Str; t {
+		case "text":
+			ps = append(ps, part{typ: partText, text: cp.Get("text").Str})
+		case "refusal":
+			ps = append(ps, part{typ: partRefusal, text: cp.Get("refusal").Str})
+		case "image_url":
+			if !images {
+				err = badRequest(path(p, i), "image parts are only allowed in user messages")
+				break
+			}
+			ps = append(ps, newImage(cp.Get("image_url.url").Str, cp.Get("image_url.detail").Str))
+		default:
+			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
+		}
+		return err == nil
+	})
+	return ps, err
+}
+
+func decodeChatTools(v gjson.Result) ([]tool, error) {
+	var ts []tool
+	var err error
+	i := -1
+	v.ForEach(func(_, t gjson.Result) bool {
+		i++
+		switch typ := t.Get("type").Str; typ {
+		case "function":
+			f := t.Get("function")
+			var strict *bool
+			strict, err = wantBool(f.Get("strict"), path(path("tools", i), "function.strict"))
+			ts = append(ts, tool{name: f.Get("name").Str, description: f.Get("description").Str,
+				parameters: rawOrEmpty(f.Get("parameters")), strict: strict})
+		case "custom":
+			c := t.Get("custom")
+			ts = append(ts, tool{custom: true, name: c.Get("name").Str, description: c.Get("description").Str,
+				format: rawOrEmpty(c.Get("format"))})
+		default:
+			err = badRequest(path(path("tools", i), "type"), "tool type "+typ+" cannot be translated")
+		}
+		return err == nil
+	})
+	return ts, err
+}
+
+func decodeChatToolChoice(v gjson.Result) (toolChoice, error) {
+	if isNull(v) {
+		return toolChoice{}, nil
+	}
+	if v.Type == gjson.String {
+		switch v.Str {
+		case "auto", "none", "required":
+			return toolChoice{mode: v.Str}, nil
+		}
+		return toolChoice{}, badRequest("tool_choice", "tool_choice "+v.Str+" is not valid")
+	}
+	switch v.Get("type").Str {
+	case "function":
+		return toolChoice{mode: "tool", name: v.Get("function.name").Str}, nil
+	case "custom":
+		return toolChoice{mode: "tool", name: v.Get("custom.name").Str}, nil
+	}
+	return toolChoice{}, badRequest("tool_choice", "tool_choice type "+v.Get("type").Str+" cannot be translated")
+}
+
+func decodeChatFormat(v gjson.Result) (format, error) {
+	if isNull(v) {
+		return format{}, nil
+	}
+	switch t := v.Get("type").Str; t {
+	case "text", "json_object":
+		return format{typ: t}, nil
+	case "json_schema":
+		js := v.Get("json_schema")
+		strict, err := wantBool(js.Get("strict"), "response_format.json_schema.strict")
+		return format{typ: t, name: js.Get("name").Str, description: js.Get("description").Str,
+			schema: rawOrEmpty(js.Get("schema")), strict: strict}, err
+	default:
+		return format{}, badRequest("response_format.type", "response_format type "+t+" cannot be translated")
+	}
+}
+
+// encodeChatRequest writes rq as a Chat Completions request.
+func encodeChatRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
+	b := append(dst, '{')
+	b = kStr(b, "model", rq.model)
+	b = key(b, "messages")
+	b = append(b, '[')
+	var err error
+	for i := range rq.messages {
+		if b, err = encodeChatMessage(b, &rq.messages[i], from); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, ']')
+	if len(rq.tools) > 0 {
+		b = key(b, "tools")
+		b = append(b, '[')
+		for i := range rq.tools {
+			t := &rq.tools[i]
+			b = elem(b)
+			b = append(b, `{"type":"function","function":{`...)
+			b = kStr(b, "name", flatName(t.namespace, t.name))
+			b = kStrOpt(b, "description", toolDescription(t))
+			b = kRaw(b, "parameters", toolParameters(t))
+			if t.strict != nil {
+				b = kBool(b, "strict", *t.strict)
+			}
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	switch rq.toolChoice.mode {
+	case "auto", "none", "required":
+		b = kStr(b, "tool_choice", rq.toolChoice.mode)
+	case "tool":
+		b = key(b, "tool_choice")
+		b = append(b, `{"type":"function","function":{`...)
+		b = kStr(b, "name", rq.toolChoice.name)
+		b = append(b, "}}"...)
+	}
+	if rq.parallel != nil && len(rq.tools) > 0 {
+		b = kBool(b, "parallel_tool_calls", *rq.parallel)
+	}
+	if rq.maxTokens > 0 {
+		b = kInt(b, "max_completion_tokens", rq.maxTokens)
+	}
+	if rq.temperature != nil {
+		b = kFloat(b, "temperature", *rq.temperature)
+	}
+	if rq.topP != nil {
+		b = kFloat(b, "top_p", *rq.topP)
+	}
+	if len(rq.stop) > 0 {
+		if len(rq.stop) > 4 {
+			return nil, badRequest("stop", "Chat Completions accepts at most 4 stop sequences")
+		}
+		b = key(b, "stop")
+		b = append(b, '[')
+		for _, s := range rq.stop {
+			b = AppendString(elem(b), s)
+		}
+		b = append(b, ']')
+	}
+	if e := chatEffort(&rq.reasoning); e != "" {
+		b = kStr(b, "reasoning_effort", e)
+	}
+	switch rq.format.typ {
+	case "json_object":
+		b = append(key(b, "response_format"), `{"type":"json_object"}`...)
+	case "json_schema":
+		b = append(key(b, "response_format"), `{"type":"json_schema","json_schema":{`...)
+		b = kStr(b, "name", formatName(&rq.format))
+		b = kStrOpt(b, "description", rq.format.description)
+		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
+		if rq.format.strict != nil {
+			b = kBool(b, "strict", *rq.format.strict)
+		}
+		b = append(b, "}}"...)
+	}
+	if rq.user != "" {
+		b = kStr(b, "user", rq.user)
+	}
+	if rq.stream {
+		b = kBool(b, "stream", true)
+		b = append(key(b, "stream_options"), `{"include_usage":true}`...)
+	}
+	return append(b, '}'), nil
+}
+
+func encodeChatMessage(b []byte, m *message, from Protocol) ([]byte, error) {
+	switch m.role {
+	case roleSystem, roleDeveloper:
+		b = elem(b)
+		b = append(b, `{"role":"system"`...)
+		b = kStr(b, "content", joinText(m.parts, "\n\n"))
+		return append(b, '}'), nil
+	case roleUser:
+		b = elem(b)
+		b = append(b, `{"role":"user"`...)
+		b = encodeChatContent(key(b, "content"), m.parts)
+		return append(b, '}'), nil
+	case roleAssistant:
+		b = elem(b)
+		b = append(b, `{"role":"assistant"`...)
+		var text []part
+		var refusal string
+		calls := 0
+		for i := range m.parts {
+			switch m.parts[i].typ {
+			case partText:
+				text = append(text, m.parts[i])
+			case partRefusal:
+				refusal += m.parts[i].text
+			case partToolCall:
+				calls++
+			}
+		}
+		if len(text) > 0 {
+			b = kStr(b, "content", joinText(text, ""))
+		} else {
+			b = append(key(b, "content"), "null"...)
+		}
+		if refusal != "" {
+			b = kStr(b, "refusal", refusal)
+		}
+		if calls > 0 {
+			b = key(b, "tool_calls")
+			b = append(b, '[')
+			for i := range m.parts {
+				p := &m.parts[i]
+				if p.typ != partToolCall {
+					continue
+				}
+				b = elem(b)
+				b = append(b, '{')
+				b = kStr(b, "id", p.callID)
+				b = append(b, `,"type":"function","function":{`...)
+				b = kStr(b, "name", flatName(p.namespace, p.name))
+				b = kStr(b, "arguments", callArguments(p))
+				b = append(b, "}}"...)
+			}
+			b = append(b, ']')
+		}
+		return append(b, '}'), nil
+	case roleTool:
+		for i := range m.parts {
+			p := &m.parts[i]
+			if p.typ != partToolResult {
+				continue
+			}
+			for j := range p.result {
+				if p.result[j].typ == partImage {
+					return nil, badRequest("", "an image in a tool result cannot be translated from "+from.String()+" to chat")
+				}
+			}
+			b = elem(b)
+			b = append(b, `{"role":"tool"`...)
+			b = kStr(b, "tool_call_id", p.callID)
+			b = kStr(b, "content", resultText(p))
+			b = append(b, '}')
+		}
+		return b, nil
+	}
+	return b, nil
+}
+
+// encodeChatContent writes a content value: a string when it is all text,
+// else an array of text and image_url parts.
+func encodeChatContent(b []byte, ps []part) []byte {
+	if onlyText(ps) {
+		return AppendString(b, joinText(ps, ""))
+	}
+	b = append(b, '[')
+	for i := range ps {
+		p := &ps[i]
+		switch p.typ {
+		case partText:
+			b = elem(b)
+			b = append(b, `{"type":"text"`...)
+			b = kStr(b, "text", p.text)
+			b = append(b, '}')
+		case partImage:
+			b = elem(b)
+			b = append(b, `{"type":"image_url","image_url":{`...)
+			b = kStr(b, "url", p.imageURL())
+			b = kStrOpt(b, "detail", p.detail)
+			b = append(b, "}}"...)
+		}
+	}
+	return append(b, ']')
+}
+
+// chatEffort maps the canonical reasoning to Chat's reasoning_effort.
+func chatEffort(r *reasoning) string {
+	if r.off {
+		return ""
+	}
+	if r.effort != "" {
+		return r.effort
+	}
+	if r.budget > 0 {
+		return effortForBudget(r.budget)
+	}
+	return ""
+}

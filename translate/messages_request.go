@@ -1,0 +1,526 @@
+package translate
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// Anthropic Messages requests: decode into and encode from the canonical
+// request. Reference: https://docs.anthropic.com/en/api/messages
+
+// messagesIgnored are Messages fields that are hints with no effect on the
+// answer's content, dropped when the target lacks them.
+var messagesIgnored = map[string]bool{
+	"metadata": true, "service_tier": true, "context_management": true, "cache_control": true,
+}
+
+// defaultMaxTokens is the max_tokens Troupe sends to an Anthropic upstream
+// (where it is required) when the client did not give one.
+const defaultMaxTokens = 16384
+
+func decodeMessagesRequest(root gjson.Result) (*request, error) {
+	rq := &request{}
+	var err error
+	var system []message
+	root.ForEach(func(k, v gjson.Result) bool {
+		name := k.Str
+		switch name {
+		case "model":
+			rq.model, err = wantString(v, name)
+		case "stream":
+			var b *bool
+			b, err = wantBool(v, name)
+			rq.stream = b != nil && *b
+		case "max_tokens":
+			rq.maxTokens, err = wantInt(v, name)
+		case "system":
+			var ps []part
+			ps, err = decodeMessagesBlocks(v, name, roleSystem)
+			if err == nil && len(ps) > 0 {
+				system = append(system, message{role: roleSystem, parts: ps})
+			}
+		case "messages":
+			rq.messages, err = decodeMessagesMessages(v)
+		case "tools":
+			rq.tools, err = decodeMessagesTools(v)
+		case "tool_choice":
+			err = decodeMessagesToolChoice(v, rq)
+		case "stop_sequences":
+			rq.stop, err = stopList(v, name)
+		case "temperature":
+			rq.temperature, err = wantFloat(v, name)
+		case "top_p":
+			rq.topP, err = wantFloat(v, name)
+		case "top_k":
+			if !isNull(v) {
+				err = badRequest(name, "top_k cannot be translated to OpenAI")
+			}
+		case "thinking":
+			err = decodeThinking(v, rq)
+		case "output_config":
+			if err = wantObject(v, name); err == nil {
+				if e := v.Get("effort").Str; e != "" {
+					rq.reasoning.effort = openAIEffort(e)
+				}
+				if f := v.Get("format"); !isNull(f) {
+					if f.Get("type").Str != "json_schema" {
+						err = badRequest("output_config.format.type", "output_config.format type "+f.Get("type").Str+" cannot be translated")
+						break
+					}
+					rq.format = format{typ: "json_schema", schema: rawOrEmpty(f.Get("schema")), strict: ptrTrue()}
+				}
+			}
+		default:
+			if messagesIgnored[name] || isNull(v) {
+				return true
+			}
+			err = badRequest(name, "the Messages field "+name+" cannot be translated")
+		}
+		return err == nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rq.messages) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	rq.messages = append(system, rq.messages...)
+	return rq, nil
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+func decodeThinking(v gjson.Result, rq *request) error {
+	if isNull(v) {
+		return nil
+	}
+	if err := wantObject(v, "thinking"); err != nil {
+		return err
+	}
+	rq.reasoning.omitted = v.Get("display").Str == "omitted"
+	switch t := v.Get("type").Str; t {
+	case "enabled":
+		rq.reasoning.on = true
+		n, err := wantInt(v.Get("budget_tokens"), "thinking.budget_tokens")
+		rq.reasoning.budget = n
+		return err
+	case "adaptive":
+		rq.reasoning.on = true
+	case "disabled":
+		rq.reasoning.off = true
+	default:
+		return badRequest("thinking.type", "thinking type "+t+" is not valid")
+	}
+	return nil
+}
+
+func decodeMessagesMessages(v gjson.Result) ([]message, error) {
+	if !v.IsArray() {
+		return nil, badRequest("messages", "messages must be an array")
+	}
+	var msgs []message
+	var err error
+	i := -1
+	v.ForEach(func(_, m gjson.Result) bool {
+		i++
+		p := path("messages", i)
+		var r role
+		switch m.Get("role").Str {
+		case "user":
+			r = roleUser
+		case "assistant":
+			r = roleAssistant
+		case "system":
+			r = roleSystem
+		default:
+			err = badRequest(path(p, "role"), "message role "+m.Get("role").Str+" is not valid")
+			return false
+		}
+		var ps []part
+		ps, err = decodeMessagesBlocks(m.Get("content"), path(p, "content"), r)
+		if err != nil {
+			return false
+		}
+		if r == roleUser {
+			// Tool results and other content become separate canonical
+			// messages, in order.
+			for _, x := range ps {
+				if x.typ == partToolResult {
+					msgs = appendPart(msgs, roleTool, x)
+				} else {
+					msgs = appendPart(msgs, roleUser, x)
+				}
+			}
+			return true
+		}
+		msgs = append(msgs, message{role: r, parts: ps})
+		return true
+	})
+	return msgs, err
+}
+
+// decodeMessagesBlocks reads a content string or array of blocks.
+func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
+	if isNull(c) {
+		return nil, nil
+	}
+	if c.Type == gjson.String {
+		return []part{{typ: partText, text: c.Str}}, nil
+	}
+	if !c.IsArray() {
+		return nil, badRequest(p, p+" must be a string or an array of content blocks")
+	}
+	var ps []part
+	var err error
+	i := -1
+	c.ForEach(func(_, blk gjson.Result) bool {
+		i++
+		bp := path(p, i)
+		t := blk.Get("type").Str
+		switch {
+		case t == "text":
+			ps = append(ps, part{typ: partText, text: blk.Get("text").Str})
+		case t == "image" && r == roleUser:
+			var ip part
+			ip, err = decodeMessagesImage(blk, bp)
+			ps = append(ps, ip)
+		case t == "tool_use" && r == roleAssistant:
+			ps = append(ps, part{typ: partToolCall, callID: blk.Get("id").Str, name: blk.Get("name").Str,
+				args: rawOrEmpty(blk.Get("input"))})
+		case t == "tool_result" && r == roleUser:
+			tr := part{typ: partToolResult, callID: blk.Get("tool_use_id").Str, isError: blk.Get("is_error").Bool()}
+			tr.result, err = decodeMessagesBlocks(blk.Get("content"), path(bp, "content"), roleUser)
+			for _, x := range tr.result {
+				if x.typ != partText && x.typ != partImage {
+					err = badRequest(path(bp, "content"), "tool_result content may hold only text and image blocks")
+				}
+			}
+			ps = append(ps, tr)
+		case t == "thinking" && r == roleAssistant:
+			ps = append(ps, part{typ: partReasoning, text: blk.Get("thinking").Str, signature: blk.Get("signature").Str})
+		case t == "redacted_thinking" && r == roleAssistant:
+			ps = append(ps, part{typ: partReasoning, redacted: blk.Get("data").Str})
+		default:
+			err = badRequest(path(bp, "type"), "content block type "+t+" cannot be translated here")
+		}
+		return err == nil
+	})
+	return ps, err
+}
+
+func decodeMessagesImage(blk gjson.Result, p string) (part, error) {
+	src := blk.Get("source")
+	switch src.Get("type").Str {
+	case "base64":
+		return part{typ: partImage, mediaType: src.Get("media_type").Str, data: src.Get("data").Str}, nil
+	case "url":
+		return part{typ: partImage, url: src.Get("url").Str}, nil
+	}
+	return part{}, badRequest(path(p, "source.type"), "image source type "+src.Get("type").Str+" cannot be translated")
+}
+
+func decodeMessagesTools(v gjson.Result) ([]tool, error) {
+	var ts []tool
+	var err error
+	i := -1
+	v.ForEach(func(_, t gjson.Result) bool {
+		i++
+		if typ := t.Get("type").Str; typ != "" && typ != "custom" {
+			err = badRequest(path(path("tools", i), "type"), "tool type "+typ+" is run by Anthropic and cannot be translated")
+			return false
+		}
+		if t.Get("defer_loading").Bool() {
+			// A deferred tool is not shown to the model until a tool search
+			// loads it; OpenAI has no such search, so it is left out.
+			return true
+		}
+		var strict *bool
+		strict, err = wantBool(t.Get("strict"), path(path("tools", i), "strict"))
+		ts = append(ts, tool{name: t.Get("name").Str, description: t.Get("description").Str,
+			parameters: rawOrEmpty(t.Get("input_schema")), strict: strict})
+		return err == nil
+	})
+	return ts, err
+}
+
+func decodeMessagesToolChoice(v gjson.Result, rq *request) error {
+	if isNull(v) {
+		return nil
+	}
+	switch t := v.Get("type").Str; t {
+	case "auto":
+		rq.toolChoice = toolChoice{mode: "auto"}
+	case "any":
+		rq.toolChoice = toolChoice{mode: "required"}
+	case "none":
+		rq.toolChoice = toolChoice{mode: "none"}
+	case "tool":
+		rq.toolChoice = toolChoice{mode: "tool", name: v.Get("name").Str}
+	default:
+		return badRequest("tool_choice.type", "tool_choice type "+t+" is not valid")
+	}
+	if v.Get("disable_parallel_tool_use").Bool() {
+		f := false
+		rq.parallel = &f
+	}
+	return nil
+}
+
+// encodeMessagesRequest writes rq as a Messages request.
+func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
+	b := append(dst, '{')
+	b = kStr(b, "model", rq.model)
+	maxTokens := rq.maxTokens
+	budget := int64(0)
+	if !rq.reasoning.off {
+		budget = rq.reasoning.budget
+		if budget == 0 {
+			budget = budgetForEffort(rq.reasoning.effort)
+		}
+		if budget == 0 && rq.reasoning.on {
+			budget = budgetForEffort("medium")
+		}
+	}
+	if maxTokens == 0 {
+		maxTokens = defaultMaxTokens
+		if budget > 0 {
+			maxTokens = budget + defaultMaxTokens
+		}
+	}
+	if budget >= maxTokens {
+		budget = maxTokens - 1
+	}
+	if budget > 0 && budget < 1024 {
+		budget = 0 // below Anthropic's minimum: answer without thinking
+	}
+	b = kInt(b, "max_tokens", maxTokens)
+
+	// Every system and developer message goes to system, in order.
+	hasSystem := false
+	for i := range rq.messages {
+		m := &rq.messages[i]
+		if m.role != roleSystem && m.role != roleDeveloper {
+			continue
+		}
+		if !hasSystem {
+			b = key(b, "system")
+			b = append(b, '[')
+			hasSystem = true
+		}
+		for j := range m.parts {
+			if m.parts[j].typ != partText || m.parts[j].text == "" {
+				continue
+			}
+			b = elem(b)
+			b = append(b, `{"type":"text"`...)
+			b = kStr(b, "text", m.parts[j].text)
+			b = append(b, '}')
+		}
+	}
+	if hasSystem {
+		b = append(b, ']')
+	}
+
+	b = key(b, "messages")
+	b = append(b, '[')
+	var err error
+	open := role(0) // the Anthropic role of the message being written, 0 for none
+	for i := range rq.messages {
+		m := &rq.messages[i]
+		r := m.role
+		switch r {
+		case roleSystem, roleDeveloper:
+			continue
+		case roleTool:
+			r = roleUser
+		}
+		if open != r {
+			if open != 0 {
+				b = append(b, "]}"...)
+			}
+			b = elem(b)
+			if r == roleUser {
+				b = append(b, `{"role":"user","content":[`...)
+			} else {
+				b = append(b, `{"role":"assistant","content":[`...)
+			}
+			open = r
+		}
+		if b, err = encodeMessagesBlocks(b, m.parts, budget > 0); err != nil {
+			return nil, err
+		}
+	}
+	if open != 0 {
+		b = append(b, "]}"...)
+	}
+	b = append(b, ']')
+
+	if len(rq.tools) > 0 && rq.toolChoice.mode != "none" {
+		b = key(b, "tools")
+		b = append(b, '[')
+		for i := range rq.tools {
+			t := &rq.tools[i]
+			b = elem(b)
+			b = append(b, '{')
+			b = kStr(b, "name", flatName(t.namespace, t.name))
+			b = kStrOpt(b, "description", toolDescription(t))
+			b = kRaw(b, "input_schema", toolParameters(t))
+			if t.strict != nil && *t.strict {
+				b = kBool(b, "strict", true)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	tc := ""
+	switch rq.toolChoice.mode {
+	case "auto":
+		tc = "auto"
+	case "required":
+		tc = "any"
+	case "tool":
+		tc = "tool"
+	}
+	noParallel := rq.parallel != nil && !*rq.parallel && len(rq.tools) > 0
+	if tc == "" && noParallel {
+		tc = "auto"
+	}
+	if tc != "" && len(rq.tools) > 0 {
+		b = key(b, "tool_choice")
+		b = append(b, '{')
+		b = kStr(b, "type", tc)
+		if tc == "tool" {
+			b = kStr(b, "name", rq.toolChoice.name)
+		}
+		if noParallel {
+			b = kBool(b, "disable_parallel_tool_use", true)
+		}
+		b = append(b, '}')
+	}
+	if len(rq.stop) > 0 {
+		b = key(b, "stop_sequences")
+		b = append(b, '[')
+		for _, s := range rq.stop {
+			b = AppendString(elem(b), s)
+		}
+		b = append(b, ']')
+	}
+	if budget > 0 {
+		b = append(key(b, "thinking"), `{"type":"enabled"`...)
+		b = kInt(b, "budget_tokens", budget)
+		if rq.reasoning.omitted {
+			b = kStr(b, "display", "omitted")
+		}
+		b = append(b, '}')
+	} else {
+		// Anthropic rejects temperature and top_p together with thinking;
+		// they are only written without it.
+		if rq.temperature != nil {
+			b = kFloat(b, "temperature", min(*rq.temperature, 1))
+		}
+		if rq.topP != nil {
+			b = kFloat(b, "top_p", *rq.topP)
+		}
+	}
+	switch rq.format.typ {
+	case "json_schema":
+		b = append(key(b, "output_config"), `{"format":{"type":"json_schema"`...)
+		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
+		b = append(b, "}}"...)
+	case "json_object":
+		return nil, cannot("response_format", from, Messages, "a JSON object response format without a schema")
+	}
+	if rq.stream {
+		b = kBool(b, "stream", true)
+	}
+	return append(b, '}'), nil
+}
+
+// encodeMessagesBlocks writes the content blocks of one canonical message.
+func encodeMessagesBlocks(b []byte, ps []part, thinking bool) ([]byte, error) {
+	for i := range ps {
+		p := &ps[i]
+		switch p.typ {
+		case partText:
+			if p.text == "" {
+				continue
+			}
+			b = elem(b)
+			b = append(b, `{"type":"text"`...)
+			b = kStr(b, "text", p.text)
+			b = append(b, '}')
+		case partRefusal:
+			b = elem(b)
+			b = append(b, `{"type":"text"`...)
+			b = kStr(b, "text", p.text)
+			b = append(b, '}')
+		case partImage:
+			b = encodeMessagesImage(b, p)
+		case partToolCall:
+			args := callArguments(p)
+			if !gjson.Valid(args) || !gjson.Parse(args).IsObject() {
+				return nil, badRequest("", "the arguments of tool call "+p.callID+" are not a JSON object, which Messages requires")
+			}
+			b = elem(b)
+			b = append(b, `{"type":"tool_use"`...)
+			b = kStr(b, "id", p.callID)
+			b = kStr(b, "name", flatName(p.namespace, p.name))
+			b = kRaw(b, "input", args)
+			b = append(b, '}')
+		case partToolResult:
+			b = elem(b)
+			b = append(b, `{"type":"tool_result"`...)
+			b = kStr(b, "tool_use_id", p.callID)
+			b = key(b, "content")
+			b = append(b, '[')
+			for j := range p.result {
+				r := &p.result[j]
+				if r.typ == partImage {
+					b = encodeMessagesImage(b, r)
+				} else if r.text != "" {
+					b = elem(b)
+					b = append(b, `{"type":"text"`...)
+					b = kStr(b, "text", r.text)
+					b = append(b, '}')
+				}
+			}
+			b = append(b, ']')
+			if p.isError {
+				b = kBool(b, "is_error", true)
+			}
+			b = append(b, '}')
+		case partReasoning:
+			if !thinking {
+				continue
+			}
+			text, sig, red, ok := anthropicThinking(p)
+			if !ok {
+				continue
+			}
+			b = elem(b)
+			if red != "" {
+				b = append(b, `{"type":"redacted_thinking"`...)
+				b = kStr(b, "data", red)
+			} else {
+				b = append(b, `{"type":"thinking"`...)
+				b = kStr(b, "thinking", text)
+				b = kStr(b, "signature", sig)
+			}
+			b = append(b, '}')
+		}
+	}
+	return b, nil
+}
+
+func encodeMessagesImage(b []byte, p *part) []byte {
+	b = elem(b)
+	b = append(b, `{"type":"image","source":{`...)
+	if p.url != "" {
+		b = kStr(b, "type", "url")
+		b = kStr(b, "url", p.url)
+	} else {
+		b = kStr(b, "type", "base64")
+		b = kStr(b, "media_type", p.mediaType)
+		b = kStr(b, "data", p.data)
+	}
+	return append(b, "}}"...)
+}

@@ -1,0 +1,55 @@
+package translate
+
+import "strconv"
+
+// Protocol is a wire protocol a client or an upstream speaks.
+type Protocol uint8
+
+// The three protocols Troupe translates among.
+const (
+	Chat      Protocol = iota + 1 // OpenAI Chat Completions (POST /v1/chat/completions)
+	Responses                     // OpenAI Responses (POST /v1/responses)
+	Messages                      // Anthropic Messages (POST /v1/messages)
+)
+
+// String returns "chat", "responses" or "messages" ("protocol(N)" for an
+// unknown value).
+func (p Protocol) String() string {
+	switch p {
+	case Chat:
+		return "chat"
+	case Responses:
+		return "responses"
+	case Messages:
+		return "messages"
+	}
+	return "protocol(" + strconv.Itoa(int(p)) + ")"
+}
+
+func (p Protocol) valid() bool { return p >= Chat && p <= Messages }
+
+// Error is a refusal to translate: the body is malformed for its protocol,
+// or the target protocol cannot express something the request uses (never
+// silent loss). Status is 400 (HTTP Bad Request); Type is
+// "invalid_request_error" (the type both OpenAI and Anthropic use for it);
+// Param names the offending field as a JSON path in the client's body
+// ("messages.2.content.0.type"), "" when none; Message says what and why.
+type Error struct {
+	Status  int
+	Type    string
+	Param   string
+	Message string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return "translate: " + e.Message }
+
+// badRequest returns a 400 *Error about param.
+func badRequest(param, msg string) *Error {
+	return &Error{Status: 400, Type: "invalid_request_error", Param: param, Message: msg}
+}
+
+// cannot returns the 400 for a field the target protocol cannot express.
+func cannot(param string, from, to Protocol, what string) *Error {
+	return badRequest(param, what+" ("+param+") cannot be translated from "+from.String()+" to "+to.String())
+}

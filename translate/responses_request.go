@@ -1,0 +1,541 @@
+package translate
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Responses requests: decode into and encode from the canonical request.
+// Reference: https://platform.openai.com/docs/api-reference/responses/create
+
+// responsesIgnored are Responses fields that are hints or bookkeeping with no
+// effect on the answer's content, dropped when the target lacks them.
+var responsesIgnored = map[string]bool{
+	"store": true, "metadata": true, "service_tier": true, "prompt_cache_key": true,
+	"safety_identifier": true, "client_metadata": true, "prompt_cache_retention": true,
+	"stream_options": true, "truncation": true,
+}
+
+func decodeResponsesRequest(root gjson.Result) (*request, error) {
+	rq := &request{}
+	var err error
+	var instructions string
+	root.ForEach(func(k, v gjson.Result) bool {
+		name := k.Str
+		switch name {
+		case "model":
+			rq.model, err = wantString(v, name)
+		case "stream":
+			var b *bool
+			b, err = wantBool(v, name)
+			rq.stream = b != nil && *b
+		case "instructions":
+			instructions, err = wantString(v, name)
+		case "input":
+			rq.messages, err = decodeResponsesInput(v, rq)
+		case "tools":
+			var ts []tool
+			ts, err = decodeResponsesTools(v, "tools", "")
+			rq.tools = append(rq.tools, ts...)
+		case "tool_choice":
+			rq.toolChoice, err = decodeResponsesToolChoice(v)
+		case "parallel_tool_calls":
+			rq.parallel, err = wantBool(v, name)
+		case "max_output_tokens":
+			rq.maxTokens, err = wantInt(v, name)
+		case "temperature":
+			rq.temperature, err = wantFloat(v, name)
+		case "top_p":
+			rq.topP, err = wantFloat(v, name)
+		case "reasoning":
+			if err = wantObject(v, name); err == nil {
+				rq.reasoning.effort = v.Get("effort").Str
+				rq.reasoning.summary = v.Get("summary").Str
+				if rq.reasoning.effort == "none" {
+					rq.reasoning.off = true
+				}
+			}
+		case "text":
+			if err = wantObject(v, name); err == nil {
+				rq.format, err = decodeResponsesFormat(v.Get("format"))
+			}
+		case "include":
+			v.ForEach(func(_, s gjson.Result) bool {
+				if s.Str == "reasoning.encrypted_content" {
+					rq.encrypted = true
+				}
+				return true
+			})
+		case "user":
+			rq.user, err = wantString(v, name)
+		case "background":
+			if v.Bool() {
+				err = badRequest(name, "background responses cannot be translated")
+			}
+		case "previous_response_id", "conversation", "prompt":
+			if !isNull(v) {
+				err = badRequest(name, name+" refers to state stored by OpenAI and cannot be translated to another protocol")
+			}
+		default:
+			if responsesIgnored[name] || isNull(v) {
+				return true
+			}
+			err = badRequest(name, "the Responses field "+name+" cannot be translated")
+		}
+		return err == nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	flatten(rq)
+	if instructions != "" {
+		rq.messages = append([]message{{role: roleSystem, parts: []part{{typ: partText, text: instructions}}}}, rq.messages...)
+	}
+	if len(rq.messages) == 0 {
+		return nil, badRequest("input", "input must not be empty")
+	}
+	return rq, nil
+}
+
+func decodeResponsesInput(v gjson.Result, rq *request) ([]message, error) {
+	if v.Type == gjson.String {
+		return []message{{role: roleUser, parts: []part{{typ: partText, text: v.Str}}}}, nil
+	}
+	if !v.IsArray() {
+		return nil, badRequest("input", "input must be a string or an array of items")
+	}
+	var msgs []message
+	var err error
+	i := -1
+	v.ForEach(func(_, it gjson.Result) bool {
+		i++
+		p := path("input", i)
+		typ := it.Get("type").Str
+		if typ == "" && it.Get("role").Exists() {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			var r role
+			switch it.Get("role").Str {
+			case "system":
+				r = roleSystem
+			case "developer":
+				r = roleDeveloper
+			case "user":
+				r = roleUser
+			case "assistant":
+				r = roleAssistant
+			default:
+				err = badRequest(path(p, "role"), "message role "+it.Get("role").Str+" is not valid")
+				return false
+			}
+			var ps []part
+			ps, err = decodeResponsesContent(it.Get("content"), path(p, "content"))
+			if err != nil {
+				return false
+			}
+			if r == roleAssistant {
+				for _, x := range ps {
+					msgs = appendPart(msgs, roleAssistant, x)
+				}
+			} else {
+				msgs = append(msgs, message{role: r, parts: ps})
+			}
+		case "function_call":
+			msgs = appendPart(msgs, roleAssistant, part{typ: partToolCall, callID: it.Get("call_id").Str,
+				name: it.Get("name").Str, args: it.Get("arguments").Str, namespace: it.Get("namespace").Str,
+				itemID: it.Get("id").Str})
+		case "custom_tool_call":
+			msgs = appendPart(msgs, roleAssistant, part{typ: partToolCall, custom: true, callID: it.Get("call_id").Str,
+				name: it.Get("name").Str, args: it.Get("input").Str, namespace: it.Get("namespace").Str,
+				itemID: it.Get("id").Str})
+		case "function_call_output", "custom_tool_call_output":
+			var res []part
+			res, err = decodeResponsesOutput(it.Get("output"), path(p, "output"))
+			if err == nil {
+				msgs = appendPart(msgs, roleTool, part{typ: partToolResult, callID: it.Get("call_id").Str, result: res,
+					custom: typ == "custom_tool_call_output"})
+			}
+		case "reasoning":
+			rp := part{typ: partReasoning, encrypted: it.Get("encrypted_content").Str, itemID: it.Get("id").Str}
+			it.Get("summary").ForEach(func(_, s gjson.Result) bool {
+				rp.summary = append(rp.summary, s.Get("text").Str)
+				return true
+			})
+			rp.text = strings.Join(rp.summary, "\n\n")
+			if rp.text == "" {
+				var sb strings.Builder
+				it.Get("content").ForEach(func(_, c gjson.Result) bool {
+					sb.WriteString(c.Get("text").Str)
+					return true
+				})
+				rp.text = sb.String()
+			}
+			msgs = appendPart(msgs, roleAssistant, rp)
+		case "additional_tools":
+			var ts []tool
+			ts, err = decodeResponsesTools(it.Get("tools"), path(p, "tools"), "")
+			rq.tools = append(rq.tools, ts...)
+		default:
+			err = badRequest(path(p, "type"), "input item type "+typ+" cannot be translated")
+		}
+		return err == nil
+	})
+	return msgs, err
+}
+
+func decodeResponsesContent(c gjson.Result, p string) ([]part, error) {
+	if c.Type == gjson.String {
+		return []part{{typ: partText, text: c.Str}}, nil
+	}
+	if !c.IsArray() {
+		return nil, badRequest(p, p+" must be a string or an array of content parts")
+	}
+	var ps []part
+	var err error
+	i := -1
+	c.ForEach(func(_, cp gjson.Result) bool {
+		i++
+		switch t := cp.Get("type").Str; t {
+		case "input_text", "output_text", "text", "summary_text":
+			ps = append(ps, part{typ: partText, text: cp.Get("text").Str})
+		case "refusal":
+			ps = append(ps, part{typ: partRefusal, text: cp.Get("refusal").Str})
+		case "input_image":
+			u := cp.Get("image_url").Str
+			if u == "" {
+				err = badRequest(path(path(p, i), "file_id"), "images by file_id refer to files stored by OpenAI and cannot be translated")
+				break
+			}
+			ps = append(ps, newImage(u, cp.Get("detail").Str))
+		default:
+			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
+		}
+		return err == nil
+	})
+	return ps, err
+}
+
+// decodeResponsesOutput reads a tool output: a string or an array of parts.
+func decodeResponsesOutput(o gjson.Result, p string) ([]part, error) {
+	if isNull(o) {
+		return nil, nil
+	}
+	return decodeResponsesContent(o, p)
+}
+
+func decodeResponsesTools(v gjson.Result, p, ns string) ([]tool, error) {
+	var ts []tool
+	var err error
+	i := -1
+	v.ForEach(func(_, t gjson.Result) bool {
+		i++
+		tp := path(p, i)
+		switch typ := t.Get("type").Str; typ {
+		case "function":
+			var strict *bool
+			strict, err = wantBool(t.Get("strict"), path(tp, "strict"))
+			ts = append(ts, tool{name: t.Get("name").Str, description: t.Get("description").Str,
+				parameters: rawOrEmpty(t.Get("parameters")), strict: strict, namespace: ns})
+		case "custom":
+			ts = append(ts, tool{custom: true, name: t.Get("name").Str, description: t.Get("description").Str,
+				format: rawOrEmpty(t.Get("format")), namespace: ns})
+		case "namespace":
+			if ns != "" {
+				err = badRequest(path(tp, "type"), "nested namespaces cannot be translated")
+				break
+			}
+			var inner []tool
+			inner, err = decodeResponsesTools(t.Get("tools"), path(tp, "tools"), t.Get("name").Str)
+			ts = append(ts, inner...)
+		case "web_search", "web_search_preview":
+			// Dropped: a hosted OpenAI tool that Chat and Messages upstreams
+			// cannot run (docs/translation.md).
+		default:
+			err = badRequest(path(tp, "type"), "tool type "+typ+" is hosted by OpenAI and cannot be translated")
+		}
+		return err == nil
+	})
+	return ts, err
+}
+
+func decodeResponsesToolChoice(v gjson.Result) (toolChoice, error) {
+	if isNull(v) {
+		return toolChoice{}, nil
+	}
+	if v.Type == gjson.String {
+		switch v.Str {
+		case "auto", "none", "required":
+			return toolChoice{mode: v.Str}, nil
+		}
+		return toolChoice{}, badRequest("tool_choice", "tool_choice "+v.Str+" is not valid")
+	}
+	switch v.Get("type").Str {
+	case "function", "custom":
+		return toolChoice{mode: "tool", name: flatName(v.Get("namespace").Str, v.Get("name").Str)}, nil
+	}
+	return toolChoice{}, badRequest("tool_choice", "tool_choice type "+v.Get("type").Str+" cannot be translated")
+}
+
+func decodeResponsesFormat(v gjson.Result) (format, error) {
+	if isNull(v) {
+		return format{}, nil
+	}
+	switch t := v.Get("type").Str; t {
+	case "text", "json_object":
+		return format{typ: t}, nil
+	case "json_schema":
+		strict, err := wantBool(v.Get("strict"), "text.format.strict")
+		return format{typ: t, name: v.Get("name").Str, description: v.Get("description").Str,
+			schema: rawOrEmpty(v.Get("schema")), strict: strict}, err
+	default:
+		return format{}, badRequest("text.format.type", "text.format type "+t+" cannot be translated")
+	}
+}
+
+// encodeResponsesRequest writes rq as a Responses request.
+func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
+	b := append(dst, '{')
+	b = kStr(b, "model", rq.model)
+	msgs := rq.messages
+	// Leading system messages become instructions.
+	var instr []string
+	for len(msgs) > 0 && (msgs[0].role == roleSystem || msgs[0].role == roleDeveloper) {
+		instr = append(instr, joinText(msgs[0].parts, "\n\n"))
+		msgs = msgs[1:]
+	}
+	if len(instr) > 0 {
+		b = kStr(b, "instructions", strings.Join(instr, "\n\n"))
+	}
+	b = key(b, "input")
+	b = append(b, '[')
+	custom := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.role {
+		case roleSystem, roleDeveloper, roleUser:
+			b = elem(b)
+			b = append(b, `{"type":"message"`...)
+			r := "user"
+			if m.role == roleSystem {
+				r = "system"
+			} else if m.role == roleDeveloper {
+				r = "developer"
+			}
+			b = kStr(b, "role", r)
+			b = key(b, "content")
+			b = encodeResponsesInputParts(b, m.parts)
+			b = append(b, '}')
+		case roleAssistant:
+			for j := range m.parts {
+				p := &m.parts[j]
+				switch p.typ {
+				case partText, partRefusal:
+					b = elem(b)
+					b = append(b, `{"type":"message","role":"assistant","content":[`...)
+					if p.typ == partText {
+						b = append(b, `{"type":"output_text"`...)
+						b = kStr(b, "text", p.text)
+					} else {
+						b = append(b, `{"type":"refusal"`...)
+						b = kStr(b, "refusal", p.text)
+					}
+					b = append(b, "}]}"...)
+				case partToolCall:
+					b = elem(b)
+					if p.custom {
+						custom[p.callID] = true
+						b = append(b, `{"type":"custom_tool_call"`...)
+						b = kStr(b, "call_id", p.callID)
+						b = kStr(b, "name", p.name)
+						b = kStr(b, "input", p.args)
+					} else {
+						b = append(b, `{"type":"function_call"`...)
+						b = kStr(b, "call_id", p.callID)
+						b = kStr(b, "name", p.name)
+						b = kStrOpt(b, "namespace", p.namespace)
+						b = kStr(b, "arguments", callArguments(p))
+					}
+					b = append(b, '}')
+				case partReasoning:
+					enc, ok := openAIReasoning(p)
+					if !ok {
+						continue
+					}
+					b = elem(b)
+					b = append(b, `{"type":"reasoning","summary":[`...)
+					for _, s := range p.summaryTexts() {
+						b = elem(b)
+						b = append(b, `{"type":"summary_text"`...)
+						b = kStr(b, "text", s)
+						b = append(b, '}')
+					}
+					b = append(b, ']')
+					b = kStr(b, "encrypted_content", enc)
+					b = append(b, '}')
+				}
+			}
+		case roleTool:
+			for j := range m.parts {
+				p := &m.parts[j]
+				if p.typ != partToolResult {
+					continue
+				}
+				b = elem(b)
+				if custom[p.callID] || p.custom {
+					b = append(b, `{"type":"custom_tool_call_output"`...)
+				} else {
+					b = append(b, `{"type":"function_call_output"`...)
+				}
+				b = kStr(b, "call_id", p.callID)
+				b = key(b, "output")
+				if onlyText(p.result) {
+					b = AppendString(b, resultText(p))
+				} else {
+					rs := p.result
+					if p.isError {
+						rs = append([]part{{typ: partText, text: strings.TrimSpace(toolErrorPrefix)}}, rs...)
+					}
+					b = encodeResponsesInputParts(b, rs)
+				}
+				b = append(b, '}')
+			}
+		}
+	}
+	b = append(b, ']')
+	if len(rq.tools) > 0 {
+		b = key(b, "tools")
+		b = append(b, '[')
+		for i := range rq.tools {
+			t := &rq.tools[i]
+			b = elem(b)
+			if t.custom {
+				b = append(b, `{"type":"custom"`...)
+				b = kStr(b, "name", flatName(t.namespace, t.name))
+				b = kStrOpt(b, "description", t.description)
+				if t.format != "" {
+					b = kRaw(b, "format", t.format)
+				}
+			} else {
+				b = append(b, `{"type":"function"`...)
+				b = kStr(b, "name", t.name)
+				b = kStrOpt(b, "description", t.description)
+				b = kRaw(b, "parameters", toolParameters(t))
+				if t.strict != nil {
+					b = kBool(b, "strict", *t.strict)
+				} else {
+					b = kBool(b, "strict", false)
+				}
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	switch rq.toolChoice.mode {
+	case "auto", "none", "required":
+		b = kStr(b, "tool_choice", rq.toolChoice.mode)
+	case "tool":
+		b = key(b, "tool_choice")
+		b = append(b, `{"type":"function"`...)
+		b = kStr(b, "name", rq.toolChoice.name)
+		b = append(b, '}')
+	}
+	if rq.parallel != nil {
+		b = kBool(b, "parallel_tool_calls", *rq.parallel)
+	}
+	if rq.maxTokens > 0 {
+		b = kInt(b, "max_output_tokens", rq.maxTokens)
+	}
+	if rq.temperature != nil {
+		b = kFloat(b, "temperature", *rq.temperature)
+	}
+	if rq.topP != nil {
+		b = kFloat(b, "top_p", *rq.topP)
+	}
+	if len(rq.stop) > 0 {
+		return nil, cannot("stop", from, Responses, "stop sequences")
+	}
+	if e, s := responsesReasoning(&rq.reasoning); e != "" || s != "" {
+		b = key(b, "reasoning")
+		b = append(b, '{')
+		b = kStrOpt(b, "effort", e)
+		b = kStrOpt(b, "summary", s)
+		b = append(b, '}')
+		b = append(key(b, "include"), `["reasoning.encrypted_content"]`...)
+	}
+	switch rq.format.typ {
+	case "json_object":
+		b = append(key(b, "text"), `{"format":{"type":"json_object"}}`...)
+	case "json_schema":
+		b = append(key(b, "text"), `{"format":{"type":"json_schema"`...)
+		b = kStr(b, "name", formatName(&rq.format))
+		b = kStrOpt(b, "description", rq.format.description)
+		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
+		if rq.format.strict != nil {
+			b = kBool(b, "strict", *rq.format.strict)
+		}
+		b = append(b, "}}"...)
+	}
+	if rq.user != "" {
+		b = kStr(b, "user", rq.user)
+	}
+	if rq.stream {
+		b = kBool(b, "stream", true)
+	}
+	return append(b, '}'), nil
+}
+
+// summaryTexts returns a reasoning part's summary, or its text as one.
+func (p *part) summaryTexts() []string {
+	if len(p.summary) > 0 {
+		return p.summary
+	}
+	if p.text != "" {
+		return []string{p.text}
+	}
+	return nil
+}
+
+func encodeResponsesInputParts(b []byte, ps []part) []byte {
+	b = append(b, '[')
+	for i := range ps {
+		p := &ps[i]
+		switch p.typ {
+		case partText:
+			b = elem(b)
+			b = append(b, `{"type":"input_text"`...)
+			b = kStr(b, "text", p.text)
+			b = append(b, '}')
+		case partImage:
+			b = elem(b)
+			b = append(b, `{"type":"input_image"`...)
+			b = kStr(b, "image_url", p.imageURL())
+			if p.detail != "" {
+				b = kStr(b, "detail", p.detail)
+			} else {
+				b = kStr(b, "detail", "auto")
+			}
+			b = append(b, '}')
+		}
+	}
+	return append(b, ']')
+}
+
+// responsesReasoning maps the canonical reasoning to reasoning.effort and
+// reasoning.summary.
+func responsesReasoning(r *reasoning) (effort, summary string) {
+	if r.off {
+		return "", ""
+	}
+	effort = r.effort
+	if effort == "" && r.budget > 0 {
+		effort = effortForBudget(r.budget)
+	}
+	summary = r.summary
+	if summary == "" && r.on && !r.omitted {
+		summary = "auto"
+	}
+	return effort, summary
+}

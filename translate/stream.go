@@ -1,0 +1,245 @@
+package translate
+
+import (
+	"errors"
+	"time"
+)
+
+// Stream translation: a decoder per upstream protocol turns each upstream
+// SSE event into canonical stream events (sev); an encoder per client
+// protocol turns those into client SSE bytes. Decoders keep at most one
+// content block open at a time, so every encoder can rely on
+// start → deltas → stop per block.
+
+// StreamOptions tune NewStream.
+type StreamOptions struct {
+	// Model is the model name the client asked for, written into the
+	// client's events ("" keeps the upstream's).
+	Model string
+	// IncludeUsage is for Chat clients: stream_options.include_usage was
+	// asked, so a final chunk with the usage and empty choices is sent.
+	IncludeUsage bool
+	// Request is the client's own request body (in the client's protocol),
+	// optional. For a Responses client it lets tool calls to namespace and
+	// custom tools, which the request translation flattened into function
+	// tools, be turned back into the calls the client expects.
+	Request []byte
+	// Created is the creation time written into the client's events, in Unix
+	// seconds (0: the upstream's when it has one, else now).
+	Created int64
+}
+
+// sevKind is the kind of a canonical stream event.
+type sevKind uint8
+
+const (
+	sevStart      sevKind = iota + 1 // the answer begins: id, name (model), usage so far
+	sevBlockStart                    // block opens: bk; tool calls: id (call id), name, custom, itemID
+	sevDelta                         // text, reasoning text or argument fragment for the open block
+	sevSignature                     // reasoning block's opaque state: text is the signature/encrypted/redacted data
+	sevBlockStop                     // the open block closes
+	sevFinish                        // the answer ends: finish, stopSeq; usage in Stream.usage
+	sevError                         // the answer fails: errType, errCode, text (message)
+)
+
+// blockKind is the kind of a content block.
+type blockKind uint8
+
+const (
+	blockText blockKind = iota + 1
+	blockReasoning
+	blockTool
+	blockRefusal
+)
+
+// sigKind says what a sevSignature's data is.
+type sigKind uint8
+
+const (
+	sigIsSignature sigKind = iota + 1 // Anthropic thinking signature
+	sigIsEncrypted                    // OpenAI encrypted_content
+	sigIsRedacted                     // Anthropic redacted_thinking data
+)
+
+// sev is one canonical stream event. Its strings may point into the
+// upstream event's bytes: they are valid only during the call that carries
+// them.
+type sev struct {
+	kind      sevKind
+	bk        blockKind
+	sig       sigKind
+	custom    bool
+	finish    finish
+	text      string
+	id        string
+	name      string
+	namespace string
+	itemID    string
+	stopSeq   string
+	errType   string
+	errCode   string
+	created   int64
+}
+
+// decoder reads one upstream protocol's events.
+type decoder interface {
+	// decode consumes one upstream event, emitting canonical events.
+	decode(s *Stream, dst []byte, ev Event) ([]byte, error)
+	// end is called at a clean end of stream before any terminal event; it
+	// emits sevFinish when the upstream had effectively finished.
+	end(s *Stream, dst []byte) []byte
+}
+
+// encoder writes one client protocol's events.
+type encoder interface {
+	put(s *Stream, dst []byte, e *sev) []byte
+}
+
+// Stream converts one upstream SSE stream into the client's protocol, event
+// by event. It is made by NewStream, one per stream, and is not safe for
+// concurrent use. Its state is a few small structs; it allocates only as
+// blocks open (Responses clients get every item's full text again in its
+// .done events, so that text is kept).
+type Stream struct {
+	from, to Protocol
+	opts     StreamOptions
+	dec      decoder
+	enc      encoder
+	usage    Usage
+	started  bool
+	done     bool // a terminal event (finish or error) was emitted
+	model    string
+	id       string
+	created  int64
+
+	chatD chatDecoder
+	respD responsesDecoder
+	msgD  messagesDecoder
+	chatE chatEncoder
+	respE responsesEncoder
+	msgE  messagesEncoder
+}
+
+// ErrBadEvent is returned by Stream.Event when an upstream event cannot be
+// read (its data is not the JSON its protocol promises). Nothing was
+// appended; the caller should end the stream with Fail.
+var ErrBadEvent = errors.New("translate: malformed upstream stream event")
+
+// NewStream returns a Stream translating an upstream stream of protocol
+// from into protocol to (from != to; for from == to the gateway passes bytes
+// through and needs no Stream). It panics on an invalid protocol pair,
+// which is a programming error.
+func NewStream(from, to Protocol, opts StreamOptions) *Stream {
+	if !from.valid() || !to.valid() || from == to {
+		panic("translate: NewStream(" + from.String() + ", " + to.String() + ")")
+	}
+	s := &Stream{from: from, to: to, opts: opts}
+	switch from {
+	case Chat:
+		s.chatD.reset()
+		s.dec = &s.chatD
+	case Responses:
+		s.respD.reset()
+		s.dec = &s.respD
+	default:
+		s.dec = &s.msgD
+	}
+	switch to {
+	case Chat:
+		s.enc = &s.chatE
+	case Responses:
+		s.respE.init(opts.Request)
+		s.enc = &s.respE
+	default:
+		s.enc = &s.msgE
+	}
+	return s
+}
+
+// Event consumes one upstream event (as Scanner.Next returns it) and appends
+// zero or more complete client events (SSE wire bytes) to dst, returning the
+// extended slice. Upstream error events become the client protocol's error
+// events and end the stream. After the stream has ended, events are ignored.
+// Errors: ErrBadEvent (wrapped) when the event cannot be read; dst is then
+// returned unchanged.
+func (s *Stream) Event(dst []byte, ev Event) ([]byte, error) {
+	if s.done {
+		return dst, nil
+	}
+	return s.dec.decode(s, dst, ev)
+}
+
+// Finish is called at the upstream's clean end of stream; it appends what
+// the client protocol still needs (Chat's usage chunk when IncludeUsage and
+// "data: [DONE]"; Messages' message_delta and message_stop; Responses'
+// response.completed) unless the upstream's terminal event already produced
+// it. A stream that never reached a terminal event gets Fail instead.
+func (s *Stream) Finish(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	dst = s.dec.end(s, dst)
+	if s.done {
+		return dst
+	}
+	return s.Fail(dst, "server_error", "stream_incomplete", "The upstream stream ended before the response was complete.")
+}
+
+// Fail appends a well-formed terminal error in the client's protocol (Chat:
+// an {"error":{...}} chunk then [DONE]; Responses: error then
+// response.failed with the id the client saw; Messages: event: error) and
+// ends the stream. typ and code are OpenAI-style (mapped for Messages).
+// It appends nothing when the stream has already ended.
+func (s *Stream) Fail(dst []byte, typ, code, message string) []byte {
+	if s.done {
+		return dst
+	}
+	return s.emit(dst, &sev{kind: sevError, errType: typ, errCode: code, text: message})
+}
+
+// Done reports whether the stream has ended (a terminal event was written).
+func (s *Stream) Done() bool { return s.done }
+
+// Usage is the token usage seen so far, from any protocol's usage fields,
+// in OpenAI's accounting (see Usage).
+func (s *Stream) Usage() Usage { return s.usage }
+
+// emit passes a canonical event to the encoder.
+func (s *Stream) emit(dst []byte, e *sev) []byte {
+	switch e.kind {
+	case sevStart:
+		if s.started {
+			return dst
+		}
+		s.started = true
+		s.id = e.id
+		s.model = e.name
+		if s.opts.Model != "" {
+			s.model = s.opts.Model
+		}
+		s.created = e.created
+		if s.opts.Created != 0 {
+			s.created = s.opts.Created
+		} else if s.created == 0 {
+			s.created = time.Now().Unix()
+		}
+	case sevFinish, sevError:
+		if !s.started && e.kind == sevFinish {
+			dst = s.emit(dst, &sev{kind: sevStart})
+		}
+		s.done = true
+	default:
+		if !s.started {
+			dst = s.emit(dst, &sev{kind: sevStart})
+		}
+	}
+	return s.enc.put(s, dst, e)
+}
+
+// badEvent wraps ErrBadEvent with the event's name.
+func badEvent(what string) error { return &eventError{what: what} }
+
+type eventError struct{ what string }
+
+func (e *eventError) Error() string { return ErrBadEvent.Error() + ": " + e.what }
+func (e *eventError) Unwrap() error { return ErrBadEvent }

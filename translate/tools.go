@@ -1,0 +1,205 @@
+package translate
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// How tools that only Responses (or Chat) can express travel to targets that
+// lack them; docs/translation.md explains each choice.
+
+// nsSep joins a Responses namespace and a tool name into one flat function
+// name for Chat and Messages upstreams ("multi_agent_v1__close_agent").
+const nsSep = "__"
+
+// flatName is the function name a namespaced tool gets on a flat target.
+func flatName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + nsSep + name
+}
+
+// customParameters is the JSON Schema a custom (freeform) tool gets when the
+// target only has function tools: one string parameter holding the input.
+const customParameters = `{"type":"object","properties":{"input":{"type":"string","description":"The raw input of this freeform tool."}},"required":["input"],"additionalProperties":false}`
+
+// toolParameters returns t's JSON Schema for a function-only target.
+func toolParameters(t *tool) string {
+	if t.custom {
+		return customParameters
+	}
+	if t.parameters == "" {
+		return `{"type":"object","properties":{}}`
+	}
+	return t.parameters
+}
+
+// toolDescription returns t's description for a function-only target; a
+// custom tool's input format (a grammar or regex) is appended so the model
+// still knows the syntax.
+func toolDescription(t *tool) string {
+	if !t.custom || t.format == "" {
+		return t.description
+	}
+	f := gjson.Parse(t.format)
+	if f.Get("type").Str != "grammar" {
+		return t.description
+	}
+	var sb strings.Builder
+	sb.WriteString(t.description)
+	sb.WriteString("\n\nPass the tool's input as the string parameter `input`; it must follow this ")
+	sb.WriteString(f.Get("syntax").Str)
+	sb.WriteString(" grammar:\n")
+	sb.WriteString(f.Get("definition").Str)
+	return sb.String()
+}
+
+// callArguments returns a tool call's arguments as a JSON object text for a
+// function-only target.
+func callArguments(p *part) string {
+	if p.custom {
+		b := append([]byte(`{"input":`), AppendString(nil, p.args)...)
+		return string(append(b, '}'))
+	}
+	if strings.TrimSpace(p.args) == "" {
+		return "{}"
+	}
+	return p.args
+}
+
+// toolErrorPrefix marks a failed tool result for targets without is_error.
+const toolErrorPrefix = "[tool error] "
+
+// resultText joins a tool result's text, marking an error result.
+func resultText(p *part) string {
+	t := joinText(p.result, "\n")
+	if p.isError {
+		return toolErrorPrefix + t
+	}
+	return t
+}
+
+// formatName is the schema name, with OpenAI's required default.
+func formatName(f *format) string {
+	if f.name == "" {
+		return "response"
+	}
+	return f.name
+}
+
+func orEmptyObject(raw string) string {
+	if raw == "" {
+		return "{}"
+	}
+	return raw
+}
+
+// flatten gives every tool of a Responses request the one flat name it has
+// on a Chat or Messages upstream: its own name when no other tool has that
+// name, else namespace__name. Tool calls in the history (which may or may
+// not carry their namespace) and a named tool_choice get the same names, so
+// afterwards no namespace is left in rq.
+func flatten(rq *request) {
+	count := map[string]int{}
+	for i := range rq.tools {
+		count[rq.tools[i].name]++
+	}
+	flat := func(ns, name string) string {
+		if count[name] > 1 && ns != "" {
+			return flatName(ns, name)
+		}
+		return name
+	}
+	for i := range rq.tools {
+		t := &rq.tools[i]
+		t.name, t.namespace = flat(t.namespace, t.name), ""
+	}
+	for i := range rq.messages {
+		for j := range rq.messages[i].parts {
+			p := &rq.messages[i].parts[j]
+			if p.typ == partToolCall {
+				p.name, p.namespace = flat(p.namespace, p.name), ""
+			}
+		}
+	}
+	if rq.toolChoice.mode == "tool" {
+		ns, name, found := strings.Cut(rq.toolChoice.name, nsSep)
+		if found && count[name] > 0 {
+			rq.toolChoice.name = flat(ns, name)
+		}
+	}
+}
+
+// toolNames records, from a Responses client's request, which flat tool
+// names the request translation made up (see flatten), so that answers can
+// be turned back: a flat name maps to its namespace and original name, and
+// custom tools (sent upstream as function tools) are marked.
+type toolNames struct {
+	flat   map[string]toolName
+	loaded bool
+}
+
+type toolName struct {
+	namespace, name string
+	custom          bool
+}
+
+// loadToolNames reads the tools of a Responses request body (top-level
+// tools and additional_tools input items). Nothing is recorded when the body
+// has no namespace or custom tools, or is not a valid request.
+func loadToolNames(body []byte) toolNames {
+	tn := toolNames{loaded: true}
+	if len(body) == 0 || DepthExceeds(body, maxDepth) || !gjson.ValidBytes(body) {
+		return tn
+	}
+	root := gjson.ParseBytes(body)
+	var ts []tool
+	add := func(r gjson.Result) {
+		more, err := decodeResponsesTools(r, "tools", "")
+		if err == nil {
+			ts = append(ts, more...)
+		}
+	}
+	add(root.Get("tools"))
+	root.Get("input").ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").Str == "additional_tools" {
+			add(it.Get("tools"))
+		}
+		return true
+	})
+	orig := make([]tool, len(ts))
+	copy(orig, ts)
+	rq := request{tools: ts}
+	flatten(&rq)
+	for i := range rq.tools {
+		o := &orig[i]
+		if o.namespace == "" && !o.custom {
+			continue
+		}
+		if tn.flat == nil {
+			tn.flat = map[string]toolName{}
+		}
+		tn.flat[rq.tools[i].name] = toolName{namespace: o.namespace, name: o.name, custom: o.custom}
+	}
+	return tn
+}
+
+// lookup returns the original name of a flat tool name.
+func (tn *toolNames) lookup(flat string) (toolName, bool) {
+	if tn.flat == nil {
+		return toolName{}, false
+	}
+	n, ok := tn.flat[flat]
+	return n, ok
+}
+
+// customInput extracts the "input" string from a custom call's arguments.
+func customInput(args string) string {
+	r := gjson.Get(args, "input")
+	if r.Type == gjson.String {
+		return r.Str
+	}
+	return args
+}
