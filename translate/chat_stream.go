@@ -123,10 +123,10 @@ func (d *chatDecoder) end(s *Stream, dst []byte) []byte {
 
 // chatEncoder writes a Chat stream to the client.
 type chatEncoder struct {
-	head   []byte // `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…` reused by every chunk
-	tools  int64  // tool calls started so far
+	head    []byte // `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…` reused by every chunk
+	tools   int64  // tool calls started so far
 	sawTool bool
-	kind   blockKind
+	kind    blockKind
 }
 
 func (e *chatEncoder) put(s *Stream, dst []byte, ev *sev) []byte {

@@ -146,11 +146,11 @@ type Usage struct {
 
 // response is the canonical non-stream answer.
 type response struct {
-	id, model  string
-	created    int64
-	parts      []part // assistant output: text, refusal, reasoning, tool calls
-	finish     finish
-	stopSeq    string
-	usage      Usage
-	hasUsage   bool
+	id, model string
+	created   int64
+	parts     []part // assistant output: text, refusal, reasoning, tool calls
+	finish    finish
+	stopSeq   string
+	usage     Usage
+	hasUsage  bool
 }
