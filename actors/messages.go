@@ -89,6 +89,15 @@ type schedStats struct{ reply chan SchedulerStats }
 // usageRecord adds one record to the current batch.
 type usageRecord struct{ rec storage.UsageRecord }
 
+// usageErrors adds a request's failed attempts to the current batch.
+type usageErrors struct{ events []storage.ErrorEvent }
+
+// usageBatch is what the recorder hands its writer: records, then error events.
+type usageBatch struct {
+	recs   []storage.UsageRecord
+	events []storage.ErrorEvent
+}
+
 // usageTick is the recorder's timer: flush the batch if it is old enough.
 type usageTick struct{}
 
@@ -97,7 +106,8 @@ type usageFlush struct{ done chan struct{} }
 
 // usageWritten is the writer's report for one batch.
 type usageWritten struct {
-	n   int
-	err error
-	at  time.Time
+	n      int // records
+	events int
+	err    error
+	at     time.Time
 }

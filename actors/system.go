@@ -39,6 +39,12 @@ type UsageWriter interface {
 	InsertUsage(ctx context.Context, recs []storage.UsageRecord) error
 }
 
+// ErrorEventWriter is the optional capability of a UsageWriter to store
+// failed attempts (storage.RequestLog satisfies it); see System.RecordErrors.
+type ErrorEventWriter interface {
+	InsertErrorEvents(ctx context.Context, evs []storage.ErrorEvent) error
+}
+
 // System runs the actors. Its methods are safe for concurrent use.
 type System struct {
 	engine    *actor.Engine
@@ -191,6 +197,15 @@ func (s *System) Release(l *Lease, out Outcome) {
 
 // Record queues one usage record for the recorder's next batch.
 func (s *System) Record(rec storage.UsageRecord) { s.engine.Send(s.usage, usageRecord{rec: rec}) }
+
+// RecordErrors queues a request's failed upstream attempts as error events,
+// written with the next usage batch when the Store implements
+// ErrorEventWriter (and dropped otherwise). evs must not be changed after.
+func (s *System) RecordErrors(evs []storage.ErrorEvent) {
+	if len(evs) > 0 {
+		s.engine.Send(s.usage, usageErrors{events: evs})
+	}
+}
 
 // FlushUsage writes every record queued so far, waiting until done or ctx ends.
 func (s *System) FlushUsage(ctx context.Context) error {

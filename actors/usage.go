@@ -34,10 +34,11 @@ type usageConfig struct {
 type recorder struct {
 	cfg     usageConfig
 	batch   []storage.UsageRecord
-	first   time.Time   // when the oldest pending record arrived
-	timer   *time.Timer // fires interval after first; nil when the batch is empty
-	writes  chan []storage.UsageRecord
-	queued  int // records handed to the writer and not yet written
+	events  []storage.ErrorEvent // pending error events, written after the batch's records
+	first   time.Time            // when the oldest pending record or event arrived
+	timer   *time.Timer          // fires interval after first; nil when nothing is pending
+	writes  chan usageBatch
+	queued  int // records and events handed to the writer and not yet written
 	dropped uint64
 	waiters []chan struct{}
 	stop    context.CancelFunc
@@ -52,7 +53,7 @@ func newRecorder(cfg usageConfig) actor.Producer {
 func (r *recorder) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
-		r.writes = make(chan []storage.UsageRecord, 1024)
+		r.writes = make(chan usageBatch, 1024)
 		r.done = make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stop = cancel
@@ -63,24 +64,31 @@ func (r *recorder) Receive(c *actor.Context) {
 		<-r.done // the writer drains what it was given; bounded by storage latency
 		r.stop()
 	case usageRecord:
-		if len(r.batch)+r.queued >= r.cfg.maxQueued {
+		if r.pending()+r.queued >= r.cfg.maxQueued {
 			r.dropped++
 			r.cfg.log.Error("usage record dropped: storage is behind", "queued", r.queued, "dropped", r.dropped)
 			return
 		}
-		if len(r.batch) == 0 {
-			r.first = time.Now()
-			e, self := c.Engine(), c.PID()
-			r.timer = time.AfterFunc(r.cfg.interval, func() { e.Send(self, usageTick{}) })
-		}
+		r.arm(c)
 		r.batch = append(r.batch, m.rec)
-		if len(r.batch) >= r.cfg.batchSize {
+		if r.pending() >= r.cfg.batchSize {
+			r.flush()
+		}
+	case usageErrors:
+		if r.pending()+r.queued+len(m.events) > r.cfg.maxQueued {
+			r.dropped += uint64(len(m.events))
+			r.cfg.log.Error("error events dropped: storage is behind", "queued", r.queued, "dropped", r.dropped)
+			return
+		}
+		r.arm(c)
+		r.events = append(r.events, m.events...)
+		if r.pending() >= r.cfg.batchSize {
 			r.flush()
 		}
 	case usageTick:
 		// A tick of a batch already flushed (its timer fired as it was
 		// stopped) finds a younger batch, whose own timer is armed.
-		if len(r.batch) > 0 && time.Since(r.first) >= r.cfg.interval {
+		if r.pending() > 0 && time.Since(r.first) >= r.cfg.interval {
 			r.flush()
 		}
 	case usageFlush:
@@ -91,8 +99,8 @@ func (r *recorder) Receive(c *actor.Context) {
 			r.waiters = append(r.waiters, m.done)
 		}
 	case usageWritten:
-		r.queued -= m.n
-		if r.cfg.onWritten != nil {
+		r.queued -= m.n + m.events
+		if r.cfg.onWritten != nil && (m.n > 0 || m.events == 0) {
 			r.cfg.onWritten(m.n, m.err)
 		}
 		if r.queued == 0 {
@@ -104,17 +112,30 @@ func (r *recorder) Receive(c *actor.Context) {
 	}
 }
 
+// pending is how many records and events wait in the current batch.
+func (r *recorder) pending() int { return len(r.batch) + len(r.events) }
+
+// arm starts the batch's timer when the batch is empty.
+func (r *recorder) arm(c *actor.Context) {
+	if r.pending() == 0 {
+		r.first = time.Now()
+		e, self := c.Engine(), c.PID()
+		r.timer = time.AfterFunc(r.cfg.interval, func() { e.Send(self, usageTick{}) })
+	}
+}
+
 func (r *recorder) flush() {
 	if r.timer != nil {
 		r.timer.Stop()
 		r.timer = nil
 	}
-	if len(r.batch) == 0 {
+	if r.pending() == 0 {
 		return
 	}
-	b := r.batch
+	b := usageBatch{recs: r.batch, events: r.events}
 	r.batch = make([]storage.UsageRecord, 0, r.cfg.batchSize)
-	r.queued += len(b)
+	r.events = nil
+	r.queued += len(b.recs) + len(b.events)
 	select {
 	case r.writes <- b:
 	default:
@@ -127,24 +148,39 @@ func (r *recorder) flush() {
 // writer writes batches in order. It runs outside the actor and reports back.
 func (r *recorder) writer(ctx context.Context, e *actor.Engine, self *actor.PID) {
 	defer close(r.done)
+	ew, _ := r.cfg.store.(ErrorEventWriter)
 	for b := range r.writes {
 		var err error
-		for attempt := 0; ; attempt++ {
-			wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err = r.cfg.store.InsertUsage(wctx, b)
-			cancel()
-			if err == nil || ctx.Err() != nil || attempt >= 5 {
-				break
-			}
-			r.cfg.log.Warn("usage batch write failed; retrying", "records", len(b), "attempt", attempt+1, "err", err)
-			select {
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-			case <-ctx.Done():
-			}
+		if len(b.recs) > 0 {
+			err = r.retry(ctx, "usage batch", len(b.recs), func(wctx context.Context) error { return r.cfg.store.InsertUsage(wctx, b.recs) })
 		}
-		if err != nil {
-			r.cfg.log.Error("usage batch lost", "records", len(b), "err", err)
+		if len(b.events) > 0 && ew != nil {
+			// A lost events batch is logged by retry; err stays the records'.
+			_ = r.retry(ctx, "error events", len(b.events), func(wctx context.Context) error { return ew.InsertErrorEvents(wctx, b.events) })
 		}
-		e.Send(self, usageWritten{n: len(b), err: err, at: time.Now()})
+		e.Send(self, usageWritten{n: len(b.recs), events: len(b.events), err: err, at: time.Now()})
 	}
+}
+
+// retry runs write with a 30 s timeout, retrying a failure with backoff up to
+// 5 times (not after ctx ends), and logs a batch it lost.
+func (r *recorder) retry(ctx context.Context, what string, n int, write func(context.Context) error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = write(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || attempt >= 5 {
+			break
+		}
+		r.cfg.log.Warn(what+" write failed; retrying", "rows", n, "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		r.cfg.log.Error(what+" lost", "rows", n, "err", err)
+	}
+	return err
 }

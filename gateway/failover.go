@@ -60,7 +60,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
-			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Prefer: c.prefer,
+			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: c.prefer,
 		})
 		if err != nil {
 			if last != nil {
@@ -73,13 +73,18 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		}
 		c.attempts++
 		tried = append(tried, lease.AccountID)
+		astart := s.now()
 		res, f := s.attempt(ctx, c, lease)
+		if f != nil {
+			c.failed(lease.AccountID, f, s.now(), astart)
+		}
 		if c.attempts == 1 {
 			budgetEnd = s.now().Add(s.cfg.FailoverBudget)
 		}
 		if f == nil {
 			s.metrics.failovers.Observe(float64(c.attempts - 1))
 			s.failovers.add(c.attempts - 1)
+			s.sys.RecordErrors(c.errors)
 			return outcome{res: res}
 		}
 		last = f
@@ -90,6 +95,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
 	s.failovers.add(c.attempts - 1)
+	s.sys.RecordErrors(c.errors)
 	if last != nil && last.verdict.Class != upstream.ClassCanceled {
 		s.log.Warn("request failed on every attempt", "request_id", c.id, "attempts", c.attempts,
 			"class", last.verdict.Class.String(), "status", last.status, "err", last.err)
@@ -208,5 +214,13 @@ func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, 
 		Model: c.model, Route: c.endpoint.String(), Stream: c.stream, Status: status, Attempts: c.attempts,
 		Latency: latency, TTFT: ttft,
 		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
+	})
+}
+
+// failed adds the attempt that just failed on account to c's error events.
+func (c *call) failed(account string, f *failure, end, start time.Time) {
+	c.errors = append(c.errors, storage.ErrorEvent{
+		RequestID: c.id, Attempt: c.attempts, At: end.UTC(), AccountID: account,
+		Class: f.verdict.Class.String(), Status: f.status, Latency: end.Sub(start),
 	})
 }

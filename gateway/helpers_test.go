@@ -18,9 +18,10 @@ import (
 
 // memStore is an in-memory storage.Store for gateway unit tests.
 type memStore struct {
-	mu    sync.Mutex
-	keys  map[string]storage.APIKey
-	usage []storage.UsageRecord
+	mu     sync.Mutex
+	keys   map[string]storage.APIKey
+	usage  []storage.UsageRecord
+	events []storage.ErrorEvent
 }
 
 func newMemStore() *memStore { return &memStore{keys: map[string]storage.APIKey{}} }
@@ -76,6 +77,22 @@ func (m *memStore) UpdateAPIKey(_ context.Context, k storage.APIKey) (storage.AP
 func (m *memStore) Rollups(context.Context, storage.UsageQuery) ([]storage.UsageRollup, error) {
 	return nil, nil
 }
+func (m *memStore) UsageRecords(context.Context, storage.RequestLogQuery) ([]storage.UsageRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]storage.UsageRecord(nil), m.usage...), nil
+}
+func (m *memStore) ErrorEvents(context.Context, storage.RequestLogQuery) ([]storage.ErrorEvent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]storage.ErrorEvent(nil), m.events...), nil
+}
+func (m *memStore) InsertErrorEvents(_ context.Context, evs []storage.ErrorEvent) error {
+	m.mu.Lock()
+	m.events = append(m.events, evs...)
+	m.mu.Unlock()
+	return nil
+}
 func (m *memStore) PruneUsage(context.Context, time.Time, time.Time) (int64, int64, error) {
 	return 0, 0, nil
 }
@@ -121,6 +138,13 @@ func (c cannedTransport) Do(_ context.Context, _ *upstream.Request) (*upstream.R
 // returns it with a valid API key.
 func testServer(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.System, string) {
 	t.Helper()
+	s, sys, secret, _ := testServerStore(t, n, tr)
+	return s, sys, secret
+}
+
+// testServerStore is testServer that also returns the server's store.
+func testServerStore(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.System, string, *memStore) {
+	t.Helper()
 	store := newMemStore()
 	sys, err := actors.Start(actors.Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
 	if err != nil {
@@ -148,7 +172,7 @@ func testServer(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.Sy
 	}
 	store.CreateAPIKey(context.Background(), k)
 	s := New(Config{MaxWait: 100 * time.Millisecond}, sys, store, nil, nil, nil)
-	return s, sys, secret
+	return s, sys, secret, store
 }
 
 // inFlight sums the in-flight leases of every account view.

@@ -53,6 +53,8 @@ type call struct {
 	prevResp    string           // Responses previous_response_id
 	prefer      string           // the account that served prevResp, from the affinity cache
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
+
+	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,

@@ -89,6 +89,10 @@ type APIKey struct {
 	CreatedAt time.Time
 	Limits    KeyLimits // per-key limits; zero fields mean unlimited
 	Admin     bool      // may call /api/admin and ask for decision traces
+	// Weight is the key's share of the fair queue when the pool is
+	// saturated: its waiters get Weight turns per round against 1 for a
+	// default key. Stored 1 when 0 (the default); ErrInvalid when negative.
+	Weight int
 }
 
 // KeyLimits are a key's request limits, enforced at the gateway from the
@@ -127,6 +131,11 @@ type UsageRecord struct {
 	CachedTokens    int64 // part of InputTokens served from the prompt cache
 	OutputTokens    int64
 	ReasoningTokens int64 // part of OutputTokens spent on reasoning
+
+	// Decision is the compact trace of how the serving account was chosen
+	// (column decision; format in docs/policies.md#decision-traces); "" when
+	// no account was picked.
+	Decision string
 }
 
 // UsageRollup is one row of the hourly rollup (table usage_hourly): the sums
@@ -190,7 +199,7 @@ type APIKeys interface {
 	// DeleteAPIKey removes the key with the given ID or name, or returns ErrNotFound.
 	DeleteAPIKey(ctx context.Context, idOrName string) error
 	// UpdateAPIKey replaces the mutable fields (Name, Group, Models, Disabled,
-	// ExpiresAt, Limits, Admin) of the key with k.ID and returns the key as stored;
+	// ExpiresAt, Limits, Admin, Weight) of the key with k.ID and returns the key as stored;
 	// Hash, Prefix and CreatedAt never change (k's are ignored).
 	// ErrNotFound if absent, ErrConflict if the new name is taken, ErrInvalid
 	// if Name is empty or a limit negative.
@@ -212,7 +221,7 @@ type Usage interface {
 	// maintains them in its transaction, so they always agree exactly with
 	// the records (until PruneUsage removes records older than the rollups).
 	Rollups(ctx context.Context, q UsageQuery) ([]UsageRollup, error)
-	// PruneUsage deletes usage records whose At is before recordsBefore and
+	// PruneUsage deletes usage records (and error events) whose At is before recordsBefore and
 	// rollup rows whose Hour is before rollupsBefore, in small batches (no
 	// long locks), and returns how many of each it deleted. Rollups are not
 	// changed by pruning records: they outlive them. A zero time deletes nothing.
@@ -282,6 +291,7 @@ type Store interface {
 	Usage
 	Settings
 	Policies
+	RequestLog
 	// Close releases the backend's resources; the Store must not be used after.
 	Close() error
 }

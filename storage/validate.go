@@ -61,3 +61,15 @@ func isSHA256Hex(s string) bool {
 	}
 	return true
 }
+
+// NormKeyWeight prepares k's fair-queue Weight for storing: 0 becomes 1 (the
+// default); a negative weight is refused with an error wrapping ErrInvalid.
+func NormKeyWeight(k *APIKey) error {
+	if k.Weight < 0 {
+		return fmt.Errorf("%w: api key %q: weight %d is negative", ErrInvalid, k.Name, k.Weight)
+	}
+	if k.Weight == 0 {
+		k.Weight = 1
+	}
+	return nil
+}

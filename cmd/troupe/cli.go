@@ -77,6 +77,7 @@ type keyLimitFlags struct {
 	rpd     int64
 	tpd     int64
 	expires string
+	weight  int
 }
 
 func (f *keyLimitFlags) register(c *cobra.Command, update bool) {
@@ -91,6 +92,7 @@ func (f *keyLimitFlags) register(c *cobra.Command, update bool) {
 		help = "new expiry: a duration from now (720h), an RFC 3339 time, or never"
 	}
 	fs.StringVar(&f.expires, "expires", "", help)
+	fs.IntVar(&f.weight, "weight", 1, "fair-queue weight: turns per round for the key's waiters when the pool is saturated")
 }
 
 // apply sets the fields of k whose flags were given (all of them for a new key).
@@ -117,6 +119,12 @@ func (f *keyLimitFlags) apply(c *cobra.Command, k *storage.APIKey, now time.Time
 			return err
 		}
 		k.ExpiresAt = exp
+	}
+	if fs.Changed("weight") {
+		k.Weight = f.weight
+		if err := storage.NormKeyWeight(k); err != nil {
+			return fmt.Errorf("--weight: %w", err)
+		}
 	}
 	return k.Limits.Validate()
 }
@@ -279,11 +287,11 @@ the admin right (/api/admin, decision traces). The secret never changes.`,
 				return fmt.Errorf("--admin and --no-admin are mutually exclusive")
 			}
 			changed := false
-			for _, f := range []string{"rpm", "rpd", "tokens-per-day", "models", "group", "expires", "name", "disable", "enable", "admin", "no-admin"} {
+			for _, f := range []string{"rpm", "rpd", "tokens-per-day", "models", "group", "expires", "name", "disable", "enable", "admin", "no-admin", "weight"} {
 				changed = changed || fs.Changed(f)
 			}
 			if !changed {
-				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable, --admin, --no-admin")
+				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable, --admin, --no-admin, --weight")
 			}
 			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				k, err := findKey(ctx, s, args[0])

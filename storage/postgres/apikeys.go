@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = $1`
 
@@ -31,6 +31,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: create api key: %w", err)
 	}
+	if err := storage.NormKeyWeight(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("postgres: create api key: %w", err)
+	}
 	if k.ID == "" {
 		k.ID = newID()
 	}
@@ -42,9 +45,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		t := ms(*k.ExpiresAt)
 		k.ExpiresAt = &t
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, list(k.Models), k.Disabled, k.ExpiresAt, k.CreatedAt,
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin)
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.Weight)
 	if uniqueViolation(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -126,15 +129,18 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: update api key: %w", err)
 	}
+	if err := storage.NormKeyWeight(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("postgres: update api key: %w", err)
+	}
 	var expires *time.Time
 	if k.ExpiresAt != nil {
 		t := ms(*k.ExpiresAt)
 		expires = &t
 	}
 	got, err := scanAPIKey(s.pool.QueryRow(ctx, `UPDATE api_keys SET name = $1, grp = $2, models = $3, disabled = $4,
-		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8, admin = $9
+		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8, admin = $9, weight = $11
 		WHERE id = $10 RETURNING `+apiKeyColumns,
-		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.ID))
+		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.ID, k.Weight))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("postgres: api key %q: %w", k.ID, storage.ErrNotFound)
@@ -154,7 +160,7 @@ func scanAPIKey(row pgx.Row) (storage.APIKey, error) {
 		created time.Time
 	)
 	if err := row.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &k.Disabled, &expires, &created,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin, &k.Weight); err != nil {
 		return storage.APIKey{}, err
 	}
 	k.Models = normList(models)

@@ -16,7 +16,7 @@ import (
 // in the order usageSource yields them.
 var usageColumns = []string{
 	"request_id", "at", "key_id", "account_id", "model", "route", "stream", "status", "error_class", "attempts",
-	"latency_us", "ttft_us", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens",
+	"latency_us", "ttft_us", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "decision",
 }
 
 // insertStagedSQL moves the staged records into usage_records, skipping
@@ -58,7 +58,7 @@ const maxAttempts = 5
 type usageSource struct {
 	recs     []storage.UsageRecord
 	keep     []bool // records to copy (the first of each RequestID)
-	text     [][6]string
+	text     [][7]string
 	lat, ttf []int64
 	status   []int64
 	attempts []int64
@@ -80,7 +80,7 @@ func (u *usageSource) Values() ([]any, error) {
 	v = append(v, textRef{&t[0]}, timeRef{&r.At}, textRef{&t[1]}, textRef{&t[2]}, textRef{&t[3]}, textRef{&t[4]},
 		boolRef{&r.Stream}, int8Ref{&u.status[i]}, textRef{&t[5]}, int8Ref{&u.attempts[i]},
 		int8Ref{&u.lat[i]}, int8Ref{&u.ttf[i]}, int8Ref{&r.InputTokens}, int8Ref{&r.CachedTokens},
-		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens})
+		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens}, textRef{&t[6]})
 	u.vals = v
 	return v, nil
 }
@@ -112,7 +112,7 @@ func (u *usageSource) Err() error { return nil }
 func newUsageSource(recs []storage.UsageRecord) *usageSource {
 	n := len(recs)
 	u := &usageSource{
-		recs: recs, keep: make([]bool, n), text: make([][6]string, n),
+		recs: recs, keep: make([]bool, n), text: make([][7]string, n),
 		lat: make([]int64, n), ttf: make([]int64, n), status: make([]int64, n), attempts: make([]int64, n),
 		vals: make([]any, 0, len(usageColumns)),
 	}
@@ -125,7 +125,7 @@ func newUsageSource(recs []storage.UsageRecord) *usageSource {
 		}
 		seen[id] = struct{}{}
 		u.keep[i] = true
-		u.text[i] = [6]string{id, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model), storage.CleanText(r.Route), storage.CleanText(r.ErrorClass)}
+		u.text[i] = [7]string{id, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model), storage.CleanText(r.Route), storage.CleanText(r.ErrorClass), storage.CleanText(r.Decision)}
 		u.lat[i], u.ttf[i] = r.Latency.Microseconds(), r.TTFT.Microseconds()
 		u.status[i], u.attempts[i] = int64(r.Status), int64(r.Attempts)
 	}
@@ -143,8 +143,8 @@ func newUsageSource(recs []storage.UsageRecord) *usageSource {
 // microseconds; text that PostgreSQL cannot hold (invalid UTF-8, NUL bytes)
 // is stored with U+FFFD in place of the bad bytes rather than losing the
 // batch. A transaction aborted by a deadlock or serialization failure is
-// retried. An empty recs is a no-op. Errors: storage.ErrInvalid when a
-// record fails Validate (nothing is written).
+// retried. An empty recs is a no-op. Errors: storage.ErrInvalid
+// when a record fails Validate (nothing is written).
 func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -267,6 +267,10 @@ func (s *Store) PruneUsage(ctx context.Context, recordsBefore, rollupsBefore tim
 			SELECT request_id FROM usage_records WHERE at < $1 LIMIT `+fmt.Sprint(pruneBatch)+`)`, recordsBefore)
 		if err != nil {
 			return records, 0, fmt.Errorf("postgres: prune usage records: %w", err)
+		}
+		if _, err = s.pruneLoop(ctx, `DELETE FROM error_events WHERE (request_id, attempt) IN (
+			SELECT request_id, attempt FROM error_events WHERE at < $1 LIMIT `+fmt.Sprint(pruneBatch)+`)`, recordsBefore); err != nil {
+			return records, 0, fmt.Errorf("postgres: prune error events: %w", err)
 		}
 	}
 	if !rollupsBefore.IsZero() {

@@ -10,13 +10,13 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = ?`
 
 // updateAPIKeySQL replaces the mutable columns of the key with id ?10.
 const updateAPIKeySQL = `UPDATE api_keys SET name = ?1, grp = ?2, models = ?3, disabled = ?4, expires_at = ?5,
-	rpm = ?6, rpd = ?7, tokens_per_day = ?8, admin = ?9
+	rpm = ?6, rpd = ?7, tokens_per_day = ?8, admin = ?9, weight = ?11
 WHERE id = ?10
 RETURNING ` + apiKeyColumns
 
@@ -36,6 +36,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: create api key: %w", err)
 	}
+	if err := storage.NormKeyWeight(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: create api key: %w", err)
+	}
 	if k.ID == "" {
 		k.ID = newID()
 	}
@@ -44,9 +47,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	}
 	k.CreatedAt = fromMillis(toMillis(k.CreatedAt))
 	expires := nullMillis(k.ExpiresAt)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, encodeList(k.Models), boolInt(k.Disabled), expires, toMillis(k.CreatedAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin))
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.Weight)
 	if isConstraint(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -77,9 +80,12 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.CheckKeyText(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
 	}
+	if err := storage.NormKeyWeight(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
+	}
 	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,
 		k.Name, k.Group, encodeList(k.Models), boolInt(k.Disabled), nullMillis(k.ExpiresAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID))
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID, k.Weight))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("sqlite: api key %q: %w", k.ID, storage.ErrNotFound)
@@ -155,7 +161,7 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		createdMs int64
 	)
 	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin, &k.Weight); err != nil {
 		return storage.APIKey{}, err
 	}
 	var err error

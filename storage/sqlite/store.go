@@ -46,7 +46,9 @@ type Store struct {
 
 	insertUsage  *sql.Stmt // on w
 	upsertRollup *sql.Stmt // on w
-	keyByHash    *sql.Stmt // on r
+	// insertErrorEvent stores one failed attempt (on w).
+	insertErrorEvent *sql.Stmt
+	keyByHash        *sql.Stmt // on r
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -106,6 +108,10 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	if s.insertErrorEvent, err = s.w.PrepareContext(ctx, insertErrorEventSQL); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
 	if s.keyByHash, err = s.r.PrepareContext(ctx, apiKeyByHashSQL); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
@@ -118,7 +124,7 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insertUsage, s.upsertRollup, s.keyByHash} {
+	for _, st := range []*sql.Stmt{s.insertUsage, s.upsertRollup, s.insertErrorEvent, s.keyByHash} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -13,9 +13,14 @@ import (
 
 const insertUsageSQL = `INSERT INTO usage_records (
 	request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id) DO NOTHING`
+
+// insertErrorEventSQL stores one failed attempt; a repeated one is skipped.
+const insertErrorEventSQL = `INSERT INTO error_events (request_id, attempt, at, account_id, class, status, latency_us)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(request_id, attempt) DO NOTHING`
 
 // upsertRollupSQL adds one group's sums to its usage_hourly row.
 const upsertRollupSQL = `INSERT INTO usage_hourly (
@@ -103,7 +108,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			storage.CleanText(r.RequestID), at, keyID, accountID, model, storage.CleanText(r.Route),
 			boolInt(r.Stream), r.Status, storage.CleanText(r.ErrorClass), r.Attempts,
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
-			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens)
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision))
 		if err != nil {
 			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
@@ -230,6 +235,10 @@ func (s *Store) PruneUsage(ctx context.Context, recordsBefore, rollupsBefore tim
 			SELECT rowid FROM usage_records WHERE at < ? LIMIT `+fmt.Sprint(pruneBatch)+`)`, toMillis(recordsBefore))
 		if err != nil {
 			return records, 0, fmt.Errorf("sqlite: prune usage records: %w", err)
+		}
+		if _, err = s.pruneLoop(ctx, `DELETE FROM error_events WHERE rowid IN (
+			SELECT rowid FROM error_events WHERE at < ? LIMIT `+fmt.Sprint(pruneBatch)+`)`, toMillis(recordsBefore)); err != nil {
+			return records, 0, fmt.Errorf("sqlite: prune error events: %w", err)
 		}
 	}
 	if !rollupsBefore.IsZero() {

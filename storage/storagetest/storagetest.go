@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"APIKeys/Update", testAPIKeyUpdate},
 		{"APIKeys/UpdateConflicts", testAPIKeyUpdateConflicts},
 		{"APIKeys/Admin", testAPIKeyAdmin},
+		{"APIKeys/Weight", testAPIKeyWeight},
 		{"Usage/InsertAndCount", testUsageInsertAndCount},
 		{"Usage/AllOrNothing", testUsageAllOrNothing},
 		{"Usage/Concurrent", testUsageConcurrent},
@@ -69,6 +70,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"Usage/RollupsConcurrentRetries", testUsageRollupsConcurrentRetries},
 		{"Usage/Prune", testUsagePrune},
 		{"Usage/DirtyText", testUsageDirtyText},
+		{"RequestLog/Decisions", testRequestLogDecisions},
+		{"RequestLog/ErrorEvents", testRequestLogErrorEvents},
+		{"RequestLog/Window", testRequestLogWindow},
 		{"Settings/RoundTrip", testSettingsRoundTrip},
 		{"Settings/Invalid", testSettingsInvalid},
 		{"Policies/SaveAndHistory", testPolicySaveAndHistory},
@@ -125,6 +129,7 @@ func SampleAPIKey(name string) storage.APIKey {
 		Prefix: secret[:12],
 		Group:  "team-a",
 		Models: []string{"gpt-5"},
+		Weight: 1,
 	}
 }
 

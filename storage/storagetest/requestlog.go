@@ -1,0 +1,169 @@
+package storagetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// testAPIKeyWeight: a key's fair-queue weight defaults to 1, round-trips
+// through create, update and lookups, and a negative one is refused.
+func testAPIKeyWeight(t *testing.T, s storage.Store) {
+	k := SampleAPIKey("weighted")
+	k.Weight = 0
+	got := mustCreateKey(t, s, k)
+	if got.Weight != 1 {
+		t.Errorf("created with weight 0: Weight = %d, want the default 1", got.Weight)
+	}
+	got.Weight = 5
+	up, err := s.UpdateAPIKey(ctx(t), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Weight != 5 {
+		t.Errorf("updated: Weight = %d, want 5", up.Weight)
+	}
+	byHash, err := s.APIKeyByHash(ctx(t), k.Hash)
+	if err != nil || byHash.Weight != 5 {
+		t.Errorf("APIKeyByHash: Weight = %d, %v; want 5", byHash.Weight, err)
+	}
+	heavy := SampleAPIKey("heavy")
+	heavy.Weight = 3
+	if got := mustCreateKey(t, s, heavy); got.Weight != 3 {
+		t.Errorf("created with weight 3: Weight = %d", got.Weight)
+	}
+	bad := SampleAPIKey("negative")
+	bad.Weight = -1
+	if _, err := s.CreateAPIKey(ctx(t), bad); !errors.Is(err, storage.ErrInvalid) {
+		t.Errorf("create with weight -1: err = %v, want ErrInvalid", err)
+	}
+	up.Weight = -2
+	if _, err := s.UpdateAPIKey(ctx(t), up); !errors.Is(err, storage.ErrInvalid) {
+		t.Errorf("update to weight -2: err = %v, want ErrInvalid", err)
+	}
+	if k, _ := s.APIKeyByHash(ctx(t), k.Hash); k.Weight != 5 {
+		t.Errorf("after a refused update: Weight = %d, want 5", k.Weight)
+	}
+}
+
+// testRequestLogDecisions: the decision trace is stored with the record and
+// read back with the rest of it.
+func testRequestLogDecisions(t *testing.T, s storage.Store) {
+	recs := SampleUsage("dec", 3)
+	recs[0].Decision = "p=smart@3 n=120 f=tags:fast top=acct-1:98.5h,acct-2:97w chose=acct-1"
+	recs[1].Decision = "p=canary:smart@4 n=1 chose=acct-1 via=prefer"
+	if err := s.InsertUsage(ctx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.UsageRecords(ctx(t), storage.RequestLogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("UsageRecords: %d records, want 3", len(got))
+	}
+	for i, r := range got {
+		w := recs[i]
+		if r.RequestID != w.RequestID || r.Decision != w.Decision || !r.At.Equal(w.At) ||
+			r.KeyID != w.KeyID || r.AccountID != w.AccountID || r.Model != w.Model || r.Route != w.Route ||
+			r.Stream != w.Stream || r.Status != w.Status || r.Attempts != w.Attempts || r.Latency != w.Latency ||
+			r.TTFT != w.TTFT || r.InputTokens != w.InputTokens || r.OutputTokens != w.OutputTokens ||
+			r.CachedTokens != w.CachedTokens || r.ReasoningTokens != w.ReasoningTokens {
+			t.Errorf("record %d:\n got %+v\nwant %+v", i, r, w)
+		}
+	}
+}
+
+// testRequestLogErrorEvents: failed attempts are stored once, even when the
+// batch is retried or repeats an event; invalid events write nothing; pruning
+// the records prunes their events.
+func testRequestLogErrorEvents(t *testing.T, s storage.Store) {
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	evs := []storage.ErrorEvent{
+		{RequestID: "ev-0", Attempt: 1, At: base.Add(10 * time.Millisecond), AccountID: "acct-9", Class: "quota", Status: 429, Latency: 9 * time.Millisecond},
+		{RequestID: "ev-0", Attempt: 2, At: base.Add(30 * time.Millisecond), AccountID: "acct-8", Class: "transient", Status: 0, Latency: 20 * time.Millisecond},
+		{RequestID: "ev-1", Attempt: 1, At: base.Add(6 * time.Millisecond), AccountID: "acct-7", Class: "transient", Status: 503, Latency: 4 * time.Millisecond},
+	}
+	batch := append(append([]storage.ErrorEvent(nil), evs...), storage.ErrorEvent{RequestID: "ev-0", Attempt: 1, AccountID: "repeat"})
+	for range 2 { // the second insert is a retried batch: nothing doubles
+		if err := s.InsertErrorEvents(ctx(t), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := []storage.ErrorEvent{{RequestID: "ev-new", Attempt: 1, At: base}, {RequestID: "ev-new", Attempt: 0, At: base}}
+	if err := s.InsertErrorEvents(ctx(t), bad); !errors.Is(err, storage.ErrInvalid) {
+		t.Errorf("an event with attempt 0: err = %v, want ErrInvalid", err)
+	}
+	if err := s.InsertErrorEvents(ctx(t), []storage.ErrorEvent{{Attempt: 1}}); !errors.Is(err, storage.ErrInvalid) {
+		t.Errorf("an event without request id: err = %v, want ErrInvalid", err)
+	}
+	got, err := s.ErrorEvents(ctx(t), storage.RequestLogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []storage.ErrorEvent{evs[2], evs[0], evs[1]} // by At
+	if len(got) != len(want) {
+		t.Fatalf("ErrorEvents: %d events, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.RequestID != w.RequestID || g.Attempt != w.Attempt || !g.At.Equal(w.At) || g.AccountID != w.AccountID ||
+			g.Class != w.Class || g.Status != w.Status || g.Latency != w.Latency {
+			t.Errorf("event %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if _, _, err := s.PruneUsage(ctx(t), base.Add(time.Hour), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ErrorEvents(ctx(t), storage.RequestLogQuery{}); err != nil || len(got) != 0 {
+		t.Errorf("after pruning: %d events, %v; want none", len(got), err)
+	}
+}
+
+// testRequestLogWindow: queries select by time window, oldest first, and honour the limit.
+func testRequestLogWindow(t *testing.T, s storage.Store) {
+	recs := SampleUsage("win", 50)
+	var evs []storage.ErrorEvent
+	for i := range recs {
+		recs[i].At = recs[i].At.Add(time.Duration(i) * time.Second)
+		evs = append(evs, storage.ErrorEvent{RequestID: recs[i].RequestID, Attempt: 1, At: recs[i].At, AccountID: fmt.Sprint("a", i), Class: "rate", Status: 429})
+	}
+	if err := s.InsertUsage(ctx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertErrorEvents(ctx(t), evs); err != nil {
+		t.Fatal(err)
+	}
+	q := storage.RequestLogQuery{From: recs[10].At, To: recs[20].At}
+	got, err := s.UsageRecords(ctx(t), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || got[0].RequestID != recs[10].RequestID || got[9].RequestID != recs[19].RequestID {
+		t.Errorf("window [10, 20): %d records, first %q", len(got), first(got))
+	}
+	evs, err = s.ErrorEvents(ctx(t), q)
+	if err != nil || len(evs) != 10 || evs[0].RequestID != recs[10].RequestID {
+		t.Errorf("events in window [10, 20): %d, %v", len(evs), err)
+	}
+	q.Limit = 4
+	if got, err := s.UsageRecords(ctx(t), q); err != nil || len(got) != 4 || got[3].RequestID != recs[13].RequestID {
+		t.Errorf("limit 4: %d records, %v", len(got), err)
+	}
+	if got, err := s.ErrorEvents(ctx(t), q); err != nil || len(got) != 4 {
+		t.Errorf("events, limit 4: %d, %v", len(got), err)
+	}
+	if got, err := s.UsageRecords(ctx(t), storage.RequestLogQuery{From: recs[49].At.Add(time.Second)}); err != nil || len(got) != 0 {
+		t.Errorf("after the last record: %d records, %v", len(got), err)
+	}
+}
+
+func first(recs []storage.UsageRecord) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	return recs[0].RequestID
+}
