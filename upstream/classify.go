@@ -60,14 +60,27 @@ type Verdict struct {
 
 // Classify decides the failure class of an upstream answer with the given
 // status, headers and (possibly truncated) body. A 2xx status is ClassNone.
-// Sources for the shapes: https://platform.openai.com/docs/guides/error-codes
-// and the Codex backend's usage_limit_reached body (resets_in_seconds).
+// Sources for the shapes: https://platform.openai.com/docs/guides/error-codes,
+// the Codex backend's usage_limit_reached body (resets_in_seconds), and
+// https://docs.anthropic.com/en/api/errors with
+// https://docs.anthropic.com/en/api/rate-limits (429 rate_limit_error with
+// retry-after and anthropic-ratelimit-*-reset headers; 529
+// overloaded_error; a 400 invalid_request_error saying "Your credit balance
+// is too low" or "You have reached your specified API usage limits. You
+// will regain access on <date> at <time> UTC." is a quota, the latter with
+// its reset).
 func Classify(status int, h http.Header, body []byte) Verdict {
 	if status >= 200 && status < 300 {
 		return Verdict{}
 	}
 	v := Verdict{RetryAfter: retryAfter(h)}
+	if v.RetryAfter == 0 && status == http.StatusTooManyRequests {
+		v.RetryAfter = anthropicRateReset(h, time.Now())
+	}
 	switch {
+	case status == http.StatusBadRequest && isBillingRefusal(body):
+		v.Class = ClassQuota
+		v.RetryAfter = regainAccessIn(body, time.Now())
 	case status == http.StatusTooManyRequests:
 		if isQuota(body) {
 			v.Class = ClassQuota
@@ -111,6 +124,85 @@ func isQuota(body []byte) bool {
 		}
 	}
 	return false
+}
+
+// Anthropic's wordings of an exhausted balance or spend limit, answered as
+// 400 invalid_request_error (https://docs.anthropic.com/en/api/errors and
+// the API's own messages): "Your credit balance is too low to access the
+// Anthropic API…" and "You have reached your specified API usage limits.
+// You will regain access on 2025-08-01 at 00:00 UTC."
+var (
+	creditBalanceText = []byte("credit balance is too low")
+	usageLimitsText   = []byte("reached your specified API usage limits")
+	regainAccessText  = []byte("regain access on ")
+)
+
+// isBillingRefusal reports whether a 400 body refuses for money, not for
+// the request: Anthropic's balance and spend-limit wordings, an Anthropic
+// billing_error type, or OpenAI's billing_hard_limit_reached code.
+func isBillingRefusal(body []byte) bool {
+	if bytes.Contains(body, creditBalanceText) || bytes.Contains(body, usageLimitsText) {
+		return true
+	}
+	e := gjson.GetBytes(body, "error")
+	return e.Get("type").Str == "billing_error" || e.Get("code").Str == "billing_hard_limit_reached"
+}
+
+// isBillingMessage reports whether an error message carries Anthropic's
+// balance or spend-limit wording (the error type is then
+// invalid_request_error, which alone would be ClassRequest).
+func isBillingMessage(msg string) bool {
+	return strings.Contains(msg, string(creditBalanceText)) || strings.Contains(msg, string(usageLimitsText))
+}
+
+// regainAccessIn reads "regain access on 2025-08-01 at 00:00 UTC" from an
+// Anthropic spend-limit body and returns the time left until then from now
+// (0 when absent, unparsable or past).
+func regainAccessIn(body []byte, now time.Time) time.Duration {
+	i := bytes.Index(body, regainAccessText)
+	if i < 0 {
+		return 0
+	}
+	const layout = "2006-01-02 at 15:04 MST" // as long as the values it parses
+	rest := body[i+len(regainAccessText):]
+	if len(rest) < len(layout) {
+		return 0
+	}
+	at, err := time.Parse(layout, string(rest[:len(layout)]))
+	if err != nil {
+		return 0
+	}
+	return max(at.Sub(now), 0)
+}
+
+// anthropicRateFamilies are the limits Anthropic reports on every answer as
+// anthropic-ratelimit-<family>-{limit,remaining,reset}
+// (https://docs.anthropic.com/en/api/rate-limits#response-headers).
+var anthropicRateFamilies = [...]struct{ remaining, reset string }{
+	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset"},
+}
+
+// anthropicRateReset returns, for a 429 without Retry-After, the wait until
+// the latest reset (RFC 3339) of the Anthropic limits that are used up
+// (remaining "0"); 0 when there is none in the future.
+func anthropicRateReset(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	var d time.Duration
+	for _, f := range anthropicRateFamilies {
+		if h.Get(f.remaining) != "0" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, h.Get(f.reset))
+		if err == nil {
+			d = max(d, at.Sub(now))
+		}
+	}
+	return d
 }
 
 // resetsIn reads "resets_in_seconds": N from a Codex usage-limit body.
@@ -175,9 +267,12 @@ func ClassifyError(err error) Verdict {
 
 // ClassifyCode decides the class of an error given by code and type strings,
 // as they appear in OpenAI error objects ({"error":{"type","code"}}), in
-// Responses `error`/`response.failed` events (error.code) and in the Codex
-// backend's bodies (error.type). Unknown codes are ClassTransient: another
-// account may well succeed.
+// Responses `error`/`response.failed` events (error.code), in the Codex
+// backend's bodies (error.type) and in Anthropic error objects (error.type:
+// https://docs.anthropic.com/en/api/errors#error-shapes). Unknown codes are
+// ClassTransient: another account may well succeed. An Anthropic
+// invalid_request_error that is really about money is told apart by its
+// message (see ClassifyEvent), not here.
 func ClassifyCode(code, typ string) Class {
 	for _, s := range [2]string{code, typ} {
 		switch s {
@@ -189,11 +284,15 @@ func ClassifyCode(code, typ string) Class {
 			return ClassAuth
 		case "account_deactivated", "deactivated_workspace", "permission_error", "account_disabled":
 			return ClassBanned
+		case "billing_error":
+			return ClassQuota
 		case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value",
+			"not_found_error", "request_too_large",
 			"unsupported_parameter", "unsupported_value", "model_not_found", "previous_response_not_found",
 			"string_above_max_length", "invalid_image", "content_policy_violation", "content_filter":
 			return ClassRequest
-		case "server_error", "overloaded_error", "api_error", "internal_error", "service_unavailable", "overloaded":
+		case "server_error", "overloaded_error", "api_error", "internal_error", "service_unavailable", "overloaded",
+			"timeout_error":
 			return ClassTransient
 		}
 	}
@@ -230,12 +329,22 @@ func tryAgainIn(msg string) time.Duration {
 // ClassifyEvent inspects one SSE event of a 2xx stream in endpoint ep's
 // protocol. It reports whether the event is an error (Chat: a data object
 // with an "error" key, as the OpenAI SDKs treat it; Responses: an `error` or
-// `response.failed` event) and, if so, its verdict and message.
-// Sources: https://platform.openai.com/docs/api-reference/responses-streaming/error
-// and openai-python's _streaming.py.
+// `response.failed` event; Messages: an `error` event,
+// {"type":"error","error":{"type","message"}}, after which Anthropic ends the
+// stream) and, if so, its verdict and message. A Messages overloaded_error
+// or api_error is ClassTransient, rate_limit_error ClassRate, an
+// invalid_request_error with Anthropic's balance wording ClassQuota.
+// Sources: https://platform.openai.com/docs/api-reference/responses-streaming/error,
+// openai-python's _streaming.py and
+// https://docs.anthropic.com/en/docs/build-with-claude/streaming#error-events.
 func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isError bool) {
 	var e gjson.Result
 	switch ep {
+	case EndpointMessages:
+		if MessagesEventKind(name, data) != MessagesError {
+			return Verdict{}, "", false
+		}
+		return messagesErrorVerdict(gjson.GetBytes(data, "error"))
 	case EndpointChat:
 		if !bytes.Contains(data, []byte(`"error"`)) {
 			return Verdict{}, "", false
@@ -276,10 +385,17 @@ func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isErr
 
 // ClassifyBody inspects a 2xx non-stream answer that may still be an error:
 // a top-level "error" object (some upstreams answer 200 with an error body),
-// or a Responses object whose status is "failed". It reports whether the body
+// a Responses object whose status is "failed", or, for Messages, an
+// Anthropic error object ({"type":"error","error":{…}}) instead of a message. It reports whether the body
 // is an error and, if so, its verdict and message.
 func ClassifyBody(ep Endpoint, body []byte) (v Verdict, msg string, isError bool) {
 	root := gjson.ParseBytes(body)
+	if ep == EndpointMessages {
+		if root.Get("type").Str != "error" {
+			return Verdict{}, "", false
+		}
+		return messagesErrorVerdict(root.Get("error"))
+	}
 	e := root.Get("error")
 	if ep == EndpointResponses && root.Get("status").String() == "failed" {
 		isError = true
@@ -293,6 +409,18 @@ func ClassifyBody(ep Endpoint, body []byte) (v Verdict, msg string, isError bool
 	v.Class = ClassifyCode(e.Get("code").String(), e.Get("type").String())
 	if v.Class == ClassRate {
 		v.RetryAfter = tryAgainIn(msg)
+	}
+	return v, msg, true
+}
+
+// messagesErrorVerdict classifies an Anthropic error object
+// ({"type","message"}) and returns its message.
+func messagesErrorVerdict(e gjson.Result) (Verdict, string, bool) {
+	msg := e.Get("message").String()
+	v := Verdict{Class: ClassifyCode("", e.Get("type").String())}
+	if v.Class == ClassRequest && isBillingMessage(msg) {
+		v.Class = ClassQuota
+		v.RetryAfter = regainAccessIn([]byte(msg), time.Now())
 	}
 	return v, msg, true
 }

@@ -113,6 +113,8 @@ func TestClassifyFixtures(t *testing.T) {
 		{file: "anthropic-messages/error-429.json", head: "anthropic-messages/response-headers.429.http", class: ClassRate, retry: 17 * time.Second},
 		{file: "anthropic-messages/error-500.json", status: 500, class: ClassTransient},
 		{file: "anthropic-messages/error-529.json", status: 529, class: ClassTransient},
+		{file: "anthropic-messages/error-400.json", status: 413, class: ClassRequest},
+		{file: "anthropic-messages/error-401.json", status: 403, class: ClassBanned},
 	}
 	for _, c := range cases {
 		name := c.file
@@ -243,6 +245,14 @@ func TestClassifyEventFixtures(t *testing.T) {
 			ok, ok, // role chunk, "Hi"
 			{true, ClassTransient, 0, "The server had an error"},
 		}},
+		// Anthropic: `event: error` (overloaded_error) after a first delta.
+		{"errors/anthropic-messages/stream-error-overloaded.sse", EndpointMessages, []want{
+			ok, ok, ok, // message_start, content_block_start, "Hello"
+			{true, ClassTransient, 0, "Overloaded"},
+		}},
+		{"messages-stream-text.sse", EndpointMessages, nil},
+		{"messages-stream-tooluse.sse", EndpointMessages, nil},
+		{"messages-stream-thinking.sse", EndpointMessages, nil},
 		// Negative controls: normal streams carry no error.
 		{"chat-stream-text.sse", EndpointChat, nil},
 		{"responses-stream-text.sse", EndpointResponses, nil},

@@ -55,6 +55,11 @@ type Options struct {
 //     DefaultCodexBaseURL); needs Credentials.AccessToken, and sends
 //     ChatGPT-Account-ID from Credentials.AccountID or, when that is empty,
 //     from the chatgpt_account_id claim of the id_token or access token.
+//   - anthropic: POST {BaseURL}/v1/messages (BaseURL defaults to
+//     DefaultAnthropicBaseURL and, like ANTHROPIC_BASE_URL, has no /v1; a
+//     BaseURL that ends in /v1 is not doubled); needs Credentials.APIKey.
+//     Its Transport is also a TokenCounter: POST
+//     {BaseURL}/v1/messages/count_tokens.
 //
 // A trailing slash on BaseURL is tolerated and a query string on it is kept.
 // Credentials are captured now: after an OAuth refresh, build a new Transport
@@ -90,6 +95,19 @@ type Options struct {
 // ErrEmptyStream when it had no event at all. The upstream's response headers
 // (x-codex-* rate limits) are kept on the assembled answer.
 //
+// anthropic (https://docs.anthropic.com/en/api/messages,
+// https://docs.anthropic.com/en/api/messages-count-tokens): "x-api-key:
+// <APIKey>", "anthropic-version" (the client's, else
+// DefaultAnthropicVersion), the client's "anthropic-beta" when present,
+// "Content-Type: application/json", "Accept: text/event-stream" when
+// Request.Stream (else application/json), the User-Agent, the body
+// unchanged, and the query beta=true when the client's Request.RawQuery has
+// it (Claude Code calls /v1/messages?beta=true). Other client headers
+// (X-Stainless-*, X-App, X-Claude-Code-Session-Id, the client's own
+// x-api-key or Authorization) are dropped. Upstream errors are Anthropic's
+// {"type":"error","error":{"type","message"},"request_id"} bodies with
+// their status, returned as Responses like any other.
+//
 // Client headers are looked up by canonical key, as http.Header.Set and Add
 // store them. Non-2xx upstream answers are returned as Responses with the
 // upstream's status, headers and body, stream or not. A 2xx answer whose
@@ -101,8 +119,8 @@ type Options struct {
 // KindConn); reads of a returned Body fail with *Error too.
 //
 // Errors from New (the text names the account, never its secrets):
-// ErrUnknownProvider for a provider without a transport (anthropic has none
-// yet), ErrMissingCredentials, ErrInvalidBaseURL; test them with errors.Is.
+// ErrUnknownProvider for a provider without a transport,
+// ErrMissingCredentials, ErrInvalidBaseURL; test them with errors.Is.
 func New(a storage.Account, opts Options) (Transport, error) {
 	b := base{client: opts.Client, headerTimeout: opts.HeaderTimeout}
 	if b.client == nil {
@@ -122,6 +140,12 @@ func New(a storage.Account, opts Options) (Transport, error) {
 		t, err := newCodex(a, b, opts.UserAgent)
 		if err != nil {
 			return nil, err // not t: a nil *codex would make a non-nil Transport
+		}
+		return t, nil
+	case storage.ProviderAnthropic:
+		t, err := newAnthropic(a, b, opts.UserAgent)
+		if err != nil {
+			return nil, err // not t: a nil *anthropic would make a non-nil Transport
 		}
 		return t, nil
 	}

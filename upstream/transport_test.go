@@ -143,7 +143,7 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"unknown provider", account("gemini", "https://example.com"), ErrUnknownProvider},
 		{"empty provider", account("", ""), ErrUnknownProvider},
-		{"anthropic has no transport yet", account(storage.ProviderAnthropic, ""), ErrUnknownProvider},
+		{"anthropic without key", withCreds(account(storage.ProviderAnthropic, ""), noKey), ErrMissingCredentials},
 		{"openai without key", withCreds(account(storage.ProviderOpenAI, ""), noKey), ErrMissingCredentials},
 		{"compat without key", withCreds(account(storage.ProviderOpenAICompat, "http://127.0.0.1:1/v1"), noKey), ErrMissingCredentials},
 		{"codex without access token", withCreds(account(storage.ProviderCodex, ""), noToken), ErrMissingCredentials},

@@ -58,6 +58,10 @@ type Request struct {
 	Stream   bool        // the client asked for a stream
 	Body     []byte      // request JSON in Endpoint's protocol; the transport may rewrite fields its provider requires
 	Header   http.Header // client headers worth passing on (may be nil); auth headers are always the account's own
+	// RawQuery is the client's query string, without "?" (may be empty).
+	// Only what a provider documents is kept: anthropic keeps beta=true;
+	// the others ignore it.
+	RawQuery string
 }
 
 // Response is an upstream answer. Body must be closed by the caller.

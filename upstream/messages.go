@@ -1,0 +1,164 @@
+package upstream
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// What the events of an Anthropic Messages stream mean to a gateway, and
+// the token usage they carry. The stream is, per
+// https://docs.anthropic.com/en/docs/build-with-claude/streaming:
+//
+//	message_start → (content_block_start → content_block_delta* → content_block_stop)*
+//	→ message_delta → message_stop
+//
+// with ping anywhere, and `event: error` ending a failed stream (no
+// message_stop follows). Unknown event types are to be ignored.
+
+// MessagesEvent is the role of one Messages stream event; see
+// MessagesEventKind.
+type MessagesEvent uint8
+
+// Messages event roles.
+const (
+	// MessagesOther carries nothing a gateway acts on: ping,
+	// content_block_stop, the start of an empty text or thinking block, and
+	// event types this package does not know.
+	MessagesOther MessagesEvent = iota
+	// MessagesStart is message_start: the message id, model and the input
+	// side of the usage (see MessagesUsage.Add).
+	MessagesStart
+	// MessagesContent is answer content, the commit point of a held stream:
+	// any content_block_delta (text, thinking, signature, tool input), or a
+	// content_block_start of a block that is content by itself (tool_use,
+	// server_tool_use, a tool result, redacted_thinking, or a text or
+	// thinking block that starts non-empty).
+	MessagesContent
+	// MessagesDelta is message_delta: the stop_reason and the cumulative
+	// usage.
+	MessagesDelta
+	// MessagesStop is message_stop, the clean end of the stream.
+	MessagesStop
+	// MessagesError is an error event; ClassifyEvent gives its verdict. The
+	// stream is over.
+	MessagesError
+)
+
+// MessagesEventKind returns the role of one Messages SSE event given its
+// event name and data (as translate.Scanner returns them). The name decides;
+// an unnamed event falls back to its data's "type", which Anthropic always
+// sets equal to the name. Only content_block_start's data is parsed.
+func MessagesEventKind(name, data []byte) MessagesEvent {
+	if len(name) == 0 {
+		name = []byte(gjson.GetBytes(data, "type").Str)
+	}
+	switch string(name) {
+	case "content_block_delta":
+		return MessagesContent
+	case "content_block_start":
+		if blockStartsContent(gjson.GetBytes(data, "content_block")) {
+			return MessagesContent
+		}
+	case "message_start":
+		return MessagesStart
+	case "message_delta":
+		return MessagesDelta
+	case "message_stop":
+		return MessagesStop
+	case "error":
+		return MessagesError
+	}
+	return MessagesOther
+}
+
+// blockStartsContent reports whether a content_block_start's block is
+// content by itself: anything but a text or thinking block that starts
+// empty (those become content with their first delta).
+func blockStartsContent(b gjson.Result) bool {
+	switch b.Get("type").Str {
+	case "text":
+		return b.Get("text").Str != ""
+	case "thinking":
+		return b.Get("thinking").Str != ""
+	case "":
+		return false
+	}
+	return true
+}
+
+// MessagesUsage is the token usage of one Anthropic message
+// (https://docs.anthropic.com/en/api/messages#response-usage). InputTokens
+// excludes the cached parts: the prompt's total is TotalInput.
+type MessagesUsage struct {
+	InputTokens              int64 // input_tokens: uncached input
+	OutputTokens             int64 // output_tokens
+	CacheReadInputTokens     int64 // cache_read_input_tokens: input read from the prompt cache
+	CacheCreationInputTokens int64 // cache_creation_input_tokens: input written to the prompt cache
+}
+
+// TotalInput returns all the input tokens of the prompt: uncached, read
+// from and written to the cache (the figure OpenAI calls prompt_tokens).
+func (u MessagesUsage) TotalInput() int64 {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+// MessagesBodyUsage reads the usage of a non-stream Messages answer (the
+// message object's "usage"); zero when it has none.
+func MessagesBodyUsage(body []byte) MessagesUsage {
+	var u MessagesUsage
+	u.set(gjson.GetBytes(body, "usage"))
+	return u
+}
+
+var usageField = []byte(`"usage"`)
+
+// Add takes the usage of one stream event into u and reports whether the
+// event had any: message_start's message.usage (input and cache counts, a
+// first small output count) and message_delta's usage. message_delta counts
+// are cumulative, not increments, and may repeat the input and cache
+// counts, so each field present replaces the one seen before; absent fields
+// are kept. Other events are ignored without being parsed.
+func (u *MessagesUsage) Add(name, data []byte) bool {
+	var path string
+	switch MessagesEventKind(name, data) {
+	case MessagesStart:
+		path = "message.usage"
+	case MessagesDelta:
+		path = "usage"
+	default:
+		return false
+	}
+	if !bytes.Contains(data, usageField) {
+		return false
+	}
+	r := gjson.GetBytes(data, path)
+	if !r.IsObject() {
+		return false
+	}
+	u.set(r)
+	return true
+}
+
+// set replaces the fields of u that r (a usage object) has.
+func (u *MessagesUsage) set(r gjson.Result) {
+	if !r.IsObject() {
+		return
+	}
+	r.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Number {
+			return true
+		}
+		switch k.Str {
+		case "input_tokens":
+			u.InputTokens = v.Int()
+		case "output_tokens":
+			u.OutputTokens = v.Int()
+		case "cache_read_input_tokens":
+			u.CacheReadInputTokens = v.Int()
+		case "cache_creation_input_tokens":
+			u.CacheCreationInputTokens = v.Int()
+		}
+		return true
+	})
+}
