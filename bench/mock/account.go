@@ -20,6 +20,11 @@ const (
 	// KindCodex is a ChatGPT OAuth account on the Codex backend:
 	// /backend-api/codex/responses and /backend-api/codex/models.
 	KindCodex Kind = "codex"
+	// KindAnthropic is an Anthropic API key: /v1/messages,
+	// /v1/messages/count_tokens and /v1/models (asked with x-api-key), in
+	// Anthropic's shapes. Requests authenticate with `x-api-key: <Token>`
+	// and must carry an anthropic-version header.
+	KindAnthropic Kind = "anthropic"
 )
 
 // Account is one simulated upstream account.
@@ -32,7 +37,8 @@ type Account struct {
 	Kind Kind
 	// Token is the bearer token the account authenticates with
 	// (`Authorization: Bearer <Token>`): the API key for openai and
-	// openai_compat, the access token for codex. Tokens must be unique within
+	// openai_compat, the access token for codex; for anthropic the
+	// `x-api-key` value. Tokens must be unique within
 	// a fleet; an account with an empty Token can never be reached.
 	Token string
 	// ChatGPTAccountID is for codex only: the `chatgpt-account-id` request
@@ -117,6 +123,8 @@ func (a *account) servesRoute(rt route) bool {
 		return a.cfg.Kind == KindOpenAI
 	case routeCodex, routeCodexModels:
 		return a.cfg.Kind == KindCodex
+	case routeMessages, routeCountTokens, routeAnthropicModels:
+		return a.cfg.Kind == KindAnthropic
 	}
 	return false
 }
@@ -153,6 +161,12 @@ func (a *account) plan(r *request) plan {
 		}
 	}
 	p := plan{latency: a.cfg.Latency, interval: a.interval, tokens: a.tokens}
+	switch r.script.kind {
+	case scriptResult: // "Hello from NAME. The tool returned:" and the result's words
+		p.tokens = 3 + len(resultPrefix) + len(r.script.words)
+	case scriptToolCall: // one delta per argument fragment
+		p.tokens = toolFragments
+	}
 	if fs := a.fault.Load(); fs != nil && fs.fires(time.Now()) {
 		p.fault = fs
 		switch fs.Kind {

@@ -103,3 +103,33 @@ func obfuscation(i int) string {
 	n := 2 + (i*5)%14
 	return obfAlphabet[off : off+n]
 }
+
+// appendDelta appends delta i of the stream's answer text, JSON-escaped and
+// without quotes: the account's AnswerText, or for a scripted tool result
+// ToolResultText (see script.go).
+func (s *stream) appendDelta(dst []byte, i int) []byte {
+	if s.req.script.kind != scriptResult {
+		return s.acc.ans.appendDelta(dst, i, s.p.tokens)
+	}
+	switch {
+	case i < 3: // "Hello from NAME."
+		dst = append(dst, s.acc.ans.word(i)...)
+	case i < 3+len(resultPrefix):
+		dst = append(dst, resultPrefix[i-3]...)
+	default:
+		dst = append(dst, s.req.script.words[i-3-len(resultPrefix)]...)
+	}
+	if i < s.p.tokens-1 {
+		dst = append(dst, ' ')
+	}
+	return dst
+}
+
+// appendText appends the stream's whole answer text, JSON-escaped and
+// without quotes.
+func (s *stream) appendText(dst []byte) []byte {
+	for i := range s.p.tokens {
+		dst = s.appendDelta(dst, i)
+	}
+	return dst
+}

@@ -41,16 +41,21 @@ func (s *stream) appendChatRole(dst []byte) []byte {
 }
 
 func (s *stream) appendChatDelta(dst []byte, i int) []byte {
+	if s.req.script.kind == scriptToolCall {
+		return s.appendChatToolDelta(dst, i)
+	}
 	dst = append(dst, s.head...)
 	dst = append(dst, `[{"index":0,"delta":{"content":"`...)
-	dst = s.acc.ans.appendDelta(dst, i, s.p.tokens)
+	dst = s.appendDelta(dst, i)
 	dst = append(dst, `"},"finish_reason":null}]`...)
 	return s.appendChatTail(dst, obfuscation(i))
 }
 
 func (s *stream) appendChatFinish(dst []byte) []byte {
 	dst = append(dst, s.head...)
-	dst = append(dst, `[{"index":0,"delta":{},"finish_reason":"stop"}]`...)
+	dst = append(dst, `[{"index":0,"delta":{},"finish_reason":"`...)
+	dst = append(dst, s.chatFinishReason()...)
+	dst = append(dst, `"}]`...)
 	return s.appendChatTail(dst, obfuscation(s.p.tokens+2))
 }
 
@@ -86,9 +91,19 @@ func (s *stream) appendChatCompletion(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, s.created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, s.req.modelJSON...)
-	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
-	dst = s.acc.ans.appendText(dst, s.p.tokens)
-	dst = append(dst, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":`...)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	if s.req.script.kind == scriptToolCall {
+		dst = append(dst, `null,"tool_calls":[`...)
+		dst = s.appendChatToolCall(dst)
+		dst = append(dst, ']')
+	} else {
+		dst = append(dst, '"')
+		dst = s.appendText(dst)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	dst = append(dst, s.chatFinishReason()...)
+	dst = append(dst, `"}],"usage":`...)
 	dst = s.appendChatUsage(dst)
 	return append(dst, `,"service_tier":"default","system_fingerprint":null}`...)
 }

@@ -4,19 +4,22 @@ package mock
 type failKind uint8
 
 const (
-	failMissingKey     failKind = iota + 1 // no bearer token
-	failInvalidKey                         // unknown token, or a token of another kind; arg: the masked key
-	failAccountID                          // codex: chatgpt-account-id missing
-	failWorkspace                          // codex: chatgpt-account-id differs from the token's account
-	failNotFound                           // unknown route; arg: "METHOD /path"
-	failMethod                             // known route, wrong method; arg: "METHOD /path"
-	failMalformed                          // body is not a JSON object
-	failEncoding                           // Content-Encoding cannot be decoded
-	failMissingModel                       // no "model" string
-	failModelNotFound                      // the account does not serve the model; arg: the model
-	failStreamRequired                     // codex: "stream" is not true
-	failStoreRequired                      // codex: "store" is not false
-	failShutdown                           // the fleet closed before the answer started
+	failMissingKey       failKind = iota + 1 // no bearer token (anthropic: no x-api-key)
+	failInvalidKey                           // unknown token, or a token of another kind; arg: the masked key
+	failAccountID                            // codex: chatgpt-account-id missing
+	failWorkspace                            // codex: chatgpt-account-id differs from the token's account
+	failNotFound                             // unknown route; arg: "METHOD /path"
+	failMethod                               // known route, wrong method; arg: "METHOD /path"
+	failMalformed                            // body is not a JSON object
+	failEncoding                             // Content-Encoding cannot be decoded
+	failMissingModel                         // no "model" string
+	failModelNotFound                        // the account does not serve the model; arg: the model
+	failStreamRequired                       // codex: "stream" is not true
+	failStoreRequired                        // codex: "store" is not false
+	failShutdown                             // the fleet closed before the answer started
+	failMissingVersion                       // anthropic: no anthropic-version header
+	failMissingMaxTokens                     // anthropic: no "max_tokens" number
+	failMissingMessages                      // anthropic: no "messages" array
 )
 
 // failure is a refusal decided by the router, the request checks or an
@@ -93,8 +96,12 @@ func (f *failure) codex() (status int, detail string) {
 }
 
 // appendFailure appends the error body of f in the protocol of rt and returns
-// the HTTP status.
-func appendFailure(dst []byte, f *failure, rt route) ([]byte, int) {
+// the HTTP status. reqID is the request_id of an Anthropic body.
+func appendFailure(dst []byte, f *failure, rt route, reqID []byte) ([]byte, int) {
+	if rt.anthropicProtocol() {
+		e := f.anthropic()
+		return appendAnthropicError(dst, e, reqID), e.status
+	}
 	if rt.codexProtocol() {
 		status, detail := f.codex()
 		dst = append(dst, `{"detail":`...)

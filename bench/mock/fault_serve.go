@@ -56,6 +56,10 @@ func (s *stream) serveFaultStatus(ctx *fasthttp.RequestCtx) {
 // writeFaultStatus renders the status fault in the route's shapes: status,
 // headers and body.
 func (s *stream) writeFaultStatus(ctx *fasthttp.RequestCtx, now time.Time) {
+	if s.route.anthropicProtocol() {
+		s.writeAnthropicFaultStatus(ctx, now)
+		return
+	}
 	fs := s.p.fault
 	h := &ctx.Response.Header
 	codex := s.route.codexProtocol()
@@ -172,9 +176,12 @@ func (s *stream) serveFaultJSON(ctx *fasthttp.RequestCtx) {
 		ctx.SetBody(nil)
 		return
 	}
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		s.buf = appendOpenAIError(s.buf[:0], serverError(200, msgServerError))
-	} else {
+	case routeMessages:
+		s.buf = appendAnthropicError(s.buf[:0], anthropicOverloaded, s.appendRequestID(s.head[:0]))
+	default:
 		s.buf = s.appendResponseStatus(s.buf[:0], respFailed)
 	}
 	ctx.SetBody(s.buf)
@@ -187,8 +194,12 @@ func (s *stream) streamFault(w *bufio.Writer) {
 	if !s.sleep(s.p.fault.Delay) || s.p.fault.Kind == FaultEmptyStream {
 		return
 	}
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		s.emit(w, append(s.buf[:0], chatErrorEvent...))
+		return
+	case routeMessages:
+		s.emit(w, append(s.buf[:0], messagesOverloadedEvent...))
 		return
 	}
 	if !s.emit(w, s.appendRespErrorEvent(s.buf[:0], 0)) {
@@ -351,11 +362,15 @@ func (w chunkWriter) Write(p []byte) (int, error) {
 }
 
 // writePreContent writes at once the events a stream sends before its first
-// content: the Chat role chunk, or Responses' created and in_progress.
+// content: the Chat role chunk, Responses' created and in_progress, or
+// Messages' message_start.
 func (s *stream) writePreContent(w *bufio.Writer) bool {
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		s.head = s.appendChatHead(s.head[:0])
 		return s.emit(w, s.appendChatRole(s.buf[:0]))
+	case routeMessages:
+		return s.emit(w, s.appendMessageStart(s.buf[:0]))
 	}
 	return s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.created", 0, false)) &&
 		s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.in_progress", 1, false))

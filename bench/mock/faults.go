@@ -9,8 +9,12 @@ import (
 )
 
 // FaultKind names one way an upstream account fails a request. Every kind
-// renders in the shapes of the account's Kind and route (the Codex backend's
-// or OpenAI's) and works on every route the account serves. "Pre-content"
+// renders in the shapes of the account's Kind and route (the Codex
+// backend's, OpenAI's, or Anthropic's: the kind docs below give the OpenAI
+// and Codex shapes, fault_anthropic.go the Anthropic statuses; an anthropic
+// stream's pre-content event is message_start and its error event
+// Anthropic's overloaded_error) and works on every route the account
+// serves. "Pre-content"
 // kinds (see PreContent) fail before the client has seen any answer text, so
 // a gateway can still serve the request from another account.
 type FaultKind string

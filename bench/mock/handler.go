@@ -20,14 +20,30 @@ const (
 	routeCodex             // POST /backend-api/codex/responses
 	routeModels            // GET /v1/models
 	routeCodexModels       // GET /backend-api/codex/models
+	routeMessages          // POST /v1/messages (kind anthropic)
+	routeCountTokens       // POST /v1/messages/count_tokens (kind anthropic)
+	// routeAnthropicModels is GET /v1/models asked with x-api-key: an
+	// anthropic account's model list, in Anthropic's shapes.
+	routeAnthropicModels
 )
 
 // codexProtocol reports whether errors on rt use the Codex backend's
 // {"detail": ...} shape rather than the OpenAI envelope.
 func (rt route) codexProtocol() bool { return rt == routeCodex || rt == routeCodexModels }
 
+// anthropicProtocol reports whether rt speaks Anthropic's API: x-api-key
+// auth, its error envelope and headers.
+func (rt route) anthropicProtocol() bool {
+	return rt == routeMessages || rt == routeCountTokens || rt == routeAnthropicModels
+}
+
+// isModels reports whether rt is a model listing.
+func (rt route) isModels() bool {
+	return rt == routeModels || rt == routeCodexModels || rt == routeAnthropicModels
+}
+
 func (rt route) method() string {
-	if rt == routeModels || rt == routeCodexModels {
+	if rt.isModels() {
 		return fasthttp.MethodGet
 	}
 	return fasthttp.MethodPost
@@ -45,6 +61,10 @@ func routeOf(path []byte) route {
 		return routeModels
 	case "/backend-api/codex/models":
 		return routeCodexModels
+	case "/v1/messages":
+		return routeMessages
+	case "/v1/messages/count_tokens":
+		return routeCountTokens
 	}
 	return routeUnknown
 }
@@ -60,6 +80,9 @@ type request struct {
 	includeUsage  bool // stream_options.include_usage
 	noObfuscation bool // stream_options.include_obfuscation == false
 	inputTokens   int  // len(body)/4
+	maxTokensSet  bool // "max_tokens" is a number (Messages requires it)
+	messagesSet   bool // "messages" is an array (Messages requires it)
+	script        script
 }
 
 // parseRequest fills r from body, a JSON object, scanning it twice (validate,
@@ -77,8 +100,18 @@ func parseRequest(body []byte, r *request) bool {
 		return false
 	}
 	r.store = true
+	var tools, conv gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
+		case "tools":
+			tools = v
+		case "messages":
+			conv = v
+			r.messagesSet = v.IsArray()
+		case "input":
+			conv = v
+		case "max_tokens":
+			r.maxTokensSet = v.Type == gjson.Number
 		case "model":
 			if v.Type == gjson.String {
 				r.model = strings.Clone(v.Str)
@@ -101,6 +134,7 @@ func parseRequest(body []byte, r *request) bool {
 		}
 		return true
 	})
+	r.script = parseScript(tools, conv)
 	r.inputTokens = len(body) / 4
 	return true
 }
@@ -109,10 +143,16 @@ func parseRequest(body []byte, r *request) bool {
 func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	rt := routeOf(path)
+	if rt == routeModels && len(ctx.Request.Header.Peek("X-Api-Key")) > 0 {
+		rt = routeAnthropicModels
+	}
 	if rt == routeUnknown {
 		rtProto := routeChat
-		if bytes.HasPrefix(path, []byte("/backend-api/")) {
+		switch {
+		case bytes.HasPrefix(path, []byte("/backend-api/")):
 			rtProto = routeCodex
+		case bytes.HasPrefix(path, []byte("/v1/messages")), len(ctx.Request.Header.Peek("X-Api-Key")) > 0:
+			rtProto = routeMessages
 		}
 		writeFailure(ctx, &failure{kind: failNotFound, arg: string(ctx.Method()) + " " + string(path)}, rtProto)
 		return
@@ -126,7 +166,11 @@ func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 		writeFailure(ctx, fail, rt)
 		return
 	}
-	if rt == routeModels || rt == routeCodexModels {
+	if rt == routeCountTokens {
+		f.serveCountTokens(ctx, acc)
+		return
+	}
+	if rt.isModels() {
 		if fs := acc.modelsFault(); fs != nil {
 			s := getStream(f, acc, rt)
 			s.p.fault = fs
@@ -172,9 +216,12 @@ func (s *stream) serveStream(ctx *fasthttp.RequestCtx) {
 	if s.p.latency > 0 {
 		ctx.Response.ImmediateHeaderFlush = true // the client sees 200 at once, content after Latency
 	}
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		ctx.SetBodyStreamWriter(s.streamChat)
-	} else {
+	case routeMessages:
+		ctx.SetBodyStreamWriter(s.streamMessages)
+	default:
 		ctx.SetBodyStreamWriter(s.streamResponses)
 	}
 }
@@ -187,6 +234,9 @@ func (s *stream) setSSEHeaders(ctx *fasthttp.RequestCtx) {
 
 // authenticate finds the account of the request's bearer token that serves rt.
 func (f *Fleet) authenticate(ctx *fasthttp.RequestCtx, rt route) (*account, *failure) {
+	if rt.anthropicProtocol() {
+		return f.authenticateAnthropic(ctx, rt)
+	}
 	tok, ok := bearer(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
 	if !ok {
 		return nil, &failure{kind: failMissingKey}
@@ -234,6 +284,14 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 	if s.req.model == "" {
 		return &failure{kind: failMissingModel}
 	}
+	if s.route == routeMessages {
+		if !s.req.maxTokensSet {
+			return &failure{kind: failMissingMaxTokens}
+		}
+		if !s.req.messagesSet {
+			return &failure{kind: failMissingMessages}
+		}
+	}
 	if s.route == routeCodex {
 		if !s.req.stream {
 			return &failure{kind: failStreamRequired}
@@ -249,6 +307,11 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 // writeHeaders sets the headers every successful answer carries.
 func (s *stream) writeHeaders(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
+	if s.route == routeMessages {
+		s.head = s.appendRequestID(s.head[:0])
+		s.buf = setAnthropicHeaders(h, s.head, time.Now(), time.Time{}, s.buf[:0])
+		return
+	}
 	b := append(s.buf[:0], "req_"...)
 	b = append(b, s.id[:]...)
 	h.SetBytesV("X-Request-Id", b)
@@ -278,17 +341,30 @@ func (s *stream) serveJSON(ctx *fasthttp.RequestCtx) {
 }
 
 // appendJSONAnswer appends the non-streaming answer of the route: a
-// chat.completion or a completed response object.
+// chat.completion, a completed response object or a Messages message.
 func (s *stream) appendJSONAnswer(dst []byte) []byte {
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		return s.appendChatCompletion(dst)
+	case routeMessages:
+		return s.appendMessage(dst)
 	}
 	return s.appendResponse(dst, true)
 }
 
 // writeFailure answers with the error body of fl in rt's protocol.
 func writeFailure(ctx *fasthttp.RequestCtx, fl *failure, rt route) {
-	body, status := appendFailure(nil, fl, rt)
+	var reqID []byte
+	if rt.anthropicProtocol() {
+		// Anthropic names every answer, errors included: request-id and the
+		// body's request_id. The connection and its request number make it
+		// unique within the fleet.
+		reqID = append(make([]byte, 0, 36), "req_"...)
+		reqID = appendHex64(reqID, ctx.ConnID())
+		reqID = appendHex64(reqID, ctx.ConnRequestNum())
+		ctx.Response.Header.SetBytesV("Request-Id", reqID)
+	}
+	body, status := appendFailure(nil, fl, rt, reqID)
 	for _, h := range fl.headers {
 		ctx.Response.Header.Set(h.name, h.value)
 	}

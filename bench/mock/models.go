@@ -14,13 +14,18 @@ const modelsCreated = 1735689600
 const modelsETag = `"troupe-mock-models-1"`
 
 // serveModels answers GET /v1/models and /backend-api/codex/models with the
-// account's models in the OpenAI list shape:
+// account's models in the OpenAI list shape (an anthropic account's, asked
+// with x-api-key, in Anthropic's: see serveAnthropicModels):
 //
 //	{"object":"list","data":[{"id","object":"model","created","owned_by"}…]}
 //
 // The codex listing also carries "models":[{"slug","display_name",…}], the
 // shape the Codex backend uses, so either reader finds the ids.
 func (f *Fleet) serveModels(ctx *fasthttp.RequestCtx, acc *account, rt route) {
+	if rt == routeAnthropicModels {
+		f.serveAnthropicModels(ctx, acc)
+		return
+	}
 	owner := "openai"
 	if acc.cfg.Kind == KindOpenAICompat {
 		owner = "troupe-mock"

@@ -54,7 +54,7 @@ func (s *stream) appendRespPartRef(dst []byte) []byte {
 func (s *stream) appendOutputText(dst []byte, full bool) []byte {
 	dst = append(dst, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
 	if full {
-		dst = s.acc.ans.appendText(dst, s.p.tokens)
+		dst = s.appendText(dst)
 	}
 	return append(dst, `"}`...)
 }
@@ -72,7 +72,7 @@ func (s *stream) appendRespDelta(dst []byte, seq, i int) []byte {
 	dst = appendEventHead(dst, "response.output_text.delta", seq)
 	dst = s.appendRespPartRef(dst)
 	dst = append(dst, `,"delta":"`...)
-	dst = s.acc.ans.appendDelta(dst, i, s.p.tokens)
+	dst = s.appendDelta(dst, i)
 	dst = append(dst, `","logprobs":[]`...)
 	if !s.req.noObfuscation {
 		dst = append(dst, `,"obfuscation":"`...)
@@ -86,7 +86,7 @@ func (s *stream) appendRespTextDone(dst []byte, seq int) []byte {
 	dst = appendEventHead(dst, "response.output_text.done", seq)
 	dst = s.appendRespPartRef(dst)
 	dst = append(dst, `,"text":"`...)
-	dst = s.acc.ans.appendText(dst, s.p.tokens)
+	dst = s.appendText(dst)
 	return append(dst, `","logprobs":[]}`+"\n\n"...)
 }
 
@@ -149,7 +149,7 @@ func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
 	dst = append(dst, s.req.modelJSON...)
 	if completed {
 		dst = append(dst, `,"output":[`...)
-		dst = s.appendMessageItem(dst)
+		dst = s.appendOutputItem(dst)
 		dst = append(dst, ']')
 	} else {
 		dst = append(dst, `,"output":[]`...)

@@ -136,8 +136,11 @@ func (s *stream) streamResponses(w *bufio.Writer) { s.finish(s.writeResponses(w)
 // writeStream writes the route's event stream to w and reports whether it
 // was delivered in full.
 func (s *stream) writeStream(w *bufio.Writer) bool {
-	if s.route == routeChat {
+	switch s.route {
+	case routeChat:
 		return s.writeChat(w)
+	case routeMessages:
+		return s.writeMessages(w)
 	}
 	return s.writeResponses(w)
 }
@@ -174,6 +177,9 @@ func (s *stream) writeChat(w *bufio.Writer) bool {
 // Latency, one output_text.delta per token, then response.completed. It
 // stops early like writeChat.
 func (s *stream) writeResponses(w *bufio.Writer) bool {
+	if s.req.script.kind == scriptToolCall {
+		return s.writeResponsesToolCall(w)
+	}
 	seq := 0
 	if !s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.created", seq, false)) {
 		return false

@@ -1,0 +1,271 @@
+package mock
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestScriptedCommand(t *testing.T) {
+	for _, tc := range []struct {
+		text, cmd string
+		ok        bool
+	}{
+		{"Run 'echo hello-from-capture' in the shell and tell me the output.", "echo hello-from-capture", true},
+		{"Run 'echo hello-from-capture' with Bash and tell me the output.", "echo hello-from-capture", true},
+		{`please run "ls -la /tmp" now`, "ls -la /tmp", true},
+		{"RUN `date`", "date", true},
+		{"Can you echo hi there.\nThanks", "echo hi there", true},
+		{"Don't run away; say hi", "", false},
+		{"say hi", "", false},
+		{"the word rerun 'x' is not a run", "", false},
+		{"an unclosed run 'echo", "", false},
+		{"echoes echo", "", false},
+	} {
+		cmd, ok := ScriptedCommand(tc.text)
+		if cmd != tc.cmd || ok != tc.ok {
+			t.Errorf("ScriptedCommand(%q) = %q, %v; want %q, %v", tc.text, cmd, ok, tc.cmd, tc.ok)
+		}
+	}
+	if got := ToolResultText("a-1", "  x\n y "); got != "Hello from a-1. The tool returned: x y" {
+		t.Errorf("ToolResultText %q", got)
+	}
+}
+
+// Accounts serving any model, for the client captures (gpt-capture,
+// claude-opus-5-5).
+var (
+	toolOpenAI    = Account{Name: "t-openai", Kind: KindOpenAI, Token: "sk-proj-tool-0001"}
+	toolCompat    = Account{Name: "t-compat", Kind: KindOpenAICompat, Token: "sk-compat-tool-0002"}
+	toolCodex     = Account{Name: "t-codex", Kind: KindCodex, Token: "eyJ.tool.codex", ChatGPTAccountID: "00000000-0000-4000-8000-0000000000c3"}
+	toolAnthropic = Account{Name: "t-claude", Kind: KindAnthropic, Token: "sk-ant-tool-0004"}
+)
+
+// toolCall is what a scripted answer asked for.
+type toolCall struct{ name, args string }
+
+// answerOf reads the tool call or the text of any protocol's answer,
+// streamed or not.
+func answerOf(t *testing.T, path string, stream bool, body []byte) (toolCall, string) {
+	t.Helper()
+	var tc toolCall
+	var text strings.Builder
+	if !stream {
+		got := obj(t, string(body))
+		switch path {
+		case "/v1/chat/completions":
+			if c, ok := get(got, "choices", 0, "message", "content").(string); ok {
+				text.WriteString(c)
+			}
+			if n, ok := get(got, "choices", 0, "message", "tool_calls", 0, "function", "name").(string); ok {
+				tc = toolCall{n, get(got, "choices", 0, "message", "tool_calls", 0, "function", "arguments").(string)}
+				if get(got, "choices", 0, "finish_reason") != "tool_calls" {
+					t.Errorf("finish_reason %v", get(got, "choices", 0, "finish_reason"))
+				}
+			}
+		case "/v1/messages":
+			switch get(got, "content", 0, "type") {
+			case "text":
+				text.WriteString(get(got, "content", 0, "text").(string))
+			case "tool_use":
+				tc = toolCall{get(got, "content", 0, "name").(string), mustJSON(t, get(got, "content", 0, "input"))}
+				if got["stop_reason"] != "tool_use" {
+					t.Errorf("stop_reason %v", got["stop_reason"])
+				}
+			}
+		default:
+			switch get(got, "output", 0, "type") {
+			case "message":
+				text.WriteString(get(got, "output", 0, "content", 0, "text").(string))
+			case "function_call":
+				tc = toolCall{get(got, "output", 0, "name").(string), get(got, "output", 0, "arguments").(string)}
+			}
+		}
+		return tc, text.String()
+	}
+	var args strings.Builder
+	evs := parseSSE(t, body)
+	for _, ev := range evs {
+		if ev.data == "[DONE]" {
+			continue
+		}
+		d := obj(t, ev.data)
+		switch {
+		case path == "/v1/chat/completions":
+			if c, ok := get(d, "choices", 0, "delta", "content").(string); ok {
+				text.WriteString(c)
+			}
+			if n, ok := get(d, "choices", 0, "delta", "tool_calls", 0, "function", "name").(string); ok {
+				tc.name = n
+			}
+			if a, ok := get(d, "choices", 0, "delta", "tool_calls", 0, "function", "arguments").(string); ok {
+				args.WriteString(a)
+			}
+		case path == "/v1/messages":
+			switch ev.event {
+			case "content_block_start":
+				if get(d, "content_block", "type") == "tool_use" {
+					tc.name = get(d, "content_block", "name").(string)
+				}
+			case "content_block_delta":
+				if s, ok := get(d, "delta", "text").(string); ok {
+					text.WriteString(s)
+				}
+				if s, ok := get(d, "delta", "partial_json").(string); ok {
+					args.WriteString(s)
+				}
+			}
+		default:
+			switch ev.event {
+			case "response.output_text.delta":
+				text.WriteString(d["delta"].(string))
+			case "response.function_call_arguments.delta":
+				args.WriteString(d["delta"].(string))
+			case "response.output_item.added":
+				if get(d, "item", "type") == "function_call" {
+					tc.name = get(d, "item", "name").(string)
+				}
+			case "response.completed":
+				if tc.name != "" && get(d, "response", "output", 0, "arguments") != args.String() {
+					t.Errorf("completed arguments %v, deltas %q", get(d, "response", "output", 0, "arguments"), args.String())
+				}
+			}
+		}
+	}
+	tc.args = args.String()
+	return tc, text.String()
+}
+
+// canonJSON re-encodes a JSON text, so that objects compare by value.
+func canonJSON(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("arguments %q: %v", s, err)
+	}
+	return mustJSON(t, v)
+}
+
+// The captured requests of the real clients get the answers those clients
+// need for a tool turn: a call to their shell tool, then text quoting what
+// it printed.
+func TestScriptClientCaptures(t *testing.T) {
+	_, base := startFleet(t, toolCodex, toolAnthropic)
+	c := newClient(t)
+	for _, tc := range []struct {
+		file, path string
+		hdr        []string
+		tool, args string // a tool call, or
+		quote      string // text containing this
+	}{
+		{"clients/codex-cli-tool-01.body.json", "/backend-api/codex/responses", codexHeaders(toolCodex), "exec_command", `{"cmd":"echo hello-from-capture"}`, ""},
+		{"clients/codex-cli-tool-02.body.json", "/backend-api/codex/responses", codexHeaders(toolCodex), "", "", "hello-from-capture"},
+		{"clients/codex-cli-plain-01.body.json", "/backend-api/codex/responses", codexHeaders(toolCodex), "", "", AnswerText(toolCodex.Name, 0)},
+		{"clients/claude-code-tool-01.body.json", "/v1/messages", anthropicHeaders(toolAnthropic), "Bash", `{"command":"echo hello-from-capture"}`, ""},
+		{"clients/claude-code-tool-02.body.json", "/v1/messages", anthropicHeaders(toolAnthropic), "", "", "hello-from-capture"},
+		{"clients/claude-code-plain-01.body.json", "/v1/messages", anthropicHeaders(toolAnthropic), "", "", AnswerText(toolAnthropic.Name, 0)},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			tok := ""
+			if tc.path != "/v1/messages" {
+				tok = toolCodex.Token
+			}
+			resp, body := do(t, c, "POST", base+tc.path, tok, string(fixture(t, tc.file)), tc.hdr...)
+			wantStatus(t, resp, 200)
+			call, text := answerOf(t, tc.path, true, body)
+			if tc.tool != "" {
+				if call.name != tc.tool || canonJSON(t, call.args) != canonJSON(t, tc.args) || text != "" {
+					t.Errorf("call %+v text %q, want %s(%s)", call, text, tc.tool, tc.args)
+				}
+				return
+			}
+			if call.name != "" || !strings.Contains(text, tc.quote) || !strings.HasPrefix(text, "Hello from ") {
+				t.Errorf("call %+v text %q, want text with %q", call, text, tc.quote)
+			}
+		})
+	}
+}
+
+// Each protocol, streamed and not: a shell tool offered and a command asked
+// for gives a call; the tool's result gives text quoting it; a tool that is
+// no shell gives the usual answer.
+func TestScriptEveryProtocol(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI, toolCompat, toolCodex, toolAnthropic)
+	c := newClient(t)
+	const ask = "Run 'echo hi-there' and tell me the output."
+	const result = "hi-there\n"
+	type proto struct {
+		name, path string
+		acc        Account
+		hdr        []string
+		call       string // request asking for the command (%s: stream flag)
+		answer     string // request carrying the tool's result
+		other      string // request offering a tool that is not a shell
+	}
+	chatTools := `"tools":[{"type":"function","function":{"name":"shell","parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}}}}}]`
+	respTools := `"tools":[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}]`
+	msgTools := `"tools":[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}]`
+	chat := func(acc Account) proto {
+		return proto{"chat " + string(acc.Kind), "/v1/chat/completions", acc, nil,
+			`{"model":"m",` + chatTools + `,"messages":[{"role":"system","content":"x"},{"role":"user","content":"` + ask + `"}]%s}`,
+			`{"model":"m",` + chatTools + `,"messages":[{"role":"user","content":"` + ask + `"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"` + strings.ReplaceAll(result, "\n", `\n`) + `"}]%s}`,
+			`{"model":"m","tools":[{"type":"function","function":{"name":"get_weather"}}],"messages":[{"role":"user","content":"` + ask + `"}]%s}`}
+	}
+	protos := []proto{
+		chat(toolOpenAI), chat(toolCompat),
+		{"responses", "/v1/responses", toolOpenAI, nil,
+			`{"model":"m",` + respTools + `,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"` + ask + `"}]}]%s}`,
+			`{"model":"m",` + respTools + `,"input":[{"type":"function_call","call_id":"call_1","name":"exec_command","arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_text","text":"hi-there"}]}]%s}`,
+			`{"model":"m","tools":[{"type":"web_search"}],"input":"` + ask + `"%s}`},
+		{"codex", "/backend-api/codex/responses", toolCodex, codexHeaders(toolCodex),
+			`{"model":"m","store":false,` + respTools + `,"input":"` + ask + `"%s}`,
+			`{"model":"m","store":false,` + respTools + `,"input":[{"type":"function_call_output","call_id":"call_1","output":"hi-there"}]%s}`,
+			`{"model":"m","store":false,"tools":[],"input":"` + ask + `"%s}`},
+		{"messages", "/v1/messages", toolAnthropic, anthropicHeaders(toolAnthropic),
+			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>echo nothing</system-reminder>"},{"type":"text","text":"` + ask + `"}]}]%s}`,
+			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":"` + ask + `"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hi-there"}],"is_error":false}]}]%s}`,
+			`{"model":"m","max_tokens":9,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"` + ask + `"}]%s}`},
+	}
+	wantArgs := map[string]string{
+		"chat openai": `{"command":["bash","-lc","echo hi-there"]}`, "chat openai_compat": `{"command":["bash","-lc","echo hi-there"]}`,
+		"responses": `{"cmd":"echo hi-there"}`, "codex": `{"cmd":"echo hi-there"}`, "messages": `{"command":"echo hi-there"}`,
+	}
+	for _, p := range protos {
+		for _, stream := range []bool{false, true} {
+			if p.name == "codex" && !stream {
+				continue // the Codex backend only streams
+			}
+			flag := ""
+			if stream {
+				flag = `,"stream":true`
+			}
+			tok := p.acc.Token
+			if p.acc.Kind == KindAnthropic {
+				tok = ""
+			}
+			name := p.name + map[bool]string{false: " json", true: " stream"}[stream]
+			t.Run(name, func(t *testing.T) {
+				send := func(tmpl string) (toolCall, string) {
+					body := strings.Replace(tmpl, "%s", flag, 1)
+					resp, b := do(t, c, "POST", base+p.path, tok, body, p.hdr...)
+					if resp.StatusCode != 200 {
+						t.Fatalf("status %d: %s", resp.StatusCode, b)
+					}
+					return answerOf(t, p.path, stream, b)
+				}
+				call, text := send(p.call)
+				if call.name == "" || canonJSON(t, call.args) != canonJSON(t, wantArgs[p.name]) || text != "" {
+					t.Errorf("call %+v text %q, want args %s", call, text, wantArgs[p.name])
+				}
+				call, text = send(p.answer)
+				if want := ToolResultText(p.acc.Name, result); call.name != "" || text != want {
+					t.Errorf("after the result: call %+v text %q, want %q", call, text, want)
+				}
+				call, text = send(p.other)
+				if call.name != "" || text != AnswerText(p.acc.Name, 0) {
+					t.Errorf("without a shell tool: call %+v text %q", call, text)
+				}
+			})
+		}
+	}
+}
