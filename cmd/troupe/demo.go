@@ -12,11 +12,16 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-// Demo pool: odd-numbered accounts are codex accounts serving demoCodexModel,
-// even-numbered ones openai accounts serving demoOpenAIModel.
+// Demo pool: account i is, by i mod 4, a codex account serving
+// demoCodexModel (1), an openai account serving demoOpenAIModel (2), an
+// anthropic account serving demoAnthropicModel (3) or an openai_compat
+// account serving demoCompatModel (0), so that every client protocol can
+// reach every provider.
 const (
-	demoCodexModel  = "gpt-5.5"
-	demoOpenAIModel = "gpt-4.1-mini"
+	demoCodexModel     = "gpt-5.5"
+	demoOpenAIModel    = "gpt-4.1-mini"
+	demoAnthropicModel = "claude-sonnet-4-5"
+	demoCompatModel    = "qwen3-32b"
 )
 
 // demoAccounts returns n mock fleet accounts (demo-0001 …) and their pool entries.
@@ -31,26 +36,54 @@ func demoAccounts(n int, mockAddr string) ([]mock.Account, []storage.Account) {
 	return fleet, pool
 }
 
-// demoAccount returns demo account number i (demo-%04d): a codex account
-// serving demoCodexModel when i is odd, an openai account serving
-// demoOpenAIModel when i is even; its mock fleet entry and its pool entry.
+// demoProvider returns the provider of demo account number i (see the
+// demo pool above).
+func demoProvider(i int) storage.Provider {
+	switch i % 4 {
+	case 1:
+		return storage.ProviderCodex
+	case 2:
+		return storage.ProviderOpenAI
+	case 3:
+		return storage.ProviderAnthropic
+	}
+	return storage.ProviderOpenAICompat
+}
+
+// demoAccount returns demo account number i (demo-%04d) of provider
+// demoProvider(i): its mock fleet entry and its pool entry.
 func demoAccount(i int, mockAddr string) (mock.Account, storage.Account) {
+	return demoAccountAs(i, demoProvider(i), mockAddr)
+}
+
+// demoAccountAs returns demo account number i as an account of provider p
+// serving that provider's demo model.
+func demoAccountAs(i int, p storage.Provider, mockAddr string) (mock.Account, storage.Account) {
 	name := fmt.Sprintf("demo-%04d", i)
 	token := "mock-token-" + name
 	ma := mock.Account{Name: name, Token: token, Latency: 30 * time.Millisecond, TokensPerSecond: 200, OutputTokens: 12}
-	sa := storage.Account{Name: name, MaxConcurrency: 4, Group: ""}
-	if i%2 == 1 {
+	sa := storage.Account{Name: name, MaxConcurrency: 4, Group: "", Provider: p}
+	switch p {
+	case storage.ProviderCodex:
 		ma.Kind, ma.Models = mock.KindCodex, []string{demoCodexModel}
 		ma.ChatGPTAccountID = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-		sa.Provider, sa.Models = storage.ProviderCodex, []string{demoCodexModel}
 		sa.BaseURL = "http://" + mockAddr + "/backend-api/codex"
 		sa.Credentials = storage.Credentials{AccessToken: token, AccountID: ma.ChatGPTAccountID}
-	} else {
+	case storage.ProviderAnthropic:
+		ma.Kind, ma.Models = mock.KindAnthropic, []string{demoAnthropicModel}
+		sa.BaseURL = "http://" + mockAddr // like ANTHROPIC_BASE_URL: no /v1
+		sa.Credentials = storage.Credentials{APIKey: token}
+	case storage.ProviderOpenAICompat:
+		ma.Kind, ma.Models = mock.KindOpenAICompat, []string{demoCompatModel}
+		sa.BaseURL = "http://" + mockAddr + "/v1"
+		sa.Credentials = storage.Credentials{APIKey: token}
+	default:
 		ma.Kind, ma.Models = mock.KindOpenAI, []string{demoOpenAIModel}
-		sa.Provider, sa.Models = storage.ProviderOpenAI, []string{demoOpenAIModel}
+		sa.Provider = storage.ProviderOpenAI
 		sa.BaseURL = "http://" + mockAddr + "/v1"
 		sa.Credentials = storage.Credentials{APIKey: token}
 	}
+	sa.Models = ma.Models
 	return ma, sa
 }
 
@@ -162,8 +195,9 @@ func demoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the gateway in front of a built-in mock upstream fleet",
-		Long: `Start a mock upstream fleet (codex accounts serving gpt-5.5, openai accounts serving
-gpt-4.1-mini), the gateway on the embedded storage, and an API key. Prints
+		Long: `Start a mock upstream fleet (accounts by number mod 4: codex serving gpt-5.5,
+openai serving gpt-4.1-mini, anthropic serving claude-sonnet-4-5, openai_compat
+serving qwen3-32b), the gateway on the embedded storage, and an API key. Prints
 TROUPE_BASE_URL=… and TROUPE_API_KEY=… on stdout, then curl examples, and serves
 until SIGINT or SIGTERM. Logs go to stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -198,11 +232,12 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
-			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones serve %s. Try:
+			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
 # curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","input":"hi","stream":true}'
+# curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
 # curl -s $TROUPE_BASE_URL/models -H "Authorization: Bearer $TROUPE_API_KEY"
-`, accounts, demoCodexModel, demoOpenAIModel, demoOpenAIModel, demoCodexModel)
+`, accounts, demoCodexModel, demoOpenAIModel, demoAnthropicModel, demoCompatModel, demoOpenAIModel, demoCodexModel, demoCompatModel)
 			<-ctx.Done()
 			d.app.log.Info("shutting down")
 			return d.close()
@@ -223,8 +258,9 @@ func mockCmd() *cobra.Command {
 		Use:   "mock",
 		Short: "Run the mock upstream fleet alone",
 		Long: `Serve the mock upstream fleet used by the demo and the load tests: accounts
-demo-0001 … with tokens mock-token-demo-0001 …; codex accounts (odd numbers) on
-/backend-api/codex/responses, openai accounts (even numbers) on /v1.`,
+demo-0001 … with tokens mock-token-demo-0001 …, by number mod 4: codex accounts (1)
+on /backend-api/codex/responses, openai accounts (2) on /v1, anthropic accounts (3)
+on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()

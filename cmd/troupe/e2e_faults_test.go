@@ -89,13 +89,14 @@ func (r suiteRoute) body() string {
 	return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, r.model)
 }
 
-// faultyPool returns the demo's n accounts (fast: 2 ms to first token, no
-// pacing) with fraction of them failing in the pre-content mix, and records
-// each faulted account's fault in faults. armed is set to the time the
+// faultyPool returns n demo accounts of the two kinds the suite's routes
+// reach (fast: 2 ms to first token, no pacing) with fraction of them failing
+// in the pre-content mix, and records each faulted account's fault in
+// faults. armed is set to the time the
 // faults are armed (just before the fleet adds the accounts).
 func faultyPool(n int, fraction float64, mix []mock.FaultKind, seed int64, faults map[string]mock.Fault, armed *time.Time) accountsFunc {
 	return func(mockAddr string) ([]mock.Account, []storage.Account) {
-		fa, pa := demoAccounts(n, mockAddr)
+		fa, pa := twoKindAccounts(n, mockAddr)
 		for i := range fa {
 			fa[i].Latency, fa[i].TokensPerSecond = 2*time.Millisecond, 0
 		}

@@ -54,6 +54,22 @@ func testConfig(t *testing.T) *Config {
 	return cfg
 }
 
+// twoKindProvider is the provider of account number i in the tests' pools:
+// odd numbers codex (serving gpt-5.5), even ones openai (serving
+// gpt-4.1-mini). The tests tell the kind of the account that served an
+// answer by the parity of its number; the demo itself has four kinds.
+func twoKindProvider(i int) storage.Provider {
+	if i%2 == 1 {
+		return storage.ProviderCodex
+	}
+	return storage.ProviderOpenAI
+}
+
+// twoKindAccounts is demoAccounts with twoKindProvider's kinds.
+func twoKindAccounts(n int, mockAddr string) ([]mock.Account, []storage.Account) {
+	return tuned(span(1, n, 1), nil)(mockAddr)
+}
+
 // tuned returns demo accounts with the given numbers (odd: codex serving
 // gpt-5.5, even: openai serving gpt-4.1-mini), each passed through tune.
 func tuned(numbers []int, tune func(ma *mock.Account, sa *storage.Account)) accountsFunc {
@@ -61,7 +77,7 @@ func tuned(numbers []int, tune func(ma *mock.Account, sa *storage.Account)) acco
 		var fa []mock.Account
 		var pa []storage.Account
 		for _, i := range numbers {
-			ma, sa := demoAccount(i, mockAddr)
+			ma, sa := demoAccountAs(i, twoKindProvider(i), mockAddr)
 			if tune != nil {
 				tune(&ma, &sa)
 			}
