@@ -54,7 +54,7 @@ func TestDemoPoolServes(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		model, path, body, text string
-		account              string
+		account                 string
 	}{
 		{demoCodexModel, "/v1/responses", `{"model":"gpt-5.5","input":"hi"}`, "output.0.content.0.text", "demo-0001"},
 		{demoOpenAIModel, "/v1/chat/completions", `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, "choices.0.message.content", "demo-0002"},
