@@ -28,6 +28,9 @@ type Config struct {
 	UsageInterval time.Duration    // longest a record waits before it is written; default 250 ms
 	UsageMaxQueue int              // records held before new ones are dropped; default 1,000,000
 	Logger        *slog.Logger     // default slog.Default()
+	// WSIdleTimeout closes an upstream WebSocket connection idle this long;
+	// default DefaultWSIdleTimeout (5 min).
+	WSIdleTimeout time.Duration
 	// OnUsageWritten, when set, is called from the recorder's writer after each
 	// batch with its size and error (for metrics).
 	OnUsageWritten func(n int, err error)
@@ -54,6 +57,7 @@ type System struct {
 	snapshots sync.Map // account ID → *atomic.Pointer[View]
 	timers    sync.Pool
 	stopped   atomic.Bool
+	ws        wsPools // upstream WebSocket pools, one per account (websocket.go)
 }
 
 // Start spawns the scheduler, the usage recorder and the pool supervisor.
@@ -84,6 +88,7 @@ func Start(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s := &System{engine: e}
+	s.ws.idle = cfg.WSIdleTimeout
 	s.sched = e.Spawn(newScheduler(schedulerConfig{
 		policy:    cfg.Policy,
 		maxWaiter: cfg.MaxWaiters,
@@ -118,7 +123,10 @@ func (s *System) PutAccount(a storage.Account) { s.engine.Send(s.pool, poolPut{a
 
 // RemoveAccount stops the account's actor. Leases it granted may still be
 // released; they are ignored.
-func (s *System) RemoveAccount(id string) { s.engine.Send(s.pool, poolRemove{id: id}) }
+func (s *System) RemoveAccount(id string) {
+	s.engine.Send(s.pool, poolRemove{id: id})
+	s.dropWSPool(id)
+}
 
 // Acquire asks the scheduler for a lease for req. It waits at most req.MaxWait
 // for capacity (plus message latency), and returns early when ctx is done.
@@ -263,6 +271,7 @@ func (s *System) Stop(ctx context.Context) error {
 	if !s.stopped.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.stopWSPools(ctx)
 	for _, pid := range []*actor.PID{s.pool, s.sched, s.usage} {
 		select {
 		case <-s.engine.Poison(pid).Done():
