@@ -58,6 +58,8 @@ type Fleet struct {
 	byName map[string]*account
 
 	total counters // fleet-wide, including accounts since removed
+
+	ws wsState // the Responses WebSocket mode (websocket.go)
 }
 
 // New returns a fleet with cfg.Accounts, not yet serving.

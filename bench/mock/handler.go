@@ -157,6 +157,10 @@ func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 		writeFailure(ctx, &failure{kind: failNotFound, arg: string(ctx.Method()) + " " + string(path)}, rtProto)
 		return
 	}
+	if isWebSocket(ctx, rt) {
+		f.serveWebSocket(ctx, rt) // websocket.go
+		return
+	}
 	if string(ctx.Method()) != rt.method() {
 		writeFailure(ctx, &failure{kind: failMethod, arg: string(ctx.Method()) + " " + string(path)}, rt)
 		return
