@@ -54,6 +54,10 @@ type AcquireRequest struct {
 	// account that served its previous_response_id): picked first while it
 	// is a candidate and available.
 	Prefer string
+	// Only, when set, names the one account that may serve the request (the
+	// owner of a previous_response_id whose state no other account has);
+	// while it is busy the request waits for it like any other.
+	Only string
 
 	// KeyID and Weight place a waiting request in the fair queue: when the
 	// pool is saturated, waiters are served round robin across API keys,

@@ -388,6 +388,12 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 			return
 		}
 	}
+	if req.Only != "" {
+		// Never parked: a waiter for one busy account would hold up the
+		// queue of every request behind it.
+		s.reject(req, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
+		return
+	}
 	exact, wild := s.sets[req.key], s.sets[routeKey{req.key.endpoint, req.key.group, anyModel}]
 	members, live := 0, 0
 	if exact != nil {
@@ -439,6 +445,12 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 // matches req's route filters, with the policy's top-k jitter.
 func (s *scheduler) pick(req *acquireState) *entry {
 	now := s.cfg.now()
+	if req.Only != "" {
+		if e := s.byID[req.Only]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+			return e
+		}
+		return nil
+	}
 	if req.Prefer != "" {
 		if e := s.byID[req.Prefer]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
 			return e

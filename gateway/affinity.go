@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
+
+	"github.com/troupe-gw/troupe/actors"
 )
 
 // AffinityTTL is how long the gateway remembers which account served a
@@ -26,8 +30,6 @@ func (s *Server) remember(id, account string) {
 }
 
 // affinity returns the account that served previous response id, or "".
-// The scheduler prefers it while it is available; otherwise the request is
-// routed normally (the upstream then answers whether it knows the id).
 func (s *Server) affinity(ctx context.Context, id string) string {
 	if s.cache == nil || id == "" || len(id) > 256 {
 		return ""
@@ -39,4 +41,92 @@ func (s *Server) affinity(ctx context.Context, id string) string {
 		return ""
 	}
 	return acc
+}
+
+// DefaultSessionAffinityTTL is how long a client session stays with the
+// account that last served it when Config.SessionAffinityTTL is 0: 1 hour.
+const DefaultSessionAffinityTTL = time.Hour
+
+const sessionAffinityPrefix = "aff:sess:"
+
+// errPreviousResponseUnavailable is the answer to a previous_response_id
+// whose state lives on an account that cannot serve now: 409, so the client
+// knows to resend the full input without previous_response_id (the OpenAI
+// API itself answers an unknown id with 400 previous_response_not_found;
+// docs/affinity.md explains the difference).
+func errPreviousResponseUnavailable(id string) *APIError {
+	return &APIError{Status: 409, Type: "invalid_request_error", Code: "previous_response_not_found", Param: "previous_response_id",
+		Message: "Previous response with id '" + clip(id) + "' is held by an upstream account that is not available now. Resend the full input without previous_response_id."}
+}
+
+// pin applies affinity to c before routing (docs/affinity.md): a
+// previous_response_id the gateway has seen must go to the account that
+// served it, and only there — while that account is usable; otherwise 409.
+// A session key (session headers, prompt_cache_key) prefers the account
+// that served the session last, so its prompt cache stays warm; that
+// preference yields when the account is not available.
+func (s *Server) pin(ctx context.Context, c *call) *APIError {
+	if c.prevResp != "" {
+		owner := s.affinity(ctx, c.prevResp)
+		if owner == "" {
+			return nil // not ours (or expired): the upstream answers whether it knows the id
+		}
+		if !s.usable(owner) {
+			return errPreviousResponseUnavailable(c.prevResp)
+		}
+		c.prefer, c.only = owner, owner
+		return nil
+	}
+	c.prefer = s.sessionAccount(ctx, c.session)
+	return nil
+}
+
+// usable reports whether account id is in the pool and can take leases now
+// or once a running lease ends (active, or cooling with the cooldown over).
+func (s *Server) usable(id string) bool {
+	v, ok := s.sys.View(id)
+	if !ok {
+		return false
+	}
+	switch v.Status {
+	case actors.StatusActive:
+		return true
+	case actors.StatusCooling:
+		return !s.now().Before(v.CooldownUntil)
+	}
+	return false
+}
+
+// sessionCacheKey hashes a client's session key, so keys of any length and
+// content make bounded cache keys.
+func sessionCacheKey(session string) string {
+	h := sha256.Sum256([]byte(session))
+	return sessionAffinityPrefix + hex.EncodeToString(h[:16])
+}
+
+// sessionAccount returns the account that last served session, or "".
+func (s *Server) sessionAccount(ctx context.Context, session string) string {
+	if s.cache == nil || session == "" {
+		return ""
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	acc, ok, err := s.cache.Get(actx, sessionCacheKey(session))
+	if err != nil || !ok {
+		return ""
+	}
+	return acc
+}
+
+// rememberSession records that account served c's session (best effort),
+// for SessionAffinityTTL after its last request.
+func (s *Server) rememberSession(c *call, account string) {
+	if s.cache == nil || c.session == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.cache.Set(ctx, sessionCacheKey(c.session), account, s.cfg.SessionAffinityTTL); err != nil {
+		s.log.Debug("session affinity not recorded", "err", err)
+	}
 }

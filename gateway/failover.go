@@ -58,9 +58,13 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		if c.attempts > 0 && s.now().After(budgetEnd) {
 			break // the first attempt is never cut short; failovers share the budget after it
 		}
+		if c.attempts > 0 && c.only != "" {
+			break // only the owner of previous_response_id holds its state
+		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
 			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: c.prefer,
+			Only: c.only,
 		})
 		if err != nil {
 			if last != nil {
@@ -124,7 +128,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			body, dropUsage = b, true
 		}
 	}
-	resp, err := lease.Transport.Do(actx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: body, Header: c.header})
+	resp, err := s.send(actx, c, lease, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
 	if err != nil {
 		acancel()
 		v := upstream.ClassifyError(err)
@@ -186,6 +190,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	if c.endpoint == upstream.EndpointResponses {
 		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID)
 	}
+	s.rememberSession(c, lease.AccountID)
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
 }
 

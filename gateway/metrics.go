@@ -26,6 +26,11 @@ type Metrics struct {
 	cacheDown  prometheus.Gauge                           // troupe_cache_degraded
 	cacheFlips prometheus.Counter                         // troupe_cache_outages_total
 	statusMemo [4][600]atomic.Pointer[prometheus.Counter] // endpoint × status → counter, resolved once
+
+	// The Responses WebSocket (gateway/ws.go, gateway/upstream_ws.go).
+	wsConns    prometheus.Gauge       // troupe_websocket_connections
+	wsRefused  *prometheus.CounterVec // troupe_websocket_refused_total{reason}
+	upstreamWS *prometheus.CounterVec // troupe_upstream_websocket_total{result}
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -61,6 +66,16 @@ func NewMetrics(views func() []actors.View) *Metrics {
 	m.cacheFlips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "troupe_cache_outages_total", Help: "Shared-cache outages this instance has seen.",
 	})
+	m.wsConns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "troupe_websocket_connections", Help: "Client Responses WebSocket connections open now.",
+	})
+	m.wsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_websocket_refused_total", Help: "Client WebSocket upgrades refused, by reason (auth, key_limit, global_limit, shutdown).",
+	}, []string{"reason"})
+	m.upstreamWS = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_upstream_websocket_total", Help: "Upstream calls that were to use the upstream WebSocket, by result (websocket; fallback_1009 and fallback_busy went over HTTP on the same lease).",
+	}, []string{"result"})
+	m.Registry.MustRegister(m.wsConns, m.wsRefused, m.upstreamWS)
 	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows, m.cacheDown, m.cacheFlips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if views != nil {

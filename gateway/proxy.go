@@ -55,6 +55,12 @@ type call struct {
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
+
+	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
+	only    string // the only account that may serve it: the owner of prevResp's state
+	session string // the client's session key (session headers, prompt_cache_key)
+	ws      bool   // the client is on the Responses WebSocket
+	wsCont  []byte // the client's own continuation, sent as is on an upstream connection holding prevResp
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
@@ -92,7 +98,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 	c.group = c.key.Group
-	c.prefer = s.affinity(ctx, c.prevResp)
+	c.session = sessionKey(ctx, c.body)
+	if aerr := s.pin(ctx, c); aerr != nil {
+		writeError(ctx, aerr)
+		return aerr.Status
+	}
 	if aerr := s.route(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -138,6 +148,16 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		}
 		body = b
 	}
+	if aerr := s.parseBody(c, body); aerr != nil {
+		return aerr
+	}
+	c.header = passHeaders(ctx)
+	return nil
+}
+
+// parseBody reads what routing needs from a request body (decompressed) and
+// resolves the model alias.
+func (s *Server) parseBody(c *call, body []byte) *APIError {
 	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) {
 		return errBadJSON()
 	}
@@ -196,7 +216,6 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		}
 		c.body = b
 	}
-	c.header = passHeaders(ctx)
 	return nil
 }
 

@@ -36,6 +36,12 @@ func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 // logged and the request routed without constraints (fail open: the
 // policy's score still applies).
 func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
+	return s.routeWith(c, sessionKey(ctx, c.body), ctx.RemoteIP().String())
+}
+
+// routeWith is route for a request whose session key and client address
+// are known (a WebSocket frame has no request context of its own).
+func (s *Server) routeWith(c *call, session, clientIP string) *APIError {
 	r := s.router.Load()
 	if r == nil || !r.Policy().HasRoute() {
 		return nil
@@ -43,8 +49,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
 	rv := scripts.RequestView{
 		Model: c.target, Protocol: c.endpoint.String(), Stream: c.stream,
 		APIKey:     scripts.APIKeyView{ID: c.key.ID, Name: c.key.Name, Group: c.key.Group},
-		SessionKey: sessionKey(ctx, c.body),
-		ClientIP:   ctx.RemoteIP().String(),
+		SessionKey: session,
+		ClientIP:   clientIP,
 	}
 	res, err := r.Route(&rv)
 	if err != nil {

@@ -50,9 +50,20 @@ type Config struct {
 	// FailoverBudget bounds the time spent on failover attempts after the
 	// first attempt (which is never cut short); default 60 s.
 	FailoverBudget time.Duration
+
+	// The Responses WebSocket and affinity (docs/websocket.md, docs/affinity.md).
+	WebSocket WSConfig
+	// SessionAffinityTTL is how long a client session (session headers,
+	// prompt_cache_key) keeps preferring the account that last served it;
+	// default 1 h.
+	SessionAffinityTTL time.Duration
 }
 
 func (c *Config) defaults() {
+	c.WebSocket.defaults()
+	if c.SessionAffinityTTL <= 0 {
+		c.SessionAffinityTTL = DefaultSessionAffinityTTL
+	}
 	if c.MaxBodySize <= 0 {
 		c.MaxBodySize = 16 << 20
 	}
@@ -108,6 +119,7 @@ type Server struct {
 	failovers      failoverCounts // requests by failovers needed (ops view)
 	policies       PolicyControl  // the routing policy host; nil disables /api/admin/policies
 	now            func() time.Time
+	ws             wsHub // downstream Responses WebSocket connections (gateway/ws.go)
 }
 
 // New builds a Server over a running actor system, a store and a cache (for
@@ -157,10 +169,16 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting, waits for open requests (streams included) until
-// ctx ends, then closes the rest.
+// ctx ends, then closes the rest. Responses WebSocket connections finish the
+// response in flight and get close 1001 (going away); at ctx's end the rest
+// are closed with it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
-	return s.srv.ShutdownWithContext(ctx)
+	wsDone := make(chan struct{})
+	go func() { s.ws.shutdown(ctx); close(wsDone) }() // WebSocket connections are hijacked: fasthttp does not wait for them
+	err := s.srv.ShutdownWithContext(ctx)
+	<-wsDone
+	return err
 }
 
 // Handler returns the request handler (for tests that serve it themselves).
@@ -180,6 +198,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/v1/chat/completions", "/chat/completions":
 		s.onlyPost(ctx, s.chat)
 	case "/v1/responses", "/responses":
+		if isWebSocketUpgrade(ctx) {
+			s.responsesWS(ctx) // gateway/ws.go
+			return
+		}
 		s.onlyPost(ctx, s.responses)
 	case "/v1/models", "/models":
 		if s.onlyGet(ctx) {

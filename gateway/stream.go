@@ -370,6 +370,7 @@ func (st *stream) finish(count bool) {
 		if c.endpoint == upstream.EndpointResponses {
 			s.remember(st.respID, st.lease.AccountID)
 		}
+		s.rememberSession(c, st.lease.AccountID)
 	case v.Class == upstream.ClassCanceled:
 		status = 499
 	default:

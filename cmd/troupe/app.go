@@ -183,6 +183,7 @@ func (a *app) start(ctx context.Context) error {
 		UsageBatch:     usageBatch,
 		UsageInterval:  usageInterval,
 		OnUsageWritten: func(n int, err error) { metrics.UsageWritten(n, err) },
+		WSIdleTimeout:  cfg.Gateway.WebSocket.IdleTimeout,
 	})
 	if err != nil {
 		return err
@@ -217,6 +218,14 @@ func (a *app) start(ctx context.Context) error {
 		HeartbeatInterval: cfg.Gateway.HeartbeatInterval,
 		FailoverBudget:    cfg.Gateway.FailoverBudget,
 		HoldBufferCap:     cfg.Gateway.HoldBufferBytes,
+		// Affinity and the Responses WebSocket.
+		SessionAffinityTTL: cfg.Gateway.SessionAffinityTTL,
+		WebSocket: gateway.WSConfig{
+			Upstream:             cfg.Gateway.WebSocket.Upstream,
+			MaxConnections:       cfg.Gateway.WebSocket.MaxConnections,
+			MaxConnectionsPerKey: cfg.Gateway.WebSocket.MaxConnectionsPerKey,
+			MaxMessage:           cfg.Gateway.WebSocket.MaxMessageBytes,
+		},
 	}, sys, a.store, a.cache, metrics, a.log)
 	a.live.Store(a.server)
 	if err := a.watchKeys(); err != nil {

@@ -55,6 +55,15 @@ type Config struct {
 		HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
 		FailoverBudget    time.Duration `koanf:"failover_budget"`
 		HoldBufferBytes   int           `koanf:"hold_buffer_bytes"`
+		// Affinity and the Responses WebSocket (docs/affinity.md, docs/websocket.md).
+		SessionAffinityTTL time.Duration `koanf:"session_affinity_ttl"`
+		WebSocket          struct {
+			Upstream             string        `koanf:"upstream"` // auto, always or never
+			MaxConnections       int           `koanf:"max_connections"`
+			MaxConnectionsPerKey int           `koanf:"max_connections_per_key"`
+			MaxMessageBytes      int           `koanf:"max_message_bytes"`
+			IdleTimeout          time.Duration `koanf:"idle_timeout"` // upstream connections
+		} `koanf:"websocket"`
 	} `koanf:"gateway"`
 	Policies struct {
 		Dir    string `koanf:"dir"`    // directory of NAME.lua files, watched for changes ("" = built-ins only)
@@ -104,6 +113,13 @@ func defaults() map[string]any {
 		"gateway.heartbeat_interval":  "15s",
 		"gateway.failover_budget":     "60s",
 		"gateway.hold_buffer_bytes":   1 << 20,
+		// Affinity and the Responses WebSocket.
+		"gateway.session_affinity_ttl":              "1h",
+		"gateway.websocket.upstream":                "auto",
+		"gateway.websocket.max_connections":         10000,
+		"gateway.websocket.max_connections_per_key": 64,
+		"gateway.websocket.max_message_bytes":       16 << 20,
+		"gateway.websocket.idle_timeout":            "5m",
 	}
 }
 
@@ -226,6 +242,11 @@ func (c *Config) validate() error {
 	}
 	if c.Policies.Active == "" {
 		errs = append(errs, errors.New("policies.active must name a policy"))
+	}
+	switch c.Gateway.WebSocket.Upstream {
+	case "auto", "always", "never":
+	default:
+		errs = append(errs, fmt.Errorf("gateway.websocket.upstream %q: want auto, always or never", c.Gateway.WebSocket.Upstream))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
