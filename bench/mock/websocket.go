@@ -169,7 +169,7 @@ func (w *wsSession) create(frame []byte) bool {
 	if s.p.reject != nil {
 		w.acc.stats.reject()
 		w.f.total.reject()
-		b, status := appendFailure(nil, s.p.reject, routeResponses)
+		b, status := appendFailure(nil, s.p.reject, routeResponses, nil)
 		putStream(s)
 		return w.errorFrame(status, gjson.GetBytes(b, "error").Raw)
 	}

@@ -117,7 +117,7 @@ func wsTestConfig(t *testing.T, tune func(*Config)) *Config {
 // gateway, a turn continuing it with only the new items, a continuation of
 // that turn, each relayed frame by frame from the upstream WebSocket.
 func TestWebSocketTurns(t *testing.T) {
-	d := startTestDemo(t, nil, tuned([]int{1, 3}, nil))
+	d := startTestDemo(t, nil, tuned([]int{1, 5}, nil))
 	conn := dialWS(t, d, d.apiKey, http.Header{"Session-Id": {"sess-ws-1"}})
 
 	warm := wsTurn(t, conn, `{"type":"response.create","model":"gpt-5.5","store":false,"stream":true,"generate":false,
@@ -192,7 +192,7 @@ func TestWebSocketTurns(t *testing.T) {
 // connection holds (the upstream never saw previous_response_id).
 func TestWebSocketHTTPUpstream(t *testing.T) {
 	cfg := wsTestConfig(t, func(c *Config) { c.Gateway.WebSocket.Upstream = "never" })
-	d := startTestDemo(t, cfg, tuned([]int{2, 4}, nil))
+	d := startTestDemo(t, cfg, tuned([]int{2, 6}, nil))
 	conn := dialWS(t, d, d.apiKey, nil)
 	ev := lastOf(t, wsTurn(t, conn, `{"type":"response.create","model":"gpt-4.1-mini","input":"Say hi","store":false}`), "response.completed")
 	ev2 := lastOf(t, wsTurn(t, conn, fmt.Sprintf(`{"type":"response.create","model":"gpt-4.1-mini","input":"again","store":false,"previous_response_id":%q}`, ev.Get("response.id").Str)), "response.completed")
@@ -209,7 +209,7 @@ func TestWebSocketHTTPUpstream(t *testing.T) {
 // response fails before content, the continuation moves to another account
 // with the full transcript, invisibly.
 func TestWebSocketReplayOnAnotherAccount(t *testing.T) {
-	d := startTestDemo(t, nil, tuned([]int{1, 3}, nil))
+	d := startTestDemo(t, nil, tuned([]int{1, 5}, nil))
 	conn := dialWS(t, d, d.apiKey, nil)
 	ev := lastOf(t, wsTurn(t, conn, `{"type":"response.create","model":"gpt-5.5","input":"first","store":false}`), "response.completed")
 	owner := servedBy.FindString(answerText(ev))
