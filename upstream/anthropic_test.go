@@ -292,3 +292,30 @@ func TestAnthropicConformance(t *testing.T) {
 		assertNoSecret(t, err)
 	})
 }
+
+// BenchmarkAnthropicStreamInMemory is BenchmarkOpenAIChatStreamInMemory for
+// the anthropic transport: its own cost per streamed Messages call (with the
+// client's version and beta headers and ?beta=true), no sockets.
+func BenchmarkAnthropicStreamInMemory(b *testing.B) {
+	sse := testdata(b, "messages-stream-text.sse")
+	hdr := http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}
+	var rd bytes.Reader
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rd.Reset(sse)
+		return &http.Response{StatusCode: 200, Header: hdr, Body: io.NopCloser(&rd), Request: r}, nil
+	})
+	tr := mustNew(b, account(storage.ProviderAnthropic, "https://api.example.com"), Options{}).(*anthropic)
+	tr.rt = rt // what New does with the shared client
+	client := http.Header{"Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"claude-code-20250219"}}
+	req := &Request{Endpoint: EndpointMessages, Stream: true, Body: []byte(`{"model":"m","stream":true}`), Header: client, RawQuery: "beta=true"}
+	buf := make([]byte, 32<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := tr.Do(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.CopyBuffer(io.Discard, struct{ io.Reader }{resp.Body}, buf)
+		resp.Body.Close()
+	}
+}

@@ -91,13 +91,24 @@ func (f *Fleet) authenticateAnthropic(ctx *fasthttp.RequestCtx, rt route) (*acco
 	return acc, nil
 }
 
-// anthropicLimits is the generous, never-exhausted budget every anthropic
-// answer reports: limit and remaining of each anthropic-ratelimit family.
-var anthropicLimits = [...]struct{ family, limit, remaining string }{
-	{"Requests", "4000", "3999"},
-	{"Input-Tokens", "2000000", "1999000"},
-	{"Output-Tokens", "400000", "400000"},
-	{"Tokens", "2400000", "2399000"},
+// anthropicLimit is one anthropic-ratelimit family: its header names and
+// the generous, never-exhausted budget every anthropic answer reports.
+type anthropicLimit struct {
+	limitName, remainingName, resetName string
+	limit, remaining                    string
+	output                              bool // the output-token family, the one a rate-limit fault exhausts
+}
+
+func newAnthropicLimit(family, limit, remaining string) anthropicLimit {
+	n := "Anthropic-Ratelimit-" + family
+	return anthropicLimit{n + "-Limit", n + "-Remaining", n + "-Reset", limit, remaining, family == "Output-Tokens"}
+}
+
+var anthropicLimits = [...]anthropicLimit{
+	newAnthropicLimit("Requests", "4000", "3999"),
+	newAnthropicLimit("Input-Tokens", "2000000", "1999000"),
+	newAnthropicLimit("Output-Tokens", "400000", "400000"),
+	newAnthropicLimit("Tokens", "2400000", "2399000"),
 }
 
 // setAnthropicHeaders sets request-id and the anthropic-ratelimit-* set
@@ -107,15 +118,14 @@ func setAnthropicHeaders(h *fasthttp.ResponseHeader, reqID []byte, now time.Time
 	h.SetBytesV("Request-Id", reqID)
 	reset := now.Add(time.Minute).UTC().Truncate(time.Second)
 	for _, l := range anthropicLimits {
-		name := "Anthropic-Ratelimit-" + l.family
-		h.Set(name+"-Limit", l.limit)
+		h.Set(l.limitName, l.limit)
 		rem, at := l.remaining, reset
-		if l.family == "Output-Tokens" && !exhausted.IsZero() {
+		if l.output && !exhausted.IsZero() {
 			rem, at = "0", exhausted.UTC()
 		}
-		h.Set(name+"-Remaining", rem)
+		h.Set(l.remainingName, rem)
 		b = at.AppendFormat(b[:0], time.RFC3339)
-		h.SetBytesV(name+"-Reset", b)
+		h.SetBytesV(l.resetName, b)
 	}
 	return b[:0]
 }

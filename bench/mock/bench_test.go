@@ -81,3 +81,54 @@ func BenchmarkRenderResponsesStream(b *testing.B) {
 		s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.completed", 23, true))
 	}
 }
+
+// BenchmarkRenderMessagesStream is the same for an Anthropic Messages
+// answer (message_start, block start + ping, 12 deltas, block stop,
+// message_delta, message_stop).
+func BenchmarkRenderMessagesStream(b *testing.B) {
+	f := New(Config{})
+	acc := newAccount(Account{Name: "bench-0001", Kind: KindAnthropic, Token: "t"})
+	s := getStream(f, acc, routeMessages)
+	s.req = request{model: "claude-sonnet-4-5", modelJSON: `"claude-sonnet-4-5"`, inputTokens: 30}
+	s.p = acc.plan(&s.req)
+	w := bufio.NewWriter(io.Discard)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.emit(w, s.appendMessageStart(s.buf[:0]))
+		s.emit(w, append(s.appendBlockStart(s.buf[:0]), messagesPing...))
+		for i := range s.p.tokens {
+			s.emit(w, s.appendBlockDelta(s.buf[:0], i))
+		}
+		s.emit(w, append(s.buf[:0], blockStop...))
+		s.emit(w, s.appendMessageDelta(s.buf[:0]))
+		s.emit(w, append(s.buf[:0], messagesStop...))
+	}
+}
+
+// BenchmarkMessagesStreamLoopback is BenchmarkChatStreamLoopback for a
+// streamed Messages answer of an anthropic account.
+func BenchmarkMessagesStreamLoopback(b *testing.B) {
+	acc := Account{Name: "bench-0002", Kind: KindAnthropic, Token: "sk-ant-bench-0002"}
+	_, base := startFleet(b, acc)
+	c := &fasthttp.Client{}
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello!"}]}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		for pb.Next() {
+			req.SetRequestURI(base + "/v1/messages")
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.Header.Set("X-Api-Key", acc.Token)
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			req.SetBodyRaw(body)
+			if err := c.Do(req, resp); err != nil {
+				b.Fatal(err)
+			}
+			if resp.StatusCode() != 200 || len(resp.Body()) < 1000 {
+				b.Fatalf("status %d, %d bytes", resp.StatusCode(), len(resp.Body()))
+			}
+		}
+	})
+}

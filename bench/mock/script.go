@@ -55,9 +55,9 @@ var resultPrefix = [...]string{"The", "tool", "returned:"}
 // ToolResultText returns the exact text an account named name answers when
 // the last input of a request is a tool result with the given text: "Hello
 // from NAME. The tool returned: " followed by the result's words (at most
-// 200) separated by single spaces.
+// 200; <system-reminder> notes left out) separated by single spaces.
 func ToolResultText(name, result string) string {
-	ws := strings.Fields(result)
+	ws := strings.Fields(stripReminders(result))
 	if len(ws) > maxResultWords {
 		ws = ws[:maxResultWords]
 	}
@@ -138,7 +138,7 @@ func parseScript(tools, conv gjson.Result) script {
 }
 
 func resultScript(res string) script {
-	ws := strings.Fields(res)
+	ws := strings.Fields(stripReminders(res))
 	if len(ws) > maxResultWords {
 		ws = ws[:maxResultWords]
 	}
@@ -280,4 +280,22 @@ func isShellName(n string) bool {
 		}
 	}
 	return false
+}
+
+// stripReminders removes the <system-reminder>…</system-reminder> notes
+// Claude Code appends to tool results: they are the client's, not the
+// tool's output. An unclosed note runs to the end.
+func stripReminders(s string) string {
+	const open, end = "<system-reminder>", "</system-reminder>"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], end)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + " " + s[i+j+len(end):]
+	}
 }

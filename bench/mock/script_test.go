@@ -27,8 +27,14 @@ func TestScriptedCommand(t *testing.T) {
 			t.Errorf("ScriptedCommand(%q) = %q, %v; want %q, %v", tc.text, cmd, ok, tc.cmd, tc.ok)
 		}
 	}
-	if got := ToolResultText("a-1", "  x\n y "); got != "Hello from a-1. The tool returned: x y" {
-		t.Errorf("ToolResultText %q", got)
+	for in, want := range map[string]string{
+		"  x\n y ": "Hello from a-1. The tool returned: x y",
+		"ok\n<system-reminder>\nnote\n</system-reminder>":             "Hello from a-1. The tool returned: ok",
+		"a<system-reminder>b</system-reminder>c<system-reminder>open": "Hello from a-1. The tool returned: a c",
+	} {
+		if got := ToolResultText("a-1", in); got != want {
+			t.Errorf("ToolResultText(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
