@@ -132,6 +132,7 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 		Provider:  a.view.Provider,
 		Transport: a.transport,
 		Granted:   now,
+		Decision:  req.decision,
 		pid:       a.self,
 	}}
 	a.publish(c)

@@ -64,6 +64,10 @@ type AcquireRequest struct {
 	// Weight turns per round for this key (default 1).
 	KeyID  string
 	Weight int
+
+	// Canary asks for the canary policy's judgement (System.SetCanary); the
+	// active policy judges when no canary runs.
+	Canary bool
 }
 
 // filtered reports whether the request narrows candidates beyond the index.
@@ -91,6 +95,8 @@ type acquireState struct {
 	deadline time.Time         // zero: do not wait
 	tries    int               // grants attempted by the scheduler (bounded)
 	enqueued time.Time
+	slot     int      // the slot that judged the last pick
+	decision Decision // why the last pick chose its account; the lease carries it
 }
 
 type acquireReply struct {

@@ -23,26 +23,31 @@ func (k routeKey) lane() routeKey { return routeKey{endpoint: k.endpoint, group:
 // ordered by score, then least recently granted. Membership counters cover
 // every account filed under the key, available or not.
 type candidates struct {
+	slot    int // which verdict orders the heap: 0 the policy's, 1 the canary's
 	items   []*entry
 	pos     map[*entry]int // position in items of each available entry
 	members int            // accounts filed under this key
 	live    int            // members not in a terminal status (disabled, unauthorized, banned)
 }
 
-func newCandidates() *candidates { return &candidates{pos: make(map[*entry]int)} }
+func newCandidates(slot int) *candidates {
+	return &candidates{slot: slot, pos: make(map[*entry]int)}
+}
 
 // better orders candidates: tier first (healthy before warm before risky),
 // then score, then the policy's tie-break, then least recently granted, then
 // join order.
-func better(a, b *entry) bool {
-	if a.scored.Tier != b.scored.Tier {
-		return a.scored.Tier < b.scored.Tier
+// Slot sl picks the verdict compared (0: the policy's, 1: the canary's).
+func better(a, b *entry, sl int) bool {
+	va, vb := &a.v[sl], &b.v[sl]
+	if va.scored.Tier != vb.scored.Tier {
+		return va.scored.Tier < vb.scored.Tier
 	}
-	if a.scored.Score != b.scored.Score {
-		return a.scored.Score > b.scored.Score
+	if va.scored.Score != vb.scored.Score {
+		return va.scored.Score > vb.scored.Score
 	}
-	if a.tie != b.tie {
-		return a.tie > b.tie
+	if va.tie != vb.tie {
+		return va.tie > vb.tie
 	}
 	if a.lastGrant != b.lastGrant {
 		return a.lastGrant < b.lastGrant
@@ -103,7 +108,7 @@ func (c *candidates) up(i int) bool {
 	moved := false
 	for i > 0 {
 		p := (i - 1) / 2
-		if !better(c.items[i], c.items[p]) {
+		if !better(c.items[i], c.items[p], c.slot) {
 			break
 		}
 		c.swap(i, p)
@@ -121,10 +126,10 @@ func (c *candidates) down(i int) {
 			return
 		}
 		best := l
-		if r := l + 1; r < n && better(c.items[r], c.items[l]) {
+		if r := l + 1; r < n && better(c.items[r], c.items[l], c.slot) {
 			best = r
 		}
-		if !better(c.items[best], c.items[i]) {
+		if !better(c.items[best], c.items[i], c.slot) {
 			return
 		}
 		c.swap(i, best)

@@ -78,6 +78,9 @@ type schedTick struct{}
 // schedPolicy swaps the routing policy.
 type schedPolicy struct{ policy Policy }
 
+// schedCanary installs (or, nil, removes) the canary policy.
+type schedCanary struct{ policy Policy }
+
 // schedRescore continues a chunked rescore after a policy swap.
 type schedRescore struct{}
 

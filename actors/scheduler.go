@@ -23,6 +23,9 @@ type SchedulerStats struct {
 	Rescores      uint64                // policy score calls
 	Policy        string                // the active policy's name
 	PolicyVersion uint64                // and version
+	Canary        string                // the canary policy's name ("" when none)
+	CanaryVersion uint64                // and version
+	CanaryTiers   [scripts.NumTiers]int // accounts the canary accepts, by tier
 	Rescoring     int                   // accounts still waiting for a rescore after a policy change
 	Sticky        int                   // live stickiness keys
 	Tiers         [scripts.NumTiers]int // accounts the policy accepts, by tier (healthy, warm, risky)
@@ -34,15 +37,26 @@ type entry struct {
 	idx       uint32
 	view      View
 	pid       *actor.PID
-	scored    Scored  // the policy's last verdict
-	limit     int     // concurrency cap from the tier (<= view.MaxInFlight)
-	tie       float64 // secondary key from the policy's tie_break (higher first)
+	v         [2]verdict // the policy's last verdict, and the canary's (while one runs)
 	lastGrant uint64
 	keys      []routeKey
 	terminal  bool   // counted as not live
 	recheck   uint64 // generation of the pending recheck timer (0: none)
 	policyGen uint64 // policy generation the score was computed with
 }
+
+// verdict is one policy's judgement of an account.
+type verdict struct {
+	scored Scored
+	limit  int     // concurrency cap from the tier (<= view.MaxInFlight)
+	tie    float64 // secondary key from the policy's tie_break (higher first)
+}
+
+// Slots of entry.v and scheduler.sets.
+const (
+	slotPolicy = 0
+	slotCanary = 1
+)
 
 // schedulerConfig configures the scheduler actor.
 type schedulerConfig struct {
@@ -59,10 +73,11 @@ type schedulerConfig struct {
 type scheduler struct {
 	cfg       schedulerConfig
 	policy    Policy
+	canary    Policy // nil: no canary
 	policyGen uint64
 	byID      map[string]*entry
 	next      uint32
-	sets      map[routeKey]*candidates
+	sets      [2]map[routeKey]*candidates // by slot; membership counters live in slot 0's
 	queues    map[routeKey]*waitQueue
 	waiting   int
 	grants    uint64
@@ -74,6 +89,7 @@ type scheduler struct {
 	rescore   []*entry // entries left to rescore after a policy change
 	sticky    map[string]stickyEntry
 	top       []*entry // scratch for top-k
+	skipped   int      // scratch: candidates the last collect skipped
 }
 
 type stickyEntry struct {
@@ -90,7 +106,7 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 			cfg:    cfg,
 			policy: cfg.policy,
 			byID:   make(map[string]*entry),
-			sets:   make(map[routeKey]*candidates),
+			sets:   [2]map[routeKey]*candidates{make(map[routeKey]*candidates), make(map[routeKey]*candidates)},
 			queues: make(map[routeKey]*waitQueue),
 			sticky: make(map[string]stickyEntry),
 		}
@@ -129,6 +145,8 @@ func (s *scheduler) Receive(c *actor.Context) {
 		s.runRechecks(c)
 	case schedPolicy:
 		s.setPolicy(c, m.policy)
+	case schedCanary:
+		s.setCanary(c, m.policy)
 	case schedRescore:
 		s.rescoreSome(c)
 	case schedStats:
@@ -136,16 +154,22 @@ func (s *scheduler) Receive(c *actor.Context) {
 		st.Accounts = len(s.byID)
 		st.Waiters = s.waiting
 		st.Policy, st.PolicyVersion = s.policy.Name(), s.policy.Version()
+		if s.canary != nil {
+			st.Canary, st.CanaryVersion = s.canary.Name(), s.canary.Version()
+		}
 		st.Rescoring = len(s.rescore)
 		st.Sticky = len(s.sticky)
 		avail := 0
 		for _, e := range s.byID {
-			if !e.scored.OK {
+			if s.canary != nil && e.v[slotCanary].scored.OK {
+				st.CanaryTiers[min(int(e.v[slotCanary].scored.Tier), scripts.NumTiers-1)]++
+			}
+			if !e.v[slotPolicy].scored.OK {
 				st.Excluded++
 				continue
 			}
-			st.Tiers[min(int(e.scored.Tier), scripts.NumTiers-1)]++
-			if e.available(s.cfg.now()) {
+			st.Tiers[min(int(e.v[slotPolicy].scored.Tier), scripts.NumTiers-1)]++
+			if e.available(s.cfg.now(), slotPolicy) {
 				avail++
 			}
 		}
@@ -154,9 +178,19 @@ func (s *scheduler) Receive(c *actor.Context) {
 	}
 }
 
-// available reports whether e can take one more lease under its tier cap.
-func (e *entry) available(now time.Time) bool {
-	return e.view.Available(now) && e.view.InFlight < e.limit
+// available reports whether e can take one more lease under slot sl's tier cap.
+func (e *entry) available(now time.Time, sl int) bool {
+	return e.view.Available(now) && e.view.InFlight < e.v[sl].limit
+}
+
+// candidate reports whether slot sl's policy accepts e and e is available.
+func (e *entry) candidate(now time.Time, sl int) bool {
+	return e.v[sl].scored.OK && e.available(now, sl)
+}
+
+// wakeable reports whether e could serve a waiter of either slot.
+func (s *scheduler) wakeable(e *entry, now time.Time) bool {
+	return e.candidate(now, slotPolicy) || (s.canary != nil && e.candidate(now, slotCanary))
 }
 
 // keysFor lists the candidate sets an account belongs to.
@@ -181,11 +215,14 @@ func terminal(st Status) bool {
 	return st == StatusDisabled || st == StatusUnauthorized || st == StatusBanned
 }
 
-func (s *scheduler) set(k routeKey) *candidates {
-	c := s.sets[k]
+// set returns the candidate set of k in slot 0, which also keeps k's membership counters.
+func (s *scheduler) set(k routeKey) *candidates { return s.slotSet(slotPolicy, k) }
+
+func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
+	c := s.sets[sl][k]
 	if c == nil {
-		c = newCandidates()
-		s.sets[k] = c
+		c = newCandidates(sl)
+		s.sets[sl][k] = c
 	}
 	return c
 }
@@ -215,6 +252,9 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 		for _, k := range old {
 			cs := s.set(k)
 			cs.remove(e)
+			if alt := s.sets[slotCanary][k]; alt != nil {
+				alt.remove(e)
+			}
 			cs.members--
 			if !e.terminal {
 				cs.live--
@@ -239,7 +279,7 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 		e.terminal = t
 	}
 	s.index(e)
-	if e.scored.OK && e.available(s.cfg.now()) {
+	if s.wakeable(e, s.cfg.now()) {
 		s.wake(c, e)
 	}
 }
@@ -260,28 +300,49 @@ func sameKeys(a, b []routeKey) bool {
 func (s *scheduler) index(e *entry) {
 	now := s.cfg.now()
 	s.stats.Rescores++
-	e.scored = s.policy.Score(&e.view, now)
-	e.policyGen = s.policyGen
-	e.limit = e.view.MaxInFlight
-	if e.scored.OK {
-		e.limit = s.policy.Knobs().Limit(e.scored.Tier, e.view.MaxInFlight)
+	recheck := s.judge(e, slotPolicy, s.policy, now)
+	if s.canary != nil {
+		s.stats.Rescores++
+		if r := s.judge(e, slotCanary, s.canary, now); r > 0 && (recheck == 0 || r < recheck) {
+			recheck = r
+		}
 	}
-	if e.scored.RecheckAfter > 0 {
+	e.policyGen = s.policyGen
+	if recheck > 0 {
 		s.recheckN++
 		e.recheck = s.recheckN
-		heap.Push(&s.rechecks, recheckItem{due: now.Add(e.scored.RecheckAfter), e: e, gen: e.recheck})
+		heap.Push(&s.rechecks, recheckItem{due: now.Add(recheck), e: e, gen: e.recheck})
 	} else {
 		e.recheck = 0
 	}
 	s.file(e, now)
 }
 
-// file puts e in, or takes it out of, its candidate sets by availability.
+// judge stores p's verdict on e in slot sl and returns its recheck_after.
+func (s *scheduler) judge(e *entry, sl int, p Policy, now time.Time) time.Duration {
+	v := &e.v[sl]
+	v.scored = p.Score(&e.view, now)
+	v.limit = e.view.MaxInFlight
+	if v.scored.OK {
+		v.limit = p.Knobs().Limit(v.scored.Tier, e.view.MaxInFlight)
+	}
+	return v.scored.RecheckAfter
+}
+
+// file puts e in, or takes it out of, its candidate sets of every running
+// slot by availability.
 func (s *scheduler) file(e *entry, now time.Time) {
-	e.tie = tieKey(s.policy.Knobs(), &e.view)
-	in := e.scored.OK && e.available(now)
+	s.fileSlot(e, slotPolicy, s.policy, now)
+	if s.canary != nil {
+		s.fileSlot(e, slotCanary, s.canary, now)
+	}
+}
+
+func (s *scheduler) fileSlot(e *entry, sl int, p Policy, now time.Time) {
+	e.v[sl].tie = tieKey(p.Knobs(), &e.view)
+	in := e.candidate(now, sl)
 	for _, k := range e.keys {
-		cs := s.set(k)
+		cs := s.slotSet(sl, k)
 		if in {
 			cs.set(e)
 		} else {
@@ -319,7 +380,7 @@ func (s *scheduler) runRechecks(c *actor.Context) {
 			continue // superseded by a newer score, or removed
 		}
 		s.index(it.e)
-		if it.e.available(now) && it.e.scored.OK {
+		if s.wakeable(it.e, now) {
 			s.wake(c, it.e)
 		}
 	}
@@ -340,12 +401,35 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 	s.rescoreSome(c)
 }
 
+// setCanary installs p as the canary (nil removes it). Requests marked
+// Canary are judged by it from then on, with the pool rescored in chunks as
+// after a policy swap (until an account is rescored it is no canary
+// candidate); removing it drops the canary's heaps at once.
+func (s *scheduler) setCanary(c *actor.Context, p Policy) {
+	s.canary = p
+	s.sets[slotCanary] = make(map[routeKey]*candidates)
+	if p == nil {
+		s.cfg.log.Info("routing canary removed")
+		return
+	}
+	for _, e := range s.byID {
+		e.v[slotCanary] = verdict{}
+	}
+	s.policyGen++
+	s.rescore = s.rescore[:0]
+	for _, e := range s.byID {
+		s.rescore = append(s.rescore, e)
+	}
+	s.cfg.log.Info("routing canary active", "policy", p.Name(), "version", p.Version())
+	s.rescoreSome(c)
+}
+
 func (s *scheduler) rescoreSome(c *actor.Context) {
 	n := min(rescoreChunk, len(s.rescore))
 	for _, e := range s.rescore[len(s.rescore)-n:] {
 		if s.byID[e.view.ID] == e && e.policyGen != s.policyGen {
 			s.index(e)
-			if e.scored.OK && e.available(s.cfg.now()) {
+			if s.wakeable(e, s.cfg.now()) {
 				s.wake(c, e)
 			}
 		}
@@ -365,6 +449,9 @@ func (s *scheduler) remove(id string) {
 	for _, k := range e.keys {
 		cs := s.set(k)
 		cs.remove(e)
+		if alt := s.sets[slotCanary][k]; alt != nil {
+			alt.remove(e)
+		}
 		cs.members--
 		if !e.terminal {
 			cs.live--
@@ -394,7 +481,7 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 		s.reject(req, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
 		return
 	}
-	exact, wild := s.sets[req.key], s.sets[routeKey{req.key.endpoint, req.key.group, anyModel}]
+	exact, wild := s.sets[slotPolicy][req.key], s.sets[slotPolicy][routeKey{req.key.endpoint, req.key.group, anyModel}]
 	members, live := 0, 0
 	if exact != nil {
 		members += exact.members
@@ -440,57 +527,86 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 	}
 }
 
-// pick returns the account for req: its sticky account when that one is
-// still a candidate, else the best available non-excluded candidate that
-// matches req's route filters, with the policy's top-k jitter.
+// slotOf returns the slot and policy that judge req: the canary's when req
+// asks for it and a canary runs, else the policy's.
+func (s *scheduler) slotOf(req *acquireState) (int, Policy) {
+	if req.Canary && s.canary != nil {
+		return slotCanary, s.canary
+	}
+	return slotPolicy, s.policy
+}
+
+// pick returns the account for req: its preferred or sticky account when
+// that one is still a candidate, else the best available non-excluded
+// candidate that matches req's route filters, with the policy's top-k
+// jitter. It records why in req.decision, and the slot judging req in req.slot.
 func (s *scheduler) pick(req *acquireState) *entry {
 	now := s.cfg.now()
+	sl, pol := s.slotOf(req)
+	req.slot = sl
 	if req.Only != "" {
-		if e := s.byID[req.Only]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+		if e := s.byID[req.Only]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
 			return e
 		}
 		return nil
 	}
 	if req.Prefer != "" {
-		if e := s.byID[req.Prefer]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+		if e := s.byID[req.Prefer]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
 			return e
 		}
 	}
 	if req.StickyKey != "" {
 		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
-			if e := s.byID[st.id]; e != nil && e.scored.OK && e.available(now) && s.matches(e, req) && s.inSet(e, req) {
+			if e := s.byID[st.id]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+				s.trace(req, ViaSticky, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
 				return e
 			}
 		}
 	}
-	k := s.policy.Knobs()
+	k := pol.Knobs()
 	n := 1
 	if k.TopK > 1 && k.Jitter > 0 {
 		n = k.TopK
 	}
 	s.top = s.top[:0]
-	s.collect(s.sets[req.key], req, n)
-	s.collect(s.sets[routeKey{req.key.endpoint, req.key.group, anyModel}], req, n)
+	s.skipped = 0
+	s.collect(s.sets[sl][req.key], req, n)
+	s.collect(s.sets[sl][routeKey{req.key.endpoint, req.key.group, anyModel}], req, n)
 	if len(s.top) == 0 {
 		return nil
 	}
 	// s.top holds up to n best of each set; order them and apply the jitter.
 	slices.SortFunc(s.top, func(a, b *entry) int {
-		if better(a, b) {
+		if better(a, b, sl) {
 			return -1
 		}
-		if better(b, a) {
+		if better(b, a, sl) {
 			return 1
 		}
 		return 0
 	})
 	top := s.top[:min(n, len(s.top))]
 	e := top[pickRank(k, len(top), s.cfg.rand)]
+	s.trace(req, ViaScore, e, top, s.setSizes(sl, req), s.skipped, pol, sl == slotCanary)
 	clear(s.top)
 	if req.StickyKey != "" {
 		s.sticky[req.StickyKey] = stickyEntry{id: e.view.ID, expires: now.Add(k.StickyTTL)}
 	}
 	return e
+}
+
+// setSizes returns how many available accounts req's candidate sets of slot sl hold.
+func (s *scheduler) setSizes(sl int, req *acquireState) int {
+	n := 0
+	if cs := s.sets[sl][req.key]; cs != nil {
+		n += cs.len()
+	}
+	if cs := s.sets[sl][routeKey{req.key.endpoint, req.key.group, anyModel}]; cs != nil {
+		n += cs.len()
+	}
+	return n
 }
 
 // matches applies req's exclusions and route filters to e.
@@ -539,7 +655,7 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 	for len(frontier) > 0 && found < n {
 		bi := 0
 		for i := 1; i < len(frontier); i++ {
-			if better(cs.items[frontier[i]], cs.items[frontier[bi]]) {
+			if better(cs.items[frontier[i]], cs.items[frontier[bi]], cs.slot) {
 				bi = i
 			}
 		}
@@ -550,6 +666,8 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 		if s.matches(e, req) {
 			s.top = append(s.top, e)
 			found++
+		} else {
+			s.skipped++
 		}
 		for _, ch := range [2]int{2*pos + 1, 2*pos + 2} {
 			if ch < cs.len() {
@@ -570,7 +688,7 @@ func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
 	e.lastGrant = s.grants
 	e.view.InFlight++
 	s.file(e, s.cfg.now())
-	c.Send(e.pid, accountGrant{req: req, limit: e.limit})
+	c.Send(e.pid, accountGrant{req: req, limit: e.v[req.slot].limit})
 }
 
 // wake serves parked requests that e's capacity can now take, oldest first.

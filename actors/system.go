@@ -117,6 +117,14 @@ func Start(cfg Config) (*System, error) {
 // chunks while picks go on; p is used from the scheduler actor only.
 func (s *System) SetPolicy(p Policy) { s.engine.Send(s.sched, schedPolicy{policy: p}) }
 
+// SetCanary makes p the canary policy: requests with AcquireRequest.Canary
+// set are judged by it, the others by the active policy, with both verdicts
+// indexed side by side. nil removes the canary (its requests fall back to
+// the active policy at once). To promote a canary, SetPolicy it (a fresh
+// instance: a Policy belongs to one slot) and SetCanary(nil). p is used from
+// the scheduler actor only.
+func (s *System) SetCanary(p Policy) { s.engine.Send(s.sched, schedCanary{policy: p}) }
+
 // PutAccount adds the account to the pool, or applies its new configuration.
 // It returns before the account actor has started; its view follows shortly.
 func (s *System) PutAccount(a storage.Account) { s.engine.Send(s.pool, poolPut{account: a}) }

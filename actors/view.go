@@ -133,6 +133,7 @@ type Lease struct {
 	Provider  storage.Provider
 	Transport upstream.Transport // the account's provider transport
 	Granted   time.Time
+	Decision  Decision // why the scheduler chose this account
 	pid       *actor.PID
 	released  atomic.Bool
 }

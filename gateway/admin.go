@@ -221,8 +221,12 @@ func validPolicyName(n string) bool {
 //	PUT  /api/admin/policies/{name}                {"source"}: validate, then store as the next version
 //	POST /api/admin/policies/{name}/activate       {"version"} (optional, default latest): load and serve it
 //	GET  /api/admin/policies/{name}/history        every version, newest first
+//	POST /api/admin/policies/{name}/canary         {"percent", "group", "version"}: run it for that traffic beside the active policy
+//	POST /api/admin/policies/{name}/promote        the running canary becomes the active policy
+//	POST /api/admin/policies/{name}/abort          stop the running canary
 //
-// Rolling back is activating an older version.
+// Rolling back is activating an older version. The list also shows the
+// running canary and every policy version's outcomes side by side (canary.go).
 func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []string) {
 	if s.policies == nil {
 		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Routing policies are not available on this instance."})
@@ -244,7 +248,8 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 		for _, p := range stored {
 			list = append(list, toPolicyJSON(p, false))
 		}
-		writeJSON(ctx, 200, map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status()})
+		writeJSON(ctx, 200, map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status(),
+			"canary": s.canaryStatus(), "outcomes": s.policyOutcomes()})
 		return
 	}
 	name := parts[0]
@@ -294,6 +299,8 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 			list = append(list, toPolicyJSON(p, true))
 		}
 		writeJSON(ctx, 200, map[string]any{"name": name, "versions": list})
+	case len(parts) == 2 && (parts[1] == "canary" || parts[1] == "promote" || parts[1] == "abort") && method == "POST":
+		s.adminCanary(ctx, rctx, name, parts[1])
 	case len(parts) == 2 && parts[1] == "activate" && method == "POST":
 		var body struct {
 			Version int `json:"version"`

@@ -64,7 +64,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
 			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: c.prefer,
-			Only: c.only,
+			Only: c.only, Canary: c.canary,
 		})
 		if err != nil {
 			if last != nil {
@@ -112,6 +112,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 // released by the stream's close.
 func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (result, *failure) {
 	start := s.now()
+	c.decision, c.decided = lease.Decision, true
 	var actx context.Context
 	var acancel context.CancelFunc
 	if c.stream {
@@ -219,6 +220,7 @@ func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, 
 		Model: c.model, Route: c.endpoint.String(), Stream: c.stream, Status: status, Attempts: c.attempts,
 		Latency: latency, TTFT: ttft,
 		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
+		Decision: decisionText(c),
 	})
 }
 

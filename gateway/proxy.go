@@ -61,6 +61,11 @@ type call struct {
 	session string // the client's session key (session headers, prompt_cache_key)
 	ws      bool   // the client is on the Responses WebSocket
 	wsCont  []byte // the client's own continuation, sent as is on an upstream connection holding prevResp
+
+	decision actors.Decision // why the last attempt's account was chosen (gateway/decision.go)
+	decided  bool            // decision is set
+	trace    bool            // an admin key asked for the decision in the answer
+	canary   bool            // the canary policy routes this request (gateway/canary.go)
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
@@ -76,6 +81,7 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep upstream.Endpoint) {
 }
 
 func (s *Server) finish(c *call, status int) {
+	s.countPolicy(c, status)
 	s.metrics.inflight.Dec()
 	s.metrics.request(c.endpoint, status)
 	s.metrics.latency.WithLabelValues(c.endpoint.String()).Observe(s.now().Sub(c.start).Seconds())
@@ -89,6 +95,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 	c.key = key
+	c.trace = wantsTrace(ctx, c)
 	if aerr := s.parse(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -103,6 +110,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}
+	c.canary = s.inCanary(c)
 	if aerr := s.route(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -125,6 +133,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
 	case o.fail != nil:
 		return s.answerFailure(ctx, o.fail)
 	}
+	s.traceHeader(ctx, c)
 	s.commitBody(ctx, c, o.res)
 	return o.res.status
 }

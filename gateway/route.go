@@ -32,7 +32,8 @@ func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 // constraints only narrow. A group applies only to keys of the default group
 // (a key with a group stays in it); a model replaces the routing target and
 // the body's model; provider and tags filter candidates; a sticky key and
-// max_attempts go to the scheduler and the failover loop. A route error is
+// max_attempts go to the scheduler and the failover loop. A request the
+// canary routes (gateway/canary.go) runs the canary's route(). A route error is
 // logged and the request routed without constraints (fail open: the
 // policy's score still applies).
 func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
@@ -42,7 +43,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
 // routeWith is route for a request whose session key and client address
 // are known (a WebSocket frame has no request context of its own).
 func (s *Server) routeWith(c *call, session, clientIP string) *APIError {
-	r := s.router.Load()
+	r := s.routerFor(c)
 	if r == nil || !r.Policy().HasRoute() {
 		return nil
 	}

@@ -408,6 +408,7 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Con
 		}
 		o.res.stream.cancel = chainCancel(o.res.stream.cancel, cancel)
 		o.res.stream.conn = ctx.Conn()
+		s.traceHeader(ctx, c)
 		s.commitStream(ctx, o.res.stream)
 		return 0
 	case <-t.C:

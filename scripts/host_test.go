@@ -102,3 +102,28 @@ end`
 		t.Fatalf("Load = %v, want the sample account's error at line 2", err)
 	}
 }
+
+// Prepare compiles and self-tests without activating; Install activates the
+// prepared policy under its version; a bad source is refused by Prepare.
+func TestHostPrepareInstall(t *testing.T) {
+	var swapped []string
+	h := NewHost(HostOptions{OnSwap: func(p *Policy) { swapped = append(swapped, p.Name()) }})
+	if _, err := h.LoadBuiltin("round_robin"); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := Builtin("least_inflight")
+	p, err := h.Prepare("least_inflight", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Active().Name() != "round_robin" || p.Version() != 2 {
+		t.Fatalf("after Prepare: active %s, prepared version %d; want round_robin and 2", h.Active().Name(), p.Version())
+	}
+	h.Install(p)
+	if h.Active() != p || h.Status().Version != 2 || len(swapped) != 2 || swapped[1] != "least_inflight" {
+		t.Errorf("after Install: active %s@%d, swaps %v", h.Active().Name(), h.Status().Version, swapped)
+	}
+	if _, err := h.Prepare("bad", "function score( return 1 end"); err == nil {
+		t.Error("Prepare accepted a syntax error")
+	}
+}

@@ -94,6 +94,19 @@ func (c policyControl) Activate(_ context.Context, name, source string) error {
 	return nil
 }
 
+// Prepare compiles and self-tests source as a canary, with the host's next version.
+func (c policyControl) Prepare(name, source string) (*scripts.Policy, error) {
+	return c.a.policies.Prepare(name, source)
+}
+
+// Install makes a prepared canary the active policy; as with Activate, file
+// changes in policies.dir are ignored from then on.
+func (c policyControl) Install(_ context.Context, p *scripts.Policy) error {
+	c.a.policies.Install(p)
+	c.a.watcher.Pause()
+	return nil
+}
+
 // policySample returns up to 200 live account views for policy self-tests.
 func (a *app) policySample() []scripts.AccountView {
 	views := a.sys.Views()

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+const traceChat = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+
+// chatWith sends a chat request with key and extra headers and returns the answer's decision header.
+func (d *testDemo) chatWith(t *testing.T, key string, extra map[string]string) string {
+	t.Helper()
+	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+	for k, v := range extra {
+		h[k] = v
+	}
+	resp, body := d.do(t, http.MethodPost, "/v1/chat/completions", strings.NewReader(traceChat), h)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	return resp.Header.Get(gateway.DecisionHeader)
+}
+
+// An admin key that asks gets the decision trace in a header; other keys
+// never do; every served request keeps its trace in the request log.
+func TestDecisionTraceHeaderAndLog(t *testing.T) {
+	d := startTestDemo(t, nil, tuned(span(1, 4, 1), nil))
+	key := adminKey(t, d)
+	dec := d.chatWith(t, key, map[string]string{gateway.TraceHeader: "1"})
+	for _, want := range []string{"policy=smart@", " via=score", " candidates=", " top=", " chosen="} {
+		if !strings.Contains(dec, want) {
+			t.Errorf("decision %q lacks %q", dec, want)
+		}
+	}
+	if dec := d.chatWith(t, d.apiKey, map[string]string{gateway.TraceHeader: "1"}); dec != "" {
+		t.Errorf("a client key got a decision header: %q", dec)
+	}
+	if dec := d.chatWith(t, key, nil); dec != "" {
+		t.Errorf("an admin key that did not ask got a decision header: %q", dec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.app.sys.FlushUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := d.app.store.UsageRecords(ctx, storage.RequestLogQuery{})
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("usage records: %d, %v; want 3", len(recs), err)
+	}
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Decision, "policy=smart@") || !strings.Contains(r.Decision, "chosen=") {
+			t.Errorf("record %s: decision %q", r.RequestID, r.Decision)
+		}
+	}
+	if recs[0].Decision != dec && !strings.Contains(recs[0].Decision, "chosen=") {
+		t.Errorf("stored decision %q differs from the header %q", recs[0].Decision, dec)
+	}
+}
+
+// A canary routes its share of traffic beside the active policy, shows in
+// the policies status with both versions' outcomes, and is aborted or
+// promoted through the admin API.
+func TestCanaryAdmin(t *testing.T) {
+	d := startTestDemo(t, nil, tuned(span(1, 4, 1), nil))
+	key := adminKey(t, d)
+	body, _ := json.Marshal(map[string]string{"source": "function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 10 - a.inflight\nend\n"})
+	if st, m := d.admin(t, "PUT", "/api/admin/policies/calm", key, string(body)); st != 200 {
+		t.Fatalf("save: %d %v", st, m)
+	}
+	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":0}`); st != 400 {
+		t.Fatalf("canary without share: %d %v", st, m)
+	}
+	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/promote", key, ""); st != 409 {
+		t.Fatalf("promote without canary: %d %v", st, m)
+	}
+	st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":100}`)
+	if st != 200 || m["canary"].(map[string]any)["name"] != "calm" {
+		t.Fatalf("canary: %d %v", st, m)
+	}
+	eventually(t, 5*time.Second, "canary rescored", func() (bool, string) {
+		st, _ := d.app.sys.SchedulerStats(context.Background())
+		return st.Canary == "calm" && st.Rescoring == 0, st.Canary
+	})
+	trace := map[string]string{gateway.TraceHeader: "1"}
+	for range 4 {
+		if dec := d.chatWith(t, key, trace); !strings.Contains(dec, "policy=calm@") || !strings.Contains(dec, " canary=1") {
+			t.Fatalf("at 100 %%, decision %q: want the canary calm", dec)
+		}
+	}
+	st, m = d.admin(t, "GET", "/api/admin/policies", key, "")
+	if st != 200 || m["canary"] == nil {
+		t.Fatalf("status: %d %v", st, m)
+	}
+	var canaryReqs float64
+	for _, o := range m["outcomes"].([]any) {
+		o := o.(map[string]any)
+		if o["canary"] == true && o["policy"] == "calm" {
+			canaryReqs = o["requests"].(float64)
+		}
+	}
+	if canaryReqs != 4 {
+		t.Errorf("outcomes %v: want 4 canary requests of calm", m["outcomes"])
+	}
+	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/abort", key, ""); st != 200 {
+		t.Fatalf("abort: %d %v", st, m)
+	}
+	if dec := d.chatWith(t, key, trace); !strings.Contains(dec, "policy=smart@") || strings.Contains(dec, "canary") {
+		t.Fatalf("after abort, decision %q: want smart", dec)
+	}
+	// Run it again and promote it: it becomes the active, stored policy.
+	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":10}`); st != 200 {
+		t.Fatalf("canary again: %d %v", st, m)
+	}
+	st, m = d.admin(t, "POST", "/api/admin/policies/calm/promote", key, "")
+	if st != 200 {
+		t.Fatalf("promote: %d %v", st, m)
+	}
+	eventually(t, 5*time.Second, "promoted policy active", func() (bool, string) {
+		st, _ := d.app.sys.SchedulerStats(context.Background())
+		return st.Policy == "calm" && st.Canary == "" && st.Rescoring == 0, st.Policy + "/" + st.Canary
+	})
+	if act, err := d.app.store.ActivePolicy(context.Background()); err != nil || act.Name != "calm" || act.Version != 1 {
+		t.Errorf("stored active after promotion: %+v, %v", act, err)
+	}
+	if dec := d.chatWith(t, key, trace); !strings.Contains(dec, "policy=calm@") || strings.Contains(dec, "canary") {
+		t.Fatalf("after promotion, decision %q: want calm, no canary", dec)
+	}
+}

@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+func TestAppendDecision(t *testing.T) {
+	c := &call{attempts: 2, group: "team a", provider: storage.ProviderOpenAI, tags: []string{"fast", "eu"}, sticky: "s1", decided: true}
+	c.decision = actors.Decision{
+		Policy: "smart", PolicyVersion: 3, Canary: true, Via: actors.ViaScore, Candidates: 120, Skipped: 2,
+		NTop: 2, Chosen: 1, Refusals: 1, Waited: 12 * time.Millisecond,
+		Top: [actors.TraceTop]actors.Ranked{{Name: "acct,1", Score: 98.5, Tier: scripts.TierHealthy}, {Name: "acct-2", Score: 97, Tier: scripts.TierWarm}},
+	}
+	want := "policy=smart@3 canary=1 via=score candidates=120 skipped=2 filters=group:team_a,provider:openai,tags:fast|eu,sticky " +
+		"top=acct_1:98.5:healthy,acct-2:97:warm chosen=acct-2 attempt=2 refusals=1 waited_ms=12"
+	if got := decisionText(c); got != want {
+		t.Errorf("decision\n got %q\nwant %q", got, want)
+	}
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(100, func() { buf = appendDecision(buf[:0], c) }); n != 0 {
+		t.Errorf("appendDecision: %v allocs into a large enough buffer, want 0", n)
+	}
+	if got := decisionText(&call{}); got != "" {
+		t.Errorf("no decision: %q", got)
+	}
+}
+
+func TestInCanary(t *testing.T) {
+	s := &Server{}
+	c := &call{key: storage.APIKey{Group: "beta"}}
+	if s.inCanary(c) {
+		t.Fatal("in a canary when none runs")
+	}
+	s.canaryRT.cur.Store(&canary{group: "beta"})
+	if !s.inCanary(c) {
+		t.Error("a key of the canary's group is not routed by it")
+	}
+	c.key.Group = "other"
+	if s.inCanary(c) {
+		t.Error("another group's key is routed by a group-only canary")
+	}
+	s.canaryRT.cur.Store(&canary{percent: 30})
+	n := 0
+	for range 10000 {
+		if s.inCanary(c) {
+			n++
+		}
+	}
+	if n < 2500 || n > 3500 {
+		t.Errorf("30 %% canary took %d of 10,000 requests", n)
+	}
+}

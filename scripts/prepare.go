@@ -1,0 +1,44 @@
+package scripts
+
+import "time"
+
+// Prepare compiles source as policy name and self-tests it like Load, and
+// gives it the next version, but does not make it active: a canary is run
+// side by side with the active policy (see Install). On failure the error
+// wraps an *Error with the line; nothing changes.
+func (h *Host) Prepare(name, source string) (*Policy, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, err := Compile(name, source, h.opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	var sample []AccountView
+	if h.opts.Sample != nil {
+		sample = h.opts.Sample()
+	}
+	if err := SelfTest(p, sample); err != nil {
+		p.Close()
+		return nil, err
+	}
+	h.version++
+	p.version = h.version
+	return p, nil
+}
+
+// Install makes p, from Prepare, the active policy, keeping its version (so
+// a promoted canary is counted under the version it ran as). It calls
+// HostOptions.OnSwap like a Load.
+func (h *Host) Install(p *Policy) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.loads++
+	h.active.Store(p)
+	h.record(&ReloadStatus{OK: true, Name: p.name, Digest: p.digest, Took: time.Duration(0)}, p)
+	if h.opts.OnSwap != nil {
+		h.opts.OnSwap(p)
+	}
+	if h.opts.Log != nil {
+		h.opts.Log.Info("policy installed", "policy", p.name, "version", p.version, "digest", p.digest[:12])
+	}
+}
