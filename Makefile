@@ -9,7 +9,7 @@ CODEX_BIN := $(NPM_DIR)/node_modules/.bin/codex
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: demo test build unit clients fuzz bench-go vet clean
+.PHONY: demo test build unit clients fuzz bench-go bench vet clean
 
 ## demo: run the gateway in front of the built-in mock fleet (Ctrl-C to stop)
 demo: build
@@ -50,6 +50,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
+
+## bench: the load-test harness (docs/bench.md): make bench ARGS="--scenario smoke --out /tmp/bench"
+bench: build
+	./bin/troupe bench $(ARGS)
 
 ## bench-go: the Go micro-benchmarks quoted in docs/benchmarks.md
 bench-go:

@@ -252,7 +252,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 }
 
 func mockCmd() *cobra.Command {
-	var listen string
+	var listen, scenarioRef string
 	var accounts int
 	cmd := &cobra.Command{
 		Use:   "mock",
@@ -260,12 +260,21 @@ func mockCmd() *cobra.Command {
 		Long: `Serve the mock upstream fleet used by the demo and the load tests: accounts
 demo-0001 … with tokens mock-token-demo-0001 …, by number mod 4: codex accounts (1)
 on /backend-api/codex/responses, openai accounts (2) on /v1, anthropic accounts (3)
-on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.`,
+on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.
+With --scenario (a troupe bench scenario), the fleet is that scenario's
+instead: bench-00001 … with tokens bench-token-00001 …, its timing and faults.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
 			fleet := mock.New(mock.Config{})
 			fa, _ := demoAccounts(accounts, listen)
+			if scenarioRef != "" {
+				s, _, err := loadScenario(scenarioRef)
+				if err != nil {
+					return err
+				}
+				fa = s.MockAccounts()
+			}
 			for _, a := range fa {
 				fleet.Add(a)
 			}
@@ -280,5 +289,6 @@ on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9090", "listen address")
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
+	cmd.Flags().StringVar(&scenarioRef, "scenario", "", "serve the fleet of this troupe bench scenario (a shipped name or a YAML file) instead")
 	return cmd
 }

@@ -1,0 +1,133 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/troupe-gw/troupe/bench/hist"
+	"github.com/troupe-gw/troupe/bench/load"
+	"github.com/troupe-gw/troupe/bench/report"
+	"github.com/troupe-gw/troupe/bench/scenario"
+)
+
+// runFailover measures, for every k of the scenario, the time to first
+// content of requests that meet k failing accounts before a healthy one.
+//
+// The method: request i of k uses a key restricted to the routing group
+// scenario.FailoverGroup(k, i), which holds k accounts that answer 500 at
+// once (priority 1) and one healthy account (priority 0), under the policy
+// scenario.FailoverPolicyName (round_robin with priority as the first
+// tie-break). The gateway tries the k failing accounts first, then the
+// healthy one; every group serves one request, so cooldowns never get in
+// the way. Each key is used once beforehand on GET /v1/models, so its
+// lookup is cached and not part of the measurement. Requests are
+// sequential. The attempts really made are confirmed from the gateway's
+// troupe_upstream_attempts_total (attempts per request = k + 1).
+func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress io.Writer) ([]report.Failover, error) {
+	f := s.Failover
+	var out []report.Failover
+	for _, k := range f.Ks {
+		keys := cfg.FailoverKeys[k]
+		if len(keys) != f.Requests {
+			return out, fmt.Errorf("harness: failover k=%d needs %d API keys (one per group), have %d", k, f.Requests, len(keys))
+		}
+		for _, key := range keys {
+			if err := warmKey(ctx, cfg.Gateway.BaseURL, key); err != nil {
+				return out, err
+			}
+		}
+		c, err := load.NewClient(load.Target{Name: "gateway", BaseURL: cfg.Gateway.BaseURL, Keys: keys}, 4)
+		if err != nil {
+			return out, err
+		}
+		before, mErr := attempts(ctx, cfg.MetricsURL)
+		call := load.Call{API: scenario.Chat, Stream: f.Streamed(), Model: s.Model, Timeout: 30 * time.Second}
+		ttft, lat := hist.New(), hist.New()
+		errs := map[string]int64{}
+		for range f.Requests {
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			res := c.Do(call, time.Now())
+			if res.Err != "" {
+				errs[res.Err]++
+				continue
+			}
+			ttft.Record(res.TTFT)
+			lat.Record(res.Latency)
+		}
+		fo := report.Failover{K: k, Requests: f.Requests, TTFT: ttft.Summarize(), Latency: lat.Summarize(), Errors: errs, CDF: ttft.Curve()}
+		if after, err := attempts(ctx, cfg.MetricsURL); err == nil && mErr == nil {
+			fo.AttemptsPerRequest = (after - before) / float64(f.Requests)
+		}
+		fmt.Fprintf(progress, "failover k=%d: %d ok, attempts/request %.2f, TTFT p50 %.0f µs p99 %.0f µs\n", k, ttft.Count(), fo.AttemptsPerRequest, fo.TTFT.P50us, fo.TTFT.P99us)
+		out = append(out, fo)
+	}
+	return out, nil
+}
+
+// warmKey sends GET /v1/models with key, so that the gateway has the key
+// cached when the measured request comes.
+func warmKey(ctx context.Context, base, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("harness: warm key: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("harness: warm key: GET /v1/models answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// attempts returns the sum of troupe_upstream_attempts_total over every
+// label set, read from the gateway's /metrics (Prometheus text format).
+func attempts(ctx context.Context, url string) (float64, error) {
+	if url == "" {
+		return 0, fmt.Errorf("harness: no metrics URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("harness: metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	return sumCounter(resp.Body, "troupe_upstream_attempts_total")
+}
+
+// sumCounter sums the counter named name in a Prometheus text exposition.
+func sumCounter(r io.Reader, name string) (float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil && !strings.Contains(err.Error(), "EOF") {
+		return 0, fmt.Errorf("harness: metrics: %w", err)
+	}
+	fam, ok := fams[name]
+	if !ok {
+		return 0, nil
+	}
+	var sum float64
+	for _, m := range fam.GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum, nil
+}

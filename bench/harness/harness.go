@@ -1,0 +1,292 @@
+// Package harness runs a scenario (package bench/scenario) against a
+// gateway and, for the baseline, directly against the mock fleet behind it:
+// every phase runs Rounds times against each, direct and gateway
+// interleaved (the order alternates by round, so drift on a shared machine
+// hits both alike), and the report (package bench/report) gives the added
+// latency per round as well as its median and spread. It also samples the
+// gateway process's CPU and memory, holds streams open, and measures the
+// failover latency. Starting the processes is the caller's job (troupe
+// bench in cmd/troupe); the harness only needs their addresses, keys and
+// the gateway's process id.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/troupe-gw/troupe/bench/hist"
+	"github.com/troupe-gw/troupe/bench/load"
+	"github.com/troupe-gw/troupe/bench/proc"
+	"github.com/troupe-gw/troupe/bench/report"
+	"github.com/troupe-gw/troupe/bench/scenario"
+)
+
+// Config is one harness run.
+type Config struct {
+	Scenario     *scenario.Scenario
+	ScenarioYAML []byte
+	// Gateway is the gateway under test (its base URL ends in /v1).
+	Gateway load.Target
+	// Direct is the mock fleet itself, with the healthy accounts' tokens;
+	// nil runs without a baseline (added figures are then missing).
+	Direct *load.Target
+	// GatewayPID is the gateway's process id on this machine, for CPU and
+	// memory; 0 when unknown (those figures are then missing).
+	GatewayPID int
+	// MetricsURL is the gateway's Prometheus endpoint, read to confirm the
+	// attempts of the failover measurement; "" skips that check.
+	MetricsURL string
+	// HoldKey is an API key restricted to scenario.HoldGroup, for hold
+	// phases.
+	HoldKey string
+	// FailoverKeys are, per k, the API keys restricted to
+	// scenario.FailoverGroup(k, i) for every request i; the failover
+	// measurement needs them.
+	FailoverKeys map[int][]string
+	// Mode and TargetDesc go into the report ("self" or "target").
+	Mode, TargetDesc string
+	Versions         report.Versions
+	// WebSocket records whether the Responses WebSocket path was measured.
+	WebSocket report.WebSocket
+	// Notes are added to the report as they are.
+	Notes []string
+	// Progress receives one line per run; nil discards.
+	Progress io.Writer
+}
+
+// Run runs cfg's scenario and returns the report. It stops early, returning
+// what it has and ctx's error, when ctx is done.
+func Run(ctx context.Context, cfg Config) (*report.Report, error) {
+	started := time.Now()
+	s := cfg.Scenario
+	progress := cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	rep := &report.Report{
+		Scenario:     s,
+		ScenarioYAML: string(cfg.ScenarioYAML),
+		Mode:         cfg.Mode,
+		Target:       cfg.TargetDesc,
+		Machine:      machine(),
+		Versions:     cfg.Versions,
+		StartedAt:    started.UTC().Format(time.RFC3339),
+		Notes:        cfg.Notes,
+		WebSocket:    cfg.WebSocket,
+	}
+	gw, err := load.NewClient(cfg.Gateway, 16384)
+	if err != nil {
+		return nil, err
+	}
+	var direct *load.Client
+	if cfg.Direct != nil {
+		if direct, err = load.NewClient(*cfg.Direct, 16384); err != nil {
+			return nil, err
+		}
+	}
+	mem := &memWatch{pid: cfg.GatewayPID}
+	mem.sample()
+	if mem.ok {
+		rep.Memory = &report.Memory{RSSStart: mem.last}
+	}
+
+	for _, p := range s.Phases {
+		if ctx.Err() != nil {
+			break
+		}
+		if p.Mode == scenario.Hold {
+			h, err := runHold(ctx, cfg, p, mem)
+			if err != nil {
+				return rep, err
+			}
+			fmt.Fprintf(progress, "hold %s: %d/%d streams open, %.1f KiB per stream\n", p.Name, h.Open, h.Streams, h.BytesPerStream/1024)
+			rep.Holds = append(rep.Holds, h)
+			continue
+		}
+		rp := report.Phase{Name: p.Name, API: string(p.API), Stream: p.Stream, Mode: string(p.Mode), Rate: p.Rate, Concurrency: p.Concurrency, DurationS: p.Duration.Seconds()}
+		pooled := map[string]*pool{}
+		for r := range s.Rounds {
+			round := report.Round{Round: r + 1}
+			order := []*load.Client{direct, gw}
+			if r%2 == 1 {
+				order = []*load.Client{gw, direct}
+			}
+			var last map[string][]float64
+			for _, c := range order {
+				if c == nil || (c == direct && p.GatewayOnly) {
+					continue
+				}
+				name := c.Target().Name
+				pid := 0
+				if c == gw {
+					pid = cfg.GatewayPID
+				}
+				run, st := runPhase(ctx, c, s, p, pid)
+				if c == gw {
+					round.Gateway = run
+					mem.sample()
+				} else {
+					round.Direct = run
+				}
+				if pooled[name] == nil {
+					pooled[name] = newPool()
+				}
+				pooled[name].add(st, run)
+				if last == nil {
+					last = map[string][]float64{}
+				}
+				last[name] = st.Timeline
+				fmt.Fprintf(progress, "%s round %d %s: %d ok, %d errors, %.0f req/s, p50 %.0f µs, p99 %.0f µs\n",
+					p.Name, r+1, name, run.OK, st.ErrorCount(), run.RPS, run.Latency.P50us, run.Latency.P99us)
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			if round.Direct != nil && round.Gateway != nil {
+				round.Added = added(round.Direct, round.Gateway, p.Stream)
+			}
+			rp.Rounds = append(rp.Rounds, round)
+			rp.Timeline = last
+		}
+		finishPhase(&rp, pooled)
+		rep.Phases = append(rep.Phases, rp)
+	}
+	if f := s.Failover; f != nil && ctx.Err() == nil {
+		fo, err := runFailover(ctx, cfg, s, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.Failover = fo
+	}
+	if mem.ok {
+		time.Sleep(time.Second) // let finished streams and connections go
+		mem.sample()
+		rep.Memory.RSSMax, rep.Memory.RSSAfterLoad = mem.max, mem.last
+	}
+	rep.DurationS = time.Since(started).Seconds()
+	rep.Summary = summarize(rep)
+	return rep, ctx.Err()
+}
+
+// runPhase runs phase p once against c and returns its figures. pid, when
+// not 0, is the gateway process whose CPU time is charged to the phase.
+func runPhase(ctx context.Context, c *load.Client, s *scenario.Scenario, p scenario.Phase, pid int) (*report.Run, load.Stats) {
+	call := load.Call{API: p.API, Stream: p.Stream, Model: s.Model, Timeout: p.Timeout}
+	var before proc.Sample
+	cpuOK := false
+	if pid != 0 {
+		var err error
+		before, err = proc.Read(pid)
+		cpuOK = err == nil
+	}
+	// sent counts every request of the run, warm-up included: the CPU
+	// time sampled around the run is spent on all of them.
+	var sent atomic.Int64
+	wrapped := func(start time.Time) load.Result { sent.Add(1); return c.Do(call, start) }
+	var rec *load.Recorder
+	switch p.Mode {
+	case scenario.Open:
+		rec = load.Open{Rate: p.Rate, Warmup: p.Warmup, Duration: p.Duration, Wait: p.Timeout}.Run(ctx, wrapped)
+	default:
+		rec = load.Closed{Concurrency: p.Concurrency, Warmup: p.Warmup, Duration: p.Duration}.Run(ctx, wrapped)
+	}
+	st := rec.Stats(p.Duration)
+	run := &report.Run{
+		OK: st.OK, Errors: st.Errors, RPS: st.RPS(),
+		Latency: st.Latency.Summarize(), TTFT: st.TTFT.Summarize(),
+		Sent: sent.Load(),
+	}
+	if p.Mode == scenario.Open {
+		lag := st.Lag.Summarize()
+		run.Lag = &lag
+	}
+	if cpuOK {
+		if after, err := proc.Read(pid); err == nil {
+			run.CPUs = after.CPUSeconds - before.CPUSeconds
+			if run.Sent > 0 {
+				run.CPUusReq = run.CPUs * 1e6 / float64(run.Sent)
+			}
+			run.RSS = after.RSSBytes
+		}
+	}
+	return run, st
+}
+
+// added returns gateway − direct for one round's latency (and, for
+// streams, TTFT) quantiles, in µs.
+func added(d, g *report.Run, stream bool) map[string]float64 {
+	m := map[string]float64{
+		"p50_us":   g.Latency.P50us - d.Latency.P50us,
+		"p90_us":   g.Latency.P90us - d.Latency.P90us,
+		"p99_us":   g.Latency.P99us - d.Latency.P99us,
+		"p99_9_us": g.Latency.P999us - d.Latency.P999us,
+	}
+	if stream {
+		m["ttft_p50_us"] = g.TTFT.P50us - d.TTFT.P50us
+		m["ttft_p90_us"] = g.TTFT.P90us - d.TTFT.P90us
+		m["ttft_p99_us"] = g.TTFT.P99us - d.TTFT.P99us
+	}
+	return m
+}
+
+// pool accumulates one target's rounds of a phase.
+type pool struct {
+	latency, ttft *hist.Histogram
+	rps           []float64
+	cpu           []float64
+	ok, errs      int64
+}
+
+func newPool() *pool { return &pool{latency: hist.New(), ttft: hist.New()} }
+
+func (p *pool) add(st load.Stats, run *report.Run) {
+	p.latency.Merge(st.Latency)
+	p.ttft.Merge(st.TTFT)
+	p.rps = append(p.rps, run.RPS)
+	if run.CPUusReq > 0 {
+		p.cpu = append(p.cpu, run.CPUusReq)
+	}
+	p.ok += st.OK
+	p.errs += st.ErrorCount()
+}
+
+func (p *pool) pooled() *report.Pooled {
+	return &report.Pooled{Latency: p.latency.Summarize(), TTFT: p.ttft.Summarize(), RPS: report.SpreadOf(p.rps), OK: p.ok, Errors: p.errs}
+}
+
+// finishPhase fills the pooled figures, the spreads over rounds and the
+// plots of rp.
+func finishPhase(rp *report.Phase, pooled map[string]*pool) {
+	rp.CDF = map[string][]hist.Point{}
+	for name, p := range pooled {
+		switch name {
+		case "direct":
+			rp.Direct = p.pooled()
+		default:
+			rp.Gateway = p.pooled()
+			if len(p.cpu) > 0 {
+				s := report.SpreadOf(p.cpu)
+				rp.CPUusPerRequest = &s
+			}
+		}
+		rp.CDF[name] = p.latency.Curve()
+		if rp.Stream {
+			rp.CDF[name+" TTFT"] = p.ttft.Curve()
+		}
+	}
+	byKey := map[string][]float64{}
+	for _, r := range rp.Rounds {
+		for k, v := range r.Added {
+			byKey[k] = append(byKey[k], v)
+		}
+	}
+	if len(byKey) > 0 {
+		rp.Added = map[string]report.Spread{}
+		for k, vs := range byKey {
+			rp.Added[k] = report.SpreadOf(vs)
+		}
+	}
+}

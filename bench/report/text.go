@@ -1,0 +1,85 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Text returns the human summary printed on stdout: per phase the pooled
+// figures of each target and the added latency (median [min … max] over
+// rounds), then holds, failover, memory and the notes.
+func (r *Report) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "troupe bench %s: %s (mode %s, target %s)\n", r.Scenario.Name, r.StartedAt, r.Mode, r.Target)
+	fmt.Fprintf(&b, "machine: %d CPUs %s, load average at start %s; troupe %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg, r.Versions.Troupe, r.Versions.Go)
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\ttarget\tok\terrors\treq/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tTTFT p50\tTTFT p99\tCPU µs/req\t")
+	for _, p := range r.Phases {
+		for _, t := range []struct {
+			name string
+			p    *Pooled
+		}{{"direct", p.Direct}, {"gateway", p.Gateway}} {
+			if t.p == nil {
+				continue
+			}
+			cpu := ""
+			if t.name == "gateway" && p.CPUusPerRequest != nil {
+				cpu = fmt.Sprintf("%.0f", p.CPUusPerRequest.Median)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Name, t.name, t.p.OK, t.p.Errors, t.p.RPS.Median,
+				t.p.Latency.P50us, t.p.Latency.P90us, t.p.Latency.P99us, t.p.Latency.P999us, t.p.TTFT.P50us, t.p.TTFT.P99us, cpu)
+		}
+	}
+	tw.Flush()
+	any := false
+	for _, p := range r.Phases {
+		if len(p.Added) == 0 {
+			continue
+		}
+		if !any {
+			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs):\n")
+			any = true
+		}
+		fmt.Fprintf(&b, "  %s:", p.Name)
+		for _, k := range []string{"p50_us", "p90_us", "p99_us", "p99_9_us", "ttft_p50_us", "ttft_p99_us"} {
+			if s, ok := p.Added[k]; ok {
+				fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", strings.TrimSuffix(k, "_us"), s.Median, s.Min, s.Max)
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, h := range r.Holds {
+		fmt.Fprintf(&b, "\n%s: %d of %d streams open; gateway RSS %.1f MiB → %.1f MiB: %.1f KiB per open stream; errors %v\n",
+			h.Name, h.Open, h.Streams, mib(h.RSSBefore), mib(h.RSSOpen), h.BytesPerStream/1024, h.Errors)
+	}
+	if len(r.Failover) > 0 {
+		b.WriteString("\nfailover: time to first content after k failed attempts (gateway):\n")
+		for _, f := range r.Failover {
+			fmt.Fprintf(&b, "  k=%d: %d requests, attempts/request %.2f, TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs, errors %v\n",
+				f.K, f.Requests, f.AttemptsPerRequest, f.TTFT.P50us, f.TTFT.P90us, f.TTFT.P99us, f.Errors)
+		}
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(&b, "\ngateway RSS: %.1f MiB at start, %.1f MiB max seen, %.1f MiB after load\n", mib(m.RSSStart), mib(m.RSSMax), mib(m.RSSAfterLoad))
+	}
+	s := r.Summary
+	fmt.Fprintf(&b, "\nsummary: added p50 %.0f µs, p99 %.0f µs (%s); added TTFT p99 %.0f µs (%s); throughput gateway %.0f req/s, direct %.0f req/s, ratio %.3f (%s); gateway CPU %.0f µs/request\n",
+		s.AddedP50us, s.AddedP99us, s.HeadlinePhase, s.AddedTTFTP99us, s.StreamPhase, s.GatewayRPS, s.DirectRPS, s.ThroughputRatio, s.ThroughputPhase, s.CPUusPerRequest)
+	if len(s.Missing) > 0 {
+		fmt.Fprintf(&b, "not measured: %s\n", strings.Join(s.Missing, "; "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Compare(a, b) })
+}

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/troupe-gw/troupe/bench/harness"
+	"github.com/troupe-gw/troupe/bench/load"
+	"github.com/troupe-gw/troupe/bench/report"
+	"github.com/troupe-gw/troupe/bench/scenario"
+	"github.com/troupe-gw/troupe/bench/scenarios"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
+	"go.yaml.in/yaml/v3"
+)
+
+// benchFlags are the flags of troupe bench.
+type benchFlags struct {
+	scenario  string
+	accounts  int
+	rounds    int
+	out       string
+	target    string
+	key       string
+	mockURL   string
+	pid       int
+	troupeBin string
+	keep      bool
+}
+
+func benchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load-test a gateway beside a direct baseline (docs/bench.md)",
+		Long: `Run a load-test scenario (a shipped one by name: ` + strings.Join(scenarios.Names(), ", ") + `;
+or a YAML file) and write report.json, report.html and a text summary.
+
+By default it starts the mock fleet ("troupe mock --scenario") and a gateway
+("troupe serve" on a temporary data directory, with the scenario's accounts
+and API keys) as separate processes on 127.0.0.1, and measures every phase
+directly against the mock and through the gateway, interleaved.
+
+With --target URL --key KEY it measures a running gateway instead (any
+OpenAI-compatible one); add --mock URL (a "troupe mock --scenario" the
+gateway points at) for the direct baseline, and --pid for its CPU and memory.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, cmd, f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.scenario, "scenario", "steady", "shipped scenario name or YAML file")
+	fs.IntVar(&f.accounts, "accounts", 0, "accounts behind the gateway (default: the scenario's, else 2,000)")
+	fs.IntVar(&f.rounds, "rounds", 0, "interleaved direct/gateway rounds per phase (default: the scenario's)")
+	fs.StringVar(&f.out, "out", "", "output directory (default ./bench-out/SCENARIO-TIME)")
+	fs.StringVar(&f.target, "target", "", "base URL of a running gateway to measure, e.g. http://127.0.0.1:8080/v1")
+	fs.StringVar(&f.key, "key", "", "API key for --target")
+	fs.StringVar(&f.mockURL, "mock", "", "with --target: base URL of the mock fleet behind it (troupe mock --scenario), for the direct baseline")
+	fs.IntVar(&f.pid, "pid", 0, "with --target: the gateway's process id, for CPU and memory")
+	fs.StringVar(&f.troupeBin, "troupe-bin", "", "troupe binary to start the mock and the gateway with (default: this one)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (data, configs, logs of the processes)")
+	return cmd
+}
+
+// loadScenario reads a shipped scenario by name or a YAML file.
+func loadScenario(ref string) (*scenario.Scenario, []byte, error) {
+	if !strings.HasSuffix(ref, ".yaml") && !strings.HasSuffix(ref, ".yml") && !strings.ContainsRune(ref, os.PathSeparator) {
+		src, err := scenarios.Source(ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := scenario.Parse(src)
+		return s, src, err
+	}
+	return scenario.Load(ref)
+}
+
+func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
+	s, src, err := loadScenario(f.scenario)
+	if err != nil {
+		return err
+	}
+	if f.accounts > 0 {
+		s.Accounts = f.accounts
+	}
+	if f.rounds > 0 {
+		s.Rounds = f.rounds
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Join("bench-out", s.Name+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	}
+	progress := cmd.ErrOrStderr()
+	cfg := harness.Config{
+		Scenario:     s,
+		ScenarioYAML: src,
+		Versions:     report.Versions{Troupe: version, Go: runtime.Version()},
+		Progress:     progress,
+	}
+	if f.target != "" {
+		if f.key == "" {
+			return errors.New("--target needs --key")
+		}
+		cfg.Mode, cfg.TargetDesc, cfg.GatewayPID = "target", f.target, f.pid
+		cfg.Gateway = load.Target{Name: "gateway", BaseURL: strings.TrimRight(f.target, "/"), Keys: []string{f.key}}
+		if f.mockURL != "" {
+			cfg.Direct = directTarget(s, strings.TrimRight(f.mockURL, "/"))
+		} else {
+			cfg.Notes = append(cfg.Notes, "no --mock: no direct baseline, so no added latency")
+		}
+		if s.HasHold() {
+			cfg.HoldKey = f.key
+			cfg.Notes = append(cfg.Notes, "--target: hold phases use --key (the target's accounts, not the scenario's slow hold accounts)")
+		}
+		if s.Failover != nil {
+			s.Failover = nil
+			cfg.Notes = append(cfg.Notes, "--target: failover is measured only on a gateway the harness starts (it needs the scenario's failing account groups)")
+		}
+		cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
+		return finishBench(ctx, cmd, cfg, out)
+	}
+
+	bin := f.troupeBin
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp("", "troupe-bench-")
+	if err != nil {
+		return err
+	}
+	if f.keep {
+		fmt.Fprintf(progress, "bench: keeping %s\n", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	env, err := startBenchEnv(ctx, bin, tmp, s, progress)
+	if env != nil {
+		defer env.stop(progress)
+	}
+	if err != nil {
+		return err
+	}
+	cfg.Mode = "self"
+	cfg.TargetDesc = fmt.Sprintf("troupe serve (pid %d) in front of troupe mock (pid %d), %d accounts", env.gateway.Process.Pid, env.mock.Process.Pid, s.Accounts)
+	cfg.Gateway = load.Target{Name: "gateway", BaseURL: env.gatewayURL, Keys: []string{env.key}}
+	cfg.Direct = directTarget(s, env.mockURL)
+	cfg.GatewayPID = env.gateway.Process.Pid
+	cfg.MetricsURL = strings.TrimSuffix(env.gatewayURL, "/v1") + "/metrics"
+	cfg.HoldKey, cfg.FailoverKeys = env.holdKey, env.failoverKeys
+	cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
+	return finishBench(ctx, cmd, cfg, out)
+}
+
+// finishBench runs the harness and writes the report.
+func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, out string) error {
+	rep, err := harness.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	if werr := rep.Write(out); werr != nil {
+		return werr
+	}
+	fmt.Fprint(cmd.OutOrStdout(), rep.Text())
+	fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(out, "report.json"))
+	return err
+}
+
+// directTarget is the mock fleet at base (ending in /v1) with the tokens of
+// the default group's healthy accounts.
+func directTarget(s *scenario.Scenario, base string) *load.Target {
+	t := &load.Target{Name: "direct", BaseURL: base}
+	for _, m := range s.Fleet() {
+		if m.Group == "" && m.Healthy {
+			t.Keys = append(t.Keys, m.Account.Token)
+		}
+	}
+	if len(t.Keys) == 0 {
+		return nil
+	}
+	return t
+}
+
+// probeWebSocket asks the gateway for a WebSocket upgrade on GET
+// /v1/responses. The harness does not drive that path: the result says why.
+func probeWebSocket(ctx context.Context, t load.Target) report.WebSocket {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.BaseURL+"/responses", nil)
+	if err != nil {
+		return report.WebSocket{Reason: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+t.Keys[0])
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return report.WebSocket{Reason: "probe failed: " + err.Error()}
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return report.WebSocket{Reason: "the gateway accepts a WebSocket upgrade on GET /v1/responses, but this harness does not drive that path yet"}
+	}
+	return report.WebSocket{Reason: fmt.Sprintf("the gateway does not serve GET /v1/responses over WebSocket (the upgrade probe got %d)", resp.StatusCode)}
+}
+
+// benchEnv is the processes troupe bench started.
+type benchEnv struct {
+	mock, gateway *exec.Cmd
+	mockURL       string // .../v1
+	gatewayURL    string // .../v1
+	key, holdKey  string
+	failoverKeys  map[int][]string
+}
+
+// startBenchEnv starts the mock fleet and the gateway as child processes of
+// bin, with the scenario's accounts and API keys provisioned in a fresh
+// data directory under tmp. On error the returned env (if not nil) holds
+// what was started, to stop.
+func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, progress io.Writer) (*benchEnv, error) {
+	scen, err := yaml.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	scenPath := filepath.Join(tmp, "scenario.yaml")
+	if err := os.WriteFile(scenPath, scen, 0o644); err != nil {
+		return nil, err
+	}
+	env := &benchEnv{}
+	childEnv := benchChildEnv()
+
+	// The mock fleet: it prints MOCK_ADDR=host:port once it listens.
+	mockLog, err := os.Create(filepath.Join(tmp, "mock.log"))
+	if err != nil {
+		return nil, err
+	}
+	env.mock = exec.Command(bin, "mock", "--listen", "127.0.0.1:0", "--scenario", scenPath)
+	env.mock.Env, env.mock.Stderr = childEnv, mockLog
+	stdout, err := env.mock.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := env.mock.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start mock: %w", err)
+	}
+	addr, err := readAddr(stdout, "MOCK_ADDR=", 60*time.Second)
+	if err != nil {
+		return env, fmt.Errorf("bench: mock fleet: %w (log: %s)", err, mockLog.Name())
+	}
+	go io.Copy(io.Discard, stdout)
+	env.mockURL = "http://" + addr + "/v1"
+	fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", addr, env.mock.Process.Pid)
+
+	// Provision the gateway's storage: accounts and API keys.
+	listen, err := freeAddr()
+	if err != nil {
+		return env, err
+	}
+	data := filepath.Join(tmp, "data")
+	policyDir := filepath.Join(tmp, "policies")
+	if err := os.MkdirAll(policyDir, 0o755); err != nil {
+		return env, err
+	}
+	if err := os.WriteFile(filepath.Join(policyDir, scenario.FailoverPolicyName+".lua"), []byte(scenario.FailoverPolicy), 0o644); err != nil {
+		return env, err
+	}
+	conf := fmt.Sprintf(`listen: %q
+data_dir: %q
+log: {level: warn}
+policies: {dir: %q, active: %q}
+gateway:
+  max_attempts: %d
+  first_token_timeout: %s
+  nonstream_timeout: %s
+`, listen, data, policyDir, s.Gateway.Policy, s.Gateway.MaxAttempts, s.Gateway.FirstTokenTimeout, s.Gateway.FirstTokenTimeout)
+	confPath := filepath.Join(tmp, "troupe.yaml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return env, err
+	}
+	start := time.Now()
+	if err := provisionBench(ctx, confPath, s, addr, env); err != nil {
+		return env, err
+	}
+	fmt.Fprintf(progress, "bench: provisioned %d accounts in %.1fs\n", len(s.Fleet()), time.Since(start).Seconds())
+
+	gwLog, err := os.Create(filepath.Join(tmp, "gateway.log"))
+	if err != nil {
+		return env, err
+	}
+	env.gateway = exec.Command(bin, "serve", "-c", confPath)
+	env.gateway.Env, env.gateway.Stdout, env.gateway.Stderr = childEnv, gwLog, gwLog
+	if err := env.gateway.Start(); err != nil {
+		return env, fmt.Errorf("bench: start gateway: %w", err)
+	}
+	env.gatewayURL = "http://" + listen + "/v1"
+	if err := waitReady(ctx, "http://"+listen+"/readyz", 120*time.Second); err != nil {
+		return env, fmt.Errorf("bench: gateway: %w (log: %s)", err, gwLog.Name())
+	}
+	fmt.Fprintf(progress, "bench: gateway on %s (pid %d)\n", listen, env.gateway.Process.Pid)
+	return env, nil
+}
+
+// provisionBench stores the scenario's accounts (pointing at the mock on
+// mockAddr) and creates the API keys: one for the default group, one for
+// the hold group, one per failover group.
+func provisionBench(ctx context.Context, confPath string, s *scenario.Scenario, mockAddr string, env *benchEnv) error {
+	cfg, err := loadConfig(confPath, func() []string { return nil })
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	for _, m := range s.Fleet() {
+		a := storage.Account{
+			Name:           m.Account.Name,
+			Provider:       storage.ProviderOpenAI,
+			BaseURL:        "http://" + mockAddr + "/v1",
+			Credentials:    storage.Credentials{APIKey: m.Account.Token},
+			Models:         m.Account.Models,
+			MaxConcurrency: s.Gateway.MaxConcurrency,
+			Group:          m.Group,
+			Priority:       m.Priority,
+		}
+		if _, err := store.PutAccount(ctx, a); err != nil {
+			return fmt.Errorf("bench: account %s: %w", a.Name, err)
+		}
+	}
+	newKey := func(name, group string) (string, error) {
+		secret, k, err := gateway.NewKey(name)
+		if err != nil {
+			return "", err
+		}
+		k.Group = group
+		if _, err := store.CreateAPIKey(ctx, k); err != nil {
+			return "", fmt.Errorf("bench: api key %s: %w", name, err)
+		}
+		return secret, nil
+	}
+	if env.key, err = newKey("bench", ""); err != nil {
+		return err
+	}
+	if s.HasHold() {
+		if env.holdKey, err = newKey("bench-hold", scenario.HoldGroup); err != nil {
+			return err
+		}
+	}
+	if f := s.Failover; f != nil {
+		env.failoverKeys = map[int][]string{}
+		for _, k := range f.Ks {
+			for i := range f.Requests {
+				g := scenario.FailoverGroup(k, i)
+				key, err := newKey("bench-"+g, g)
+				if err != nil {
+					return err
+				}
+				env.failoverKeys[k] = append(env.failoverKeys[k], key)
+			}
+		}
+	}
+	return nil
+}
+
+// stop ends the gateway, then the mock (SIGTERM, then SIGKILL after 30 s).
+func (e *benchEnv) stop(progress io.Writer) {
+	for _, c := range []*exec.Cmd{e.gateway, e.mock} {
+		if c == nil || c.Process == nil {
+			continue
+		}
+		_ = c.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			fmt.Fprintf(progress, "bench: pid %d did not stop, killing it\n", c.Process.Pid)
+			_ = c.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// benchChildEnv is this process's environment without TROUPE_* variables, so
+// the children run on the configuration the harness wrote.
+func benchChildEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TROUPE_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// readAddr reads lines from r until one starts with prefix and returns the
+// rest of it.
+func readAddr(r io.Reader, prefix string, timeout time.Duration) (string, error) {
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				found <- rest
+				return
+			}
+		}
+		close(found)
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			return "", errors.New("exited before printing its address")
+		}
+		return a, nil
+	case <-time.After(timeout):
+		return "", fmt.Errorf("no address after %s", timeout)
+	}
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free right now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls url until it answers 200.
+func waitReady(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %s (%s)", timeout, last)
+}
