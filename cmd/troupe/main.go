@@ -1,5 +1,5 @@
 // Command troupe is the Troupe LLM API gateway. Subcommands: serve, demo,
-// mock, keys, accounts, migrate, version. This package is wiring only.
+// mock, bench, keys, accounts, migrate, version. This package is wiring only.
 package main
 
 import (
