@@ -50,6 +50,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzClassifyMessages$$' -fuzztime $(FUZZTIME) ./upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./bench/mock/
 
 ## bench: the load-test harness (docs/bench.md): make bench ARGS="--scenario smoke --out /tmp/bench"
 bench: build

@@ -200,7 +200,7 @@ func TestClassifyQuotaResetsAt(t *testing.T) {
 }
 
 // sseEvents reads every event of an SSE fixture.
-func sseEvents(t *testing.T, b []byte) []translate.Event {
+func sseEvents(t testing.TB, b []byte) []translate.Event {
 	t.Helper()
 	sc := translate.NewScanner(bytes.NewReader(b), 0)
 	var out []translate.Event

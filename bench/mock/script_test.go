@@ -275,3 +275,30 @@ func TestScriptEveryProtocol(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRequest feeds arbitrary bodies to the mock's request reader and
+// tool script: no panic, and a scripted tool call always carries a shell
+// tool's name and arguments that are one JSON object.
+func FuzzParseRequest(f *testing.F) {
+	for _, name := range []string{"clients/codex-cli-tool-01.body.json", "clients/codex-cli-tool-02.body.json", "clients/claude-code-tool-01.body.json", "clients/claude-code-tool-02.body.json"} {
+		f.Add(fixture(f, name))
+	}
+	f.Add([]byte(`{"model":"m","tools":[{"name":"bash","input_schema":{"properties":{"command":{"type":"array"}}}}],"messages":[{"role":"user","content":"echo \"\u00e9\\\n"}]}`))
+	f.Add([]byte(`{"input":"Run '` + "\xff\xfe" + `'","tools":[{"type":"function","name":"shell"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r request
+		if !parseRequest(body, &r) {
+			return
+		}
+		switch sc := r.script; sc.kind {
+		case scriptToolCall:
+			if !isShellName(sc.tool) || !json.Valid([]byte(sc.args)) || sc.args[0] != '{' {
+				t.Fatalf("tool call %q %q", sc.tool, sc.args)
+			}
+		case scriptResult:
+			if len(sc.words) > maxResultWords {
+				t.Fatalf("%d words quoted", len(sc.words))
+			}
+		}
+	})
+}
