@@ -155,6 +155,9 @@ func (t *anthropic) setHeader(h http.Header, req *Request) {
 	}
 	h["User-Agent"] = t.userAgent
 	copyHeaders(h, req.Header, anthropicPassHeaders)
+	if v := h["Anthropic-Version"]; len(v) != 1 || v[0] == "" {
+		h["Anthropic-Version"] = hvAnthropicVersion // the client sent an empty or repeated version
+	}
 }
 
 // wantsBeta reports whether a client's raw query string has beta=true.

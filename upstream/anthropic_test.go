@@ -114,6 +114,26 @@ func TestAnthropicJSONRequest(t *testing.T) {
 	}
 }
 
+func TestAnthropicVersionFallback(t *testing.T) {
+	srv, got := recordServer(t, jsonAnswer(200, []byte(`{}`)))
+	tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
+	for _, v := range [][]string{nil, {""}, {"2023-06-01", "2099-01-01"}} {
+		h := http.Header{}
+		if v != nil {
+			h["Anthropic-Version"] = v
+		}
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Body: []byte(`{}`), Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		all := got()
+		if g := all[len(all)-1].Header.Values("Anthropic-Version"); len(g) != 1 || g[0] != DefaultAnthropicVersion {
+			t.Errorf("client version %q: sent %q", v, g)
+		}
+	}
+}
+
 func TestAnthropicDefaultBaseURL(t *testing.T) {
 	a := mustNew(t, account(storage.ProviderAnthropic, ""), Options{}).(*anthropic)
 	if a.msgURL.String() != "https://api.anthropic.com/v1/messages" ||

@@ -97,7 +97,7 @@ type Options struct {
 //
 // anthropic (https://docs.anthropic.com/en/api/messages,
 // https://docs.anthropic.com/en/api/messages-count-tokens): "x-api-key:
-// <APIKey>", "anthropic-version" (the client's, else
+// <APIKey>", "anthropic-version" (the client's single non-empty value, else
 // DefaultAnthropicVersion), the client's "anthropic-beta" when present,
 // "Content-Type: application/json", "Accept: text/event-stream" when
 // Request.Stream (else application/json), the User-Agent, the body
