@@ -2,8 +2,12 @@ package mock
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
 )
 
 func TestScriptedCommand(t *testing.T) {
@@ -301,4 +305,47 @@ func FuzzParseRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The Responses WebSocket follows the script too: a call on the first
+// response.create, and on the continuation that carries only the tool's
+// output (previous_response_id), the quoted result.
+func TestScriptWebSocket(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI)
+	h := http.Header{"Authorization": {"Bearer " + toolOpenAI.Token}}
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	conn, _, err := d.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/responses", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	turn := func(frame string) []map[string]any {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		var evs []map[string]any
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, b, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := obj(t, string(b))
+			evs = append(evs, ev)
+			if ev["type"] == "response.completed" || ev["type"] == "error" {
+				return evs
+			}
+		}
+	}
+	evs := turn(`{"type":"response.create","model":"m","store":false,"tools":[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}],"input":"Run 'echo ws-hi' please"}`)
+	done := evs[len(evs)-1]
+	item, _ := get(done, "response", "output", 0).(map[string]any)
+	if get(item, "type") != "function_call" || get(item, "name") != "exec_command" || get(item, "arguments") != `{"cmd":"echo ws-hi"}` {
+		t.Fatalf("first turn %v", done)
+	}
+	evs = turn(`{"type":"response.create","model":"m","store":false,"previous_response_id":"` + get(done, "response", "id").(string) +
+		`","input":[{"type":"function_call_output","call_id":"` + get(item, "call_id").(string) + `","output":"ws-hi"}]}`)
+	if text := get(evs[len(evs)-1], "response", "output", 0, "content", 0, "text"); text != ToolResultText(toolOpenAI.Name, "ws-hi") {
+		t.Errorf("second turn text %v", text)
+	}
 }
