@@ -7,6 +7,12 @@ import "strconv"
 // first, one content chunk per token, a finish chunk with delta {} and
 // finish_reason "stop", with stream_options.include_usage a "usage":null on
 // every chunk plus a final usage chunk with "choices":[], then [DONE].
+//
+// openai_compat accounts answer as OpenAI-compatible servers (vLLM, SGLang,
+// the hosted Qwen endpoints) do: the same chunks without OpenAI's own
+// fields (no "obfuscation" padding, no "service_tier" or
+// "system_fingerprint") and usage with the three counts only; usage in a
+// stream only when stream_options.include_usage asks for it.
 
 // appendChatHead appends the prefix shared by every chunk of the stream, up
 // to and including `"choices":`.
@@ -17,8 +23,20 @@ func (s *stream) appendChatHead(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, s.created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, s.req.modelJSON...)
+	if s.compat() {
+		return append(dst, `,"choices":`...)
+	}
 	return append(dst, `,"service_tier":"default","system_fingerprint":null,"choices":`...)
 }
+
+// compat reports whether the answer is an OpenAI-compatible server's
+// rather than OpenAI's own.
+func (s *stream) compat() bool { return s.acc.cfg.Kind == KindOpenAICompat }
+
+// obfuscated reports whether stream deltas carry OpenAI's "obfuscation"
+// padding: OpenAI's own answers, unless stream_options.include_obfuscation
+// is false.
+func (s *stream) obfuscated() bool { return !s.req.noObfuscation && !s.compat() }
 
 // appendChatTail closes a chunk: the usage placeholder, the obfuscation
 // padding and the event terminator.
@@ -26,7 +44,7 @@ func (s *stream) appendChatTail(dst []byte, obf string) []byte {
 	if s.req.includeUsage {
 		dst = append(dst, `,"usage":null`...)
 	}
-	if !s.req.noObfuscation {
+	if s.obfuscated() {
 		dst = append(dst, `,"obfuscation":"`...)
 		dst = append(dst, obf...)
 		dst = append(dst, '"')
@@ -63,7 +81,7 @@ func (s *stream) appendChatUsageChunk(dst []byte) []byte {
 	dst = append(dst, s.head...)
 	dst = append(dst, `[],"usage":`...)
 	dst = s.appendChatUsage(dst)
-	if !s.req.noObfuscation {
+	if s.obfuscated() {
 		dst = append(dst, `,"obfuscation":"`...)
 		dst = append(dst, obfuscation(s.p.tokens+3)...)
 		dst = append(dst, '"')
@@ -80,6 +98,9 @@ func (s *stream) appendChatUsage(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, out, 10)
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, in+out, 10)
+	if s.compat() {
+		return append(dst, '}')
+	}
 	return append(dst, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
@@ -105,5 +126,8 @@ func (s *stream) appendChatCompletion(dst []byte) []byte {
 	dst = append(dst, s.chatFinishReason()...)
 	dst = append(dst, `"}],"usage":`...)
 	dst = s.appendChatUsage(dst)
+	if s.compat() {
+		return append(dst, '}')
+	}
 	return append(dst, `,"service_tier":"default","system_fingerprint":null}`...)
 }

@@ -271,10 +271,37 @@ func TestChatStreamUsage(t *testing.T) {
 	if num(t, get(final, "usage", "prompt_tokens")) != in || num(t, get(final, "usage", "completion_tokens")) != 5 || num(t, get(final, "usage", "total_tokens")) != in+5 {
 		t.Errorf("usage %v", final["usage"])
 	}
+	// A compatible server's chunks: OpenAI's, without OpenAI's own fields.
 	fx := parseSSE(t, fixture(t, "openai-chat/stream-usage.sse"))
-	sameShape(t, "role chunk", obj(t, fx[0].data), chunks[0], true)
-	sameShape(t, "finish chunk", obj(t, fx[1].data), chunks[len(chunks)-2], true)
-	sameShape(t, "usage chunk", obj(t, fx[2].data), final, true)
+	sameShape(t, "role chunk", withoutOpenAIFields(obj(t, fx[0].data)), chunks[0], true)
+	sameShape(t, "finish chunk", withoutOpenAIFields(obj(t, fx[1].data)), chunks[len(chunks)-2], true)
+	sameShape(t, "usage chunk", withoutOpenAIFields(obj(t, fx[2].data)), final, true)
+
+	// Without include_usage no chunk has usage; the completion has the three counts only.
+	_, body = do(t, c, "POST", base+"/v1/chat/completions", acctCompat.Token, `{"model":"qwen3-32b","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if _, text := checkChatStream(t, body, false); text != AnswerText(acctCompat.Name, 5) {
+		t.Errorf("text %q", text)
+	}
+	_, body = do(t, c, "POST", base+"/v1/chat/completions", acctCompat.Token, chatBody)
+	got := obj(t, string(body))
+	sameShape(t, "completion", withoutOpenAIFields(obj(t, string(fixture(t, "openai-chat/nonstream-text.response.json")))), got, false)
+	if u, _ := got["usage"].(map[string]any); len(u) != 3 || got["service_tier"] != nil || got["system_fingerprint"] != nil {
+		t.Errorf("compat completion %s", body)
+	}
+}
+
+// withoutOpenAIFields removes from a recorded OpenAI chunk or completion
+// the fields only OpenAI itself sends (obfuscation, service_tier,
+// system_fingerprint, the usage details).
+func withoutOpenAIFields(m map[string]any) map[string]any {
+	delete(m, "obfuscation")
+	delete(m, "service_tier")
+	delete(m, "system_fingerprint")
+	if u, ok := m["usage"].(map[string]any); ok {
+		delete(u, "prompt_tokens_details")
+		delete(u, "completion_tokens_details")
+	}
+	return m
 }
 
 func TestChatStreamNoObfuscationAndEscaping(t *testing.T) {
