@@ -68,7 +68,9 @@ type Verdict struct {
 // overloaded_error; a 400 invalid_request_error saying "Your credit balance
 // is too low" or "You have reached your specified API usage limits. You
 // will regain access on <date> at <time> UTC." is a quota, the latter with
-// its reset).
+// its reset; one saying "This organization has been disabled." is a ban,
+// as Claude Code users see it: anthropics/claude-code issues #19028,
+// #72457).
 func Classify(status int, h http.Header, body []byte) Verdict {
 	if status >= 200 && status < 300 {
 		return Verdict{}
@@ -78,6 +80,8 @@ func Classify(status int, h http.Header, body []byte) Verdict {
 		v.RetryAfter = anthropicRateReset(h, time.Now())
 	}
 	switch {
+	case status == http.StatusBadRequest && bytes.Contains(body, orgDisabledText):
+		v.Class = ClassBanned
 	case status == http.StatusBadRequest && isBillingRefusal(body):
 		v.Class = ClassQuota
 		v.RetryAfter = regainAccessIn(body, time.Now())
@@ -135,6 +139,9 @@ var (
 	creditBalanceText = []byte("credit balance is too low")
 	usageLimitsText   = []byte("reached your specified API usage limits")
 	regainAccessText  = []byte("regain access on ")
+	// orgDisabledText is Anthropic's ban: 400 invalid_request_error "This
+	// organization has been disabled."
+	orgDisabledText = []byte("organization has been disabled")
 )
 
 // isBillingRefusal reports whether a 400 body refuses for money, not for
@@ -418,7 +425,9 @@ func ClassifyBody(ep Endpoint, body []byte) (v Verdict, msg string, isError bool
 func messagesErrorVerdict(e gjson.Result) (Verdict, string, bool) {
 	msg := e.Get("message").String()
 	v := Verdict{Class: ClassifyCode("", e.Get("type").String())}
-	if v.Class == ClassRequest && isBillingMessage(msg) {
+	if v.Class == ClassRequest && strings.Contains(msg, string(orgDisabledText)) {
+		v.Class = ClassBanned
+	} else if v.Class == ClassRequest && isBillingMessage(msg) {
 		v.Class = ClassQuota
 		v.RetryAfter = regainAccessIn([]byte(msg), time.Now())
 	}

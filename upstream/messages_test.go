@@ -27,6 +27,7 @@ func TestClassifyAnthropic(t *testing.T) {
 		{"credit balance", 400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."},"request_id":"req_1"}`, ClassQuota, 0, 0},
 		{"spend limit with its reset", 400, nil, regain, ClassQuota, 3*time.Hour - time.Minute, 3*time.Hour + 2*time.Minute},
 		{"spend limit already past", 400, nil, strings.Replace(regain, reset.Format("2006-01-02"), "2020-01-01", 1), ClassQuota, 0, 0},
+		{"organization disabled", 400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"This organization has been disabled."},"request_id":"req_011CXF1SZ3S3oXChsdxhoUwV"}`, ClassBanned, 0, 0},
 		{"plain invalid request", 400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`, ClassRequest, 0, 0},
 		{"402 billing_error", 402, nil, `{"type":"error","error":{"type":"billing_error","message":"Your account has a billing issue."}}`, ClassQuota, 0, 0},
 		{"403 permission_error", 403, nil, `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, ClassBanned, 0, 0},
@@ -71,7 +72,8 @@ func TestClassifyMessagesEventAndBody(t *testing.T) {
 		{`{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`, ClassQuota, "Your credit"},
 		{`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`, ClassRequest, "prompt is too long"},
 		{`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, ClassAuth, "invalid x-api-key"},
-		{`{"type":"error","error":{"type":"permission_error","message":"This organization has been disabled."}}`, ClassBanned, "This organization"},
+		{`{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, ClassBanned, "Your API key"},
+		{`{"type":"error","error":{"type":"invalid_request_error","message":"This organization has been disabled."}}`, ClassBanned, "This organization"},
 		{`{"type":"error","error":{"type":"some_new_error","message":"?"}}`, ClassTransient, "?"},
 	}
 	for _, c := range cases {

@@ -17,7 +17,7 @@ import (
 //	                        rounded up to the minute)
 //	rate_limit_retry_after  429 rate_limit_error, retry-after, output tokens at 0 until the wait ends
 //	unauthorized            401 authentication_error "invalid x-api-key"
-//	deactivated             403 permission_error "This organization has been disabled."
+//	deactivated             400 invalid_request_error "This organization has been disabled."
 //	server_error            500 api_error; bad_gateway 502 api_error; unavailable 529 overloaded_error
 
 // Fixed Anthropic fault bodies and events.
@@ -51,7 +51,9 @@ func (s *stream) writeAnthropicFaultStatus(ctx *fasthttp.RequestCtx, now time.Ti
 	case FaultUnauthorized:
 		e = (&failure{kind: failInvalidKey}).anthropic()
 	case FaultDeactivated:
-		e = anthropicError{403, "permission_error", "This organization has been disabled."}
+		// As banned organizations get it (anthropics/claude-code issues
+		// #19028, #72457): a 400, told from a bad request by its wording.
+		e = anthropicError{400, "invalid_request_error", "This organization has been disabled."}
 	case FaultServerError:
 		e = anthropicError{500, "api_error", "Internal server error"}
 	case FaultBadGateway:

@@ -41,7 +41,7 @@ func TestAnthropicFaultStatus(t *testing.T) {
 		{FaultRateLimitReset, 400, "invalid_request_error", "You have reached your specified API usage limits. You will regain access on ", upstream.ClassQuota},
 		{FaultRateLimitRetryAfter, 429, "rate_limit_error", "This request would exceed the rate limit", upstream.ClassRate},
 		{FaultUnauthorized, 401, "authentication_error", "invalid x-api-key", upstream.ClassAuth},
-		{FaultDeactivated, 403, "permission_error", "This organization has been disabled.", upstream.ClassBanned},
+		{FaultDeactivated, 400, "invalid_request_error", "This organization has been disabled.", upstream.ClassBanned},
 		{FaultServerError, 500, "api_error", "Internal server error", upstream.ClassTransient},
 		{FaultBadGateway, 502, "api_error", "Bad gateway", upstream.ClassTransient},
 		{FaultUnavailable, 529, "overloaded_error", "Overloaded", upstream.ClassTransient},
