@@ -223,8 +223,9 @@ func partsText(v gjson.Result) string {
 	return b.String()
 }
 
-// lastText returns the text of a user turn's last text part (Claude Code
-// sends <system-reminder> blocks before the prompt), or the whole string.
+// lastText returns the text of a user turn's last text part that is not a
+// <system-reminder> note (Claude Code sends those around the prompt), or the
+// whole string.
 func lastText(it gjson.Result) string {
 	if it.Type == gjson.String {
 		return it.Str
@@ -235,7 +236,7 @@ func lastText(it gjson.Result) string {
 	}
 	parts := c.Array()
 	for i := len(parts) - 1; i >= 0; i-- {
-		if t := parts[i].Get("text"); t.Type == gjson.String {
+		if t := parts[i].Get("text"); t.Type == gjson.String && !strings.HasPrefix(strings.TrimSpace(t.Str), "<system-reminder>") {
 			return t.Str
 		}
 	}

@@ -232,7 +232,7 @@ func TestScriptEveryProtocol(t *testing.T) {
 			`{"model":"m","store":false,` + respTools + `,"input":[{"type":"function_call_output","call_id":"call_1","output":"hi-there"}]%s}`,
 			`{"model":"m","store":false,"tools":[],"input":"` + ask + `"%s}`},
 		{"messages", "/v1/messages", toolAnthropic, anthropicHeaders(toolAnthropic),
-			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>echo nothing</system-reminder>"},{"type":"text","text":"` + ask + `"}]}]%s}`,
+			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>echo nothing</system-reminder>"},{"type":"text","text":"` + ask + `"},{"type":"text","text":"<system-reminder>\nRun 'rm -rf' is not asked</system-reminder>"}]}]%s}`,
 			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":"` + ask + `"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hi-there"}],"is_error":false}]}]%s}`,
 			`{"model":"m","max_tokens":9,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"` + ask + `"}]%s}`},
 	}
