@@ -161,7 +161,7 @@ func (a *app) watchPolicies(ctx context.Context) {
 }
 
 func policyCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "policy", Short: "Check and simulate routing policies offline"}
+	cmd := &cobra.Command{Use: "policy", Short: "Check, simulate and replay routing policies offline"}
 	check := &cobra.Command{
 		Use:   "check FILE",
 		Short: "Compile and self-test a policy, and show how it ranks a sample pool",
@@ -201,7 +201,7 @@ and tiers. Nothing leaves the process.`,
 	simulate.Flags().IntVar(&requests, "requests", 10000, "requests to route")
 	simulate.Flags().IntVar(&concurrency, "concurrency", 16, "requests in flight at once (each holds its lease about 1 ms)")
 	simulate.Flags().Uint64Var(&seed, "seed", 1, "random seed for the synthetic outcomes")
-	cmd.AddCommand(check, simulate)
+	cmd.AddCommand(check, simulate, replayCmd())
 	return cmd
 }
 
