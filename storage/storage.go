@@ -57,6 +57,14 @@ type Credentials struct {
 	RefreshToken string `json:"refresh_token,omitempty" yaml:"refresh_token" koanf:"refresh_token"` // codex: OAuth refresh token
 	IDToken      string `json:"id_token,omitempty" yaml:"id_token" koanf:"id_token"`                // codex: OpenID id_token
 	AccountID    string `json:"account_id,omitempty" yaml:"account_id" koanf:"account_id"`          // codex: chatgpt-account-id header
+	// Email and Plan describe a codex login (from the import file or the
+	// id_token claims); sealed with the rest, as an email is personal data.
+	Email string `json:"email,omitempty" yaml:"email" koanf:"email"` // codex: the login's email
+	Plan  string `json:"plan,omitempty" yaml:"plan" koanf:"plan"`    // codex: ChatGPT plan type ("plus", "pro", …)
+	// Proxy is the account's own upstream proxy URL (http://, https:// or
+	// socks5://, possibly with user:password), sealed since it may hold a
+	// password; "" uses the configured pool or none.
+	Proxy string `json:"proxy,omitempty" yaml:"proxy" koanf:"proxy"`
 }
 
 // Account is one upstream account in the pool.

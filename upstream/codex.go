@@ -3,7 +3,6 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -79,9 +77,15 @@ type codex struct {
 	auth      []string // "Bearer <access token>"
 	accountID []string // ChatGPT-Account-ID; nil when unknown
 	userAgent []string
+	// identity, when set, replaces the client's session ids and
+	// prompt_cache_key with the account's own (codex_identity.go).
+	identity     *Identity
+	identityKey  string // the account's ID, the HMAC input that makes ids per account
+	installation string // identity.Installation(identityKey), computed once
 }
 
-func newCodex(a storage.Account, b base, ua string) (*codex, error) {
+func newCodex(a storage.Account, b base, opts Options) (*codex, error) {
+	ua := opts.UserAgent
 	u, err := parseBaseURL(a, DefaultCodexBaseURL)
 	if err != nil {
 		return nil, err
@@ -100,6 +104,24 @@ func newCodex(a storage.Account, b base, ua string) (*codex, error) {
 	}
 	if id := chatGPTAccountID(a.Credentials); id != "" {
 		t.accountID = []string{id}
+	}
+	if opts.Identity != nil {
+		t.identity, t.identityKey = opts.Identity, a.ID
+		if t.identityKey == "" {
+			t.identityKey = a.Name
+		}
+		t.installation = opts.Identity.Installation(t.identityKey)
+	}
+	if opts.Clients != nil && opts.Client == nil {
+		proxy := a.Credentials.Proxy
+		if proxy == "" {
+			proxy = opts.Proxy
+		}
+		rt, err := opts.Clients.RoundTripper(opts.TLSProfile, proxy)
+		if err != nil {
+			return nil, fmt.Errorf("upstream: account %q (codex): %w", a.Name, err)
+		}
+		t.base.rt = rt
 	}
 	return t, nil
 }
@@ -130,7 +152,15 @@ func (t *codex) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, &Error{Kind: KindRequest, Err: err}
 	}
-	resp, err := t.send(ctx, t.url, body, true, t, req)
+	var hs headerSetter = t
+	if t.identity != nil {
+		var ids codexIDs
+		if body, ids, err = t.applyIdentity(body, req); err != nil {
+			return nil, &Error{Kind: KindRequest, Err: err}
+		}
+		hs = &codexCall{t: t, ids: ids}
+	}
+	resp, err := t.send(ctx, t.url, body, true, hs, req)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +184,18 @@ func (t *codex) setHeader(h http.Header, req *Request) {
 	h["Accept"] = hvSSE
 	h["Content-Type"] = hvJSON
 	copyHeaders(h, req.Header, codexPassHeaders)
+}
+
+// codexCall sets one request's headers: the account's, then its derived
+// session identity over the client's session headers.
+type codexCall struct {
+	t   *codex
+	ids codexIDs
+}
+
+func (c *codexCall) setHeader(h http.Header, req *Request) {
+	c.t.setHeader(h, req)
+	setIdentityHeaders(h, req.Header, c.ids)
 }
 
 // codexBody returns b with top-level "stream": true and "store": false. It
@@ -197,15 +239,8 @@ func chatGPTAccountID(c storage.Credentials) string {
 // jwtAccountID reads the ChatGPT account id claim from a JWT's payload
 // without verifying it (the backend does that).
 func jwtAccountID(tok string) string {
-	parts := strings.SplitN(tok, ".", 3)
-	if len(parts) != 3 {
-		return ""
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
-	if err != nil {
-		return ""
-	}
-	return gjson.GetBytes(payload, `https://api\.openai\.com/auth.chatgpt_account_id`).String()
+	c, _ := ParseTokenClaims(tok)
+	return c.AccountID
 }
 
 // assembleResponse reads a Codex SSE stream to its terminal event and

@@ -180,6 +180,9 @@ func isTLSErr(err error) bool {
 	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
 		return true
 	}
+	if _, ok := errors.AsType[*HandshakeError](err); ok {
+		return true
+	}
 	if _, ok := errors.AsType[x509.HostnameError](err); ok {
 		return true
 	}

@@ -43,6 +43,16 @@ type Options struct {
 	// UserAgent replaces the provider's default User-Agent (DefaultUserAgent
 	// for openai and openai_compat, DefaultCodexUserAgent for codex); "" keeps it.
 	UserAgent string
+
+	// Codex accounts only. Identity, when set, gives each account its own
+	// installation id, session ids and prompt_cache_key (see Identity).
+	Identity *Identity
+	// Clients, when set and Client is nil, supplies the account's round
+	// tripper: TLSProfile's ClientHello ("" is DefaultTLSProfile) through
+	// the account's Credentials.Proxy, else Proxy ("" for none).
+	Clients    *Clients
+	TLSProfile string
+	Proxy      string
 }
 
 // New returns the Transport for account a, by a.Provider:
@@ -137,7 +147,7 @@ func New(a storage.Account, opts Options) (Transport, error) {
 		}
 		return t, nil
 	case storage.ProviderCodex:
-		t, err := newCodex(a, b, opts.UserAgent)
+		t, err := newCodex(a, b, opts)
 		if err != nil {
 			return nil, err // not t: a nil *codex would make a non-nil Transport
 		}
