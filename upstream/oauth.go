@@ -98,7 +98,9 @@ func (e *RefreshError) Error() string {
 func (e *RefreshError) Unwrap() error { return e.Err }
 
 // Permanent reports whether err is a refusal that retrying cannot fix.
-func Permanent(err error) bool { return errors.Is(err, ErrRefreshRejected) || errors.Is(err, ErrNoRefreshToken) }
+func Permanent(err error) bool {
+	return errors.Is(err, ErrRefreshRejected) || errors.Is(err, ErrNoRefreshToken)
+}
 
 // maxOAuthBody bounds the token endpoint's answer: 1 MiB.
 const maxOAuthBody = 1 << 20

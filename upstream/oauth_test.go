@@ -96,4 +96,3 @@ func TestOAuthRefreshErrors(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 }
-

@@ -207,7 +207,7 @@ func (s *Server) issueLocked(a *account, ttl time.Duration) (access, id string) 
 		"iss": "https://auth.openai.com", "aud": []string{ClientID}, "sub": "auth0|" + a.ID,
 		"exp": exp.Unix(), "iat": now.Unix(), "email": a.Email,
 		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": a.ID, "chatgpt_plan_type": a.Plan, "chatgpt_user_id": "user-" + a.ID},
-		"jti": randHex(8),
+		"jti":                         randHex(8),
 	}
 	access = jwt(claims)
 	id = jwt(claims)
