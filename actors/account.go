@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +27,8 @@ const (
 type accountConfig struct {
 	account   storage.Account
 	transport upstream.Transport
+	factory   TransportFactory // rebuilds the transport after a token refresh
+	refresh   *refresher       // nil: no token refresh
 	scheduler *actor.PID
 	snapshot  *atomic.Pointer[View] // shared with readers (admin, metrics); written only by the actor
 	log       *slog.Logger
@@ -45,11 +49,27 @@ type account struct {
 	coolTimer *time.Timer
 	self      *actor.PID
 	engine    *actor.Engine
+
+	// Token refresh (refresh.go); the goroutines run under ctx.
+	ctx           context.Context
+	cancel        context.CancelFunc
+	goroutines    sync.WaitGroup
+	refresh       *refresher
+	refreshing    bool
+	refreshGen    uint64
+	refreshTimer  *time.Timer
+	refreshFails  int
+	refreshes     int
+	lastRefresh   time.Time
+	authPending   bool // the running refresh was caused by a 401
+	authRefreshed bool // the current tokens came from a refresh caused by a 401
+
+	windows map[string]*windowState // usage windows by name (windows.go)
 }
 
 func newAccount(cfg accountConfig) actor.Producer {
 	return func() actor.Receiver {
-		a := &account{cfg: cfg, transport: cfg.transport, leases: make(map[uint64]time.Time)}
+		a := &account{cfg: cfg, transport: cfg.transport, refresh: cfg.refresh, leases: make(map[uint64]time.Time)}
 		a.configure(cfg.account)
 		a.view.EWMASuccess = 1
 		return a
@@ -77,11 +97,19 @@ func (a *account) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
 		a.self, a.engine = c.PID(), c.Engine()
+		a.ctx, a.cancel = context.WithCancel(context.Background())
+		a.setTransport(a.transport)
+		a.scheduleRefresh()
 		a.publish(c)
 	case actor.Stopped:
 		if a.coolTimer != nil {
 			a.coolTimer.Stop()
 		}
+		if a.refreshTimer != nil {
+			a.refreshTimer.Stop()
+		}
+		a.cancel()
+		a.goroutines.Wait()
 	case accountGrant:
 		a.grant(c, m.req, m.limit)
 	case accountRelease:
@@ -89,8 +117,20 @@ func (a *account) Receive(c *actor.Context) {
 	case accountUpdate:
 		a.configure(m.account)
 		if m.transport != nil {
-			a.transport = m.transport
+			a.setTransport(m.transport)
 		}
+		if !a.refreshing {
+			a.scheduleRefresh()
+		}
+		a.publish(c)
+	case accountRefreshDue:
+		if m.gen == 0 || m.gen == a.refreshGen {
+			a.startRefresh(c)
+		}
+	case accountRefreshed:
+		a.refreshed(c, m)
+	case accountRateLimits:
+		a.rateLimits(m.limits, m.at)
 		a.publish(c)
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
@@ -139,17 +179,18 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 }
 
 func (a *account) release(c *actor.Context, id uint64, out Outcome) {
-	if _, ok := a.leases[id]; !ok {
+	granted, ok := a.leases[id]
+	if !ok {
 		return // unknown or already released
 	}
 	delete(a.leases, id)
 	a.view.InFlight--
-	a.observe(out)
+	a.observe(c, out, granted)
 	a.publish(c)
 }
 
 // observe folds an outcome into the account's health and cooldown state.
-func (a *account) observe(out Outcome) {
+func (a *account) observe(c *actor.Context, out Outcome, granted time.Time) {
 	v := &a.view
 	now := a.cfg.now()
 	cl := out.Verdict.Class
@@ -160,6 +201,7 @@ func (a *account) observe(out Outcome) {
 		v.FailureStreak = 0
 		a.backoff = 0
 		v.EWMASuccess += ewmaAlpha * (1 - v.EWMASuccess)
+		a.authRefreshed = false
 		v.EWMALatency = ewmaDur(v.EWMALatency, out.Latency)
 		if out.TTFT > 0 {
 			v.EWMATTFT = ewmaDur(v.EWMATTFT, out.TTFT)
@@ -173,6 +215,9 @@ func (a *account) observe(out Outcome) {
 			v.LastTimeout = now
 		}
 		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
+		if cl == upstream.ClassAuth && a.authFailed(c, now, granted) {
+			return // resting while the tokens are refreshed
+		}
 		a.penalize(cl, out.Verdict.RetryAfter, now)
 	}
 	// ClassRequest and ClassCanceled say nothing about the account.
@@ -185,8 +230,8 @@ func (a *account) penalize(cl upstream.Class, hint time.Duration, now time.Time)
 		a.view.Status = StatusBanned
 		return
 	case upstream.ClassAuth:
-		// Credential refresh arrives with the Codex lifecycle; until then a 401
-		// takes the account out until the operator fixes it.
+		// Not refreshable, or refused again right after a refresh: out
+		// until the operator gives it new credentials.
 		a.view.Status = StatusUnauthorized
 		return
 	case upstream.ClassQuota:

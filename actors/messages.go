@@ -48,6 +48,31 @@ type accountUpdate struct {
 // accountCooldownEnd is the account's own timer: the cooldown of generation gen is over.
 type accountCooldownEnd struct{ gen uint64 }
 
+// accountRefreshDue is the account's refresh timer of generation gen (or,
+// with gen 0, a request to refresh now).
+type accountRefreshDue struct{ gen uint64 }
+
+// accountRefreshed is the refresh goroutine's result: the account as stored
+// with its new credentials, or the error.
+type accountRefreshed struct {
+	account storage.Account
+	adopted bool // another instance had refreshed already; account is what it stored
+	err     error
+}
+
+// accountRateLimits carries the usage windows an upstream answer reported
+// (x-codex-* headers or a codex.rate_limits event), received at at.
+type accountRateLimits struct {
+	limits upstream.RateLimits
+	at     time.Time
+}
+
+// poolForward hands msg to the account actor with the given id, if any.
+type poolForward struct {
+	id  string
+	msg any
+}
+
 // --- scheduler ---------------------------------------------------------------
 
 // schedAcquire asks for a lease for one request.

@@ -119,7 +119,8 @@ func FillAccountView(av *scripts.AccountView, v *View) {
 	av.EWMASuccess, av.EWMALatency, av.EWMATTFT = v.EWMASuccess, v.EWMALatency, v.EWMATTFT
 	av.Windows = av.Windows[:0]
 	for _, w := range v.Windows {
-		av.Windows = append(av.Windows, scripts.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes, ResetsAt: w.ResetsAt})
+		av.Windows = append(av.Windows, scripts.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes, ResetsAt: w.ResetsAt,
+			BurnRate: w.BurnRate, ExhaustsAt: w.ExhaustsAt})
 	}
 }
 

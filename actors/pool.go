@@ -18,6 +18,7 @@ type TransportFactory func(storage.Account) (upstream.Transport, error)
 type poolConfig struct {
 	scheduler *actor.PID
 	transport TransportFactory
+	refresh   *refresher // nil: codex tokens are not refreshed
 	snapshots *sync.Map // account ID → *atomic.Pointer[View]; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
@@ -48,6 +49,10 @@ func (p *pool) Receive(c *actor.Context) {
 			p.cfg.snapshots.Delete(m.id)
 			c.Send(p.cfg.scheduler, schedRemove{id: m.id})
 		}
+	case poolForward:
+		if pid, ok := p.children[m.id]; ok {
+			c.Send(pid, m.msg)
+		}
 	case poolStopAll:
 		var wg sync.WaitGroup
 		for id, pid := range p.children {
@@ -76,6 +81,8 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	pid := c.SpawnChild(newAccount(accountConfig{
 		account:   acc,
 		transport: tr,
+		factory:   p.cfg.transport,
+		refresh:   p.cfg.refresh,
 		scheduler: p.cfg.scheduler,
 		snapshot:  snap,
 		log:       p.cfg.log,

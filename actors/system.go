@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/google/uuid"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // Config configures a System. Zero values take the documented defaults.
@@ -31,6 +33,9 @@ type Config struct {
 	// WSIdleTimeout closes an upstream WebSocket connection idle this long;
 	// default DefaultWSIdleTimeout (5 min).
 	WSIdleTimeout time.Duration
+	// Refresh, when set, refreshes the OAuth tokens of codex accounts
+	// (RefreshConfig); nil leaves tokens as they are.
+	Refresh *RefreshConfig
 	// OnUsageWritten, when set, is called from the recorder's writer after each
 	// batch with its size and error (for metrics).
 	OnUsageWritten func(n int, err error)
@@ -89,6 +94,20 @@ func Start(cfg Config) (*System, error) {
 	}
 	s := &System{engine: e}
 	s.ws.idle = cfg.WSIdleTimeout
+	var ref *refresher
+	if r := cfg.Refresh; r != nil {
+		if r.OAuth == nil || r.Store == nil || r.Leases == nil {
+			return nil, errors.New("actors: Refresh needs OAuth, Store and Leases")
+		}
+		rc := *r
+		if rc.Lead <= 0 {
+			rc.Lead = DefaultRefreshLead
+		}
+		if rc.Owner == "" {
+			rc.Owner = uuid.NewString()
+		}
+		ref = &refresher{cfg: rc, log: cfg.Logger}
+	}
 	s.sched = e.Spawn(newScheduler(schedulerConfig{
 		policy:    cfg.Policy,
 		maxWaiter: cfg.MaxWaiters,
@@ -106,6 +125,7 @@ func Start(cfg Config) (*System, error) {
 	s.pool = e.Spawn(newPool(poolConfig{
 		scheduler: s.sched,
 		transport: cfg.Transport,
+		refresh:   ref,
 		snapshots: &s.snapshots,
 		log:       cfg.Logger,
 		now:       time.Now,
@@ -209,6 +229,20 @@ func (s *System) Release(l *Lease, out Outcome) {
 		return
 	}
 	s.engine.Send(l.pid, accountRelease{leaseID: l.ID, outcome: out})
+}
+
+// ReportRateLimits hands the account the usage windows an upstream answer
+// reported outside its HTTP headers (a codex.rate_limits event on an
+// upstream WebSocket), received at at. Unknown accounts are ignored.
+func (s *System) ReportRateLimits(accountID string, l upstream.RateLimits, at time.Time) {
+	s.engine.Send(s.pool, poolForward{id: accountID, msg: accountRateLimits{limits: l, at: at}})
+}
+
+// RefreshAccount asks the account to refresh its OAuth tokens now (single
+// flight: a refresh already running is not repeated). Accounts that cannot
+// refresh ignore it.
+func (s *System) RefreshAccount(accountID string) {
+	s.engine.Send(s.pool, poolForward{id: accountID, msg: accountRefreshDue{gen: 0}})
 }
 
 // Record queues one usage record for the recorder's next batch.

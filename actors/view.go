@@ -104,6 +104,14 @@ type UsageWindow struct {
 	UsedPercent   float64   // 0–100 (may exceed 100)
 	WindowMinutes int       // window length
 	ResetsAt      time.Time // zero when unknown
+	// BurnRate is how fast the window is being used, in percent per hour,
+	// measured since the first report of the current window; 0 until two
+	// reports at least 30 s apart show usage growing.
+	BurnRate float64
+	// ExhaustsAt is when the window is forecast to reach 100 % at BurnRate;
+	// zero when it is not forecast to run out before it resets (or no rate
+	// is known yet). A window already at 100 % has ExhaustsAt at its report.
+	ExhaustsAt time.Time
 }
 
 // Indexes of View.LastFailure, by failure class.

@@ -57,6 +57,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.ops(ctx)
 	case parts[0] == "policies":
 		s.adminPolicies(ctx, method, parts[1:])
+	case parts[0] == "accounts" && len(parts) == 2 && (parts[1] == "import" || parts[1] == "export"):
+		s.adminAccountsIO(ctx, method, parts[1]) // admin_import.go
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}
@@ -90,6 +92,8 @@ type OpsView struct {
 	InFlight  int               `json:"inflight"`
 	Policy    OpsPolicy         `json:"policy"`
 	Soonest   []CooldownAccount `json:"soonest_back"` // the cooling accounts that return first (up to 20)
+	// UsageWindows summarizes the upstream usage windows (ops_usage.go).
+	UsageWindows OpsUsageWindows `json:"usage_windows"`
 }
 
 // CooldownGroup summarizes the accounts cooling for one reason.
@@ -176,6 +180,7 @@ func (s *Server) ops(ctx *fasthttp.RequestCtx) {
 	if s.policies != nil {
 		v.Policy.Reload = s.policies.Status()
 	}
+	v.UsageWindows = usageWindowsOps(s.sys.Views(), now)
 	writeJSON(ctx, 200, v)
 }
 

@@ -140,6 +140,8 @@ func (at *accountTable) fill(a *AccountView) *lua.LTable {
 		setNum(wt, "used_percent", w.UsedPercent)
 		setNum(wt, "window_minutes", float64(w.WindowMinutes))
 		setTime(wt, "resets_at", w.ResetsAt)
+		setNum(wt, "burn_rate", w.BurnRate)
+		setTime(wt, "exhausts_at", w.ExhaustsAt)
 		at.windows.RawSetInt(i+1, wt)
 	}
 	clearTail(at.windows, len(a.Windows), at.nwindows)

@@ -42,13 +42,14 @@ end`)
 		InFlight: 1, MaxInFlight: 4, Requests: 10, Successes: 7, Failures: 2, SuccessStreak: 0, FailureStreak: 2,
 		LastFailure: FailureTimes{Rate: time.Unix(1700000000, 0)},
 		EWMASuccess: 0.75, EWMALatency: 1500 * time.Millisecond, EWMATTFT: 250 * time.Millisecond,
-		Windows: []UsageWindow{{Name: "5h", UsedPercent: 42.5, WindowMinutes: 300, ResetsAt: time.Unix(1700003600, 0)}},
+		Windows: []UsageWindow{{Name: "5h", UsedPercent: 42.5, WindowMinutes: 300, ResetsAt: time.Unix(1700003600, 0),
+			BurnRate: 12.5, ExhaustsAt: time.Unix(1700002000, 0)}},
 	}
 	_, _, _, _, err := p.Score(&a, time.Unix(1700000050, 0))
 	want := "cooldown_reason=rate cooldown_until=1.7000001005e+09 ewma_latency_ms=1500 ewma_success=0.75 ewma_ttft_ms=250 " +
 		"failure_streak=2 failures=2 group=g id=id1 inflight=1 last_failure.rate=1700000000 max_inflight=4 name=acct one " +
 		"now=1700000050 plan=pro priority=3 provider=codex requests=10 status=cooling success_streak=0 successes=7 " +
-		"tags.1=t1 tags.2=weight:2 usage_windows.1.name=5h usage_windows.1.resets_at=1700003600 " +
+		"tags.1=t1 tags.2=weight:2 usage_windows.1.burn_rate=12.5 usage_windows.1.exhausts_at=1700002000 usage_windows.1.name=5h usage_windows.1.resets_at=1700003600 " +
 		"usage_windows.1.used_percent=42.5 usage_windows.1.window_minutes=300"
 	// tostring prints numbers with %.14g: 1.7000001005e+09 is 1700000100.5.
 	if err == nil || err.(*Error).Msg != want {

@@ -69,6 +69,13 @@ type UsageWindow struct {
 	UsedPercent   float64   // used_percent: 0–100, may exceed 100 when the upstream says so
 	WindowMinutes int       // window_minutes: length of the window (300 for 5 h, 10080 for 7 days); 0 when unknown
 	ResetsAt      time.Time // resets_at: unix seconds (float), nil when zero (unknown)
+	// BurnRate is the window's recent use, percent per hour (burn_rate:
+	// number); 0 until the host has measured it.
+	BurnRate float64
+	// ExhaustsAt is when the window is forecast to reach 100 % at BurnRate
+	// (exhausts_at: unix seconds (float)); nil when it is not forecast to run
+	// out before it resets.
+	ExhaustsAt time.Time
 }
 
 // RequestView is what a policy's route function sees of one request.

@@ -26,7 +26,7 @@ type CodexEntry struct {
 // Import formats (ParseCodexFile detects them; FormatCodexFile writes them).
 const (
 	FormatAuthJSON = "auth.json" // the Codex CLI's ~/.codex/auth.json (codex-rs/login/src/auth/storage.rs AuthDotJson); several accounts: a JSON array of them
-	FormatJSON     = "json"      // a JSON array of {refresh_token, access_token?, id_token?, account_id?, email?, plan?}
+	FormatJSON     = "json"      // a JSON array of {refresh_token, access_token?, id_token?, account_id?, email?, plan?, proxy?}
 	FormatJSONL    = "jsonl"     // one such object per line
 	FormatTokens   = "tokens"    // one refresh token per line
 )
@@ -124,7 +124,7 @@ func parseEntry(n int, raw []byte) CodexEntry {
 		dst  *string
 	}{
 		{"refresh_token", &c.RefreshToken}, {"access_token", &c.AccessToken}, {"id_token", &c.IDToken},
-		{"account_id", &c.AccountID}, {"email", &c.Email}, {"plan", &c.Plan},
+		{"account_id", &c.AccountID}, {"email", &c.Email}, {"plan", &c.Plan}, {"proxy", &c.Proxy},
 	} {
 		v := src.Get(f.name)
 		if !v.Exists() {
@@ -141,6 +141,10 @@ func parseEntry(n int, raw []byte) CodexEntry {
 	}
 	if c.RefreshToken == "" && c.AccessToken == "" {
 		e.Err = errors.New("no refresh_token (and no access_token)")
+		return e
+	}
+	if _, err := ParseProxy(c.Proxy); err != nil {
+		e.Err = errors.New("proxy: " + err.Error())
 		return e
 	}
 	for _, t := range []struct{ name, v string }{{"refresh_token", c.RefreshToken}, {"access_token", c.AccessToken}, {"id_token", c.IDToken}} {
@@ -243,6 +247,7 @@ type exportEntry struct {
 	AccountID    string `json:"account_id,omitempty"`
 	Email        string `json:"email,omitempty"`
 	Plan         string `json:"plan,omitempty"`
+	Proxy        string `json:"proxy,omitempty"`
 }
 
 // FormatCodexFile writes creds in format (FormatAuthJSON, FormatJSON,
@@ -273,7 +278,7 @@ func FormatCodexFile(format string, creds []storage.Credentials) ([]byte, error)
 	case FormatJSON, FormatJSONL:
 		entries := make([]exportEntry, 0, len(creds))
 		for _, c := range creds {
-			entries = append(entries, exportEntry{c.RefreshToken, c.AccessToken, c.IDToken, c.AccountID, c.Email, c.Plan})
+			entries = append(entries, exportEntry{c.RefreshToken, c.AccessToken, c.IDToken, c.AccountID, c.Email, c.Plan, c.Proxy})
 		}
 		if format == FormatJSON {
 			b, err := json.MarshalIndent(entries, "", "  ")

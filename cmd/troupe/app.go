@@ -175,10 +175,15 @@ func (a *app) start(ctx context.Context) error {
 		return err
 	}
 	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout}
+	cx, err := newCodexSetup(cfg)
+	if err != nil {
+		return err
+	}
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
 		Store:          a.store,
-		Transport:      func(acc storage.Account) (upstream.Transport, error) { return upstream.New(acc, topts) },
+		Transport:      func(acc storage.Account) (upstream.Transport, error) { return upstream.New(acc, cx.options(cfg, topts, acc)) },
+		Refresh:        cx.refreshConfig(a),
 		Logger:         a.log,
 		UsageBatch:     usageBatch,
 		UsageInterval:  usageInterval,

@@ -446,6 +446,7 @@ func accountsCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(add, list, remove, resealCmd())
+	cmd.AddCommand(accountsImportCmd(), accountsExportCmd()) // cli_import.go
 	return cmd
 }
 

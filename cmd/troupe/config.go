@@ -71,6 +71,7 @@ type Config struct {
 	} `koanf:"policies"`
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
+	Codex    CodexConfig       `koanf:"codex"`
 }
 
 // AccountConfig is an account declared in the config file. Declared accounts
@@ -90,7 +91,7 @@ type AccountConfig struct {
 }
 
 func defaults() map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"listen":                      "127.0.0.1:8080",
 		"data_dir":                    "./data",
 		"log.level":                   "info",
@@ -121,6 +122,8 @@ func defaults() map[string]any {
 		"gateway.websocket.max_message_bytes":       16 << 20,
 		"gateway.websocket.idle_timeout":            "5m",
 	}
+	codexDefaults(m)
+	return m
 }
 
 // loadConfig reads defaults, the YAML file at path (skipped when path is ""),
@@ -172,6 +175,7 @@ func loadConfig(path string, environ func() []string) (*Config, error) {
 // comma-separated list (other lists and maps come from the file only).
 var envLists = map[string]string{
 	"TROUPE_STORAGE_PREVIOUS_MASTER_KEYS": "storage.previous_master_keys",
+	"TROUPE_CODEX_PROXIES":                "codex.proxies",
 }
 
 // splitList splits a comma-separated environment value, trimming spaces and
@@ -252,6 +256,9 @@ func (c *Config) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+	}
+	if err := c.Codex.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for i, a := range c.Accounts {
