@@ -19,7 +19,7 @@ type poolConfig struct {
 	scheduler *actor.PID
 	transport TransportFactory
 	refresh   *refresher // nil: codex tokens are not refreshed
-	snapshots *sync.Map // account ID → *atomic.Pointer[View]; shared with System readers
+	snapshots *sync.Map  // account ID → *atomic.Pointer[View]; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
 }

@@ -24,7 +24,7 @@ const (
 	// or server errors: 5 s doubling to 5 min.
 	refreshRetryBase = 5 * time.Second
 	refreshRetryMax  = 5 * time.Minute
-		// minRefreshGap is the shortest time between two refreshes ahead of expiry.
+	// minRefreshGap is the shortest time between two refreshes ahead of expiry.
 	minRefreshGap = time.Second
 	// authCooldown keeps a 401'd account out while its refresh runs.
 	authCooldown = time.Minute

@@ -181,8 +181,10 @@ func (a *app) start(ctx context.Context) error {
 	}
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
-		Store:          a.store,
-		Transport:      func(acc storage.Account) (upstream.Transport, error) { return upstream.New(acc, cx.options(cfg, topts, acc)) },
+		Store: a.store,
+		Transport: func(acc storage.Account) (upstream.Transport, error) {
+			return upstream.New(acc, cx.options(cfg, topts, acc))
+		},
 		Refresh:        cx.refreshConfig(a),
 		Logger:         a.log,
 		UsageBatch:     usageBatch,
