@@ -181,6 +181,11 @@ hold:
 			}
 		}
 		b.held = append(b.held, f)
+		if typ == "codex.rate_limits" {
+			if rl, ok := upstream.ParseRateLimitsEvent(f, time.Now()); ok {
+				s.ReportRateLimits(l.AccountID, rl, time.Now())
+			}
+		}
 		switch typ {
 		case "response.created", "response.in_progress", "codex.rate_limits", "responsesapi.websocket_timing":
 			continue

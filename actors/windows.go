@@ -111,9 +111,21 @@ func (a *account) setTransport(tr upstream.Transport) {
 		return
 	}
 	pid, eng := a.self, a.engine
-	a.transport = &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time) {
+	lt := &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time) {
 		eng.Send(pid, accountRateLimits{limits: l, at: at})
 	}}
+	if d, ok := tr.(upstream.WebSocketDialer); ok {
+		a.transport = &limitsWSTransport{limitsTransport: lt, WebSocketDialer: d}
+		return
+	}
+	a.transport = lt
+}
+
+// limitsWSTransport is a limitsTransport that keeps the WebSocket
+// capability of the transport it wraps (found by type assertion).
+type limitsWSTransport struct {
+	*limitsTransport
+	upstream.WebSocketDialer
 }
 
 // rateLimits folds an upstream usage report into the view: windows with

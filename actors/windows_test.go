@@ -142,3 +142,21 @@ type headerTransport struct{}
 func (headerTransport) Do(context.Context, *upstream.Request) (*upstream.Response, error) {
 	return &upstream.Response{Status: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("data: {}\n\n"))}, nil
 }
+
+func TestLimitsTransportKeepsWebSocket(t *testing.T) {
+	m, err := codexmock.Start(codexmock.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tr, err := upstream.New(storage.Account{Name: "x", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(),
+		Credentials: storage.Credentials{AccessToken: "t"}}, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &account{cfg: accountConfig{account: storage.Account{Provider: storage.ProviderCodex}}}
+	a.setTransport(tr)
+	if _, ok := a.transport.(upstream.WebSocketDialer); !ok || !upstream.SupportsWebSocket(a.transport) {
+		t.Fatal("the wrapper hides the WebSocket capability")
+	}
+}
