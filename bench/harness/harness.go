@@ -87,6 +87,19 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 	}
+	var wsGW, wsDirect *load.WSClient
+	if hasWS(s) {
+		if wsGW, err = load.NewWSClient(cfg.Gateway, wsConns); err != nil {
+			return nil, err
+		}
+		defer wsGW.Close()
+		if cfg.Direct != nil {
+			if wsDirect, err = load.NewWSClient(*cfg.Direct, wsConns); err != nil {
+				return nil, err
+			}
+			defer wsDirect.Close()
+		}
+	}
 	mem := &memWatch{pid: cfg.GatewayPID}
 	mem.sample()
 	if mem.ok {
@@ -124,7 +137,14 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 				if c == gw {
 					pid = cfg.GatewayPID
 				}
-				run, st := runPhase(ctx, c, s, p, pid)
+				var d doer = c
+				if p.API == scenario.ResponsesWS {
+					d = wsGW
+					if c == direct {
+						d = wsDirect
+					}
+				}
+				run, st := runPhase(ctx, d, s, p, pid)
 				if c == gw {
 					round.Gateway = run
 					mem.sample()
@@ -173,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 
 // runPhase runs phase p once against c and returns its figures. pid, when
 // not 0, is the gateway process whose CPU time is charged to the phase.
-func runPhase(ctx context.Context, c *load.Client, s *scenario.Scenario, p scenario.Phase, pid int) (*report.Run, load.Stats) {
+func runPhase(ctx context.Context, c doer, s *scenario.Scenario, p scenario.Phase, pid int) (*report.Run, load.Stats) {
 	call := load.Call{API: p.API, Stream: p.Stream, Model: s.Model, Timeout: p.Timeout}
 	var before proc.Sample
 	cpuOK := false
@@ -213,6 +233,25 @@ func runPhase(ctx context.Context, c *load.Client, s *scenario.Scenario, p scena
 		}
 	}
 	return run, st
+}
+
+// wsConns is the connection pool size of WebSocket phases per target:
+// Troupe's default limit of WebSocket connections per API key.
+const wsConns = 64
+
+// doer is a load client: HTTP (load.Client) or WebSocket (load.WSClient).
+type doer interface {
+	Do(call load.Call, start time.Time) load.Result
+	Target() load.Target
+}
+
+func hasWS(s *scenario.Scenario) bool {
+	for _, p := range s.Phases {
+		if p.API == scenario.ResponsesWS {
+			return true
+		}
+	}
+	return false
 }
 
 // added returns gateway − direct for one round's latency (and, for

@@ -7,14 +7,15 @@ import (
 
 // summarize picks the headline figures of rep: added latency from the first
 // open-loop non-stream phase with a baseline (else the first open-loop one
-// with a baseline), added TTFT from the first streamed open-loop phase with
-// a baseline, throughput from the first closed-loop phase (else the
-// headline phase), CPU per request from the headline phase, and memory
+// with a baseline), added TTFT from the first streamed (SSE) open-loop
+// phase with a baseline, the WebSocket figures from the first open-loop
+// responses_ws phase with a baseline, throughput from the first
+// closed-loop phase (else the headline phase), CPU per request from the headline phase, and memory
 // from the run's last sample and the first hold phase. What could not be
 // measured is listed in Missing.
 func summarize(rep *report.Report) report.Summary {
 	var s report.Summary
-	var head, stream, thr *report.Phase
+	var head, stream, thr, ws *report.Phase
 	for i := range rep.Phases {
 		p := &rep.Phases[i]
 		hasBase := p.Direct != nil && p.Gateway != nil
@@ -24,7 +25,11 @@ func summarize(rep *report.Report) report.Summary {
 		case p.Mode == string(scenario.Open) && hasBase && head == nil:
 			head = p
 		}
-		if p.Mode == string(scenario.Open) && hasBase && p.Stream && stream == nil {
+		isWS := p.API == string(scenario.ResponsesWS)
+		if p.Mode == string(scenario.Open) && hasBase && isWS && ws == nil {
+			ws = p
+		}
+		if p.Mode == string(scenario.Open) && hasBase && p.Stream && !isWS && stream == nil {
 			stream = p
 		}
 		if p.Mode == string(scenario.Closed) && thr == nil {
@@ -60,6 +65,12 @@ func summarize(rep *report.Report) report.Summary {
 		s.AddedTTFTP99us = stream.Added["ttft_p99_us"].Median
 	} else {
 		s.Missing = append(s.Missing, "added TTFT (no streamed open-loop phase with a direct baseline)")
+	}
+	if ws != nil {
+		s.WSPhase = ws.Name
+		s.AddedWSP50us = ws.Added["p50_us"].Median
+		s.AddedWSP99us = ws.Added["p99_us"].Median
+		s.AddedWSTTFTP99us = ws.Added["ttft_p99_us"].Median
 	}
 	if thr == nil {
 		thr = head

@@ -88,3 +88,27 @@ func TestClientUsesKeysInTurn(t *testing.T) {
 		t.Fatalf("errors in turn: %q", got)
 	}
 }
+
+func TestWSClient(t *testing.T) {
+	base := startFleet(t)
+	c, err := NewWSClient(Target{Name: "direct", BaseURL: base, Keys: []string{"tok-ok"}}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 { // the second and third reuse the connection
+		res := c.Do(Call{API: scenario.ResponsesWS, Model: "gpt-5.4", Timeout: 5 * time.Second}, time.Now())
+		if res.Err != "" || res.TTFT < 20*time.Millisecond || res.Latency < res.TTFT {
+			t.Fatalf("request %d: %+v", i, res)
+		}
+	}
+	bad, _ := NewWSClient(Target{Name: "direct", BaseURL: base, Keys: []string{"tok-429"}}, 1)
+	defer bad.Close()
+	if res := bad.Do(Call{API: scenario.ResponsesWS, Model: "gpt-5.4", Timeout: 5 * time.Second}, time.Now()); res.Err != "ws_error" {
+		t.Fatalf("429 account over WebSocket: %+v, want ws_error", res)
+	}
+	none, _ := NewWSClient(Target{Name: "direct", BaseURL: base, Keys: []string{"nobody"}}, 1)
+	if res := none.Do(Call{API: scenario.ResponsesWS, Model: "gpt-5.4", Timeout: 5 * time.Second}, time.Now()); res.Err != "ws_upgrade_401" {
+		t.Fatalf("unknown token: %+v, want ws_upgrade_401", res)
+	}
+}

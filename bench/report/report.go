@@ -57,9 +57,15 @@ type Summary struct {
 	AddedP999us float64 `json:"added_p99_9_us"`
 	// StreamPhase is the first streamed open-loop phase with a baseline;
 	// AddedTTFT* are its added time to first content.
-	StreamPhase      string   `json:"stream_phase,omitempty"`
-	AddedTTFTP50us   float64  `json:"added_ttft_p50_us"`
-	AddedTTFTP99us   float64  `json:"added_ttft_p99_us"`
+	StreamPhase    string  `json:"stream_phase,omitempty"`
+	AddedTTFTP50us float64 `json:"added_ttft_p50_us"`
+	AddedTTFTP99us float64 `json:"added_ttft_p99_us"`
+	// WSPhase is the first open-loop responses_ws phase with a baseline;
+	// AddedWS* are its added latency and TTFT.
+	WSPhase          string   `json:"ws_phase,omitempty"`
+	AddedWSP50us     float64  `json:"added_ws_p50_us"`
+	AddedWSP99us     float64  `json:"added_ws_p99_us"`
+	AddedWSTTFTP99us float64  `json:"added_ws_ttft_p99_us"`
 	ThroughputPhase  string   `json:"throughput_phase,omitempty"`
 	GatewayRPS       float64  `json:"gateway_rps"`
 	DirectRPS        float64  `json:"direct_rps"`

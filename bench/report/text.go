@@ -69,6 +69,9 @@ func (r *Report) Text() string {
 	s := r.Summary
 	fmt.Fprintf(&b, "\nsummary: added p50 %.0f µs, p99 %.0f µs (%s); added TTFT p99 %.0f µs (%s); throughput gateway %.0f req/s, direct %.0f req/s, ratio %.3f (%s); gateway CPU %.0f µs/request\n",
 		s.AddedP50us, s.AddedP99us, s.HeadlinePhase, s.AddedTTFTP99us, s.StreamPhase, s.GatewayRPS, s.DirectRPS, s.ThroughputRatio, s.ThroughputPhase, s.CPUusPerRequest)
+	if s.WSPhase != "" {
+		fmt.Fprintf(&b, "Responses WebSocket (%s): added p50 %.0f µs, p99 %.0f µs, TTFT p99 %.0f µs\n", s.WSPhase, s.AddedWSP50us, s.AddedWSP99us, s.AddedWSTTFTP99us)
+	}
 	if len(s.Missing) > 0 {
 		fmt.Fprintf(&b, "not measured: %s\n", strings.Join(s.Missing, "; "))
 	}

@@ -130,13 +130,17 @@ type API string
 const (
 	Chat      API = "chat"      // POST /v1/chat/completions
 	Responses API = "responses" // POST /v1/responses
+	// ResponsesWS is the Responses API WebSocket mode: GET /v1/responses
+	// upgraded, one response.create frame per request on pooled
+	// connections (always streamed).
+	ResponsesWS API = "responses_ws"
 )
 
 // Phase is one kind of load, run against each target in every round.
 type Phase struct {
 	// Name identifies the phase in the report (e.g. "chat-1000rps").
 	Name string `yaml:"name" json:"name"`
-	// API is chat or responses.
+	// API is chat, responses or responses_ws.
 	API API `yaml:"api" json:"api"`
 	// Stream asks for SSE ("stream": true).
 	Stream bool `yaml:"stream" json:"stream"`
@@ -250,6 +254,9 @@ func (s *Scenario) fill() {
 		if p.API == "" {
 			p.API = Chat
 		}
+		if p.API == ResponsesWS {
+			p.Stream = true
+		}
 		if p.Timeout == 0 {
 			p.Timeout = DefaultTimeout
 		}
@@ -323,8 +330,11 @@ func (s *Scenario) Validate() error {
 			bad("%s: duplicate name", where)
 		}
 		seen[p.Name] = true
-		if p.API != Chat && p.API != Responses {
-			bad("%s: api must be chat or responses", where)
+		if p.API != Chat && p.API != Responses && p.API != ResponsesWS {
+			bad("%s: api must be chat, responses or responses_ws", where)
+		}
+		if p.API == ResponsesWS && p.Mode == Hold {
+			bad("%s: hold phases use chat or responses", where)
 		}
 		if p.Duration <= 0 || p.Warmup < 0 || p.Timeout <= 0 {
 			bad("%s: duration must be positive, warmup and timeout not negative", where)

@@ -27,7 +27,7 @@ func TestValidation(t *testing.T) {
 		"name: x\nphases: [{name: a, mode: closed, duration: 1s}]":                                                      "concurrency",
 		"name: x\nphases: [{name: a, mode: hold, concurrency: 3, duration: 1s}]":                                        "stream: true",
 		"name: x\nphases: [{name: a, mode: sideways, duration: 1s}]":                                                    "mode must be",
-		"name: x\nphases: [{name: a, api: soap, mode: open, rate: 1, duration: 1s}]":                                    "api must be",
+		"name: x\nphases: [{name: a, api: soap, mode: open, rate: 1, duration: 1s}]":                                    "api must be chat, responses or responses_ws",
 		"name: x\nphases: [{name: a, mode: open, rate: 1}]":                                                             "duration must be positive",
 		"name: x\nmock: {fault_rate: 2}\nfailover: {ks: [1]}":                                                           "fault_rate",
 		"name: x\nmock: {fault_kinds: [gremlins]}\nfailover: {ks: [1]}":                                                 "unknown fault kind",

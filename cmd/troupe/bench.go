@@ -135,7 +135,6 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 			s.Failover = nil
 			cfg.Notes = append(cfg.Notes, "--target: failover is measured only on a gateway the harness starts (it needs the scenario's failing account groups)")
 		}
-		cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
 		return finishBench(ctx, cmd, cfg, out)
 	}
 
@@ -168,12 +167,27 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 	cfg.GatewayPID = env.gateway.Process.Pid
 	cfg.MetricsURL = strings.TrimSuffix(env.gatewayURL, "/v1") + "/metrics"
 	cfg.HoldKey, cfg.FailoverKeys = env.holdKey, env.failoverKeys
-	cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
 	return finishBench(ctx, cmd, cfg, out)
 }
 
-// finishBench runs the harness and writes the report.
+// finishBench probes the WebSocket path (dropping the scenario's
+// responses_ws phases, with a note, when the gateway does not serve it),
+// runs the harness and writes the report.
 func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, out string) error {
+	cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
+	s := cfg.Scenario
+	var kept []scenario.Phase
+	for _, p := range s.Phases {
+		if p.API != scenario.ResponsesWS || cfg.WebSocket.Measured {
+			kept = append(kept, p)
+		} else {
+			cfg.Notes = append(cfg.Notes, "skipped phase "+p.Name+": "+cfg.WebSocket.Reason)
+		}
+	}
+	if len(kept) == len(s.Phases) && cfg.WebSocket.Measured && !hasWSPhase(s) {
+		cfg.WebSocket = report.WebSocket{Reason: "the scenario has no responses_ws phase"}
+	}
+	s.Phases = kept
 	rep, err := harness.Run(ctx, cfg)
 	if rep == nil {
 		return err
@@ -184,6 +198,15 @@ func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, ou
 	fmt.Fprint(cmd.OutOrStdout(), rep.Text())
 	fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(out, "report.json"))
 	return err
+}
+
+func hasWSPhase(s *scenario.Scenario) bool {
+	for _, p := range s.Phases {
+		if p.API == scenario.ResponsesWS {
+			return true
+		}
+	}
+	return false
 }
 
 // directTarget is the mock fleet at base (ending in /v1) with the tokens of
@@ -202,7 +225,8 @@ func directTarget(s *scenario.Scenario, base string) *load.Target {
 }
 
 // probeWebSocket asks the gateway for a WebSocket upgrade on GET
-// /v1/responses. The harness does not drive that path: the result says why.
+// /v1/responses: Measured is true when it is accepted (the responses_ws
+// phases can run), else Reason says why not.
 func probeWebSocket(ctx context.Context, t load.Target) report.WebSocket {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -221,7 +245,7 @@ func probeWebSocket(ctx context.Context, t load.Target) report.WebSocket {
 	}
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return report.WebSocket{Reason: "the gateway accepts a WebSocket upgrade on GET /v1/responses, but this harness does not drive that path yet"}
+		return report.WebSocket{Measured: true}
 	}
 	return report.WebSocket{Reason: fmt.Sprintf("the gateway does not serve GET /v1/responses over WebSocket (the upgrade probe got %d)", resp.StatusCode)}
 }

@@ -71,6 +71,7 @@ func TestBenchSmoke(t *testing.T) {
 		Memory struct {
 			RSSAfterLoad int64 `json:"rss_after_load_bytes"`
 		}
+		WebSocket struct{ Measured bool } `json:"websocket"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -88,8 +89,8 @@ func TestBenchSmoke(t *testing.T) {
 	if rep.Mode != "self" || rep.Machine.CPUs < 1 || rep.Versions.Go == "" || rep.Memory.RSSAfterLoad <= 0 {
 		t.Errorf("mode %q, machine %+v, versions %+v, memory %+v", rep.Mode, rep.Machine, rep.Versions, rep.Memory)
 	}
-	if len(rep.Phases) != 5 {
-		t.Fatalf("%d phases, want 5", len(rep.Phases))
+	if len(rep.Phases) != 6 {
+		t.Fatalf("%d phases, want 6", len(rep.Phases))
 	}
 	for _, p := range rep.Phases {
 		if len(p.Rounds) != 2 || p.Rounds[0].Added == nil || p.Gateway.OK == 0 || p.Direct.OK == 0 {
@@ -98,6 +99,9 @@ func TestBenchSmoke(t *testing.T) {
 		if p.Gateway.Errors != 0 || p.Direct.Errors != 0 {
 			t.Errorf("phase %s: %d gateway and %d direct errors", p.Name, p.Gateway.Errors, p.Direct.Errors)
 		}
+	}
+	if !rep.WebSocket.Measured {
+		t.Errorf("the Responses WebSocket phase did not run")
 	}
 	if len(rep.Holds) != 1 || rep.Holds[0].Open != rep.Holds[0].Streams {
 		t.Errorf("holds %+v", rep.Holds)
