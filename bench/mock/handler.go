@@ -80,6 +80,7 @@ type request struct {
 	includeUsage  bool // stream_options.include_usage
 	noObfuscation bool // stream_options.include_obfuscation == false
 	inputTokens   int  // len(body)/4
+	cacheHint     bool // the body asks for prompt caching ("cache_control" anywhere)
 	maxTokensSet  bool // "max_tokens" is a number (Messages requires it)
 	messagesSet   bool // "messages" is an array (Messages requires it)
 	script        script
@@ -136,8 +137,11 @@ func parseRequest(body []byte, r *request) bool {
 	})
 	r.script = parseScript(tools, conv)
 	r.inputTokens = len(body) / 4
+	r.cacheHint = bytes.Contains(body, cacheControlKey)
 	return true
 }
+
+var cacheControlKey = []byte(`"cache_control"`)
 
 // handle is the fasthttp handler of the fleet.
 func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {

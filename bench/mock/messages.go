@@ -49,11 +49,19 @@ func (s *stream) stopReason() string {
 // appendMessagesUsage appends the usage object: message_start's (output
 // small, the service tier given), the final one of a non-stream message,
 // or message_delta's cumulative counts (no cache_creation or service_tier,
-// as recorded).
+// as recorded). A request with cache_control breakpoints finds its prompt
+// cached: three quarters of its input are cache_read_input_tokens (a warm
+// cache, as an agent's later turns see it), the rest input_tokens; the
+// total is the mock's input count either way.
 func (s *stream) appendMessagesUsage(dst []byte, output int, delta bool) []byte {
+	in, cached := int64(s.req.inputTokens), int64(0)
+	if s.req.cacheHint {
+		cached = in * 3 / 4
+	}
 	dst = append(dst, `{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(s.req.inputTokens), 10)
-	dst = append(dst, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0`...)
+	dst = strconv.AppendInt(dst, in-cached, 10)
+	dst = append(dst, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":`...)
+	dst = strconv.AppendInt(dst, cached, 10)
 	if !delta {
 		dst = append(dst, `,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0}`...)
 	}

@@ -210,3 +210,28 @@ func TestMessagesModelsAndCountTokens(t *testing.T) {
 		t.Errorf("stats %+v: counting and listings are not answers", st)
 	}
 }
+
+// A request with cache_control breakpoints finds three quarters of its
+// prompt in the cache; the total input is unchanged.
+func TestMessagesPromptCache(t *testing.T) {
+	_, base := startFleet(t, acctAnthropic)
+	c := newClient(t)
+	body := `{"model":"claude-sonnet-4-5","max_tokens":64,"system":[{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"Hello, world"}]}`
+	total := int64(len(body) / 4)
+	_, b := do(t, c, "POST", base+"/v1/messages", "", body, anthropicHeaders(acctAnthropic)...)
+	got := obj(t, string(b))
+	in, read, created := num(t, get(got, "usage", "input_tokens")), num(t, get(got, "usage", "cache_read_input_tokens")), num(t, get(got, "usage", "cache_creation_input_tokens"))
+	if read != total*3/4 || in+read+created != total || created != 0 {
+		t.Errorf("usage %v, want %d of %d read from the cache", got["usage"], total*3/4, total)
+	}
+	stream := strings.Replace(body, `"max_tokens":64,`, `"max_tokens":64,"stream":true,`, 1)
+	_, b = do(t, c, "POST", base+"/v1/messages", "", stream, anthropicHeaders(acctAnthropic)...)
+	datas, _ := checkMessagesStream(t, b)
+	total = int64(len(stream) / 4)
+	for _, u := range []any{get(datas[0], "message", "usage"), get(datas[len(datas)-2], "usage")} {
+		m := u.(map[string]any)
+		if num(t, m["cache_read_input_tokens"]) != total*3/4 || num(t, m["input_tokens"]) != total-total*3/4 {
+			t.Errorf("stream usage %v", m)
+		}
+	}
+}
