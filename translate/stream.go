@@ -112,6 +112,9 @@ type Stream struct {
 	id       string
 	created  int64
 
+	custom    bool   // the open block is a custom tool call being buffered
+	customBuf []byte // its raw input so far
+
 	chatD chatDecoder
 	respD responsesDecoder
 	msgD  messagesDecoder
@@ -231,6 +234,23 @@ func (s *Stream) emit(dst []byte, e *sev) []byte {
 	default:
 		if !s.started {
 			dst = s.emit(dst, &sev{kind: sevStart})
+		}
+		if s.to != Responses {
+			// A custom (freeform) tool call has raw input; Chat and Messages
+			// clients get function-style JSON arguments {"input": "…"},
+			// sent whole when the call ends.
+			switch {
+			case e.kind == sevBlockStart:
+				s.custom = e.bk == blockTool && e.custom
+				s.customBuf = s.customBuf[:0]
+			case e.kind == sevDelta && s.custom:
+				s.customBuf = append(s.customBuf, e.text...)
+				return dst
+			case e.kind == sevBlockStop && s.custom:
+				s.custom = false
+				args := append([]byte(`{"input":`), AppendString(nil, b2s(s.customBuf))...)
+				dst = s.enc.put(s, dst, &sev{kind: sevDelta, bk: blockTool, text: b2s(append(args, '}'))})
+			}
 		}
 	}
 	return s.enc.put(s, dst, e)
