@@ -1,10 +1,15 @@
-package translate
+// Package sdkcheck_test holds the tests in which the official OpenAI and
+// Anthropic Go SDKs read translate's output. They live apart from package
+// translate so that its fuzz targets do not build the SDKs with coverage
+// instrumentation.
+package sdkcheck_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +24,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // The official SDKs parse every translated answer and stream. Each recorded
@@ -88,12 +95,12 @@ var chatParams = openai.ChatCompletionNewParams{Model: "m", Messages: []openai.C
 var responsesParams = responses.ResponseNewParams{Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
 
 // sdkDigest reads an answer (stream or not) of protocol p with its SDK.
-func sdkDigest(t *testing.T, p Protocol, body []byte, stream bool) digest {
+func sdkDigest(t *testing.T, p translate.Protocol, body []byte, stream bool) digest {
 	t.Helper()
 	url := serve(t, body, stream)
 	ctx := sdkCtx(t)
 	switch p {
-	case Chat:
+	case translate.Chat:
 		c := openaiClient(url)
 		if !stream {
 			cc, err := c.Chat.Completions.New(ctx, chatParams)
@@ -112,7 +119,7 @@ func sdkDigest(t *testing.T, p Protocol, body []byte, stream bool) digest {
 		d := chatDigest(&acc.ChatCompletion)
 		d.Error = s.Err() != nil
 		return d
-	case Responses:
+	case translate.Responses:
 		c := openaiClient(url)
 		if !stream {
 			r, err := c.Responses.New(ctx, responsesParams)
@@ -247,7 +254,7 @@ func messagesDigest(m *anthropic.Message) digest {
 }
 
 // compareDigests checks that the client saw what the upstream said.
-func compareDigests(t *testing.T, from, to Protocol, up, got digest) {
+func compareDigests(t *testing.T, from, to translate.Protocol, up, got digest) {
 	t.Helper()
 	if up.Error || got.Error {
 		if up.Error != got.Error {
@@ -255,7 +262,7 @@ func compareDigests(t *testing.T, from, to Protocol, up, got digest) {
 		}
 		return
 	}
-	if from == Chat || to == Chat {
+	if from == translate.Chat || to == translate.Chat {
 		up.Reasoning, got.Reasoning = "", "" // Chat has no reasoning field in its SDK
 	}
 	if !reflect.DeepEqual(up, got) {
@@ -277,7 +284,7 @@ func TestSDKStreams(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+to.String(), func(t *testing.T) {
-				out := translateStream(t, from, to, in, StreamOptions{IncludeUsage: true})
+				out := translateStream(t, from, to, in, translate.StreamOptions{IncludeUsage: true})
 				got := sdkDigest(t, to, out, true)
 				compareDigests(t, from, to, up, got)
 			})
@@ -299,7 +306,7 @@ func TestSDKResponses(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+to.String(), func(t *testing.T) {
-				out, err := TranslateResponse(from, to, in, ResponseOptions{})
+				out, err := translate.TranslateResponse(from, to, in, translate.ResponseOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -325,7 +332,7 @@ func TestSDKErrors(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+to.String(), func(t *testing.T) {
-				body := TranslateError(from, to, 429, in)
+				body := translate.TranslateError(from, to, 429, in)
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(429)
@@ -335,7 +342,7 @@ func TestSDKErrors(t *testing.T) {
 				ctx := sdkCtx(t)
 				var msg string
 				switch to {
-				case Messages:
+				case translate.Messages:
 					c := anthropicClient(srv.URL)
 					_, err := c.Messages.New(ctx, anthropicParams)
 					var ae *anthropic.Error
@@ -365,4 +372,49 @@ func asErr[T error](err error, target *T) bool {
 		return false
 	}
 	return errors.As(err, target)
+}
+
+var protocols = []translate.Protocol{translate.Chat, translate.Responses, translate.Messages}
+
+// files lists the shared testdata of package translate.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join("..", "testdata", dir, "*"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no files in ../testdata/%s", dir)
+	}
+	return m
+}
+
+func protocolOf(t *testing.T, name string) translate.Protocol {
+	switch {
+	case strings.HasPrefix(name, "chat-"):
+		return translate.Chat
+	case strings.HasPrefix(name, "responses-"):
+		return translate.Responses
+	case strings.HasPrefix(name, "messages-"):
+		return translate.Messages
+	}
+	t.Fatalf("%s: no protocol prefix", name)
+	return 0
+}
+
+// translateStream runs a whole upstream stream through a Stream.
+func translateStream(t *testing.T, from, to translate.Protocol, in []byte, opts translate.StreamOptions) []byte {
+	sc := translate.NewScanner(bytes.NewReader(in), 0)
+	st := translate.NewStream(from, to, opts)
+	var out []byte
+	for {
+		ev, err := sc.Next()
+		if err == io.EOF {
+			return st.Finish(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = st.Event(out, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,144 @@
+package translate
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/iotest"
+
+	"github.com/tidwall/gjson"
+)
+
+// Fuzz targets for every request translator, the answer translator, the
+// error translator and the stream translator. Seeds are the small recorded
+// fixtures in testdata/ (the large real-client bodies would slow every
+// execution down); the pair of protocols is taken from the first input byte.
+
+// pair decodes a protocol pair (from != to) from a byte.
+func pair(k byte) (Protocol, Protocol) {
+	i := int(k) % 6
+	from := protocols[i/2]
+	to := protocols[(i/2+1+i%2)%3]
+	return from, to
+}
+
+// seedKey is the pair byte for a testdata file name.
+func seedKey(name string, to int) byte {
+	from := map[byte]int{'c': 0, 'r': 1, 'm': 2}[name[0]]
+	return byte(from*2 + to)
+}
+
+func FuzzTranslateRequest(f *testing.F) {
+	for _, p := range mustGlob(f, "requests") {
+		b, _ := os.ReadFile(p)
+		if len(b) > 16<<10 {
+			continue
+		}
+		for to := 0; to < 2; to++ {
+			f.Add(seedKey(filepath.Base(p), to), b)
+		}
+	}
+	f.Add(byte(0), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`))
+	f.Add(byte(4), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","is_error":true,"content":"no"}]}]}`))
+	f.Fuzz(func(t *testing.T, k byte, body []byte) {
+		from, to := pair(k)
+		out, err := TranslateRequest(from, to, body, RequestOptions{})
+		if err != nil {
+			var te *Error
+			if !errors.As(err, &te) || te.Status != 400 || te.Message == "" {
+				t.Fatalf("%v is not a 400 *Error", err)
+			}
+			return
+		}
+		if !gjson.ValidBytes(out) {
+			t.Fatalf("%s→%s gave invalid JSON %s", from, to, out)
+		}
+	})
+}
+
+func FuzzTranslateResponse(f *testing.F) {
+	for _, p := range mustGlob(f, "responses") {
+		b, _ := os.ReadFile(p)
+		for to := 0; to < 2; to++ {
+			f.Add(seedKey(filepath.Base(p), to), b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, k byte, body []byte) {
+		from, to := pair(k)
+		out, err := TranslateResponse(from, to, body, ResponseOptions{Created: 1})
+		if err != nil {
+			return
+		}
+		if !gjson.ValidBytes(out) {
+			t.Fatalf("%s→%s gave invalid JSON %s", from, to, out)
+		}
+		_ = TranslateError(from, to, 500, body)
+	})
+}
+
+func FuzzTranslateError(f *testing.F) {
+	for _, p := range mustGlob(f, "errors") {
+		b, _ := os.ReadFile(p)
+		f.Add(seedKey(filepath.Base(p), 0), 429, b)
+	}
+	f.Fuzz(func(t *testing.T, k byte, status int, body []byte) {
+		from, to := pair(k)
+		out := TranslateError(from, to, status, body)
+		if !gjson.ValidBytes(out) || !gjson.GetBytes(out, "error").IsObject() {
+			t.Fatalf("%s→%s gave %s", from, to, out)
+		}
+	})
+}
+
+func FuzzStream(f *testing.F) {
+	for _, p := range mustGlob(f, "streams") {
+		b, _ := os.ReadFile(p)
+		if len(b) > 16<<10 {
+			continue
+		}
+		for to := 0; to < 2; to++ {
+			f.Add(seedKey(filepath.Base(p), to), b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, k byte, in []byte) {
+		from, to := pair(k)
+		st := NewStream(from, to, StreamOptions{IncludeUsage: k&0x80 != 0, Created: 1})
+		sc := NewScanner(iotest.HalfReader(bytes.NewReader(in)), 1<<20)
+		var out []byte
+		for {
+			ev, err := sc.Next()
+			if err != nil {
+				if err == io.EOF {
+					out = st.Finish(out)
+				} else {
+					out = st.Fail(out, "server_error", "", "read failed")
+				}
+				break
+			}
+			n := len(out)
+			out, err = st.Event(out, ev)
+			if err != nil {
+				if len(out) != n {
+					t.Fatal("Event appended bytes and failed")
+				}
+				out = st.Fail(out, "server_error", "", "bad event")
+				break
+			}
+		}
+		if !st.Done() {
+			t.Fatal("stream not ended after Finish or Fail")
+		}
+		checkSSE(t, to, out)
+	})
+}
+
+func mustGlob(f *testing.F, dir string) []string {
+	m, err := filepath.Glob(filepath.Join("testdata", dir, "*"))
+	if err != nil || len(m) == 0 {
+		f.Fatalf("no seeds in testdata/%s", dir)
+	}
+	return m
+}
