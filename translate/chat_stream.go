@@ -40,10 +40,10 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 		if msg == "" {
 			msg = "The upstream reported an error."
 		}
-		return s.emit(dst, &sev{kind: sevError, errType: typ, errCode: code, text: msg}), nil
+		return s.emit(dst, sev{kind: sevError, errType: typ, errCode: code, text: msg}), nil
 	}
 	if !s.started {
-		dst = s.emit(dst, &sev{kind: sevStart, id: root.Get("id").Str, name: root.Get("model").Str, created: root.Get("created").Int()})
+		dst = s.emit(dst, sev{kind: sevStart, id: root.Get("id").Str, name: root.Get("model").Str, created: root.Get("created").Int()})
 	}
 	if u := root.Get("usage"); u.IsObject() {
 		s.usage = chatUsage(u)
@@ -54,15 +54,15 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 	}
 	delta := ch.Get("delta")
 	if r := delta.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockReasoning, r.Str)
+		dst = d.text(s, dst, blockReasoning, s.str(r))
 	} else if r := delta.Get("reasoning"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockReasoning, r.Str)
+		dst = d.text(s, dst, blockReasoning, s.str(r))
 	}
 	if c := delta.Get("content"); c.Type == gjson.String && c.Str != "" {
-		dst = d.text(s, dst, blockText, c.Str)
+		dst = d.text(s, dst, blockText, s.str(c))
 	}
 	if r := delta.Get("refusal"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockRefusal, r.Str)
+		dst = d.text(s, dst, blockRefusal, s.str(r))
 	}
 	if tcs := delta.Get("tool_calls"); tcs.IsArray() {
 		tcs.ForEach(func(_, tc gjson.Result) bool {
@@ -75,14 +75,14 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 					name = tc.Get("custom.name").Str
 				}
 				d.open, d.tool = blockTool, idx
-				dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockTool, id: tc.Get("id").Str, name: name, custom: custom})
+				dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: tc.Get("id").Str, name: name, custom: custom})
 			}
 			frag := tc.Get("function.arguments")
 			if custom {
 				frag = tc.Get("custom.input")
 			}
 			if frag.Str != "" {
-				dst = s.emit(dst, &sev{kind: sevDelta, bk: blockTool, text: frag.Str})
+				dst = s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: s.str(frag)})
 			}
 			return true
 		})
@@ -99,9 +99,9 @@ func (d *chatDecoder) text(s *Stream, dst []byte, k blockKind, t string) []byte 
 	if d.open != k {
 		dst = d.close(s, dst)
 		d.open = k
-		dst = s.emit(dst, &sev{kind: sevBlockStart, bk: k})
+		dst = s.emit(dst, sev{kind: sevBlockStart, bk: k})
 	}
-	return s.emit(dst, &sev{kind: sevDelta, bk: k, text: t})
+	return s.emit(dst, sev{kind: sevDelta, bk: k, text: t})
 }
 
 func (d *chatDecoder) close(s *Stream, dst []byte) []byte {
@@ -110,7 +110,7 @@ func (d *chatDecoder) close(s *Stream, dst []byte) []byte {
 	}
 	k := d.open
 	d.open, d.tool = 0, -1
-	return s.emit(dst, &sev{kind: sevBlockStop, bk: k})
+	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
 }
 
 func (d *chatDecoder) end(s *Stream, dst []byte) []byte {
@@ -118,7 +118,7 @@ func (d *chatDecoder) end(s *Stream, dst []byte) []byte {
 		return dst
 	}
 	dst = d.close(s, dst)
-	return s.emit(dst, &sev{kind: sevFinish, finish: d.finish})
+	return s.emit(dst, sev{kind: sevFinish, finish: d.finish})
 }
 
 // chatEncoder writes a Chat stream to the client.
@@ -129,7 +129,7 @@ type chatEncoder struct {
 	kind    blockKind
 }
 
-func (e *chatEncoder) put(s *Stream, dst []byte, ev *sev) []byte {
+func (e *chatEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 	switch ev.kind {
 	case sevStart:
 		e.head = append(e.head[:0], `data: {"id":`...)

@@ -138,7 +138,12 @@ func TestGoldenResponses(t *testing.T) {
 
 // translateStream runs a whole upstream stream through a Stream.
 func translateStream(t testing.TB, from, to Protocol, in []byte, opts StreamOptions) []byte {
-	sc := NewScanner(bytes.NewReader(in), 0)
+	return translateStreamFrom(t, from, to, bytes.NewReader(in), opts)
+}
+
+// translateStreamFrom runs a whole upstream stream read from r.
+func translateStreamFrom(t testing.TB, from, to Protocol, r io.Reader, opts StreamOptions) []byte {
+	sc := NewScanner(r, 0)
 	st := NewStream(from, to, opts)
 	var out []byte
 	for {

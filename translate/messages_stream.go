@@ -32,7 +32,7 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		if u := m.Get("usage"); u.IsObject() {
 			s.usage = messagesUsage(u)
 		}
-		return s.emit(dst, &sev{kind: sevStart, id: m.Get("id").Str, name: m.Get("model").Str}), nil
+		return s.emit(dst, sev{kind: sevStart, id: m.Get("id").Str, name: m.Get("model").Str}), nil
 	case "content_block_start":
 		dst = d.close(s, dst)
 		cb := gjson.Get(data, "content_block")
@@ -41,20 +41,20 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		switch cb.Get("type").Str {
 		case "text":
 			d.open = blockText
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockText})
-			if t := cb.Get("text").Str; t != "" {
-				dst = s.emit(dst, &sev{kind: sevDelta, bk: blockText, text: t})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockText})
+			if t := s.str(cb.Get("text")); t != "" {
+				dst = s.emit(dst, sev{kind: sevDelta, bk: blockText, text: t})
 			}
 		case "thinking":
 			d.open = blockReasoning
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning})
 		case "redacted_thinking":
 			d.open = blockReasoning
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning})
-			dst = s.emit(dst, &sev{kind: sevSignature, sig: sigIsRedacted, text: cb.Get("data").Str})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning})
+			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsRedacted, text: cb.Get("data").Str})
 		case "tool_use":
 			d.open = blockTool
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockTool, id: cb.Get("id").Str, name: cb.Get("name").Str})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: cb.Get("id").Str, name: cb.Get("name").Str})
 		default:
 			d.skip = true // server tool blocks: never asked for by a translated request
 		}
@@ -66,14 +66,14 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		delta := gjson.Get(data, "delta")
 		switch delta.Get("type").Str {
 		case "text_delta":
-			return s.emit(dst, &sev{kind: sevDelta, bk: blockText, text: delta.Get("text").Str}), nil
+			return s.emit(dst, sev{kind: sevDelta, bk: blockText, text: s.str(delta.Get("text"))}), nil
 		case "thinking_delta":
-			return s.emit(dst, &sev{kind: sevDelta, bk: blockReasoning, text: delta.Get("thinking").Str}), nil
+			return s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(delta.Get("thinking"))}), nil
 		case "signature_delta":
-			return s.emit(dst, &sev{kind: sevSignature, sig: sigIsSignature, text: delta.Get("signature").Str}), nil
+			return s.emit(dst, sev{kind: sevSignature, sig: sigIsSignature, text: s.str(delta.Get("signature"))}), nil
 		case "input_json_delta":
-			if pj := delta.Get("partial_json").Str; pj != "" {
-				return s.emit(dst, &sev{kind: sevDelta, bk: blockTool, text: pj}), nil
+			if pj := s.str(delta.Get("partial_json")); pj != "" {
+				return s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: pj}), nil
 			}
 		}
 		return dst, nil
@@ -97,7 +97,7 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 			msg = "The upstream reported an error."
 		}
 		otype, code := openAIType(t, 0)
-		return s.emit(dst, &sev{kind: sevError, errType: otype, errCode: code, text: msg}), nil
+		return s.emit(dst, sev{kind: sevError, errType: otype, errCode: code, text: msg}), nil
 	}
 	return dst, nil // ping and future event types
 }
@@ -121,7 +121,7 @@ func (d *messagesDecoder) close(s *Stream, dst []byte) []byte {
 	if skip {
 		return dst
 	}
-	return s.emit(dst, &sev{kind: sevBlockStop, bk: k})
+	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
 }
 
 func (d *messagesDecoder) end(s *Stream, dst []byte) []byte {
@@ -132,7 +132,7 @@ func (d *messagesDecoder) end(s *Stream, dst []byte) []byte {
 	if !d.finished {
 		return dst // Finish turns this into a failure
 	}
-	return s.emit(dst, &sev{kind: sevFinish, finish: d.finish, stopSeq: d.stopSeq})
+	return s.emit(dst, sev{kind: sevFinish, finish: d.finish, stopSeq: d.stopSeq})
 }
 
 // messagesEncoder writes a Messages stream to the client.
@@ -151,7 +151,7 @@ func msgEvent(dst []byte, name string) []byte {
 	return append(dst, '"')
 }
 
-func (e *messagesEncoder) put(s *Stream, dst []byte, ev *sev) []byte {
+func (e *messagesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 	switch ev.kind {
 	case sevStart:
 		dst = msgEvent(dst, "message_start")

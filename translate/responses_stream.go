@@ -2,6 +2,7 @@ package translate
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -32,7 +33,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 	switch typ {
 	case "response.created", "response.in_progress", "response.queued":
 		r := gjson.Get(data, "response")
-		return s.emit(dst, &sev{kind: sevStart, id: r.Get("id").Str, name: r.Get("model").Str, created: r.Get("created_at").Int()}), nil
+		return s.emit(dst, sev{kind: sevStart, id: r.Get("id").Str, name: r.Get("model").Str, created: r.Get("created_at").Int()}), nil
 	case "response.output_item.added":
 		it := gjson.Get(data, "item")
 		out := gjson.Get(data, "output_index").Int()
@@ -41,12 +42,12 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 			dst = d.close(s, dst)
 			d.open, d.out, d.sawArgs = blockTool, out, false
 			custom := it.Get("type").Str == "custom_tool_call"
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockTool, id: it.Get("call_id").Str,
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: it.Get("call_id").Str,
 				name: flatName(it.Get("namespace").Str, it.Get("name").Str), custom: custom, itemID: it.Get("id").Str})
 		case "reasoning":
 			dst = d.close(s, dst)
 			d.open, d.out, d.summary, d.sawArgs = blockReasoning, out, 0, false
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
 		}
 		return dst, nil
 	case "response.content_part.added":
@@ -56,7 +57,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		}
 		dst = d.close(s, dst)
 		d.open, d.out = k, gjson.Get(data, "output_index").Int()
-		return s.emit(dst, &sev{kind: sevBlockStart, bk: k}), nil
+		return s.emit(dst, sev{kind: sevBlockStart, bk: k}), nil
 	case "response.output_text.delta", "response.refusal.delta":
 		k := blockText
 		if typ == "response.refusal.delta" {
@@ -65,9 +66,9 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		if d.open != k {
 			dst = d.close(s, dst)
 			d.open, d.out = k, gjson.Get(data, "output_index").Int()
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: k})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: k})
 		}
-		return s.emit(dst, &sev{kind: sevDelta, bk: k, text: gjson.Get(data, "delta").Str}), nil
+		return s.emit(dst, sev{kind: sevDelta, bk: k, text: s.str(gjson.Get(data, "delta"))}), nil
 	case "response.content_part.done":
 		if d.open == blockText || d.open == blockRefusal {
 			dst = d.close(s, dst)
@@ -77,27 +78,27 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		if d.open != blockReasoning {
 			dst = d.close(s, dst)
 			d.open, d.out, d.summary = blockReasoning, gjson.Get(data, "output_index").Int(), 0
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
 		}
 		if idx := gjson.Get(data, "summary_index").Int(); idx > d.summary {
 			d.summary = idx
-			dst = s.emit(dst, &sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
+			dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
 		}
 		return dst, nil
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if d.open != blockReasoning {
 			dst = d.close(s, dst)
 			d.open, d.out = blockReasoning, gjson.Get(data, "output_index").Int()
-			dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
 		}
 		d.sawArgs = true
-		return s.emit(dst, &sev{kind: sevDelta, bk: blockReasoning, text: gjson.Get(data, "delta").Str}), nil
+		return s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(gjson.Get(data, "delta"))}), nil
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
 		if d.open != blockTool {
 			return dst, nil // a delta for an item never announced: nothing to attach it to
 		}
 		d.sawArgs = true
-		return s.emit(dst, &sev{kind: sevDelta, bk: blockTool, text: gjson.Get(data, "delta").Str}), nil
+		return s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: s.str(gjson.Get(data, "delta"))}), nil
 	case "response.output_item.done":
 		it := gjson.Get(data, "item")
 		switch it.Get("type").Str {
@@ -105,32 +106,32 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 			if d.open != blockReasoning {
 				dst = d.close(s, dst)
 				d.open = blockReasoning
-				dst = s.emit(dst, &sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
+				dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
 			}
 			if !d.sawArgs {
 				// Summaries that came only whole, in the done item.
 				n := 0
 				it.Get("summary").ForEach(func(_, sm gjson.Result) bool {
 					if n > 0 {
-						dst = s.emit(dst, &sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
+						dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
 					}
 					n++
-					dst = s.emit(dst, &sev{kind: sevDelta, bk: blockReasoning, text: sm.Get("text").Str})
+					dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(sm.Get("text"))})
 					return true
 				})
 			}
 			if enc := it.Get("encrypted_content").Str; enc != "" {
-				dst = s.emit(dst, &sev{kind: sevSignature, sig: sigIsEncrypted, text: enc})
+				dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsEncrypted, text: enc})
 			}
 			return d.close(s, dst), nil
 		case "function_call", "custom_tool_call":
 			if d.open == blockTool && !d.sawArgs {
-				args := it.Get("arguments").Str
+				args := s.str(it.Get("arguments"))
 				if it.Get("type").Str == "custom_tool_call" {
-					args = it.Get("input").Str
+					args = s.str(it.Get("input"))
 				}
 				if args != "" {
-					dst = s.emit(dst, &sev{kind: sevDelta, bk: blockTool, text: args})
+					dst = s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: args})
 				}
 			}
 			return d.close(s, dst), nil
@@ -151,7 +152,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 			return !tools
 		})
 		f := responsesFinish(r.Get("status").Str, r.Get("incomplete_details.reason").Str, tools)
-		return s.emit(dst, &sev{kind: sevFinish, finish: f}), nil
+		return s.emit(dst, sev{kind: sevFinish, finish: f}), nil
 	case "response.failed":
 		r := gjson.Get(data, "response")
 		if u := r.Get("usage"); u.IsObject() {
@@ -161,7 +162,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		if msg == "" {
 			msg = "The upstream response failed."
 		}
-		return s.emit(dst, &sev{kind: sevError, errType: responsesErrorType(code), errCode: code, text: msg}), nil
+		return s.emit(dst, sev{kind: sevError, errType: responsesErrorType(code), errCode: code, text: msg}), nil
 	case "error":
 		typ, code, _, msg := errorParts(Responses, ev.Data)
 		if code == "" {
@@ -176,7 +177,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		if msg == "" {
 			msg = "The upstream reported an error."
 		}
-		return s.emit(dst, &sev{kind: sevError, errType: typ, errCode: code, text: msg}), nil
+		return s.emit(dst, sev{kind: sevError, errType: typ, errCode: code, text: msg}), nil
 	}
 	return dst, nil
 }
@@ -200,7 +201,7 @@ func (d *responsesDecoder) close(s *Stream, dst []byte) []byte {
 	}
 	k := d.open
 	d.open, d.out = 0, -1
-	return s.emit(dst, &sev{kind: sevBlockStop, bk: k})
+	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
 }
 
 func (d *responsesDecoder) end(s *Stream, dst []byte) []byte { return dst }
@@ -296,7 +297,7 @@ func (e *responsesEncoder) final(it *responsesItem) *part {
 	return p
 }
 
-func (e *responsesEncoder) put(s *Stream, dst []byte, ev *sev) []byte {
+func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 	switch ev.kind {
 	case sevStart:
 		e.respID = idWithPrefix("resp_", s.id)
@@ -307,7 +308,7 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev *sev) []byte {
 		dst = e.response(append(dst, `,"response":`...), s, "in_progress", finishNone, "", "")
 		return endEvent(dst)
 	case sevBlockStart:
-		return e.start(s, dst, ev)
+		return e.start(s, dst, &ev)
 	case sevDelta:
 		if e.cur < 0 {
 			return dst
@@ -413,7 +414,7 @@ func (e *responsesEncoder) start(s *Stream, dst []byte, ev *sev) []byte {
 	e.cur = n
 	switch ev.bk {
 	case blockTool:
-		it.p = part{typ: partToolCall, callID: ev.id, name: ev.name, custom: ev.custom, namespace: ev.namespace}
+		it.p = part{typ: partToolCall, callID: strings.Clone(ev.id), name: strings.Clone(ev.name), custom: ev.custom}
 		if !e.names.loaded {
 			e.names = loadToolNames(e.request)
 		}

@@ -2,7 +2,10 @@ package translate
 
 import (
 	"errors"
+	"strings"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // Stream translation: a decoder per upstream protocol turns each upstream
@@ -62,8 +65,8 @@ const (
 )
 
 // sev is one canonical stream event. Its strings may point into the
-// upstream event's bytes: they are valid only during the call that carries
-// them.
+// upstream event's bytes: they are valid only during the
+// call that carries them, and an encoder that keeps one must copy it.
 type sev struct {
 	kind      sevKind
 	bk        blockKind
@@ -92,7 +95,7 @@ type decoder interface {
 
 // encoder writes one client protocol's events.
 type encoder interface {
-	put(s *Stream, dst []byte, e *sev) []byte
+	put(s *Stream, dst []byte, e sev) []byte
 }
 
 // Stream converts one upstream SSE stream into the client's protocol, event
@@ -172,6 +175,16 @@ func (s *Stream) Event(dst []byte, ev Event) ([]byte, error) {
 	return s.dec.decode(s, dst, ev)
 }
 
+// str returns the string value of r ("" when r is not a string). A string
+// without escapes points into the upstream event's bytes; gjson decodes one
+// with escapes into a new string (the one allocation a delta may cost).
+func (s *Stream) str(r gjson.Result) string {
+	if r.Type != gjson.String {
+		return ""
+	}
+	return r.Str
+}
+
 // Finish is called at the upstream's clean end of stream; it appends what
 // the client protocol still needs (Chat's usage chunk when IncludeUsage and
 // "data: [DONE]"; Messages' message_delta and message_stop; Responses'
@@ -197,7 +210,7 @@ func (s *Stream) Fail(dst []byte, typ, code, message string) []byte {
 	if s.done {
 		return dst
 	}
-	return s.emit(dst, &sev{kind: sevError, errType: typ, errCode: code, text: message})
+	return s.emit(dst, sev{kind: sevError, errType: typ, errCode: code, text: message})
 }
 
 // Done reports whether the stream has ended (a terminal event was written).
@@ -208,15 +221,15 @@ func (s *Stream) Done() bool { return s.done }
 func (s *Stream) Usage() Usage { return s.usage }
 
 // emit passes a canonical event to the encoder.
-func (s *Stream) emit(dst []byte, e *sev) []byte {
+func (s *Stream) emit(dst []byte, e sev) []byte {
 	switch e.kind {
 	case sevStart:
 		if s.started {
 			return dst
 		}
 		s.started = true
-		s.id = e.id
-		s.model = e.name
+		s.id = strings.Clone(e.id)
+		s.model = strings.Clone(e.name)
 		if s.opts.Model != "" {
 			s.model = s.opts.Model
 		}
@@ -228,12 +241,12 @@ func (s *Stream) emit(dst []byte, e *sev) []byte {
 		}
 	case sevFinish, sevError:
 		if !s.started && e.kind == sevFinish {
-			dst = s.emit(dst, &sev{kind: sevStart})
+			dst = s.emit(dst, sev{kind: sevStart})
 		}
 		s.done = true
 	default:
 		if !s.started {
-			dst = s.emit(dst, &sev{kind: sevStart})
+			dst = s.emit(dst, sev{kind: sevStart})
 		}
 		if s.to != Responses {
 			// A custom (freeform) tool call has raw input; Chat and Messages
@@ -249,7 +262,7 @@ func (s *Stream) emit(dst []byte, e *sev) []byte {
 			case e.kind == sevBlockStop && s.custom:
 				s.custom = false
 				args := append([]byte(`{"input":`), AppendString(nil, b2s(s.customBuf))...)
-				dst = s.enc.put(s, dst, &sev{kind: sevDelta, bk: blockTool, text: b2s(append(args, '}'))})
+				dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, text: b2s(append(args, '}'))})
 			}
 		}
 	}

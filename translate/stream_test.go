@@ -1,0 +1,191 @@
+package translate
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/iotest"
+)
+
+// upstream events that open a text block, and one text delta, per protocol.
+var (
+	openText = map[Protocol][]Event{
+		Chat: {{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`)}},
+		Responses: {
+			{Name: []byte("response.created"), Data: []byte(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","created_at":1,"model":"m","status":"in_progress","output":[]}}`)},
+			{Name: []byte("response.output_item.added"), Data: []byte(`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}`)},
+			{Name: []byte("response.content_part.added"), Data: []byte(`{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}`)},
+		},
+		Messages: {
+			{Name: []byte("message_start"), Data: []byte(`{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":3,"output_tokens":1}}}`)},
+			{Name: []byte("content_block_start"), Data: []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)},
+		},
+	}
+	textDelta = map[Protocol]Event{
+		Chat:      {Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello wörld"},"finish_reason":null}]}`)},
+		Responses: {Name: []byte("response.output_text.delta"), Data: []byte(`{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"hello wörld"}`)},
+		Messages:  {Name: []byte("content_block_delta"), Data: []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello wörld"}}`)},
+	}
+)
+
+// TestStreamDeltaAllocs locks in that a text delta without JSON escapes
+// costs no allocation in steady state (a Responses client's stream keeps
+// the text for its .done events, so its buffer grows now and then; a delta
+// with escapes costs one, gjson's decoded string).
+func TestStreamDeltaAllocs(t *testing.T) {
+	for _, from := range protocols {
+		for _, to := range protocols {
+			if from == to {
+				continue
+			}
+			st := NewStream(from, to, StreamOptions{Created: 1})
+			out := make([]byte, 0, 4096)
+			var err error
+			for _, ev := range openText[from] {
+				if out, err = st.Event(out[:0], ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allocs := testing.AllocsPerRun(200, func() {
+				out, err = st.Event(out[:0], textDelta[from])
+			})
+			if err != nil || !bytes.Contains(out, []byte(`hello wörld`)) {
+				t.Fatalf("%s→%s: %v %s", from, to, err, out)
+			}
+			if limit := 0.0; allocs > limit+boolf(to == Responses) {
+				t.Errorf("%s→%s: %.2f allocations per text delta", from, to, allocs)
+			}
+		}
+	}
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestStreamOneByteReads feeds every recorded stream one byte per read, so
+// multi-byte UTF-8 characters and CRLF pairs are split across reads; the
+// translation must be the same as from whole reads.
+func TestStreamOneByteReads(t *testing.T) {
+	for _, f := range files(t, "streams") {
+		name := filepath.Base(f)
+		from := protocolOf(t, name)
+		in, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crlf := bytes.ReplaceAll(in, []byte("\n"), []byte("\r\n"))
+		for _, to := range protocols {
+			if to == from {
+				continue
+			}
+			whole := translateStream(t, from, to, in, StreamOptions{Created: 1})
+			split := translateStreamFrom(t, from, to, iotest.OneByteReader(bytes.NewReader(crlf)), StreamOptions{Created: 1})
+			if !bytes.Equal(whole, split) {
+				t.Errorf("%s→%s: one-byte CRLF reads translate differently", name, to)
+			}
+		}
+	}
+}
+
+func TestStreamUnfinishedGetsFail(t *testing.T) {
+	for _, from := range protocols {
+		for _, to := range protocols {
+			if from == to {
+				continue
+			}
+			st := NewStream(from, to, StreamOptions{Created: 1})
+			var out []byte
+			var err error
+			for _, ev := range openText[from] {
+				if out, err = st.Event(out, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out = st.Finish(out)
+			checkSSE(t, to, out)
+			if !st.Done() || !bytes.Contains(out, []byte("stream_incomplete")) && to != Messages {
+				t.Errorf("%s→%s: an unfinished stream did not fail:\n%s", from, to, out)
+			}
+			if more := st.Fail(nil, "server_error", "", "again"); len(more) != 0 {
+				t.Errorf("%s→%s: Fail after the end wrote %s", from, to, more)
+			}
+			if more, err := st.Event(nil, textDelta[from]); len(more) != 0 || err != nil {
+				t.Errorf("%s→%s: Event after the end wrote %s, %v", from, to, more, err)
+			}
+		}
+	}
+}
+
+func TestStreamBadEvent(t *testing.T) {
+	for _, from := range protocols {
+		st := NewStream(from, protocols[int(from)%3], StreamOptions{})
+		out, err := st.Event([]byte("x"), Event{Name: []byte("content_block_delta"), Data: []byte(`{"type":`)})
+		if !errors.Is(err, ErrBadEvent) || string(out) != "x" {
+			t.Errorf("%s: %q, %v", from, out, err)
+		}
+	}
+}
+
+// TestStreamFailShapes checks the terminal error of each client protocol.
+func TestStreamFailShapes(t *testing.T) {
+	want := map[Protocol][]string{
+		Chat:      {`data: {"error":{"message":"boom","type":"server_error","param":null,"code":"upstream_error"}}`, "data: [DONE]"},
+		Responses: {"event: error\n", `"code":"upstream_error","message":"boom"`, "event: response.failed\n", `"status":"failed","error":{"code":"upstream_error","message":"boom"}`, `"id":"resp_1"`},
+		Messages:  {"event: error\n", `{"type":"error","error":{"type":"api_error","message":"boom"}}`},
+	}
+	for _, to := range protocols {
+		from := protocols[int(to)%3]
+		st := NewStream(from, to, StreamOptions{Created: 1})
+		var out []byte
+		for _, ev := range openText[from] {
+			out, _ = st.Event(out, ev)
+		}
+		out = st.Fail(out, "server_error", "upstream_error", "boom")
+		for _, w := range want[to] {
+			if !bytes.Contains(out, []byte(w)) {
+				t.Errorf("%s client: %q missing from\n%s", to, w, out)
+			}
+		}
+		checkSSE(t, to, out)
+	}
+}
+
+// TestStreamUsage checks that Usage reports every protocol's usage fields.
+func TestStreamUsage(t *testing.T) {
+	for name, want := range map[string]Usage{
+		"chat-stream-usage.sse":                   {InputTokens: 12, OutputTokens: 100, ReasoningTokens: 100},
+		"responses-stream-reasoning-summary.sse":  {InputTokens: 0, OutputTokens: 0, CachedTokens: 1152, ReasoningTokens: 64},
+		"messages-stream-thinking.sse":            {InputTokens: 46, OutputTokens: 142},
+		"responses-stream-toolcall-reasoning.sse": {ReasoningTokens: 128},
+	} {
+		in, err := os.ReadFile(filepath.Join("testdata", "streams", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := protocolOf(t, name)
+		st := NewStream(from, protocols[int(from)%3], StreamOptions{})
+		sc := NewScanner(bytes.NewReader(in), 0)
+		for {
+			ev, err := sc.Next()
+			if err != nil {
+				break
+			}
+			if _, err := st.Event(nil, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := st.Usage()
+		if want.InputTokens == 0 {
+			want.InputTokens, want.OutputTokens = got.InputTokens, got.OutputTokens
+		}
+		if got != want {
+			t.Errorf("%s: usage %+v, want %+v", name, got, want)
+		}
+	}
+}
