@@ -29,30 +29,45 @@ import (
 // lookup is cached and not part of the measurement. Requests are
 // sequential. The attempts really made are confirmed from the gateway's
 // troupe_upstream_attempts_total (attempts per request = k + 1).
-func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress io.Writer) ([]report.Failover, error) {
+func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress io.Writer) ([]report.Failover, *hist.Summary, error) {
 	f := s.Failover
 	var out []report.Failover
+	call := load.Call{API: scenario.Chat, Stream: f.Streamed(), Model: s.Model, Timeout: 30 * time.Second}
+	var direct *hist.Summary
+	if cfg.Direct != nil {
+		c, err := load.NewClient(*cfg.Direct, 4)
+		if err != nil {
+			return nil, nil, err
+		}
+		h := hist.New()
+		for range f.Requests {
+			if res := c.Do(call, time.Now()); res.Err == "" {
+				h.Record(res.TTFT)
+			}
+		}
+		sum := h.Summarize()
+		direct = &sum
+	}
 	for _, k := range f.Ks {
 		keys := cfg.FailoverKeys[k]
 		if len(keys) != f.Requests {
-			return out, fmt.Errorf("harness: failover k=%d needs %d API keys (one per group), have %d", k, f.Requests, len(keys))
+			return out, direct, fmt.Errorf("harness: failover k=%d needs %d API keys (one per group), have %d", k, f.Requests, len(keys))
 		}
 		for _, key := range keys {
 			if err := warmKey(ctx, cfg.Gateway.BaseURL, key); err != nil {
-				return out, err
+				return out, direct, err
 			}
 		}
 		c, err := load.NewClient(load.Target{Name: "gateway", BaseURL: cfg.Gateway.BaseURL, Keys: keys}, 4)
 		if err != nil {
-			return out, err
+			return out, direct, err
 		}
 		before, mErr := attempts(ctx, cfg.MetricsURL)
-		call := load.Call{API: scenario.Chat, Stream: f.Streamed(), Model: s.Model, Timeout: 30 * time.Second}
 		ttft, lat := hist.New(), hist.New()
 		errs := map[string]int64{}
 		for range f.Requests {
 			if ctx.Err() != nil {
-				return out, ctx.Err()
+				return out, direct, ctx.Err()
 			}
 			res := c.Do(call, time.Now())
 			if res.Err != "" {
@@ -69,7 +84,7 @@ func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress
 		fmt.Fprintf(progress, "failover k=%d: %d ok, attempts/request %.2f, TTFT p50 %.0f µs p99 %.0f µs\n", k, ttft.Count(), fo.AttemptsPerRequest, fo.TTFT.P50us, fo.TTFT.P99us)
 		out = append(out, fo)
 	}
-	return out, nil
+	return out, direct, nil
 }
 
 // warmKey sends GET /v1/models with key, so that the gateway has the key

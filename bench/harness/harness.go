@@ -175,11 +175,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		rep.Phases = append(rep.Phases, rp)
 	}
 	if f := s.Failover; f != nil && ctx.Err() == nil {
-		fo, err := runFailover(ctx, cfg, s, progress)
+		fo, direct, err := runFailover(ctx, cfg, s, progress)
+		rep.Failover, rep.FailoverDirect = fo, direct
 		if err != nil {
 			return rep, err
 		}
-		rep.Failover = fo
 	}
 	if mem.ok {
 		time.Sleep(time.Second) // let finished streams and connections go

@@ -37,6 +37,9 @@ type Report struct {
 	Phases   []Phase    `json:"phases"`
 	Holds    []Hold     `json:"holds,omitempty"`
 	Failover []Failover `json:"failover,omitempty"`
+	// FailoverDirect is the same sequential request straight to a healthy
+	// mock account: the floor under the failover figures.
+	FailoverDirect *hist.Summary `json:"failover_direct_ttft,omitempty"`
 	// Memory is the gateway's resident memory at points of the run.
 	Memory *Memory `json:"memory,omitempty"`
 	// WebSocket says whether the Responses WebSocket path was measured.

@@ -17,7 +17,9 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "troupe bench %s: %s (mode %s, target %s)\n", r.Scenario.Name, r.StartedAt, r.Mode, r.Target)
 	fmt.Fprintf(&b, "machine: %d CPUs %s, load average at start %s; troupe %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg, r.Versions.Troupe, r.Versions.Go)
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\ttarget\tok\terrors\treq/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tTTFT p50\tTTFT p99\tCPU µs/req\t")
+	if len(r.Phases) > 0 {
+		fmt.Fprintln(tw, "phase\ttarget\tok\terrors\treq/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tTTFT p50\tTTFT p99\tCPU µs/req\t")
+	}
 	for _, p := range r.Phases {
 		for _, t := range []struct {
 			name string
@@ -57,7 +59,10 @@ func (r *Report) Text() string {
 			h.Name, h.Open, h.Streams, mib(h.RSSBefore), mib(h.RSSOpen), h.BytesPerStream/1024, h.Errors)
 	}
 	if len(r.Failover) > 0 {
-		b.WriteString("\nfailover: time to first content after k failed attempts (gateway):\n")
+		b.WriteString("\nfailover: time to first content after k failed attempts (gateway, sequential requests):\n")
+		if d := r.FailoverDirect; d != nil {
+			fmt.Fprintf(&b, "  direct to the mock: TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs\n", d.P50us, d.P90us, d.P99us)
+		}
 		for _, f := range r.Failover {
 			fmt.Fprintf(&b, "  k=%d: %d requests, attempts/request %.2f, TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs, errors %v\n",
 				f.K, f.Requests, f.AttemptsPerRequest, f.TTFT.P50us, f.TTFT.P90us, f.TTFT.P99us, f.Errors)
@@ -67,8 +72,12 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "\ngateway RSS: %.1f MiB at start, %.1f MiB max seen, %.1f MiB after load\n", mib(m.RSSStart), mib(m.RSSMax), mib(m.RSSAfterLoad))
 	}
 	s := r.Summary
+	if s.HeadlinePhase == "" {
+		goto rest
+	}
 	fmt.Fprintf(&b, "\nsummary: added p50 %.0f µs, p99 %.0f µs (%s); added TTFT p99 %.0f µs (%s); throughput gateway %.0f req/s, direct %.0f req/s, ratio %.3f (%s); gateway CPU %.0f µs/request\n",
 		s.AddedP50us, s.AddedP99us, s.HeadlinePhase, s.AddedTTFTP99us, s.StreamPhase, s.GatewayRPS, s.DirectRPS, s.ThroughputRatio, s.ThroughputPhase, s.CPUusPerRequest)
+rest:
 	if s.WSPhase != "" {
 		fmt.Fprintf(&b, "Responses WebSocket (%s): added p50 %.0f µs, p99 %.0f µs, TTFT p99 %.0f µs\n", s.WSPhase, s.AddedWSP50us, s.AddedWSP99us, s.AddedWSTTFTP99us)
 	}
