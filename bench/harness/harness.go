@@ -216,7 +216,7 @@ func runPhase(ctx context.Context, c doer, s *scenario.Scenario, p scenario.Phas
 	st := rec.Stats(p.Duration)
 	run := &report.Run{
 		OK: st.OK, Errors: st.Errors, RPS: st.RPS(),
-		Latency: st.Latency.Summarize(), TTFT: st.TTFT.Summarize(),
+		Latency: st.Latency.Summarize(), TTFT: st.TTFT.Summarize(), Service: st.Service.Summarize(),
 		Sent: sent.Load(),
 	}
 	if p.Mode == scenario.Open {
@@ -262,6 +262,9 @@ func added(d, g *report.Run, stream bool) map[string]float64 {
 		"p90_us":   g.Latency.P90us - d.Latency.P90us,
 		"p99_us":   g.Latency.P99us - d.Latency.P99us,
 		"p99_9_us": g.Latency.P999us - d.Latency.P999us,
+		// From the actual send: without the generator's own lateness.
+		"service_p50_us": g.Service.P50us - d.Service.P50us,
+		"service_p99_us": g.Service.P99us - d.Service.P99us,
 	}
 	if stream {
 		m["ttft_p50_us"] = g.TTFT.P50us - d.TTFT.P50us

@@ -53,6 +53,11 @@ type Result struct {
 	// TTFT is the time until the first content: the first event carrying
 	// answer text for a stream, the whole answer for JSON.
 	TTFT time.Duration
+	// Service is Latency measured from when the request actually left
+	// rather than from start: it leaves out the load generator's own
+	// lateness (and, open-loop, hides queueing in the generator), so it is
+	// reported beside Latency, never instead of it.
+	Service time.Duration
 	// Status is the HTTP status, 0 when none was received.
 	Status int
 	// Err is empty on success, else a short class: "status_429",
@@ -142,7 +147,8 @@ func (c *Client) Do(call Call, start time.Time) Result {
 	req.Header.SetContentType("application/json")
 	req.Header.SetBytesV("Authorization", c.auth[(c.next.Add(1)-1)%uint64(len(c.auth))])
 	req.SetBodyRaw(c.body(call))
-	deadline := time.Now().Add(call.Timeout)
+	sent := time.Now()
+	deadline := sent.Add(call.Timeout)
 	var res Result
 	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
 		res.Latency = time.Since(start)
@@ -161,6 +167,7 @@ func (c *Client) Do(call Call, start time.Time) Result {
 		res.TTFT = time.Since(start)
 	}
 	res.Latency = time.Since(start)
+	res.Service = time.Since(sent)
 	_ = resp.CloseBodyStream()
 	br.Reset(nil)
 	switch {

@@ -40,6 +40,9 @@ func TestClientMeasuresEveryAPI(t *testing.T) {
 			if res.TTFT < 20*time.Millisecond || res.Latency < res.TTFT {
 				t.Errorf("%s stream=%v: TTFT %v, latency %v; want TTFT ≥ the mock's 20 ms and ≤ latency", api, stream, res.TTFT, res.Latency)
 			}
+			if res.Service <= 0 || res.Service > res.Latency {
+				t.Errorf("%s stream=%v: service time %v, latency %v", api, stream, res.Service, res.Latency)
+			}
 		}
 	}
 }
@@ -97,7 +100,11 @@ func TestWSClient(t *testing.T) {
 	}
 	defer c.Close()
 	for i := range 3 { // the second and third reuse the connection
-		res := c.Do(Call{API: scenario.ResponsesWS, Model: "gpt-5.4", Timeout: 5 * time.Second}, time.Now())
+		start := time.Now().Add(-time.Millisecond) // as if sent a millisecond late
+		res := c.Do(Call{API: scenario.ResponsesWS, Model: "gpt-5.4", Timeout: 5 * time.Second}, start)
+		if res.Latency-res.Service < time.Millisecond {
+			t.Fatalf("request %d: latency %v, service %v: the lateness is not in the latency", i, res.Latency, res.Service)
+		}
 		if res.Err != "" || res.TTFT < 20*time.Millisecond || res.Latency < res.TTFT {
 			t.Fatalf("request %d: %+v", i, res)
 		}

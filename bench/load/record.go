@@ -17,6 +17,7 @@ type Recorder struct {
 	start   time.Time // start of the measured window
 	latency *hist.Histogram
 	ttft    *hist.Histogram
+	service *hist.Histogram
 	lag     *hist.Histogram // open loop: actual send time − intended send time
 	ok      int64
 	errs    map[string]int64
@@ -25,7 +26,7 @@ type Recorder struct {
 
 // NewRecorder returns an empty recorder whose timeline starts at start.
 func NewRecorder(start time.Time) *Recorder {
-	return &Recorder{start: start, latency: hist.New(), ttft: hist.New(), lag: hist.New(), errs: map[string]int64{}}
+	return &Recorder{start: start, latency: hist.New(), ttft: hist.New(), service: hist.New(), lag: hist.New(), errs: map[string]int64{}}
 }
 
 // Add records one result that ended at end. Failed requests are counted by
@@ -40,6 +41,7 @@ func (r *Recorder) Add(res Result, end time.Time) {
 	r.ok++
 	r.latency.Record(res.Latency)
 	r.ttft.Record(res.TTFT)
+	r.service.Record(res.Service)
 	if i := int(end.Sub(r.start) / Bin); i >= 0 {
 		for len(r.bins) <= i {
 			r.bins = append(r.bins, 0)
@@ -67,6 +69,8 @@ func (r *Recorder) addErr(class string) {
 type Stats struct {
 	Latency *hist.Histogram
 	TTFT    *hist.Histogram
+	// Service is latency from the actual send (see Result.Service).
+	Service *hist.Histogram
 	// Lag is the open-loop dispatcher's lateness (empty for other modes).
 	Lag *hist.Histogram
 	// OK and Errors count successful and failed requests; Errors by class.
@@ -108,5 +112,5 @@ func (r *Recorder) Stats(elapsed time.Duration) Stats {
 	for i := range min(n, len(r.bins)) {
 		tl[i] = float64(r.bins[i]) / Bin.Seconds()
 	}
-	return Stats{Latency: r.latency, TTFT: r.ttft, Lag: r.lag, OK: r.ok, Errors: errs, Elapsed: elapsed, Timeline: tl}
+	return Stats{Latency: r.latency, TTFT: r.ttft, Service: r.service, Lag: r.lag, OK: r.ok, Errors: errs, Elapsed: elapsed, Timeline: tl}
 }

@@ -114,7 +114,8 @@ var (
 // to response.completed. Connection set-up, when there is no idle
 // connection, counts in the request's latency.
 func (c *WSClient) Do(call Call, start time.Time) Result {
-	deadline := time.Now().Add(call.Timeout)
+	sent := time.Now()
+	deadline := sent.Add(call.Timeout)
 	var res Result
 	conn, err := c.get(deadline)
 	if err != nil {
@@ -131,6 +132,7 @@ func (c *WSClient) Do(call Call, start time.Time) Result {
 	}
 	err = c.exchange(conn, call, start, deadline, &res)
 	res.Latency = time.Since(start)
+	res.Service = time.Since(sent)
 	if err != nil {
 		conn.Close()
 		<-c.slots

@@ -136,8 +136,9 @@ type Round struct {
 	Round   int  `json:"round"`
 	Direct  *Run `json:"direct,omitempty"`
 	Gateway *Run `json:"gateway,omitempty"`
-	// Added is gateway − direct for this round (latency and TTFT
-	// quantiles, µs), keyed like "p99_us" and "ttft_p99_us".
+	// Added is gateway − direct for this round (latency, TTFT and service
+	// time quantiles, µs), keyed like "p99_us", "ttft_p99_us" and
+	// "service_p99_us".
 	Added map[string]float64 `json:"added,omitempty"`
 }
 
@@ -148,6 +149,7 @@ type Run struct {
 	RPS      float64          `json:"rps"`
 	Latency  hist.Summary     `json:"latency"`
 	TTFT     hist.Summary     `json:"ttft"`
+	Service  hist.Summary     `json:"service"`
 	Lag      *hist.Summary    `json:"schedule_lag,omitempty"`
 	Sent     int64            `json:"sent"`
 	CPUs     float64          `json:"gateway_cpu_s,omitempty"`

@@ -47,7 +47,7 @@ func (r *Report) Text() string {
 			any = true
 		}
 		fmt.Fprintf(&b, "  %s:", p.Name)
-		for _, k := range []string{"p50_us", "p90_us", "p99_us", "p99_9_us", "ttft_p50_us", "ttft_p99_us"} {
+		for _, k := range []string{"p50_us", "p90_us", "p99_us", "p99_9_us", "ttft_p50_us", "ttft_p99_us", "service_p50_us", "service_p99_us"} {
 			if s, ok := p.Added[k]; ok {
 				fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", strings.TrimSuffix(k, "_us"), s.Median, s.Min, s.Max)
 			}
