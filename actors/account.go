@@ -33,6 +33,8 @@ type accountConfig struct {
 	snapshot  *atomic.Pointer[View] // shared with readers (admin, metrics); written only by the actor
 	log       *slog.Logger
 	now       func() time.Time
+	// probeEvery is how often a quota cooldown is probed (probe.go); <= 0: never.
+	probeEvery time.Duration
 }
 
 // account is the actor that owns one upstream account: its in-flight count
@@ -65,6 +67,13 @@ type account struct {
 	authRefreshed bool // the current tokens came from a refresh caused by a 401
 
 	windows map[string]*windowState // usage windows by name (windows.go)
+
+	// Quota probes (probe.go).
+	lastModel  string // model of the last lease, asked for by probes
+	probing    bool   // a probe is in flight
+	probeTimer *time.Timer
+	probeCtx   context.Context // cancelled when the actor stops
+	probeStop  context.CancelFunc
 }
 
 func newAccount(cfg accountConfig) actor.Producer {
@@ -110,6 +119,7 @@ func (a *account) Receive(c *actor.Context) {
 		}
 		a.cancel()
 		a.goroutines.Wait()
+		a.stopProbes()
 	case accountGrant:
 		a.grant(c, m.req, m.limit)
 	case accountRelease:
@@ -132,6 +142,10 @@ func (a *account) Receive(c *actor.Context) {
 	case accountRateLimits:
 		a.rateLimits(m.limits, m.at)
 		a.publish(c)
+	case accountProbe:
+		a.probe(m)
+	case accountProbed:
+		a.probed(c, m)
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
 			a.view.Status = StatusActive
@@ -159,6 +173,9 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 		// state so its optimistic count is corrected.
 		a.publish(c)
 		return
+	}
+	if req.Model != anyModel {
+		a.lastModel = req.Model
 	}
 	a.nextLease++
 	id := a.nextLease
@@ -271,6 +288,9 @@ func (a *account) coolDown(cl upstream.Class, d time.Duration, now time.Time) {
 		a.coolTimer.Stop()
 	}
 	a.coolTimer = time.AfterFunc(d, func() { eng.Send(pid, accountCooldownEnd{gen: gen}) })
+	if cl == upstream.ClassQuota {
+		a.armProbe() // the upstream's evidence may end it sooner
+	}
 }
 
 func ewmaDur(old, x time.Duration) time.Duration {

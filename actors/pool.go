@@ -22,6 +22,7 @@ type poolConfig struct {
 	snapshots *sync.Map  // account ID → *atomic.Pointer[View]; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
+	probe     time.Duration // quota probe interval (<= 0: off)
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
@@ -79,14 +80,15 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	snap := new(atomic.Pointer[View])
 	p.cfg.snapshots.Store(acc.ID, snap)
 	pid := c.SpawnChild(newAccount(accountConfig{
-		account:   acc,
-		transport: tr,
-		factory:   p.cfg.transport,
-		refresh:   p.cfg.refresh,
-		scheduler: p.cfg.scheduler,
-		snapshot:  snap,
-		log:       p.cfg.log,
-		now:       p.cfg.now,
+		account:    acc,
+		transport:  tr,
+		factory:    p.cfg.transport,
+		refresh:    p.cfg.refresh,
+		scheduler:  p.cfg.scheduler,
+		snapshot:   snap,
+		log:        p.cfg.log,
+		now:        p.cfg.now,
+		probeEvery: p.cfg.probe,
 	}), "account", actor.WithID(acc.ID), actor.WithInboxSize(64))
 	p.children[acc.ID] = pid
 }

@@ -36,6 +36,12 @@ type Config struct {
 	// Refresh, when set, refreshes the OAuth tokens of codex accounts
 	// (RefreshConfig); nil leaves tokens as they are.
 	Refresh *RefreshConfig
+	// QuotaProbe is how often an account cooling for quota sends the
+	// upstream a minimal request (1 output token) to see whether the quota
+	// is back: a 2xx ends the cooldown at once, a quota refusal with a reset
+	// replaces the recorded one. Default DefaultQuotaProbe (1 min); negative
+	// turns probes off (the cooldown then lasts until the recorded reset).
+	QuotaProbe time.Duration
 	// OnUsageWritten, when set, is called from the recorder's writer after each
 	// batch with its size and error (for metrics).
 	OnUsageWritten func(n int, err error)
@@ -129,6 +135,7 @@ func Start(cfg Config) (*System, error) {
 		snapshots: &s.snapshots,
 		log:       cfg.Logger,
 		now:       time.Now,
+		probe:     probeEvery(cfg.QuotaProbe),
 	}), "pool", actor.WithID("0"))
 	return s, nil
 }

@@ -49,6 +49,7 @@ type View struct {
 	MaxInFlight    int       // the account's concurrency limit (>= 1)
 	CooldownUntil  time.Time // zero unless Status is StatusCooling
 	CooldownReason string    // failure class that caused the cooldown
+	Probes         uint64    // quota probes sent since start (Config.QuotaProbe)
 
 	Requests      uint64 // leases granted since start
 	Successes     uint64

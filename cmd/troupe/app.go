@@ -191,6 +191,7 @@ func (a *app) start(ctx context.Context) error {
 		UsageInterval:  usageInterval,
 		OnUsageWritten: func(n int, err error) { metrics.UsageWritten(n, err) },
 		WSIdleTimeout:  cfg.Gateway.WebSocket.IdleTimeout,
+		QuotaProbe:     quotaProbe(cfg.Gateway.QuotaProbe),
 	})
 	if err != nil {
 		return err

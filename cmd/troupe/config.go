@@ -55,6 +55,9 @@ type Config struct {
 		HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
 		FailoverBudget    time.Duration `koanf:"failover_budget"`
 		HoldBufferBytes   int           `koanf:"hold_buffer_bytes"`
+		// QuotaProbe is how often an account cooling for quota is probed
+		// (a 1-token request; 0s or less: never). docs/configuration.md.
+		QuotaProbe time.Duration `koanf:"quota_probe_interval"`
 		// Affinity and the Responses WebSocket (docs/affinity.md, docs/websocket.md).
 		SessionAffinityTTL time.Duration `koanf:"session_affinity_ttl"`
 		WebSocket          struct {
@@ -92,28 +95,29 @@ type AccountConfig struct {
 
 func defaults() map[string]any {
 	m := map[string]any{
-		"listen":                      "127.0.0.1:8080",
-		"data_dir":                    "./data",
-		"log.level":                   "info",
-		"log.format":                  "text",
-		"storage.driver":              "sqlite",
-		"storage.dsn":                 "",
-		"storage.master_key":          "",
-		"cache.driver":                "memory",
-		"policies.dir":                "",
-		"policies.active":             "smart",
-		"cache.url":                   "",
-		"cache.prefix":                "troupe:",
-		"gateway.max_body_bytes":      16 << 20,
-		"gateway.max_attempts":        3,
-		"gateway.max_wait":            "10s",
-		"gateway.request_timeout":     "10m",
-		"gateway.header_timeout":      "0s",
-		"gateway.nonstream_timeout":   "5m",
-		"gateway.first_token_timeout": "60s",
-		"gateway.heartbeat_interval":  "15s",
-		"gateway.failover_budget":     "60s",
-		"gateway.hold_buffer_bytes":   1 << 20,
+		"listen":                       "127.0.0.1:8080",
+		"data_dir":                     "./data",
+		"log.level":                    "info",
+		"log.format":                   "text",
+		"storage.driver":               "sqlite",
+		"storage.dsn":                  "",
+		"storage.master_key":           "",
+		"cache.driver":                 "memory",
+		"policies.dir":                 "",
+		"policies.active":              "smart",
+		"cache.url":                    "",
+		"cache.prefix":                 "troupe:",
+		"gateway.max_body_bytes":       16 << 20,
+		"gateway.max_attempts":         3,
+		"gateway.max_wait":             "10s",
+		"gateway.request_timeout":      "10m",
+		"gateway.header_timeout":       "0s",
+		"gateway.nonstream_timeout":    "5m",
+		"gateway.first_token_timeout":  "60s",
+		"gateway.heartbeat_interval":   "15s",
+		"gateway.failover_budget":      "60s",
+		"gateway.hold_buffer_bytes":    1 << 20,
+		"gateway.quota_probe_interval": "1m",
 		// Affinity and the Responses WebSocket.
 		"gateway.session_affinity_ttl":              "1h",
 		"gateway.websocket.upstream":                "auto",
