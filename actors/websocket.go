@@ -122,68 +122,108 @@ func (s *System) ResponseWS(ctx context.Context, l *Lease, req WSRequest) (*upst
 	if v, ok := s.View(l.AccountID); ok {
 		limit = v.MaxInFlight
 	}
+	pool := s.wsPool(l.AccountID)
+	resp, err, stale := s.responseWS(ctx, l.AccountID, pool, dialer, limit, req, false)
+	if stale {
+		// A pooled connection died while idle (the upstream closed it): that
+		// is no failure of the account; try once on a new connection.
+		resp, err, _ = s.responseWS(ctx, l.AccountID, pool, dialer, limit, req, true)
+	}
+	return resp, err
+}
+
+// staleWait bounds the wait for a pooled (already open) connection to take
+// a response; a fresh one may take the whole dial.
+const staleWait = 5 * time.Second
+
+// responseWS is one try of ResponseWS; stale reports that a reused
+// connection failed before answering anything.
+func (s *System) responseWS(ctx context.Context, account string, pool *actor.PID, dialer upstream.WebSocketDialer, limit int, req WSRequest, fresh bool) (*upstream.Response, error, bool) {
 	reply := make(chan wspGot, 1)
-	s.engine.Send(s.wsPool(l.AccountID), wspGet{prefer: req.PreviousResponseID, dialer: dialer, header: req.Header, max: limit, reply: reply})
+	s.engine.Send(pool, wspGet{prefer: req.PreviousResponseID, dialer: dialer, header: req.Header, max: limit, fresh: fresh, reply: reply})
 	var got wspGot
 	select {
 	case got = <-reply:
 	case <-ctx.Done():
-		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}
+		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
 	}
 	if got.pid == nil {
-		return nil, ErrWSUnavailable
+		return nil, ErrWSUnavailable, false
 	}
 	body := req.Body
 	if req.Continuation != nil && req.PreviousResponseID != "" && got.last == req.PreviousResponseID {
 		body = req.Continuation
 	}
+	b := &wsBody{ctx: ctx, last: got.last}
+	b.release = func(clean bool) {
+		// The connection hears first, so it is idle before the pool can
+		// hand it to anyone else.
+		s.engine.Send(got.pid, wscRelease{clean: clean})
+		if clean {
+			s.engine.Send(pool, wspIdle{pid: got.pid, last: b.last})
+		}
+	}
 	frame, err := dialer.CreateFrame(body)
 	if err != nil {
 		s.engine.Send(got.pid, wscRelease{clean: true})
-		return nil, err
+		s.engine.Send(pool, wspIdle{pid: got.pid, last: got.last})
+		return nil, err, false
 	}
-	k := newSink()
-	s.engine.Send(got.pid, wscSend{frame: frame, sink: k})
-	b := &wsBody{ctx: ctx, sink: k, release: func(clean bool) { s.engine.Send(got.pid, wscRelease{clean: clean}) }}
+	b.sink = newSink()
+	s.engine.Send(got.pid, wscSend{frame: frame, sink: b.sink})
+	wait := wsDialTimeout + staleWait
+	if got.reused {
+		wait = staleWait
+	}
+	rt := time.NewTimer(wait)
+	defer rt.Stop()
 	var ready wsReady
 	select {
-	case ready = <-k.ready:
+	case ready = <-b.sink.ready:
 	case <-ctx.Done():
 		b.Close()
-		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}
+		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
+	case <-rt.C:
+		b.Close()
+		if got.reused {
+			return nil, nil, true
+		}
+		return nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errors.New("upstream websocket did not open in time")}, false
 	}
 	if ready.err != nil || ready.resp != nil {
 		b.Close()
 		if ready.resp != nil {
-			return ready.resp, nil
+			return ready.resp, nil, false
 		}
-		return nil, ready.err
+		return nil, ready.err, got.reused && upstream.KindOf(ready.err) == upstream.KindConn
 	}
-	wait := req.FirstContentTimeout
-	if wait <= 0 {
-		wait = 60 * time.Second
+	fw := req.FirstContentTimeout
+	if fw <= 0 {
+		fw = 60 * time.Second
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(fw)
 	defer t.Stop()
 hold:
 	for {
 		f, err := b.next(t.C)
 		if err != nil {
 			b.Close()
-			return nil, err
+			if len(b.held) == 0 && got.reused && upstream.KindOf(err) == upstream.KindConn {
+				return nil, nil, true
+			}
+			return nil, err, false
 		}
 		typ := gjson.GetBytes(f, "type").Str
 		if typ == "error" {
 			if r, ok := upstream.WebSocketErrorResponse(f, ready.header); ok {
-				b.ended = true
 				b.Close()
-				return r, nil
+				return r, nil, false
 			}
 		}
 		b.held = append(b.held, f)
 		if typ == "codex.rate_limits" {
 			if rl, ok := upstream.ParseRateLimitsEvent(f, time.Now()); ok {
-				s.ReportRateLimits(l.AccountID, rl, time.Now())
+				s.ReportRateLimits(account, rl, time.Now())
 			}
 		}
 		switch typ {
@@ -197,7 +237,7 @@ hold:
 		h = http.Header{}
 	}
 	h.Set("Content-Type", "text/event-stream")
-	return &upstream.Response{Status: 200, Header: h, Body: b}, nil
+	return &upstream.Response{Status: 200, Header: h, Body: b}, nil, false
 }
 
 // wsBody is the SSE view of one response's frames.
@@ -208,6 +248,8 @@ type wsBody struct {
 	held    [][]byte // frames read before the body was returned
 	buf     []byte   // SSE bytes not yet read
 	ended   bool     // the terminal frame was read
+	last    string   // the connection's last completed response: this one's id once it completed
+	ok      bool     // the terminal frame was a completion (the connection stays usable)
 	closed  sync.Once
 }
 
@@ -220,18 +262,14 @@ func (b *wsBody) next(timeout <-chan time.Time) ([]byte, error) {
 	}
 	select {
 	case f := <-b.sink.ch:
-		if _, _, terminal := terminalFrame(f); terminal {
-			b.ended = true
-		}
+		b.observe(f)
 		return f, nil
 	case err := <-b.sink.errc:
 		// Frames sent before the failure come first.
 		select {
 		case f := <-b.sink.ch:
 			b.sink.fail(err)
-			if _, _, terminal := terminalFrame(f); terminal {
-				b.ended = true
-			}
+			b.observe(f)
 			return f, nil
 		default:
 		}
@@ -240,6 +278,17 @@ func (b *wsBody) next(timeout <-chan time.Time) ([]byte, error) {
 		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: b.ctx.Err()}
 	case <-timeout:
 		return nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errWSFirstContent}
+	}
+}
+
+// observe notes the terminal frame: the response ended; a completed one
+// becomes the connection's last response.
+func (b *wsBody) observe(f []byte) {
+	if id, ok, terminal := terminalFrame(f); terminal {
+		b.ended, b.ok = true, ok
+		if ok {
+			b.last = id
+		}
 	}
 }
 
@@ -267,7 +316,7 @@ func (b *wsBody) Read(p []byte) (int, error) {
 func (b *wsBody) Close() error {
 	b.closed.Do(func() {
 		b.sink.leave()
-		b.release(b.ended)
+		b.release(b.ended && b.ok)
 	})
 	return nil
 }

@@ -108,7 +108,6 @@ func (w *wsConn) Receive(c *actor.Context) {
 			return
 		}
 		w.busy = false
-		c.Send(w.cfg.pool, wspIdle{pid: w.self, last: w.last})
 		w.armIdle()
 	case wscBroken:
 		if k := w.cur.Swap(nil); k != nil {
@@ -117,7 +116,7 @@ func (w *wsConn) Receive(c *actor.Context) {
 		w.stop(c)
 	case wscIdleEnd:
 		if m.gen == w.idleGen && !w.busy {
-			w.stop(c)
+			c.Send(w.cfg.pool, wspIdleEnd{pid: w.self}) // the pool decides: it may have handed us out
 		}
 	}
 }

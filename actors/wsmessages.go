@@ -16,9 +16,11 @@ import (
 
 // wspGet asks the account's pool for a connection to carry one response:
 // an idle one whose last response is prefer, else any idle one, else a new
-// one while fewer than max are open. The reply goes to the channel.
+// one while fewer than max are open (fresh: only a new one). The reply goes
+// to the channel.
 type wspGet struct {
 	prefer string
+	fresh  bool
 	dialer upstream.WebSocketDialer
 	header http.Header // client headers for a new connection's upgrade
 	max    int
@@ -29,18 +31,24 @@ type wspGet struct {
 // the id of the last response it carried; pid nil when every connection is
 // busy and the pool is full.
 type wspGot struct {
-	pid  *actor.PID
-	last string
+	pid    *actor.PID
+	last   string
+	reused bool // the connection was open before (it may have died idle)
 }
 
-// wspIdle returns a connection to the pool after a clean response.
+// wspIdle returns a connection to the pool after a clean response (sent by
+// the caller, after it told the connection).
 type wspIdle struct {
 	pid  *actor.PID
 	last string
 }
 
-// wspGone tells the pool a connection closed (broken, idle, refused).
+// wspGone tells the pool a connection closed (broken, refused).
 type wspGone struct{ pid *actor.PID }
+
+// wspIdleEnd is a connection's report that it has been idle for its idle
+// timeout; the pool closes it unless it was handed out meanwhile.
+type wspIdleEnd struct{ pid *actor.PID }
 
 // --- wsconn --------------------------------------------------------------------
 

@@ -48,6 +48,11 @@ func (p *wsPool) Receive(c *actor.Context) {
 		}
 	case wspGone:
 		delete(p.conns, m.pid.ID)
+	case wspIdleEnd:
+		if e := p.conns[m.pid.ID]; e != nil && e.idle {
+			delete(p.conns, m.pid.ID)
+			c.Engine().Poison(e.pid)
+		}
 	}
 }
 
@@ -65,7 +70,7 @@ func (p *wsPool) get(c *actor.Context, m wspGet) wspGot {
 	}
 	var pick *wsEntry
 	for _, e := range p.conns {
-		if !e.idle {
+		if !e.idle || m.fresh {
 			continue
 		}
 		if m.prefer != "" && e.last == m.prefer {
@@ -86,7 +91,8 @@ func (p *wsPool) get(c *actor.Context, m wspGet) wspGot {
 		}), "wsconn", actor.WithID(strconv.FormatUint(p.seq, 10)))
 		pick = &wsEntry{pid: pid}
 		p.conns[pid.ID] = pick
+		return wspGot{pid: pid}
 	}
 	pick.idle = false
-	return wspGot{pid: pick.pid, last: pick.last}
+	return wspGot{pid: pick.pid, last: pick.last, reused: true}
 }
