@@ -55,8 +55,10 @@ type AcquireRequest struct {
 	// is a candidate and available.
 	Prefer string
 	// Only, when set, names the one account that may serve the request (the
-	// owner of a previous_response_id whose state no other account has);
-	// while it is busy the request waits for it like any other.
+	// owner of a previous_response_id whose state no other account has).
+	// While that account is busy the request waits for it, up to MaxWait, in
+	// a queue of its own (owned.go); an account not in the pool, or not
+	// serving the request, fails it with ErrUnavailable at once.
 	Only string
 
 	// KeyID and Weight place a waiting request in the fair queue: when the

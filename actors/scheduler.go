@@ -88,8 +88,9 @@ type scheduler struct {
 	recheckN  uint64
 	rescore   []*entry // entries left to rescore after a policy change
 	sticky    map[string]stickyEntry
-	top       []*entry // scratch for top-k
-	skipped   int      // scratch: candidates the last collect skipped
+	top       []*entry                   // scratch for top-k
+	skipped   int                        // scratch: candidates the last collect skipped
+	owned     map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
 }
 
 type stickyEntry struct {
@@ -476,9 +477,7 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 		}
 	}
 	if req.Only != "" {
-		// Never parked: a waiter for one busy account would hold up the
-		// queue of every request behind it.
-		s.reject(req, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
+		s.parkOwned(req) // its own queue: it must not hold up the shared ones (owned.go)
 		return
 	}
 	exact, wild := s.sets[slotPolicy][req.key], s.sets[slotPolicy][routeKey{req.key.endpoint, req.key.group, anyModel}]
@@ -693,6 +692,9 @@ func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
 
 // wake serves parked requests that e's capacity can now take, oldest first.
 func (s *scheduler) wake(c *actor.Context, e *entry) {
+	if len(s.owned) > 0 {
+		s.wakeOwned(c, e)
+	}
 	if s.waiting == 0 {
 		return
 	}
@@ -737,6 +739,7 @@ func (s *scheduler) sweep() {
 			delete(s.sticky, k)
 		}
 	}
+	s.sweepOwned(now)
 	for k, q := range s.queues {
 		q.each(func(r *acquireState) {
 			if !r.deadline.IsZero() && now.After(r.deadline) {

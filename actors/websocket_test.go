@@ -284,3 +284,47 @@ func TestAppendSSEFrame(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestOnlyWaitsForItsAccount: a request that only one account may serve
+// waits for that account while it is busy, without holding up requests any
+// account can serve, and gets it when its lease is released.
+func TestOnlyWaitsForItsAccount(t *testing.T) {
+	s, _ := startSystem(t, 2, 1)
+	ctx := context.Background()
+	first, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := first.AccountID
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Only: owner, MaxWait: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	other, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	if err != nil || other.AccountID == owner {
+		t.Fatalf("a free account was not granted past the waiting Only request: %v %v", other, err)
+	}
+	select {
+	case <-got:
+		t.Fatal("the Only request was granted while its account was busy")
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.Release(first, Outcome{})
+	select {
+	case l := <-got:
+		if l == nil || l.AccountID != owner {
+			t.Fatalf("granted %v, want %s", l, owner)
+		}
+		s.Release(l, Outcome{})
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Only request was not woken")
+	}
+	s.Release(other, Outcome{})
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Only: "nobody", MaxWait: time.Second}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Only an unknown account: %v", err)
+	}
+}
