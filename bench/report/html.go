@@ -125,8 +125,15 @@ for (const c of charts) {
   const colors = ["#1f77b4","#d62728","#2ca02c","#9467bd","#ff7f0e","#8c564b"];
   const series = [{label: c.xlabel, value: (u, v) => v == null ? "" : pct ? (100*(1-Math.pow(10,-v))).toFixed(3)+"%" : v.toFixed(2)+" s"}];
   c.series.forEach((s, i) => series.push({label: s, stroke: colors[i % colors.length], width: 2}));
-  const axes = [{label: c.xlabel, values: (u, vs) => vs.map(v => pct ? (100*(1-Math.pow(10,-v))).toPrecision(5).replace(/\.?0+$/,"")+"%" : v+" s")}, {label: c.ylabel, size: 70}];
-  new uPlot({title: c.title, width: 1000, height: 320, series, axes, scales: {x: {time: false}}}, c.data, div);
+  const axes = [
+    {label: c.xlabel, splits: pct ? () => [0, 1, 2, 3, 4, 5] : undefined,
+     values: (u, vs) => vs.map(v => pct ? (100*(1-Math.pow(10,-v))).toPrecision(6).replace(/\.?0+$/,"")+"%" : v+" s")},
+    {label: c.ylabel + (pct ? " (log)" : ""), size: 80}];
+  // Percentile curves span orders of magnitude: log scale, zeros (empty) left out.
+  const data = pct ? c.data.map((row, i) => i === 0 ? row : row.map(v => v > 0 ? v : null)) : c.data;
+  const scales = {x: {time: false}};
+  if (pct) scales.y = {distr: 3};
+  new uPlot({title: c.title, width: 1000, height: 320, series, axes, scales}, data, div);
 }
 </script></body></html>
 `))

@@ -46,13 +46,22 @@ func (r *Report) Text() string {
 			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs):\n")
 			any = true
 		}
-		fmt.Fprintf(&b, "  %s:", p.Name)
-		for _, k := range []string{"p50_us", "p90_us", "p99_us", "p99_9_us", "ttft_p50_us", "ttft_p99_us", "service_p50_us", "service_p99_us"} {
-			if s, ok := p.Added[k]; ok {
-				fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", strings.TrimSuffix(k, "_us"), s.Median, s.Min, s.Max)
+		fmt.Fprintf(&b, "  %s:\n", p.Name)
+		for _, line := range [][]string{{"p50_us", "p90_us", "p99_us", "p99_9_us"}, {"ttft_p50_us", "ttft_p90_us", "ttft_p99_us"}, {"service_p50_us", "service_p99_us"}} {
+			n := 0
+			for _, k := range line {
+				if s, ok := p.Added[k]; ok {
+					if n == 0 {
+						b.WriteString("   ")
+					}
+					fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", strings.TrimSuffix(k, "_us"), s.Median, s.Min, s.Max)
+					n++
+				}
+			}
+			if n > 0 {
+				b.WriteString("\n")
 			}
 		}
-		b.WriteString("\n")
 	}
 	for _, h := range r.Holds {
 		fmt.Fprintf(&b, "\n%s: %d of %d streams open; gateway RSS %.1f MiB → %.1f MiB: %.1f KiB per open stream; errors %v\n",
