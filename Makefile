@@ -54,6 +54,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslateError$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bench/scenario/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME) ./bench/load/
 	$(GO) test -run '^$$' -fuzz '^FuzzClassifyMessages$$' -fuzztime $(FUZZTIME) ./upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./bench/mock/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateFrame$$' -fuzztime $(FUZZTIME) ./gateway/

@@ -303,8 +303,11 @@ func (s *Scenario) Validate() error {
 	if s.Name == "" {
 		bad("name is required")
 	}
-	if s.Accounts < 1 {
-		bad("accounts must be at least 1")
+	if s.Accounts < 1 || s.Accounts > 1_000_000 {
+		bad("accounts must be between 1 and 1,000,000")
+	}
+	if s.HoldProfile.Accounts < 0 || s.HoldProfile.Accounts > 100_000 {
+		bad("hold_profile.accounts must be between 0 and 100,000")
 	}
 	if s.Rounds < 1 {
 		bad("rounds must be at least 1")
@@ -341,15 +344,15 @@ func (s *Scenario) Validate() error {
 		}
 		switch p.Mode {
 		case Open:
-			if p.Rate <= 0 {
-				bad("%s: an open phase needs a positive rate", where)
+			if p.Rate <= 0 || p.Rate > 1e6 {
+				bad("%s: an open phase needs a rate between 0 and 1,000,000 req/s", where)
 			}
 		case Closed:
-			if p.Concurrency < 1 {
+			if p.Concurrency < 1 || p.Concurrency > 100_000 {
 				bad("%s: a closed phase needs concurrency ≥ 1", where)
 			}
 		case Hold:
-			if p.Concurrency < 1 || !p.Stream {
+			if p.Concurrency < 1 || p.Concurrency > 100_000 || !p.Stream {
 				bad("%s: a hold phase needs concurrency ≥ 1 and stream: true", where)
 			}
 		default:
@@ -357,8 +360,8 @@ func (s *Scenario) Validate() error {
 		}
 	}
 	if f := s.Failover; f != nil {
-		if len(f.Ks) == 0 || f.Requests < 1 {
-			bad("failover needs ks and requests ≥ 1")
+		if len(f.Ks) == 0 || f.Requests < 1 || f.Requests > 10_000 {
+			bad("failover needs ks and requests between 1 and 10,000")
 		}
 		if s.Gateway.Policy != FailoverPolicyName {
 			bad("failover needs gateway.policy %s (it orders each request's failing accounts first)", FailoverPolicyName)

@@ -23,7 +23,7 @@ func TestValidation(t *testing.T) {
 	for src, want := range map[string]string{
 		"phases: [{name: a, mode: open, rate: 1, duration: 1s}]": "name is required",
 		"name: x": "needs phases or failover",
-		"name: x\nphases: [{name: a, mode: open, duration: 1s}]":                                                        "positive rate",
+		"name: x\nphases: [{name: a, mode: open, duration: 1s}]":                                                        "rate between",
 		"name: x\nphases: [{name: a, mode: closed, duration: 1s}]":                                                      "concurrency",
 		"name: x\nphases: [{name: a, mode: hold, concurrency: 3, duration: 1s}]":                                        "stream: true",
 		"name: x\nphases: [{name: a, mode: sideways, duration: 1s}]":                                                    "mode must be",
