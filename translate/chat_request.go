@@ -355,8 +355,6 @@ func encodeChatMessage(b []byte, m *message, from Protocol) ([]byte, error) {
 		b = encodeChatContent(key(b, "content"), m.parts)
 		return append(b, '}'), nil
 	case roleAssistant:
-		b = elem(b)
-		b = append(b, `{"role":"assistant"`...)
 		var text []part
 		var refusal string
 		calls := 0
@@ -370,6 +368,11 @@ func encodeChatMessage(b []byte, m *message, from Protocol) ([]byte, error) {
 				calls++
 			}
 		}
+		if len(text) == 0 && refusal == "" && calls == 0 {
+			return b, nil // only reasoning, which Chat cannot take
+		}
+		b = elem(b)
+		b = append(b, `{"role":"assistant"`...)
 		if len(text) > 0 {
 			b = kStr(b, "content", joinText(text, ""))
 		} else {

@@ -34,8 +34,30 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 	if !gjson.ValidBytes(data) {
 		return dst, badEvent("chat chunk is not JSON")
 	}
-	root := gjson.Parse(b2s(data))
-	if e := root.Get("error"); e.Exists() {
+	// One pass per level (ForEach) rather than a Get per field: a Get
+	// rescans the chunk from its start.
+	var id, model, usage, choices gjson.Result
+	var created int64
+	isErr := false
+	gjson.Parse(b2s(data)).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "created":
+			created = v.Int()
+		case "usage":
+			usage = v
+		case "choices":
+			choices = v
+		case "error":
+			isErr = true
+			return false
+		}
+		return true
+	})
+	if isErr {
 		typ, code, _, msg := errorParts(Chat, data)
 		if msg == "" {
 			msg = "The upstream reported an error."
@@ -43,28 +65,43 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 		return s.emit(dst, sev{kind: sevError, errType: typ, errCode: code, text: msg}), nil
 	}
 	if !s.started {
-		dst = s.emit(dst, sev{kind: sevStart, id: root.Get("id").Str, name: root.Get("model").Str, created: root.Get("created").Int()})
+		dst = s.emit(dst, sev{kind: sevStart, id: id.Str, name: model.Str, created: created})
 	}
-	if u := root.Get("usage"); u.IsObject() {
-		s.usage = chatUsage(u)
+	if usage.IsObject() {
+		s.usage = chatUsage(usage)
 	}
-	ch := root.Get("choices.0")
-	if !ch.Exists() {
-		return dst, nil
-	}
-	delta := ch.Get("delta")
-	if r := delta.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockReasoning, s.str(r))
-	} else if r := delta.Get("reasoning"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockReasoning, s.str(r))
-	}
-	if c := delta.Get("content"); c.Type == gjson.String && c.Str != "" {
-		dst = d.text(s, dst, blockText, s.str(c))
-	}
-	if r := delta.Get("refusal"); r.Type == gjson.String && r.Str != "" {
-		dst = d.text(s, dst, blockRefusal, s.str(r))
-	}
-	if tcs := delta.Get("tool_calls"); tcs.IsArray() {
+	var delta, fr gjson.Result
+	choices.ForEach(func(_, ch gjson.Result) bool {
+		ch.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "delta":
+				delta = v
+			case "finish_reason":
+				fr = v
+			}
+			return true
+		})
+		return false // only choice 0: Troupe never asks for n > 1
+	})
+	var tcs gjson.Result
+	delta.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.String || v.Str == "" {
+			if k.Str == "tool_calls" {
+				tcs = v
+			}
+			return true
+		}
+		switch k.Str {
+		case "reasoning_content", "reasoning":
+			dst = d.text(s, dst, blockReasoning, s.str(v))
+		case "content":
+			dst = d.text(s, dst, blockText, s.str(v))
+		case "refusal":
+			dst = d.text(s, dst, blockRefusal, s.str(v))
+		}
+		return true
+	})
+	if tcs.IsArray() {
 		tcs.ForEach(func(_, tc gjson.Result) bool {
 			idx := tc.Get("index").Int()
 			custom := tc.Get("type").Str == "custom"
@@ -87,7 +124,7 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 			return true
 		})
 	}
-	if fr := ch.Get("finish_reason"); fr.Type == gjson.String {
+	if fr.Type == gjson.String {
 		dst = d.close(s, dst)
 		d.finish, d.finished = chatFinish(fr.Str), true
 	}

@@ -292,6 +292,9 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 	if budget > 0 && budget < 1024 {
 		budget = 0 // below Anthropic's minimum: answer without thinking
 	}
+	if rq.toolChoice.mode == "required" || rq.toolChoice.mode == "tool" {
+		budget = 0 // Anthropic rejects thinking together with a forced tool choice
+	}
 	b = kInt(b, "max_tokens", maxTokens)
 
 	// Every system and developer message goes to system, in order.
@@ -324,6 +327,14 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 	b = append(b, '[')
 	var err error
 	open := role(0) // the Anthropic role of the message being written, 0 for none
+	start := 0      // where the open message begins in b (before its comma)
+	closeMsg := func() {
+		if b[len(b)-1] == '[' {
+			b = b[:start] // nothing was left to send in it (e.g. only unverifiable reasoning)
+			return
+		}
+		b = append(b, "]}"...)
+	}
 	for i := range rq.messages {
 		m := &rq.messages[i]
 		r := m.role
@@ -335,8 +346,9 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 		}
 		if open != r {
 			if open != 0 {
-				b = append(b, "]}"...)
+				closeMsg()
 			}
+			start = len(b)
 			b = elem(b)
 			if r == roleUser {
 				b = append(b, `{"role":"user","content":[`...)
@@ -350,11 +362,11 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 		}
 	}
 	if open != 0 {
-		b = append(b, "]}"...)
+		closeMsg()
 	}
 	b = append(b, ']')
 
-	if len(rq.tools) > 0 && rq.toolChoice.mode != "none" {
+	if len(rq.tools) > 0 {
 		b = key(b, "tools")
 		b = append(b, '[')
 		for i := range rq.tools {
@@ -379,6 +391,8 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 		tc = "any"
 	case "tool":
 		tc = "tool"
+	case "none":
+		tc = "none"
 	}
 	noParallel := rq.parallel != nil && !*rq.parallel && len(rq.tools) > 0
 	if tc == "" && noParallel {
@@ -391,7 +405,7 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 		if tc == "tool" {
 			b = kStr(b, "name", rq.toolChoice.name)
 		}
-		if noParallel {
+		if noParallel && tc != "none" {
 			b = kBool(b, "disable_parallel_tool_use", true)
 		}
 		b = append(b, '}')
@@ -471,6 +485,14 @@ func encodeMessagesBlocks(b []byte, ps []part, thinking bool) ([]byte, error) {
 			b = append(b, `{"type":"tool_result"`...)
 			b = kStr(b, "tool_use_id", p.callID)
 			b = key(b, "content")
+			if len(p.result) == 0 {
+				b = append(b, `""`...)
+				if p.isError {
+					b = kBool(b, "is_error", true)
+				}
+				b = append(b, '}')
+				continue
+			}
 			b = append(b, '[')
 			for j := range p.result {
 				r := &p.result[j]

@@ -1,0 +1,176 @@
+package translate
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Field-by-field request cases (docs/translation.md): each checks gjson
+// paths of the translated body, or that the request is refused with a 400
+// naming the field.
+func TestTranslateRequestFields(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to Protocol
+		body     string
+		want     map[string]string // gjson path → expected String() ("<absent>" for none)
+		errParam string            // expected Param of a 400, when refused
+	}{
+		{name: "chat image url and base64 to messages", from: Chat, to: Messages,
+			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"high"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0K"}}]}]}`,
+			want: map[string]string{
+				"messages.0.content.1.source.type": "url", "messages.0.content.1.source.url": "https://x/y.png",
+				"messages.0.content.2.source.type": "base64", "messages.0.content.2.source.media_type": "image/png",
+				"messages.0.content.2.source.data": "iVBORw0K", "max_tokens": "16384",
+			}},
+		{name: "messages base64 image to responses", from: Messages, to: Responses,
+			body: `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"/9j/"}}]}]}`,
+			want: map[string]string{"input.0.content.0.type": "input_image", "input.0.content.0.image_url": "data:image/jpeg;base64,/9j/", "max_output_tokens": "10"}},
+		{name: "messages tool result is_error to chat", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"run it"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"sh","input":{"c":"ls"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"denied"}]},{"type":"text","text":"why?"}]}]}`,
+			want: map[string]string{
+				"messages.1.tool_calls.0.function.arguments": `{"c":"ls"}`, "messages.2.role": "tool", "messages.2.tool_call_id": "t1",
+				"messages.2.content": "[tool error] denied", "messages.3.role": "user", "messages.3.content": "why?",
+				"max_completion_tokens": "10",
+			}},
+		{name: "chat tool round trip to messages", from: Chat, to: Messages,
+			body: `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","parallel_tool_calls":false,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},{"id":"c2","type":"function","function":{"name":"f","arguments":""}}]},{"role":"tool","tool_call_id":"c1","content":"one"},{"role":"tool","tool_call_id":"c2","content":"two"}]}`,
+			want: map[string]string{
+				"system.0.text": "be brief", "messages.1.content.0.input.a": "1", "messages.1.content.1.input": "{}",
+				"messages.2.content.0.tool_use_id": "c1", "messages.2.content.1.tool_use_id": "c2", "messages.#": "3",
+				"tool_choice.type": "any", "tool_choice.disable_parallel_tool_use": "true", "tools.0.input_schema.type": "object",
+			}},
+		{name: "tool_choice none keeps the tools for messages", from: Chat, to: Messages,
+			body: `{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"tools.0.name": "f", "tool_choice.type": "none"}},
+		{name: "responses effort to messages thinking budget", from: Responses, to: Messages,
+			body: `{"model":"m","input":"hi","reasoning":{"effort":"high","summary":"auto"},"max_output_tokens":40000}`,
+			want: map[string]string{"thinking.type": "enabled", "thinking.budget_tokens": "24576", "max_tokens": "40000"}},
+		{name: "budget below max_tokens", from: Chat, to: Messages,
+			body: `{"model":"m","reasoning_effort":"high","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"thinking.budget_tokens": "1999", "max_tokens": "2000"}},
+		{name: "thinking off with a forced tool", from: Responses, to: Messages,
+			body: `{"model":"m","input":"hi","reasoning":{"effort":"low"},"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"f"}}`,
+			want: map[string]string{"thinking": "<absent>", "tool_choice.type": "tool", "tool_choice.name": "f"}},
+		{name: "messages thinking budget to chat effort", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"reasoning_effort": "low"}},
+		{name: "adaptive thinking with output_config effort", from: Messages, to: Responses,
+			body: `{"model":"m","max_tokens":5000,"thinking":{"type":"adaptive","display":"omitted"},"output_config":{"effort":"max"},"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"reasoning.effort": "xhigh", "reasoning.summary": "<absent>", "include.0": "reasoning.encrypted_content"}},
+		{name: "thinking summary requested when shown", from: Messages, to: Responses,
+			body: `{"model":"m","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":20000},"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"reasoning.effort": "high", "reasoning.summary": "auto"}},
+		{name: "json schema chat to responses", from: Chat, to: Responses,
+			body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}}}`,
+			want: map[string]string{"text.format.type": "json_schema", "text.format.name": "s", "text.format.schema.type": "object", "text.format.strict": "true"}},
+		{name: "json schema responses to messages", from: Responses, to: Messages,
+			body: `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}}`,
+			want: map[string]string{"output_config.format.type": "json_schema", "output_config.format.schema.type": "object"}},
+		{name: "messages json schema to chat", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":9,"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"response_format.json_schema.name": "response", "response_format.json_schema.schema.type": "object"}},
+		{name: "stop and sampling to messages", from: Chat, to: Messages,
+			body: `{"model":"m","stop":"END","temperature":1.5,"top_p":0.9,"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"stop_sequences.0": "END", "temperature": "1", "top_p": "0.9"}},
+		{name: "stream asks chat for usage", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"stream": "true", "stream_options.include_usage": "true"}},
+		{name: "model option", from: Chat, to: Responses,
+			body: `{"model":"alias","messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"model": "upstream-model", "input.0.content.0.text": "hi"}},
+		{name: "anthropic signature round trip through responses", from: Responses, to: Messages,
+			body: `{"model":"m","reasoning":{"effort":"low"},"input":[{"role":"user","content":"hi"},{"type":"reasoning","summary":[{"type":"summary_text","text":"I think"}],"encrypted_content":"troupe.anthropic.v1:SIG"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`,
+			want: map[string]string{"messages.1.content.0.type": "thinking", "messages.1.content.0.thinking": "I think", "messages.1.content.0.signature": "SIG", "messages.1.content.1.type": "tool_use"}},
+		{name: "openai reasoning round trip through messages", from: Messages, to: Responses,
+			body: `{"model":"m","max_tokens":9000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"troupe.openai.v1:ENC"},{"type":"text","text":"yes"}]}]}`,
+			want: map[string]string{"input.1.type": "reasoning", "input.1.encrypted_content": "ENC", "input.1.summary.0.text": "hmm", "input.2.content.0.text": "yes"}},
+		{name: "foreign reasoning is not sent", from: Responses, to: Messages,
+			body: `{"model":"m","reasoning":{"effort":"low"},"input":[{"role":"user","content":"hi"},{"type":"reasoning","summary":[],"encrypted_content":"gAAAA-openai"},{"role":"assistant","content":[{"type":"output_text","text":"a"}]}]}`,
+			want: map[string]string{"messages.1.content.#": "1", "messages.1.content.0.text": "a"}},
+		{name: "reasoning-only assistant turn left out of chat", from: Responses, to: Chat,
+			body: `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"reasoning","summary":[],"encrypted_content":"x"},{"role":"user","content":"again"}]}`,
+			want: map[string]string{"messages.#": "2", "messages.1.content": "again"}},
+		{name: "namespace and custom tools flattened", from: Responses, to: Chat,
+			body: `{"model":"m","input":"hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"a"},{"type":"function","name":"dup"}]},{"type":"function","name":"dup"},{"type":"custom","name":"patch","format":{"type":"grammar","syntax":"lark","definition":"start: x"}},{"type":"web_search"}]}`,
+			want: map[string]string{"tools.#": "4", "tools.0.function.name": "a", "tools.1.function.name": "ns__dup", "tools.2.function.name": "dup",
+				"tools.3.function.name": "patch", "tools.3.function.parameters.required.0": "input"}},
+		{name: "custom call history to messages", from: Responses, to: Messages,
+			body: `{"model":"m","tools":[{"type":"custom","name":"patch"}],"input":[{"role":"user","content":"hi"},{"type":"custom_tool_call","call_id":"c","name":"patch","input":"*** Begin"},{"type":"custom_tool_call_output","call_id":"c","output":[{"type":"input_text","text":"done"}]}]}`,
+			want: map[string]string{"messages.1.content.0.input.input": "*** Begin", "messages.2.content.0.content.0.text": "done"}},
+		{name: "chat custom tool to responses stays custom", from: Chat, to: Responses,
+			body: `{"model":"m","tools":[{"type":"custom","custom":{"name":"p","format":{"type":"text"}}}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"custom","custom":{"name":"p","input":"raw"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]}`,
+			want: map[string]string{"tools.0.type": "custom", "input.1.type": "custom_tool_call", "input.1.input": "raw", "input.2.type": "custom_tool_call_output"}},
+		{name: "deferred tools left out", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":9,"tools":[{"name":"a","input_schema":{"type":"object"}},{"name":"b","defer_loading":true,"input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"}]}`,
+			want: map[string]string{"tools.#": "1", "tools.0.function.name": "a"}},
+		{name: "system message in the middle", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":9,"system":"top","messages":[{"role":"user","content":"hi"},{"role":"system","content":"env"},{"role":"assistant","content":"ok"}]}`,
+			want: map[string]string{"messages.0.content": "top", "messages.1.content": "hi", "messages.2.role": "system", "messages.2.content": "env", "messages.3.content": "ok"}},
+		{name: "stop to responses", from: Chat, to: Responses, errParam: "stop",
+			body: `{"model":"m","stop":["x"],"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "top_k", from: Messages, to: Chat, errParam: "top_k",
+			body: `{"model":"m","max_tokens":9,"top_k":5,"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "n", from: Chat, to: Messages, errParam: "n",
+			body: `{"model":"m","n":2,"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "previous_response_id", from: Responses, to: Chat, errParam: "previous_response_id",
+			body: `{"model":"m","input":"hi","previous_response_id":"resp_1"}`},
+		{name: "hosted tool", from: Responses, to: Messages, errParam: "tools.0.type",
+			body: `{"model":"m","input":"hi","tools":[{"type":"file_search"}]}`},
+		{name: "image in a tool result to chat", from: Messages, to: Chat,
+			body: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}]}`, errParam: ""},
+		{name: "json_object to messages", from: Chat, to: Messages, errParam: "response_format",
+			body: `{"model":"m","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "unknown field", from: Chat, to: Messages, errParam: "audio",
+			body: `{"model":"m","audio":{"voice":"x"},"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "server tool", from: Messages, to: Responses, errParam: "tools.0.type",
+			body: `{"model":"m","max_tokens":9,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "not json", from: Chat, to: Messages, errParam: "", body: `{"model":`},
+		{name: "too deep", from: Chat, to: Messages, errParam: "", body: `{"model":"m","messages":` + deep(200) + `}`},
+		{name: "no messages", from: Messages, to: Chat, errParam: "messages", body: `{"model":"m","max_tokens":1,"messages":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := RequestOptions{}
+			if tc.name == "model option" {
+				opts.Model = "upstream-model"
+			}
+			out, err := TranslateRequest(tc.from, tc.to, []byte(tc.body), opts)
+			if tc.want == nil {
+				var te *Error
+				if !errors.As(err, &te) || te.Status != 400 || te.Param != tc.errParam || te.Message == "" {
+					t.Fatalf("want a 400 about %q, got %v (%+v)", tc.errParam, err, te)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("invalid JSON %s", out)
+			}
+			for p, want := range tc.want {
+				r := gjson.GetBytes(out, p)
+				got := r.String()
+				if !r.Exists() {
+					got = "<absent>"
+				}
+				if got != want {
+					t.Errorf("%s = %q, want %q in\n%s", p, got, want, out)
+				}
+			}
+		})
+	}
+}
+
+func deep(n int) string {
+	b := make([]byte, 0, 2*n)
+	for range n {
+		b = append(b, '[')
+	}
+	for range n {
+		b = append(b, ']')
+	}
+	return string(b)
+}
