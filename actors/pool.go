@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,11 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	if err != nil {
 		// An account whose transport cannot be built (bad base URL, missing
 		// credentials) joins the pool disabled, so operators see it.
-		p.cfg.log.Warn("account transport", "account", acc.Name, "err", err)
+		if p.cfg.refresh != nil && acc.Provider == storage.ProviderCodex && acc.Credentials.RefreshToken != "" && errors.Is(err, upstream.ErrMissingCredentials) {
+			p.cfg.log.Info("codex account waits for its first token refresh", "account", acc.Name)
+		} else {
+			p.cfg.log.Warn("account transport", "account", acc.Name, "err", err)
+		}
 		acc.Disabled = true
 	}
 	if pid, ok := p.children[acc.ID]; ok {

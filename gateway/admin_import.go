@@ -44,6 +44,9 @@ type ImportReport struct {
 	DryRun  bool           `json:"dry_run"`
 	Counts  map[string]int `json:"counts"`
 	Entries []ImportResult `json:"entries"`
+	// Stored are the accounts as written (none in a dry run), for the
+	// caller to apply to a running pool. Never rendered.
+	Stored []storage.Account `json:"-"`
 }
 
 // ImportAccounts is what an import needs of storage (storage.Accounts).
@@ -138,10 +141,12 @@ func ImportCodexAccounts(ctx context.Context, st ImportAccounts, data []byte, op
 			r.Name, r.Status = acc.Name, "imported"
 		}
 		if !opts.DryRun {
-			if _, err := st.PutAccount(ctx, acc); err != nil {
+			stored, err := st.PutAccount(ctx, acc)
+			if err != nil {
 				refuse("storing it failed: " + storeErrText(err))
 				continue
 			}
+			rep.Stored = append(rep.Stored, stored)
 		}
 		rep.Entries = append(rep.Entries, r)
 		rep.Counts[r.Status]++
@@ -233,6 +238,9 @@ func (s *Server) adminAccountsIO(ctx *fasthttp.RequestCtx, method, op string) {
 		if err != nil {
 			writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_import", Message: err.Error()})
 			return
+		}
+		for _, a := range rep.Stored {
+			s.sys.PutAccount(a) // join the pool now, not at the next storage sync
 		}
 		s.log.Info("accounts imported", "imported", rep.Counts["imported"], "updated", rep.Counts["updated"],
 			"unchanged", rep.Counts["unchanged"], "refused", rep.Counts["refused"], "dry_run", rep.DryRun)
