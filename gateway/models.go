@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/valyala/fasthttp"
 )
@@ -19,10 +20,19 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	seen := map[string]string{} // model → owner (provider)
+	anyCodex := false           // a codex account serves any model: the catalog says which
 	for _, v := range s.sys.Views() {
 		for _, m := range v.Models {
 			if _, ok := seen[m]; !ok {
 				seen[m] = string(v.Provider)
+			}
+		}
+		anyCodex = anyCodex || (v.Provider == storage.ProviderCodex && len(v.Models) == 0)
+	}
+	if anyCodex && s.catalog != nil {
+		for _, m := range s.catalog.Models() {
+			if _, ok := seen[m]; !ok {
+				seen[m] = string(storage.ProviderCodex)
 			}
 		}
 	}

@@ -118,6 +118,7 @@ type Server struct {
 	classes        classWindow    // attempt outcomes by class, per minute (ops view)
 	failovers      failoverCounts // requests by failovers needed (ops view)
 	policies       PolicyControl  // the routing policy host; nil disables /api/admin/policies
+	catalog        ModelCatalog   // upstream models lists for /v1/models (catalog.go); nil: none
 	canaryRT       canaryRuntime  // the canary policy and per-version outcomes (canary.go)
 	now            func() time.Time
 	ws             wsHub // downstream Responses WebSocket connections (gateway/ws.go)

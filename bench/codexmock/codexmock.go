@@ -434,7 +434,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 
 // models serves GET /models?client_version=… (fixture models.request.http):
 // the captured list, filtered to the models whose available_in_plans holds
-// the account's plan.
+// the account's plan, with an ETag per plan (If-None-Match → 304).
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	a := s.authorize(w, r)
@@ -443,6 +443,11 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if a == nil {
+		return
+	}
+	etag := `"models-` + a.Plan + `"`
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	if r.URL.Query().Get("client_version") == "" {
@@ -470,6 +475,6 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		keep = []map[string]any{}
 	}
 	b, _ := json.Marshal(map[string]any{"models": keep})
-	w.Header().Set("ETag", `"models-`+a.Plan+`"`)
+	w.Header().Set("ETag", etag)
 	writeJSON(w, 200, string(b))
 }

@@ -53,6 +53,7 @@ type app struct {
 	// unwatch ends the subscription to API-key changes.
 	unwatch context.CancelFunc
 
+	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	policies *scripts.Host    // the routing policy host (compile, self-test, swap)
 	watcher  *scripts.Watcher // follows policies.dir/ACTIVE.lua
 }
@@ -179,6 +180,7 @@ func (a *app) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.codex = cx
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
 		Store: a.store,
@@ -235,6 +237,7 @@ func (a *app) start(ctx context.Context) error {
 			MaxMessage:           cfg.Gateway.WebSocket.MaxMessageBytes,
 		},
 	}, sys, a.store, a.cache, metrics, a.log)
+	a.server.SetModelCatalog(cx.catalog)
 	a.live.Store(a.server)
 	if err := a.watchKeys(); err != nil {
 		a.sys.Stop(context.Background())

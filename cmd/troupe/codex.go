@@ -81,6 +81,8 @@ type codexSetup struct {
 	identity *upstream.Identity
 	clients  *upstream.Clients
 	oauth    *upstream.OAuth
+	catalog  *upstream.CodexCatalog
+	base     upstream.Options // transport options of every account
 }
 
 func newCodexSetup(cfg *Config) (*codexSetup, error) {
@@ -98,6 +100,8 @@ func newCodexSetup(cfg *Config) (*codexSetup, error) {
 		identity: upstream.NewIdentity(secret),
 		clients:  upstream.NewClients(upstream.ClientsConfig{}),
 		oauth:    upstream.NewOAuth(upstream.OAuthConfig{TokenURL: cfg.Codex.OAuthTokenURL, ClientID: cfg.Codex.OAuthClientID}),
+		catalog:  &upstream.CodexCatalog{},
+		base:     upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout},
 	}, nil
 }
 
@@ -132,4 +136,47 @@ func (l appLeases) ReleaseLease(ctx context.Context, key, owner string) error {
 		return storage.ErrCacheUnavailable
 	}
 	return l.a.cache.ReleaseLease(ctx, key, owner)
+}
+
+// catalogFirstDelay is how long after start the models catalog is first
+// fetched (accounts imported without an access token refresh first).
+const catalogFirstDelay = 5 * time.Second
+
+// refreshCatalog fetches the codex models list of every plan every
+// codex.models_refresh until ctx ends (not at all when it is 0).
+func (a *app) refreshCatalog(ctx context.Context) {
+	every := a.cfg.Codex.ModelsRefresh
+	if every <= 0 || a.codex == nil {
+		return
+	}
+	t := time.NewTimer(catalogFirstDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.refreshCatalogOnce(ctx)
+		next := every
+		if len(a.codex.catalog.Models()) == 0 {
+			next = min(every, time.Minute) // nothing yet: try again soon
+		}
+		t.Reset(next)
+	}
+}
+
+func (a *app) refreshCatalogOnce(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	accs, err := a.store.ListAccounts(rctx)
+	if err != nil {
+		a.log.Warn("codex models catalog: list accounts", "err", err)
+		return
+	}
+	cx := a.codex
+	err = cx.catalog.Refresh(rctx, accs, func(acc storage.Account) upstream.Options { return cx.options(a.cfg, cx.base, acc) })
+	if err != nil {
+		a.log.Warn("codex models catalog", "err", err)
+	}
 }

@@ -76,10 +76,11 @@ func TestCodexImportRefreshAndWindows(t *testing.T) {
 	rt2 := m.AddAccount(codexmock.Account{ID: "22222222-0000-4000-8000-000000000002", Email: "b@example.com", Plan: "pro"})
 	cfg := testConfig(t)
 	cfg.Codex.OAuthTokenURL = m.TokenURL()
+	cfg.Aliases = map[string]string{"codex-latest": "gpt-5.4"}
 	a := startCodexApp(t, cfg)
 	admin, _ := createKey(t, a.store, "admin", func(k *storage.APIKey) { k.Admin = true })
 
-	st, body := gatewayDo(t, a, "POST", "/api/admin/accounts/import?models=gpt-5.4&base_url="+m.BaseURL(), admin,
+	st, body := gatewayDo(t, a, "POST", "/api/admin/accounts/import?base_url="+m.BaseURL(), admin,
 		"# two logins\n"+rt1+"\n"+rt2+"\n"+rt1+"\nnot a token\n")
 	if st != 200 || gjson.GetBytes(body, "counts.imported").Int() != 2 || gjson.GetBytes(body, "counts.refused").Int() != 2 {
 		t.Fatalf("import: %d %s", st, body)
@@ -114,6 +115,12 @@ func TestCodexImportRefreshAndWindows(t *testing.T) {
 	_, exp := gatewayDo(t, a, "GET", "/api/admin/accounts/export?format=tokens", admin, "")
 	if lines := strings.Fields(string(exp)); len(lines) != 2 || strings.Contains(string(exp), rt1) || strings.Contains(string(exp), rt2) {
 		t.Fatalf("export after refresh: %q", exp)
+	}
+	// The models catalog: the backend's list per plan, aliases included, in /v1/models.
+	a.refreshCatalogOnce(t.Context())
+	_, models := gatewayDo(t, a, "GET", "/v1/models", admin, "")
+	if !strings.Contains(string(models), `"gpt-5.4"`) || !strings.Contains(string(models), `"codex-latest"`) {
+		t.Fatalf("/v1/models: %s", models)
 	}
 	for _, r := range m.Requests() {
 		if r.Header.Get("Session-Id") == "" || !strings.Contains(string(r.Body), "x-codex-installation-id") {
