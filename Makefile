@@ -57,6 +57,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bench/scenario/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME) ./bench/load/
 	$(GO) test -run '^$$' -fuzz '^FuzzClassifyMessages$$' -fuzztime $(FUZZTIME) ./upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCodexFile$$' -fuzztime $(FUZZTIME) ./upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimitsEvent$$' -fuzztime $(FUZZTIME) ./upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./bench/mock/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateFrame$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateFrame$$' -fuzztime $(FUZZTIME) ./upstream/

@@ -84,6 +84,10 @@ func ParseCodexFile(data []byte) ([]CodexEntry, error) {
 
 func tokenEntry(n int, tok string) CodexEntry {
 	e := CodexEntry{Line: n}
+	if tok == "" {
+		e.Err = errors.New("empty refresh token")
+		return e
+	}
 	if err := checkToken("refresh_token", tok); err != nil {
 		e.Err = err
 		return e
