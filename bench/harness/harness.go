@@ -164,6 +164,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 				if ctx.Err() != nil {
 					break
 				}
+				// Let the run's connections close and the processes settle
+				// before the next run.
+				time.Sleep(settle)
 			}
 			if round.Direct != nil && round.Gateway != nil {
 				round.Added = added(round.Direct, round.Gateway, p.Stream)
@@ -234,6 +237,9 @@ func runPhase(ctx context.Context, c doer, s *scenario.Scenario, p scenario.Phas
 	}
 	return run, st
 }
+
+// settle is the pause between two runs.
+const settle = 500 * time.Millisecond
 
 // wsConns is the connection pool size of WebSocket phases per target:
 // Troupe's default limit of WebSocket connections per API key.
