@@ -87,3 +87,23 @@ func TestCodexIdentityAgainstMock(t *testing.T) {
 		t.Fatalf("SDK request session %q", reqs[3].Header.Get("Session-Id"))
 	}
 }
+
+// BenchmarkCodexIdentity is the per-request cost of the account identity:
+// the body's prompt_cache_key and installation id (sjson) and the session
+// headers, on the fixture's Codex CLI body and headers.
+func BenchmarkCodexIdentity(b *testing.B) {
+	body := testdata(b, "codex-request-body.json")
+	client := headersFromFixture(b, "codex-request-headers.http")
+	id := NewIdentity([]byte("secret"))
+	t := &codex{identity: id, identityKey: "acct-1", installation: id.Installation("acct-1")}
+	req := &Request{Endpoint: EndpointResponses, Stream: true, Body: body, Header: client}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, ids, err := t.applyIdentity(body, req)
+		if err != nil || len(out) == 0 {
+			b.Fatal(err)
+		}
+		h := make(http.Header, 16)
+		setIdentityHeaders(h, client, ids)
+	}
+}

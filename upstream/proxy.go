@@ -127,3 +127,20 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// envProxyDial dials directly, or through the proxy the environment names
+// for https to addr (HTTPS_PROXY, NO_PROXY; http.ProxyFromEnvironment), as
+// NewHTTPClient's clients do, for accounts without a configured proxy.
+func envProxyDial(base *net.Dialer) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		p, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
+		if err != nil || p == nil {
+			return base.DialContext(ctx, network, addr)
+		}
+		d, err := proxyDial(base, p)
+		if err != nil {
+			return nil, err
+		}
+		return d(ctx, network, addr)
+	}
+}

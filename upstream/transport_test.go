@@ -378,7 +378,7 @@ func TestCodexRequest(t *testing.T) {
 }
 
 // headersFromFixture reads the header lines of a recorded .http request.
-func headersFromFixture(t *testing.T, name string) http.Header {
+func headersFromFixture(t testing.TB, name string) http.Header {
 	h := http.Header{}
 	lines := strings.Split(string(testdata(t, name)), "\n")
 	for _, l := range lines[1:] {

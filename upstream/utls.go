@@ -107,7 +107,7 @@ func (c *Clients) build(profile string, p *url.URL) (http.RoundTripper, error) {
 	}
 	std := NewHTTPClient(hc).Transport.(*http.Transport)
 	base := &net.Dialer{Timeout: orDefault(hc.DialTimeout, 10*time.Second), KeepAlive: orDefault(hc.KeepAlive, 30*time.Second)}
-	dial := dialFunc(base.DialContext)
+	dial := envProxyDial(base)
 	if p != nil {
 		d, err := proxyDial(base, p)
 		if err != nil {
@@ -115,7 +115,7 @@ func (c *Clients) build(profile string, p *url.URL) (http.RoundTripper, error) {
 		}
 		dial = d
 	}
-	std.Proxy = nil // the dial function already goes through p
+	std.Proxy = nil // the dial function already goes through the proxy
 	std.DialContext = dial
 	if profile == "go" {
 		return std, nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,5 +198,94 @@ func TestUTLSThroughConnectProxy(t *testing.T) {
 	resp = post(t, rt, plain.URL, "")
 	if b, _ := io.ReadAll(resp.Body); string(b) != "plain" || used.Load() != 2 {
 		t.Fatalf("%q, proxy used %d times", b, used.Load())
+	}
+}
+
+// socks5Proxy is a minimal SOCKS5 server (RFC 1928, RFC 1929 user/password)
+// that connects to IPv4 or domain targets.
+func socks5Proxy(t *testing.T, used *atomic.Int32) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				buf := make([]byte, 512)
+				if _, err := io.ReadFull(c, buf[:2]); err != nil {
+					return
+				}
+				io.ReadFull(c, buf[:buf[1]]) // methods
+				c.Write([]byte{5, 2})        // user/password
+				io.ReadFull(c, buf[:2])
+				user := make([]byte, buf[1])
+				io.ReadFull(c, user)
+				io.ReadFull(c, buf[:1])
+				pw := make([]byte, buf[0])
+				io.ReadFull(c, pw)
+				if string(user) != "user" || string(pw) != "pw" {
+					c.Write([]byte{1, 1})
+					return
+				}
+				c.Write([]byte{1, 0})
+				io.ReadFull(c, buf[:4])
+				var host string
+				switch buf[3] {
+				case 1:
+					io.ReadFull(c, buf[:4])
+					host = net.IP(buf[:4]).String()
+				case 3:
+					io.ReadFull(c, buf[:1])
+					n := int(buf[0])
+					io.ReadFull(c, buf[:n])
+					host = string(buf[:n])
+				default:
+					return
+				}
+				io.ReadFull(c, buf[:2])
+				port := int(buf[0])<<8 | int(buf[1])
+				up, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 5*time.Second)
+				if err != nil {
+					c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+					return
+				}
+				defer up.Close()
+				used.Add(1)
+				c.Write([]byte{5, 0, 0, 1, 0, 0, 0, 0, 0, 0})
+				c.SetDeadline(time.Time{})
+				go io.Copy(up, c)
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	return "socks5://user:pw@" + ln.Addr().String()
+}
+
+func TestUTLSThroughSOCKS5(t *testing.T) {
+	var used atomic.Int32
+	purl := socks5Proxy(t, &used)
+	srv := tlsServer(t, true, &helloRecorder{})
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	rt, err := NewClients(ClientsConfig{RootCAs: pool}).RoundTripper("chrome", purl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := post(t, rt, srv.URL, "via socks")
+	if b, _ := io.ReadAll(resp.Body); string(b) != "echo:via socks" || used.Load() != 1 || resp.Header.Get("X-Proto") != "HTTP/2.0" {
+		t.Fatalf("%q over %s, proxy used %d times", b, resp.Header.Get("X-Proto"), used.Load())
+	}
+	bad, _ := NewClients(ClientsConfig{RootCAs: pool}).RoundTripper("chrome", strings.Replace(purl, ":pw@", ":bad@", 1))
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
+	if _, err := bad.RoundTrip(req); err == nil {
+		t.Fatal("bad socks credentials: no error")
 	}
 }
