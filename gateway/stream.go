@@ -168,6 +168,9 @@ func (st *stream) observe(ev translate.Event) {
 		case "response.completed", "response.incomplete":
 			st.clean = true
 			st.usage = responsesUsage(ev.Data)
+			// Remembered before the event is relayed: the client may name the
+			// response in its next request at once, on any instance.
+			st.s.remember(st.respID, st.lease.AccountID)
 		case "response.failed", "error":
 			st.clean = true
 			v, _, _ := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data)
@@ -367,9 +370,6 @@ func (st *stream) finish(count bool) {
 	switch {
 	case v.Class == upstream.ClassNone:
 		s.record(c, st.lease, status, st.usage, s.now().Sub(st.start), st.ttft)
-		if c.endpoint == upstream.EndpointResponses {
-			s.remember(st.respID, st.lease.AccountID)
-		}
 		s.rememberSession(c, st.lease.AccountID)
 	case v.Class == upstream.ClassCanceled:
 		status = 499

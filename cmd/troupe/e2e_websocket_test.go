@@ -344,3 +344,39 @@ func TestWebSocketShutdown(t *testing.T) {
 		t.Fatal("shutdown did not return")
 	}
 }
+
+// TestWebSocketForeignContinuation: a continuation of a response served on
+// another connection (so not in this connection's transcript) goes to the
+// account that served it; once that account leaves the pool, the answer is
+// the error frame 409 previous_response_not_found.
+func TestWebSocketForeignContinuation(t *testing.T) {
+	cfg := wsTestConfig(t, func(c *Config) { c.Gateway.WebSocket.Upstream = "never" })
+	d := startTestDemo(t, cfg, tuned([]int{2, 6, 10}, nil))
+	c1 := dialWS(t, d, d.apiKey, nil)
+	ev := lastOf(t, wsTurn(t, c1, `{"type":"response.create","model":"gpt-4.1-mini","input":"first"}`), "response.completed")
+	id, owner := ev.Get("response.id").Str, servedBy.FindString(answerText(ev))
+	c1.Close()
+
+	c2 := dialWS(t, d, d.apiKey, nil)
+	for i := range 4 {
+		next := lastOf(t, wsTurn(t, c2, fmt.Sprintf(`{"type":"response.create","model":"gpt-4.1-mini","input":"next %d","previous_response_id":%q}`, i, id)), "response.completed")
+		if got := servedBy.FindString(answerText(next)); got != owner {
+			t.Fatalf("continuation %d served by %s, want the owner %s", i, got, owner)
+		}
+	}
+	var ownerID string
+	for _, v := range d.app.sys.Views() {
+		if v.Name == owner {
+			ownerID = v.ID
+		}
+	}
+	d.app.sys.RemoveAccount(ownerID)
+	eventually(t, 5*time.Second, "the owner left the pool", func() (bool, string) {
+		_, ok := d.app.sys.View(ownerID)
+		return !ok, ""
+	})
+	e := lastOf(t, wsTurn(t, c2, fmt.Sprintf(`{"type":"response.create","model":"gpt-4.1-mini","input":"x","previous_response_id":%q}`, id)), "error")
+	if e.Get("status").Int() != 409 || e.Get("error.code").Str != "previous_response_not_found" || e.Get("error.param").Str != "previous_response_id" {
+		t.Fatalf("error frame: %s", e.Raw)
+	}
+}
