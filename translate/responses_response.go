@@ -143,7 +143,11 @@ func appendResponsesItem(b []byte, p *part, id []byte, status string) []byte {
 			b = kStr(b, "call_id", p.callID)
 			b = kStr(b, "name", p.name)
 			b = kStrOpt(b, "namespace", p.namespace)
-			b = kStr(b, "arguments", p.args)
+			if status == "completed" {
+				b = kStr(b, "arguments", callArguments(p))
+			} else {
+				b = kStr(b, "arguments", p.args)
+			}
 		}
 		return append(b, '}')
 	case partReasoning:

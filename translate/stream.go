@@ -115,6 +115,8 @@ type Stream struct {
 	id       string
 	created  int64
 
+	toolArgs  bool   // the open block is a function tool call
+	sawArgs   bool   // it has received argument fragments
 	custom    bool   // the open block is a custom tool call being buffered
 	customBuf []byte // its raw input so far
 
@@ -247,6 +249,20 @@ func (s *Stream) emit(dst []byte, e sev) []byte {
 	default:
 		if !s.started {
 			dst = s.emit(dst, sev{kind: sevStart})
+		}
+		// A tool call whose upstream sent no argument fragments (a tool
+		// without parameters) gets "{}", as OpenAI itself sends.
+		switch {
+		case e.kind == sevBlockStart:
+			s.toolArgs = e.bk == blockTool && !e.custom
+			s.sawArgs = false
+		case e.kind == sevDelta && s.toolArgs && e.text != "":
+			s.sawArgs = true
+		case e.kind == sevBlockStop && s.toolArgs:
+			s.toolArgs = false
+			if !s.sawArgs {
+				dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, text: "{}"})
+			}
 		}
 		if s.to != Responses {
 			// A custom (freeform) tool call has raw input; Chat and Messages
