@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/iotest"
+
+	"github.com/tidwall/gjson"
 )
 
 // upstream events that open a text block, and one text delta, per protocol.
@@ -186,6 +188,44 @@ func TestStreamUsage(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s: usage %+v, want %+v", name, got, want)
+		}
+	}
+}
+
+// TestStreamRefusalAndReasoning: a Chat upstream's streamed refusal and
+// reasoning_content reach a Responses client as a refusal part and a
+// reasoning item, and a Messages client as text and thinking blocks.
+func TestStreamRefusalAndReasoning(t *testing.T) {
+	var in []byte
+	for _, d := range []string{
+		`{"role":"assistant","reasoning_content":"think"}`,
+		`{"reasoning_content":"ing"}`,
+		`{"refusal":"No"}`,
+		`{"refusal":" way."}`,
+	} {
+		in = AppendData(in, []byte(`{"id":"chatcmpl-7","created":3,"model":"m","choices":[{"index":0,"delta":`+d+`,"finish_reason":null}]}`))
+	}
+	in = AppendData(in, []byte(`{"id":"chatcmpl-7","created":3,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`))
+	in = AppendData(in, []byte(`[DONE]`))
+
+	out := translateStream(t, Chat, Responses, in, StreamOptions{Created: 1})
+	checkSSE(t, Responses, out)
+	last := out[bytes.LastIndex(out, []byte("event: response.completed")):]
+	resp := gjson.GetBytes(bytes.TrimSpace(last[bytes.Index(last, []byte("data: "))+6:]), "response")
+	if resp.Get("output.0.type").Str != "reasoning" || resp.Get("output.0.summary.0.text").Str != "thinking" ||
+		resp.Get("output.1.content.0.type").Str != "refusal" || resp.Get("output.1.content.0.refusal").Str != "No way." {
+		t.Fatalf("responses output %s", resp.Get("output").Raw)
+	}
+	if !bytes.Contains(out, []byte("event: response.refusal.delta\n")) || !bytes.Contains(out, []byte("event: response.reasoning_summary_text.delta\n")) {
+		t.Fatalf("missing delta events:\n%s", out)
+	}
+
+	out = translateStream(t, Chat, Messages, in, StreamOptions{Created: 1})
+	checkSSE(t, Messages, out)
+	for _, w := range []string{`"content_block":{"type":"thinking","thinking":"","signature":""}`, `"thinking_delta","thinking":"ing"`,
+		`"signature_delta","signature":""`, `"text_delta","text":"No"`, `"stop_reason":"end_turn"`} {
+		if !bytes.Contains(out, []byte(w)) {
+			t.Errorf("%s missing from\n%s", w, out)
 		}
 	}
 }
