@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -82,6 +83,9 @@ type codex struct {
 	identity     *Identity
 	identityKey  string // the account's ID, the HMAC input that makes ids per account
 	installation string // identity.Installation(identityKey), computed once
+	// ws dials upstream WebSockets with the account's TLS profile and
+	// proxy; nil uses the shared dialer.
+	ws *websocket.Dialer
 }
 
 func newCodex(a storage.Account, b base, opts Options) (*codex, error) {
@@ -122,6 +126,9 @@ func newCodex(a storage.Account, b base, opts Options) (*codex, error) {
 			return nil, fmt.Errorf("upstream: account %q (codex): %w", a.Name, err)
 		}
 		t.base.rt = rt
+		if t.ws, err = opts.Clients.WebSocketDialer(opts.TLSProfile, proxy); err != nil {
+			return nil, fmt.Errorf("upstream: account %q (codex): %w", a.Name, err)
+		}
 	}
 	return t, nil
 }

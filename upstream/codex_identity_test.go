@@ -107,3 +107,21 @@ func BenchmarkCodexIdentity(b *testing.B) {
 		setIdentityHeaders(h, client, ids)
 	}
 }
+
+func TestCodexIdentityOnWebSocketFrames(t *testing.T) {
+	id := NewIdentity([]byte("secret"))
+	tr, err := New(storage.Account{ID: "a1", Name: "a1", Provider: storage.ProviderCodex, Credentials: storage.Credentials{AccessToken: "t"}}, Options{Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := tr.(WebSocketDialer).CreateFrame([]byte(`{"model":"gpt-5.4","input":"hi","prompt_cache_key":"thread-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := gjson.GetBytes(f, "prompt_cache_key").Str; k == "thread-1" || k != id.PromptCacheKey("a1", "k:thread-1") {
+		t.Fatalf("frame prompt_cache_key %q", k)
+	}
+	if gjson.GetBytes(f, "client_metadata.x-codex-installation-id").Str != id.Installation("a1") || gjson.GetBytes(f, "type").Str != "response.create" {
+		t.Fatalf("frame %s", f)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	utls "github.com/refraction-networking/utls"
 	"golang.org/x/net/http2"
 )
@@ -64,11 +65,43 @@ type Clients struct {
 	cfg ClientsConfig
 	mu  sync.Mutex
 	rts map[string]http.RoundTripper
+	wss map[string]*websocket.Dialer
 }
 
 // NewClients returns an empty set of clients.
 func NewClients(cfg ClientsConfig) *Clients {
-	return &Clients{cfg: cfg, rts: make(map[string]http.RoundTripper)}
+	return &Clients{cfg: cfg, rts: make(map[string]http.RoundTripper), wss: make(map[string]*websocket.Dialer)}
+}
+
+// WebSocketDialer returns the WebSocket dialer for profile and proxyURL, as
+// RoundTripper does for HTTP: the same ClientHello (with ALPN http/1.1, as
+// an upgrade needs) through the same proxy. Errors as RoundTripper's.
+func (c *Clients) WebSocketDialer(profile, proxyURL string) (*websocket.Dialer, error) {
+	rt, err := c.RoundTripper(profile, proxyURL)
+	if err != nil {
+		return nil, err
+	}
+	key := profile + "\x00" + proxyURL
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.wss[key]; ok {
+		return d, nil
+	}
+	d := &websocket.Dialer{HandshakeTimeout: 30 * time.Second, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+	switch t := rt.(type) {
+	case *utlsTransport:
+		d.NetDialContext = t.dial
+		d.NetDialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return t.dialTLS(ctx, network, addr, true)
+		}
+	case *http.Transport:
+		d.NetDialContext = t.DialContext
+		if c.cfg.RootCAs != nil {
+			d.TLSClientConfig = &tls.Config{RootCAs: c.cfg.RootCAs}
+		}
+	}
+	c.wss[key] = d
+	return d, nil
 }
 
 // RoundTripper returns the round tripper for profile (a TLSProfiles name; ""

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fasthttp/websocket"
 )
 
 // helloRecorder notes whether ClientHellos carried GREASE cipher suites,
@@ -287,5 +289,44 @@ func TestUTLSThroughSOCKS5(t *testing.T) {
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
 	if _, err := bad.RoundTrip(req); err == nil {
 		t.Fatal("bad socks credentials: no error")
+	}
+}
+
+func TestUTLSWebSocketDialer(t *testing.T) {
+	rec := &helloRecorder{}
+	up := websocket.Upgrader{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		mt, msg, err := c.ReadMessage()
+		if err == nil {
+			c.WriteMessage(mt, append([]byte("echo:"), msg...))
+		}
+	}))
+	srv.TLS = &tls.Config{GetConfigForClient: rec.hook}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	d, err := NewClients(ClientsConfig{RootCAs: pool}).WebSocketDialer("chrome", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, _, err := d.DialContext(ctx, "wss"+strings.TrimPrefix(srv.URL, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.WriteMessage(websocket.TextMessage, []byte("hi"))
+	_, msg, err := conn.ReadMessage()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err != nil || string(msg) != "echo:hi" || len(rec.grease) == 0 || !rec.grease[0] {
+		t.Fatalf("%q %v, chrome hello %v", msg, err, rec.grease)
 	}
 }

@@ -76,7 +76,13 @@ func wsURL(u *url.URL) string {
 
 // dialWS upgrades target with h; a refused upgrade becomes a *Response.
 func dialWS(ctx context.Context, target string, h http.Header) (*websocket.Conn, *Response, error) {
-	conn, resp, err := wsDialer.DialContext(ctx, target, h)
+	return dialWSWith(ctx, wsDialer, target, h)
+}
+
+// dialWSWith is dialWS through dialer d (a codex account's TLS profile and
+// proxy, see Clients.WebSocketDialer).
+func dialWSWith(ctx context.Context, d *websocket.Dialer, target string, h http.Header) (*websocket.Conn, *Response, error) {
+	conn, resp, err := d.DialContext(ctx, target, h)
 	if err == nil {
 		conn.SetReadLimit(MaxWebSocketMessage)
 		return conn, &Response{Status: resp.StatusCode, Header: resp.Header}, nil
@@ -104,9 +110,15 @@ func dialWS(ctx context.Context, target string, h http.Header) (*websocket.Conn,
 func (t *codex) DialWebSocket(ctx context.Context, header http.Header) (*websocket.Conn, *Response, error) {
 	h := make(http.Header, 12)
 	t.setHeader(h, &Request{Endpoint: EndpointResponses, Stream: true, Header: header})
+	if t.identity != nil { // the account's session ids, as on HTTP (codex_identity.go)
+		setIdentityHeaders(h, header, codexIDs{session: t.identity.Session(t.identityKey, sessionInput(nil, header))})
+	}
 	delete(h, "Accept")
 	delete(h, "Content-Type")
 	h.Set("Openai-Beta", ResponsesWebSocketBeta)
+	if t.ws != nil {
+		return dialWSWith(ctx, t.ws, wsURL(t.url), h)
+	}
 	return dialWS(ctx, wsURL(t.url), h)
 }
 
@@ -120,6 +132,11 @@ func (t *codex) CreateFrame(body []byte) ([]byte, error) {
 	if gjson.GetBytes(out, "store").Type != gjson.False {
 		if out, err = sjson.SetBytes(out, "store", false); err != nil {
 			return nil, &Error{Kind: KindRequest, Err: fmt.Errorf("codex: set store: %w", err)}
+		}
+	}
+	if t.identity != nil { // prompt_cache_key and installation id, as on HTTP
+		if out, _, err = t.applyIdentity(out, &Request{Endpoint: EndpointResponses}); err != nil {
+			return nil, &Error{Kind: KindRequest, Err: err}
 		}
 	}
 	return out, nil
