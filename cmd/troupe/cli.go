@@ -386,7 +386,8 @@ func accountsCmd() *cobra.Command {
 		Use:   "add",
 		Short: "Add or update an account (matched by name)",
 		Example: `  troupe accounts add --name oai-1 --provider openai --api-key sk-... --models gpt-4.1-mini --max-concurrency 8
-  troupe accounts add --name cx-1 --provider codex --access-token eyJ... --account-id 0000-... --models gpt-5.5`,
+  troupe accounts add --name cx-1 --provider codex --access-token eyJ... --account-id 0000-... --models gpt-5.5
+  troupe accounts add --name claude-1 --provider anthropic --api-key sk-ant-... --models claude-sonnet-4-5`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ac.Name == "" || !storage.Provider(ac.Provider).Valid() {
 				return fmt.Errorf("--name and --provider (codex, openai, openai_compat, anthropic) are required")
