@@ -280,6 +280,15 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 			budget = budgetForEffort("medium")
 		}
 	}
+	if rq.toolChoice.mode == "required" || rq.toolChoice.mode == "tool" {
+		budget = 0 // Anthropic rejects thinking together with a forced tool choice
+	}
+	if budget > 0 && toolTurnWithoutThinking(rq.messages) {
+		// With thinking on, Anthropic requires the last assistant turn of a
+		// tool loop to start with its (signed) thinking block; a history
+		// made elsewhere has none, so this request goes without thinking.
+		budget = 0
+	}
 	if maxTokens == 0 {
 		maxTokens = defaultMaxTokens
 		if budget > 0 {
@@ -291,9 +300,6 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 	}
 	if budget > 0 && budget < 1024 {
 		budget = 0 // below Anthropic's minimum: answer without thinking
-	}
-	if rq.toolChoice.mode == "required" || rq.toolChoice.mode == "tool" {
-		budget = 0 // Anthropic rejects thinking together with a forced tool choice
 	}
 	b = kInt(b, "max_tokens", maxTokens)
 
@@ -545,4 +551,33 @@ func encodeMessagesImage(b []byte, p *part) []byte {
 		b = kStr(b, "data", p.data)
 	}
 	return append(b, "}}"...)
+}
+
+// toolTurnWithoutThinking reports whether the last assistant message calls
+// a tool without starting with thinking that Anthropic can verify.
+func toolTurnWithoutThinking(msgs []message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.role != roleAssistant {
+			continue
+		}
+		if !hasToolCall(m.parts) {
+			return false
+		}
+		for j := range m.parts {
+			p := &m.parts[j]
+			if p.typ == partReasoning {
+				if _, _, _, ok := anthropicThinking(p); ok {
+					return false
+				}
+				continue
+			}
+			if p.typ == partText && p.text == "" {
+				continue
+			}
+			return true
+		}
+		return true
+	}
+	return false
 }

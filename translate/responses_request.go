@@ -52,8 +52,13 @@ func decodeResponsesRequest(root gjson.Result) (*request, error) {
 			if err = wantObject(v, name); err == nil {
 				rq.reasoning.effort = v.Get("effort").Str
 				rq.reasoning.summary = v.Get("summary").Str
-				if rq.reasoning.effort == "none" {
+				switch rq.reasoning.effort {
+				case "none":
 					rq.reasoning.off = true
+				case "":
+					// A reasoning object without an effort asks for the
+					// model's default reasoning (OpenAI: medium).
+					rq.reasoning.on = v.IsObject()
 				}
 			}
 		case "text":
