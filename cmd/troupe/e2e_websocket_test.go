@@ -380,3 +380,24 @@ func TestWebSocketForeignContinuation(t *testing.T) {
 		t.Fatalf("error frame: %s", e.Raw)
 	}
 }
+
+// TestWebSocketGlobalLimit: past gateway.websocket.max_connections open
+// connections on the instance, an upgrade gets 429 whatever the key.
+func TestWebSocketGlobalLimit(t *testing.T) {
+	cfg := wsTestConfig(t, func(c *Config) { c.Gateway.WebSocket.MaxConnections = 2 })
+	d := startTestDemo(t, cfg, tuned([]int{1}, nil))
+	dialWS(t, d, d.apiKey, nil)
+	dialWS(t, d, d.apiKey, nil)
+	conn, resp, err := tryDialWS(d, d.apiKey, nil)
+	if err == nil {
+		conn.Close()
+		t.Fatal("a third connection upgraded past max_connections=2")
+	}
+	if resp == nil || resp.StatusCode != 429 {
+		t.Fatalf("third connection: %v %v", err, resp)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if e, err := parseOpenAIError(b); err != nil || e.Code == nil || *e.Code != "websocket_connection_limit_reached" {
+		t.Fatalf("429 body %s: %v", b, err)
+	}
+}
