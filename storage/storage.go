@@ -300,6 +300,8 @@ type Store interface {
 	Settings
 	Policies
 	RequestLog
+	AdminUsers
+	UsageLog
 	// Close releases the backend's resources; the Store must not be used after.
 	Close() error
 }

@@ -81,6 +81,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"Policies/ConcurrentSave", testPolicyConcurrentSave},
 		{"Policies/ConcurrentActivate", testPolicyConcurrentActivate},
 		{"Text/Invalid", testTextInvalid},
+		{"AdminUsers/RoundTrip", testAdminUserRoundTrip},
+		{"AdminUsers/Invalid", testAdminUserInvalid},
+		{"Usage/RecordLog", testUsageRecordLog},
 		{"Concurrent/Mixed", testConcurrentMixed},
 		{"Context/Canceled", testContextCanceled},
 	}
