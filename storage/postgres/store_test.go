@@ -196,7 +196,7 @@ func TestMigrate(t *testing.T) {
 	wg.Wait()
 
 	c := sqlConn(t, dsn)
-	for _, table := range []string{"accounts", "api_keys", "usage_records", "usage_hourly", "settings", "policies", "policy_versions", "goose_db_version", migrate.ChecksumTable} {
+	for _, table := range []string{"accounts", "api_keys", "usage_records", "usage_hourly", "settings", "policies", "policy_versions", "admin_users", "goose_db_version", migrate.ChecksumTable} {
 		var n int
 		if err := c.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1`, table).Scan(&n); err != nil || n != 1 {
 			t.Errorf("table %s: count %d, %v", table, n, err)
