@@ -150,6 +150,8 @@ func (s *scheduler) Receive(c *actor.Context) {
 		s.setCanary(c, m.policy)
 	case schedRescore:
 		s.rescoreSome(c)
+	case schedScores:
+		m.reply <- s.scores()
 	case schedStats:
 		st := s.stats
 		st.Accounts = len(s.byID)

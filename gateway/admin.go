@@ -32,33 +32,49 @@ type PolicyControl interface {
 // SetPolicies installs the policy host behind /api/admin/policies.
 func (s *Server) SetPolicies(p PolicyControl) { s.policies = p }
 
-// admin serves /api/admin/*: JSON, Cache-Control: no-store, admin API keys only.
+// admin serves /api/admin/*: JSON, Cache-Control: no-store. Login is open;
+// every other route takes an admin API key or a logged-in session
+// (adminAuth). The routes are listed in docs/admin-api.md.
 func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	// Set last: error answers reset the response headers.
 	defer ctx.Response.Header.Set("Cache-Control", "no-store")
-	key, aerr := s.authenticate(ctx)
+	path := strings.TrimPrefix(string(ctx.Path()), "/api/admin/")
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	method := string(ctx.Method())
+	if parts[0] == "login" && len(parts) == 1 {
+		s.adminLogin(ctx)
+		return
+	}
+	p, aerr := s.adminAuth(ctx, method)
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}
-	if !key.Admin {
-		writeError(ctx, &APIError{Status: 403, Type: "permission_error", Code: "admin_required", Message: "This API key may not use the admin API."})
-		return
-	}
-	path := strings.TrimPrefix(string(ctx.Path()), "/api/admin/")
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	method := string(ctx.Method())
-	switch {
-	case parts[0] == "ops" && len(parts) == 1:
-		if method != "GET" {
+	switch parts[0] {
+	case "ops":
+		if method != "GET" || len(parts) != 1 {
 			writeError(ctx, errMethod(method, string(ctx.Path())))
 			return
 		}
 		s.ops(ctx)
-	case parts[0] == "policies":
+	case "policies":
 		s.adminPolicies(ctx, method, parts[1:])
-	case parts[0] == "accounts" && len(parts) == 2 && (parts[1] == "import" || parts[1] == "export"):
-		s.adminAccountsIO(ctx, method, parts[1]) // admin_import.go
+	case "logout":
+		if method != "POST" || len(parts) != 1 {
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+			return
+		}
+		s.adminLogout(ctx, p)
+	case "me":
+		s.adminMe(ctx, p, method, parts[1:])
+	case "accounts":
+		s.adminAccounts(ctx, method, parts[1:])
+	case "keys":
+		s.adminKeys(ctx, method, parts[1:])
+	case "usage":
+		s.adminUsage(ctx, method, parts[1:])
+	case "settings":
+		s.adminSettings(ctx, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}
@@ -316,30 +332,43 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 				return
 			}
 		}
-		p, err := s.store.GetPolicy(rctx, name, body.Version)
-		if err != nil {
-			s.storageError(ctx, err)
-			return
-		}
-		if err := s.policies.Activate(rctx, name, p.Source); err != nil {
-			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
-				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
-			return
-		}
-		act, err := s.store.ActivatePolicy(rctx, name, p.Version)
-		if err != nil {
-			s.storageError(ctx, err)
-			return
-		}
-		if s.cache != nil {
-			if err := s.cache.Publish(rctx, PolicyChannel, name); err != nil {
-				s.log.Warn("policy broadcast failed; other instances reload on their next start", "err", err)
-			}
-		}
-		writeJSON(ctx, 200, map[string]any{"activated": toPolicyJSON(act, false), "status": s.policies.Status()})
+		s.activatePolicy(ctx, rctx, name, body.Version)
+	case len(parts) == 2 && parts[1] == "validate" && method == "POST":
+		s.policyValidate(ctx, rctx, name)
+	case len(parts) == 2 && parts[1] == "simulate" && method == "POST":
+		s.policySimulate(ctx, rctx, name)
+	case len(parts) == 2 && parts[1] == "rollback" && method == "POST":
+		s.policyRollback(ctx, rctx, name)
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}
+}
+
+// activatePolicy loads version v of name (0: the latest), stores the
+// activation and broadcasts it.
+func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, name string, v int) {
+	p, err := s.store.GetPolicy(rctx, name, v)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	if err := s.policies.Activate(rctx, name, p.Source); err != nil {
+		writeJSON(ctx, 400, map[string]any{"error": map[string]any{
+			"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
+		return
+	}
+	act, err := s.store.ActivatePolicy(rctx, name, p.Version)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	if s.cache != nil {
+		if err := s.cache.Publish(rctx, PolicyChannel, name); err != nil {
+			s.log.Warn("policy broadcast failed; other instances reload on their next start", "err", err)
+		}
+	}
+	s.log.Info("admin: policy activated", "policy", name, "version", act.Version)
+	writeJSON(ctx, 200, map[string]any{"activated": toPolicyJSON(act, false), "status": s.policies.Status()})
 }
 
 // PolicyChannel is the cache pub/sub channel on which an activated policy's

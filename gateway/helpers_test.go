@@ -274,3 +274,21 @@ func testServerCfg(t testing.TB, n int, tr upstream.Transport, cfg Config) (*Ser
 	s.cfg = cfg
 	return s, sys, key
 }
+
+// Admin users and the request log are exercised with the SQLite store (admin_test.go).
+func (m *memStore) CreateAdminUser(_ context.Context, u storage.AdminUser) (storage.AdminUser, error) {
+	return u, nil
+}
+func (m *memStore) GetAdminUser(context.Context, string) (storage.AdminUser, error) {
+	return storage.AdminUser{}, storage.ErrNotFound
+}
+func (m *memStore) ListAdminUsers(context.Context) ([]storage.AdminUser, error) {
+	return []storage.AdminUser{}, nil
+}
+func (m *memStore) UpdateAdminUser(context.Context, storage.AdminUser) (storage.AdminUser, error) {
+	return storage.AdminUser{}, storage.ErrNotFound
+}
+func (m *memStore) DeleteAdminUser(context.Context, string) error { return storage.ErrNotFound }
+func (m *memStore) ListUsageRecords(context.Context, storage.UsageRecordQuery) ([]storage.UsageRecord, error) {
+	return nil, nil
+}

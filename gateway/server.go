@@ -120,6 +120,7 @@ type Server struct {
 	policies       PolicyControl  // the routing policy host; nil disables /api/admin/policies
 	catalog        ModelCatalog   // upstream models lists for /v1/models (catalog.go); nil: none
 	canaryRT       canaryRuntime  // the canary policy and per-version outcomes (canary.go)
+	adm            adminState     // the admin API's own state (admin_state.go)
 	now            func() time.Time
 	ws             wsHub // downstream Responses WebSocket connections (gateway/ws.go)
 }
@@ -227,6 +228,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.admin(ctx)
 			return
 		}
+		if isAdminUIPath(path) {
+			s.adminUI(ctx)
+			return
+		}
 		writeError(ctx, errNotFound(string(path)))
 	}
 }
@@ -293,12 +298,18 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			return fasthttp.RequestConfig{} // a storage error is decided by the handler
 		}
 	}
+	if s.adminSessionHeader(h) {
+		return fasthttp.RequestConfig{} // a logged-in admin (account imports are large)
+	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit}
 }
 
 // handleTransportError answers requests fasthttp could not read (too large,
 // malformed, timeouts) in OpenAI's error shape.
 func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
+	if bytes.HasPrefix(ctx.Path(), []byte("/api/admin/")) {
+		defer ctx.Response.Header.Set("Cache-Control", "no-store")
+	}
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		if _, aerr := s.authenticate(ctx); aerr != nil {

@@ -54,6 +54,7 @@ type app struct {
 	unwatch context.CancelFunc
 
 	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
+	admin    adminSetup       // the admin UI's first-start result (admin.go)
 	policies *scripts.Host    // the routing policy host (compile, self-test, swap)
 	watcher  *scripts.Watcher // follows policies.dir/ACTIVE.lua
 }
@@ -245,6 +246,12 @@ func (a *app) start(ctx context.Context) error {
 		return err
 	}
 	if err := a.startPolicies(); err != nil {
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
+	if err := a.setupAdmin(ctx); err != nil {
+		a.unwatch()
 		a.sys.Stop(context.Background())
 		a.cache.Close()
 		return err

@@ -23,6 +23,9 @@ import (
 // "." and "-" as "_", e.g. TROUPE_STORAGE_DRIVER for storage.driver), then
 // command-line flags. docs/configuration.md lists every key.
 type Config struct {
+	// Mode is "development" (the default) or "production", which refuses to
+	// start with default or empty secrets (checkProduction).
+	Mode    string `koanf:"mode"`
 	Listen  string `koanf:"listen"`
 	DataDir string `koanf:"data_dir"`
 	Log     struct {
@@ -75,6 +78,12 @@ type Config struct {
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
 	Codex    CodexConfig       `koanf:"codex"`
+	Admin    struct {
+		// Password is the first admin user's password, used only when
+		// storage has no admin user yet (TROUPE_ADMIN_PASSWORD); unset, a
+		// random one is generated and printed once (not in production).
+		Password string `koanf:"password"`
+	} `koanf:"admin"`
 }
 
 // AccountConfig is an account declared in the config file. Declared accounts
@@ -95,6 +104,8 @@ type AccountConfig struct {
 
 func defaults() map[string]any {
 	m := map[string]any{
+		"mode":                         modeDevelopment,
+		"admin.password":               "",
 		"listen":                       "127.0.0.1:8080",
 		"data_dir":                     "./data",
 		"log.level":                    "info",
@@ -227,6 +238,7 @@ func (c *Config) validate() error {
 	if c.Listen == "" {
 		errs = append(errs, errors.New("listen must not be empty"))
 	}
+	errs = append(errs, c.checkMode()...)
 	switch c.Storage.Driver {
 	case "sqlite":
 		if strings.Contains(c.Storage.DSN, "://") {

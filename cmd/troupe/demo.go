@@ -117,6 +117,9 @@ type demo struct {
 	fleet  *mock.Fleet
 	app    *app
 	apiKey string
+	// adminPassword is the admin user's password, set anew at every demo
+	// start (admin.password, or random).
+	adminPassword string
 }
 
 // startDemo starts the mock fleet with n accounts, the gateway on cfg, and
@@ -179,8 +182,15 @@ func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts 
 		fleet.Close()
 		return nil, err
 	}
+	adminPassword, err := resetAdminPassword(ctx, store, cfg.Admin.Password)
+	if err != nil {
+		a.shutdown(5 * time.Second)
+		fleet.Close()
+		return nil, fmt.Errorf("admin user: %w", err)
+	}
+	a.admin.generated = "" // the demo prints its own line
 	a.serve()
-	return &demo{fleet: fleet, app: a, apiKey: secret}, nil
+	return &demo{fleet: fleet, app: a, apiKey: secret, adminPassword: adminPassword}, nil
 }
 
 func (d *demo) close() error {
@@ -232,6 +242,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
+			fmt.Fprintf(out, "TROUPE_ADMIN_URL=http://%s/admin\nTROUPE_ADMIN_PASSWORD=%s\n", d.app.uiHost(), d.adminPassword)
 			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
 # curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","input":"hi","stream":true}'

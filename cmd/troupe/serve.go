@@ -26,6 +26,7 @@ added with "troupe accounts add" are picked up while it runs.`,
 				return err
 			}
 			a.serve()
+			a.printAdminPassword(cmd.OutOrStdout())
 			a.background(ctx)
 			select {
 			case <-ctx.Done():

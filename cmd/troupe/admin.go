@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	adminui "github.com/troupe-gw/troupe/admin-ui"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// adminUser is the name of the admin user created on first start.
+const adminUser = "admin"
+
+// adminSetup is what setupAdmin did on this start.
+type adminSetup struct {
+	created   bool   // the first admin user was created
+	generated string // its random password, when admin.password was not set; printed once
+}
+
+// setupAdmin installs the admin UI and, when storage has no admin user yet,
+// creates "admin" with admin.password (TROUPE_ADMIN_PASSWORD) or a random
+// password that the caller prints once. In production mode an unset or weak
+// admin.password is refused instead.
+func (a *app) setupAdmin(ctx context.Context) error {
+	a.server.SetAdminUI(adminui.FS())
+	a.server.SetAdminInfo(map[string]any{"version": version, "mode": a.cfg.Mode, "storage": a.cfg.Storage.Driver,
+		"cache": a.cfg.Cache.Driver, "listen": a.cfg.Listen, "ui_built": adminui.Built()})
+	users, err := a.store.ListAdminUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("admin users: %w", err)
+	}
+	if len(users) > 0 {
+		return nil
+	}
+	pw := a.cfg.Admin.Password
+	if pw == "" {
+		if a.cfg.Mode == modeProduction {
+			return errors.New("mode production: set admin.password (TROUPE_ADMIN_PASSWORD) for the first admin user; a random one is for development only")
+		}
+		if pw, err = gateway.NewAdminPassword(); err != nil {
+			return fmt.Errorf("admin password: %w", err)
+		}
+		a.admin.generated = pw
+	}
+	if err := createAdmin(ctx, a.store, pw); err != nil {
+		if errors.Is(err, storage.ErrConflict) { // another instance created it first
+			a.admin.generated = ""
+			return nil
+		}
+		return err
+	}
+	a.admin.created = true
+	a.log.Info("admin user created", "user", adminUser, "password", map[bool]string{true: "generated, printed on stdout once", false: "admin.password"}[a.admin.generated != ""])
+	return nil
+}
+
+// createAdmin stores the admin user with password pw.
+func createAdmin(ctx context.Context, s storage.Store, pw string) error {
+	hash, err := gateway.HashAdminPassword(pw)
+	if err != nil {
+		return fmt.Errorf("admin password: %w", err)
+	}
+	if _, err := s.CreateAdminUser(ctx, storage.AdminUser{Username: adminUser, PasswordHash: hash}); err != nil {
+		return fmt.Errorf("admin user: %w", err)
+	}
+	return nil
+}
+
+// resetAdminPassword sets the admin user's password (creating the user when
+// missing) to pw, or to a random one when pw is "", and returns it. The demo
+// owns its data directory and uses it at every start.
+func resetAdminPassword(ctx context.Context, s storage.Store, pw string) (string, error) {
+	if pw == "" {
+		var err error
+		if pw, err = gateway.NewAdminPassword(); err != nil {
+			return "", err
+		}
+	}
+	u, err := s.GetAdminUser(ctx, adminUser)
+	if errors.Is(err, storage.ErrNotFound) {
+		return pw, createAdmin(ctx, s, pw)
+	}
+	if err != nil {
+		return "", err
+	}
+	if u.PasswordHash, err = gateway.HashAdminPassword(pw); err != nil {
+		return "", err
+	}
+	u.Disabled = false
+	_, err = s.UpdateAdminUser(ctx, u)
+	return pw, err
+}
+
+// printAdminPassword prints the generated first admin password, once.
+func (a *app) printAdminPassword(w io.Writer) {
+	if a.admin.generated == "" {
+		return
+	}
+	fmt.Fprintf(w, "# The admin UI (http://%s/admin) has a new user %q; its password is shown this once:\nTROUPE_ADMIN_PASSWORD=%s\n",
+		a.uiHost(), adminUser, a.admin.generated)
+	a.admin.generated = ""
+}
+
+// uiHost is the host:port to reach the admin UI at.
+func (a *app) uiHost() string {
+	b := a.baseURL()
+	return b[len("http://") : len(b)-len("/v1")]
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/troupe-gw/troupe/gateway"
+)
+
+// Config.Mode values.
+const (
+	modeDevelopment = "development"
+	modeProduction  = "production"
+)
+
+// checkMode checks mode and, in production, that no secret is left empty
+// or at a default: the master key must be configured (not generated into
+// the data directory beside the data it protects), and an admin.password,
+// when set, must pass gateway.CheckAdminPassword. (An unset admin.password
+// is refused in production only when the first admin user must be
+// created; see setupAdmin.)
+func (c *Config) checkMode() []error {
+	switch c.Mode {
+	case modeDevelopment:
+		return nil
+	case modeProduction:
+	default:
+		return []error{fmt.Errorf("mode %q: want development or production", c.Mode)}
+	}
+	var errs []error
+	if c.Storage.MasterKey == "" {
+		errs = append(errs, errors.New("mode production: storage.master_key (TROUPE_STORAGE_MASTER_KEY) must be set; the generated key file is for development"))
+	}
+	if c.Admin.Password != "" {
+		if err := gateway.CheckAdminPassword(c.Admin.Password); err != nil {
+			errs = append(errs, fmt.Errorf("mode production: admin.password: %w", err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/valyala/fasthttp"
+)
+
+// credentialsInput are credentials as the admin API takes them: a field
+// that is absent or null keeps the stored value, "" clears it, any other
+// string replaces it. They are never sent back.
+type credentialsInput struct {
+	APIKey       *string `json:"api_key,omitempty"`
+	AccessToken  *string `json:"access_token,omitempty"`
+	RefreshToken *string `json:"refresh_token,omitempty"`
+	IDToken      *string `json:"id_token,omitempty"`
+	AccountID    *string `json:"account_id,omitempty"`
+}
+
+// accountInput is an account as the admin API takes it (create, edit,
+// import) and as export writes it (without credentials). Absent fields keep
+// the stored value on edit and import; on create they take the zero value.
+type accountInput struct {
+	Name           string            `json:"name"`
+	Provider       *string           `json:"provider,omitempty"`
+	BaseURL        *string           `json:"base_url,omitempty"`
+	Models         *[]string         `json:"models,omitempty"`
+	MaxConcurrency *int              `json:"max_concurrency,omitempty"`
+	Group          *string           `json:"group,omitempty"`
+	Tags           *[]string         `json:"tags,omitempty"`
+	Priority       *int              `json:"priority,omitempty"`
+	Disabled       *bool             `json:"disabled,omitempty"`
+	Credentials    *credentialsInput `json:"credentials,omitempty"`
+	// APIKey is shorthand for credentials.api_key, as in the config file.
+	APIKey *string `json:"api_key,omitempty"`
+}
+
+func decodeAccountInput(b []byte) (accountInput, *APIError) {
+	var in accountInput
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&in); err != nil {
+		return in, errBadParam("body", "The body must be a JSON account object: "+clip(err.Error()))
+	}
+	if in.Name == "" {
+		return in, errBadParam("name", "An account needs a name.")
+	}
+	return in, nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// account applies in to base (the stored account, or a zero one) and checks
+// the result. Errors are client-facing and name the field.
+func (in *accountInput) account(base storage.Account) (storage.Account, *APIError) {
+	a := base
+	a.Name = in.Name
+	if in.Provider != nil {
+		a.Provider = storage.Provider(*in.Provider)
+	}
+	set(&a.BaseURL, in.BaseURL)
+	set(&a.Models, in.Models)
+	set(&a.MaxConcurrency, in.MaxConcurrency)
+	set(&a.Group, in.Group)
+	set(&a.Tags, in.Tags)
+	set(&a.Priority, in.Priority)
+	set(&a.Disabled, in.Disabled)
+	if c := in.Credentials; c != nil {
+		set(&a.Credentials.APIKey, c.APIKey)
+		set(&a.Credentials.AccessToken, c.AccessToken)
+		set(&a.Credentials.RefreshToken, c.RefreshToken)
+		set(&a.Credentials.IDToken, c.IDToken)
+		set(&a.Credentials.AccountID, c.AccountID)
+	}
+	set(&a.Credentials.APIKey, in.APIKey)
+	if !a.Provider.Valid() {
+		return a, errBadParam("provider", "provider is one of codex, openai, openai_compat, anthropic.")
+	}
+	if a.MaxConcurrency < 0 || a.MaxConcurrency > 10_000 {
+		return a, errBadParam("max_concurrency", "max_concurrency is 0 (meaning 1) to 10000.")
+	}
+	if len(a.Name) > 200 {
+		return a, errBadParam("name", "An account name has at most 200 bytes.")
+	}
+	if !storage.TextOK(a.Name, a.BaseURL, a.Group) || !storage.TextOK(a.Models...) || !storage.TextOK(a.Tags...) {
+		return a, errBadParam("name", "Names, base_url, group, models and tags must be UTF-8 text without NUL bytes.")
+	}
+	return a, nil
+}
+
+// exportOf is the export form of a: every field but the credentials.
+func exportOf(a storage.Account) accountInput {
+	p := string(a.Provider)
+	models, tags := nonNil(a.Models), nonNil(a.Tags)
+	return accountInput{Name: a.Name, Provider: &p, BaseURL: &a.BaseURL, Models: &models, MaxConcurrency: &a.MaxConcurrency,
+		Group: &a.Group, Tags: &tags, Priority: &a.Priority, Disabled: &a.Disabled}
+}
+
+// importError names one refused entry of an import.
+type importError struct {
+	Index   int    `json:"index"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+// parseImport decodes an import body: a JSON array of account objects (the
+// export format), or an object {"accounts": [...]}. Formats of other tools
+// are added here.
+func parseImport(body []byte) ([]accountInput, error) {
+	body = bytes.TrimSpace(body)
+	var list []accountInput
+	switch {
+	case len(body) > 0 && body[0] == '[':
+		if err := json.Unmarshal(body, &list); err != nil {
+			return nil, err
+		}
+	case len(body) > 0 && body[0] == '{':
+		var wrapped struct {
+			Accounts []accountInput `json:"accounts"`
+		}
+		if err := json.Unmarshal(body, &wrapped); err != nil {
+			return nil, err
+		}
+		list = wrapped.Accounts
+	default:
+		return nil, errors.New("expected a JSON array of accounts")
+	}
+	return list, nil
+}
+
+// importAccounts serves POST /api/admin/accounts/import: every entry is
+// checked first, and nothing is written unless all pass; then each is
+// upserted by name (absent fields and credentials keep the stored values,
+// so an export imports back without losing credentials).
+// ?dry_run=1 checks only.
+func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	list, err := parseImport(ctx.PostBody())
+	if err != nil {
+		writeError(ctx, errBadParam("body", "The body must be a JSON array of accounts (the export format): "+clip(err.Error())))
+		return
+	}
+	if len(list) == 0 {
+		writeError(ctx, errBadParam("body", "The import holds no accounts."))
+		return
+	}
+	existing, err := s.store.ListAccounts(rctx)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	byName := make(map[string]storage.Account, len(existing))
+	for _, a := range existing {
+		byName[a.Name] = a
+	}
+	var (
+		errs    []importError
+		planned = make([]storage.Account, 0, len(list))
+		seen    = make(map[string]int, len(list))
+		created int
+	)
+	for i := range list {
+		in := &list[i]
+		if in.Name == "" {
+			errs = append(errs, importError{Index: i, Message: "an account needs a name"})
+			continue
+		}
+		if j, dup := seen[in.Name]; dup {
+			errs = append(errs, importError{Index: i, Name: clip(in.Name), Message: fmt.Sprintf("the name repeats entry %d", j)})
+			continue
+		}
+		seen[in.Name] = i
+		base, ok := byName[in.Name]
+		if !ok {
+			created++
+		}
+		a, aerr := in.account(base)
+		if aerr != nil {
+			errs = append(errs, importError{Index: i, Name: clip(in.Name), Message: aerr.Message})
+			continue
+		}
+		planned = append(planned, a)
+	}
+	if len(errs) > 0 {
+		writeJSON(ctx, 400, map[string]any{"error": map[string]any{"message": strconv.Itoa(len(errs)) + " of " + strconv.Itoa(len(list)) +
+			" accounts were refused; nothing was imported.", "type": "invalid_request_error", "code": "import_invalid", "param": nil}, "errors": errs})
+		return
+	}
+	if ctx.QueryArgs().GetBool("dry_run") {
+		writeJSON(ctx, 200, map[string]any{"dry_run": true, "created": created, "updated": len(planned) - created})
+		return
+	}
+	defer s.accountsChanged()
+	for i, a := range planned {
+		stored, err := s.store.PutAccount(rctx, a)
+		if err != nil {
+			s.log.Error("admin: import", "stored", i, "of", len(planned), "err", err)
+			if errors.Is(err, storage.ErrInvalid) || errors.Is(err, storage.ErrConflict) {
+				writeJSON(ctx, 400, map[string]any{"error": map[string]any{"message": "Account " + clip(a.Name) + " was refused: " + clip(storageReason(err)) +
+					"; the " + strconv.Itoa(i) + " accounts before it were imported.", "type": "invalid_request_error", "code": "import_invalid", "param": nil}, "imported": i})
+				return
+			}
+			writeJSON(ctx, 500, map[string]any{"error": map[string]any{"message": "Storage error after " + strconv.Itoa(i) + " accounts; see the gateway log.",
+				"type": "server_error", "code": nil, "param": nil}, "imported": i})
+			return
+		}
+		s.sys.PutAccount(stored)
+	}
+	s.log.Info("admin: accounts imported", "created", created, "updated", len(planned)-created)
+	writeJSON(ctx, 200, map[string]any{"created": created, "updated": len(planned) - created})
+}

@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// noSecrets fails t if any answer body holds an upstream credential.
+func noSecrets(t *testing.T, r *response) {
+	t.Helper()
+	for _, s := range []string{"sk-upstream-secret", "sk-new-secret", "tok-secret", "eyJ-secret"} {
+		if strings.Contains(string(r.body), s) {
+			t.Fatalf("answer leaks a credential (%s): %s", s, r.body)
+		}
+	}
+}
+
+func TestAdminAccountsCRUD(t *testing.T) {
+	e := newAdminEnv(t, 3)
+	c := e.login()
+
+	r := c.do("GET", "/api/admin/accounts", nil).want(t, 200)
+	noSecrets(t, r)
+	if r.json["total"].(float64) != 3 || len(r.json["accounts"].([]any)) != 3 {
+		t.Fatalf("list: %s", r.body)
+	}
+	a0 := r.json["accounts"].([]any)[0].(map[string]any)
+	if a0["name"] != "acct-a" || a0["credentials"].(map[string]any)["api_key"] != true || a0["live"].(map[string]any)["status"] != "active" {
+		t.Fatalf("first account: %v", a0)
+	}
+	waitFor(t, "scores", func() bool {
+		r := c.do("GET", "/api/admin/accounts/acct-a", nil)
+		return r.json["live"].(map[string]any)["tier"] == "healthy"
+	})
+
+	// Create.
+	add := map[string]any{"name": "new-1", "provider": "openai_compat", "base_url": "http://127.0.0.1:1/v1", "models": []string{"m"},
+		"max_concurrency": 2, "group": "g1", "tags": []string{"eu"}, "credentials": map[string]string{"api_key": "sk-new-secret"}}
+	r = c.do("POST", "/api/admin/accounts", add).want(t, 201)
+	noSecrets(t, r)
+	id := r.json["id"].(string)
+	if r.json["group"] != "g1" || r.json["credentials"].(map[string]any)["api_key"] != true {
+		t.Fatalf("created: %s", r.body)
+	}
+	c.do("POST", "/api/admin/accounts", add).want(t, 409)
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "nope"}).want(t, 400)
+	c.do("POST", "/api/admin/accounts", map[string]any{"provider": "openai"}).want(t, 400)
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "unknown_field": 1}).want(t, 400)
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "max_concurrency": -1}).want(t, 400)
+	c.do("POST", "/api/admin/accounts", `[`).want(t, 400)
+	waitFor(t, "the new account in the pool", func() bool { _, ok := e.sys.View(id); return ok })
+	stored, err := e.store.GetAccount(t.Context(), "new-1")
+	if err != nil || stored.Credentials.APIKey != "sk-new-secret" {
+		t.Fatalf("stored %+v %v", stored.Credentials, err)
+	}
+
+	// Edit: absent fields and credentials are kept.
+	r = c.do("PATCH", "/api/admin/accounts/"+id, map[string]any{"priority": 5, "tags": []string{"us", "paid"}}).want(t, 200)
+	noSecrets(t, r)
+	if r.json["priority"].(float64) != 5 || r.json["group"] != "g1" || r.json["credentials"].(map[string]any)["api_key"] != true {
+		t.Fatalf("patched: %s", r.body)
+	}
+	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"name": "renamed"}).want(t, 400)
+	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"provider": "bogus"}).want(t, 400)
+	c.do("PATCH", "/api/admin/accounts/new-1", `{"priority":"high"}`).want(t, 400)
+	c.do("PATCH", "/api/admin/accounts/missing", map[string]any{"priority": 1}).want(t, 404)
+	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"credentials": map[string]string{"api_key": ""}}).want(t, 200)
+	if s, _ := e.store.GetAccount(t.Context(), "new-1"); s.Credentials.APIKey != "" {
+		t.Fatalf("credential not cleared")
+	}
+
+	// Disable, enable: the live state follows.
+	r = c.do("POST", "/api/admin/accounts/acct-b/disable", nil).want(t, 200)
+	if r.json["disabled"] != true {
+		t.Fatalf("disable: %s", r.body)
+	}
+	waitFor(t, "acct-b disabled in the pool", func() bool {
+		return c.do("GET", "/api/admin/accounts/acct-b", nil).json["live"].(map[string]any)["status"] == "disabled"
+	})
+	r = c.do("GET", "/api/admin/accounts?status=disabled", nil).want(t, 200)
+	if r.json["total"].(float64) != 1 {
+		t.Fatalf("filter status=disabled: %s", r.body)
+	}
+	c.do("POST", "/api/admin/accounts/acct-b/enable", nil).want(t, 200)
+	waitFor(t, "acct-b enabled", func() bool {
+		return c.do("GET", "/api/admin/accounts/acct-b", nil).json["live"].(map[string]any)["status"] == "active"
+	})
+	c.do("POST", "/api/admin/accounts/missing/disable", nil).want(t, 404)
+	c.do("POST", "/api/admin/accounts/acct-b/explode", nil).want(t, 405)
+
+	// Delete.
+	c.do("DELETE", "/api/admin/accounts/new-1", nil).want(t, 200)
+	c.do("DELETE", "/api/admin/accounts/new-1", nil).want(t, 404)
+	c.do("GET", "/api/admin/accounts/new-1", nil).want(t, 404)
+	waitFor(t, "the account to leave the pool", func() bool { _, ok := e.sys.View(id); return !ok })
+}
+
+func TestAdminAccountsList(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	c := e.withKey(e.adminKey)
+	var list []map[string]any
+	for i := range 120 {
+		p := "openai"
+		if i%3 == 0 {
+			p = "codex"
+		}
+		list = append(list, map[string]any{"name": fmt.Sprintf("pool-%03d", i), "provider": p, "group": fmt.Sprintf("g%d", i%2),
+			"models": []string{"m"}, "priority": i, "credentials": map[string]string{"api_key": "sk-upstream-secret"}})
+	}
+	c.do("POST", "/api/admin/accounts/import", list).want(t, 200)
+	page := func(q string) *response { return c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 200) }
+	r := page("limit=50&offset=100")
+	if r.json["total"].(float64) != 120 || len(r.json["accounts"].([]any)) != 20 || r.json["accounts"].([]any)[0].(map[string]any)["name"] != "pool-100" {
+		t.Fatalf("page 3: total %v, %d rows", r.json["total"], len(r.json["accounts"].([]any)))
+	}
+	if r := page("provider=codex"); r.json["total"].(float64) != 40 {
+		t.Fatalf("provider filter: %v", r.json["total"])
+	}
+	if r := page("group=g1&provider=openai"); r.json["total"].(float64) != 40 {
+		t.Fatalf("group+provider filter: %v", r.json["total"])
+	}
+	if r := page("q=POOL-01"); r.json["total"].(float64) != 10 {
+		t.Fatalf("search: %v", r.json["total"])
+	}
+	r = page("sort=priority&order=desc&limit=2")
+	if r.json["accounts"].([]any)[0].(map[string]any)["name"] != "pool-119" {
+		t.Fatalf("sort: %s", r.body)
+	}
+	waitFor(t, "scores", func() bool { return page("tier=healthy").json["total"].(float64) == 120 })
+	if r := page("sort=score&order=desc&limit=1"); len(r.json["accounts"].([]any)) != 1 {
+		t.Fatalf("sort by score: %s", r.body)
+	}
+	for _, q := range []string{"limit=0", "limit=5000", "offset=-1", "sort=bogus", "order=sideways", "limit=x"} {
+		c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 400)
+	}
+	if r := page("offset=500"); len(r.json["accounts"].([]any)) != 0 || r.json["total"].(float64) != 120 {
+		t.Fatalf("past the end: %s", r.body)
+	}
+
+	// Bulk.
+	r = c.do("POST", "/api/admin/accounts/bulk", map[string]any{"ids": []string{"pool-000", "pool-001", "ghost"}, "action": "disable"}).want(t, 200)
+	if r.json["done"].(float64) != 2 || len(r.json["missing"].([]any)) != 1 {
+		t.Fatalf("bulk: %s", r.body)
+	}
+	if r := page("status=disabled"); r.json["total"].(float64) != 0 {
+		waitFor(t, "bulk disable in the pool", func() bool { return page("status=disabled").json["total"].(float64) == 2 })
+	}
+	waitFor(t, "bulk disable in the pool", func() bool { return page("status=disabled").json["total"].(float64) == 2 })
+	c.do("POST", "/api/admin/accounts/bulk", map[string]any{"ids": []string{"pool-002"}, "action": "delete"}).want(t, 200)
+	c.do("POST", "/api/admin/accounts/bulk", map[string]any{"ids": []string{"pool-002"}, "action": "explode"}).want(t, 400)
+	c.do("POST", "/api/admin/accounts/bulk", map[string]any{"ids": []string{}, "action": "delete"}).want(t, 400)
+	if r := page(""); r.json["total"].(float64) != 119 {
+		t.Fatalf("after bulk delete: %v", r.json["total"])
+	}
+}
+
+func TestAdminAccountsImportExport(t *testing.T) {
+	e := newAdminEnv(t, 2)
+	c := e.login()
+	r := c.do("GET", "/api/admin/accounts/export", nil).want(t, 200)
+	noSecrets(t, r)
+	if !strings.HasPrefix(string(r.body), "[") || !strings.Contains(r.header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("export: %s %v", r.body, r.header)
+	}
+	exported := r.body
+
+	// Invalid entries: nothing is written, every error is named.
+	bad := `[{"name":"ok-1","provider":"openai"},{"name":"","provider":"openai"},{"name":"b","provider":"nope"},{"name":"ok-1","provider":"openai"}]`
+	r = c.do("POST", "/api/admin/accounts/import", bad).want(t, 400)
+	if errs := r.json["errors"].([]any); len(errs) != 3 || r.errCode() != "import_invalid" {
+		t.Fatalf("errors: %s", r.body)
+	}
+	if _, err := e.store.GetAccount(t.Context(), "ok-1"); err == nil {
+		t.Fatal("a refused import wrote an account")
+	}
+	for _, body := range []string{``, `{}`, `[]`, `"x"`, `[1]`} {
+		c.do("POST", "/api/admin/accounts/import", body).want(t, 400)
+	}
+
+	// Dry run, then the import: a new account and an update of acct-a (group only).
+	imp := `{"accounts":[{"name":"imp-1","provider":"codex","credentials":{"access_token":"eyJ-secret","account_id":"acc-1"}},{"name":"acct-a","group":"moved"}]}`
+	r = c.do("POST", "/api/admin/accounts/import?dry_run=1", imp).want(t, 200)
+	if r.json["created"].(float64) != 1 || r.json["updated"].(float64) != 1 {
+		t.Fatalf("dry run: %s", r.body)
+	}
+	if _, err := e.store.GetAccount(t.Context(), "imp-1"); err == nil {
+		t.Fatal("dry run wrote")
+	}
+	c.do("POST", "/api/admin/accounts/import", imp).want(t, 200)
+	a, err := e.store.GetAccount(t.Context(), "acct-a")
+	if err != nil || a.Group != "moved" || a.Credentials.APIKey != "sk-upstream-secret-a" || a.Provider != "openai" {
+		t.Fatalf("updated by import: %+v %v", a, err)
+	}
+	if a, _ := e.store.GetAccount(t.Context(), "imp-1"); a.Credentials.AccessToken != "eyJ-secret" {
+		t.Fatalf("imported credentials: %+v", a.Credentials)
+	}
+	// The export imports back unchanged, credentials kept.
+	c.do("POST", "/api/admin/accounts/import", exported).want(t, 200)
+	if a, _ := e.store.GetAccount(t.Context(), "acct-a"); a.Group != "" || a.Credentials.APIKey != "sk-upstream-secret-a" {
+		t.Fatalf("after re-import: %+v", a)
+	}
+}
+
+func TestAdminAccountProbe(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	var auth string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		if auth != "Bearer sk-good" {
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, okChat.body)
+	}))
+	defer up.Close()
+	c := e.withKey(e.adminKey)
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "good", "provider": "openai", "base_url": up.URL + "/v1", "api_key": "sk-good"}).want(t, 201)
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "bad", "provider": "openai", "base_url": up.URL + "/v1", "api_key": "sk-bad"}).want(t, 201)
+	r := c.do("POST", "/api/admin/accounts/good/probe", nil).want(t, 200)
+	if r.json["ok"] != true || r.json["status"].(float64) != 200 || auth != "Bearer sk-good" {
+		t.Fatalf("probe good: %s", r.body)
+	}
+	r = c.do("POST", "/api/admin/accounts/bad/probe", nil).want(t, 200)
+	if r.json["ok"] != false || r.json["class"] != "auth" || strings.Contains(string(r.body), "sk-bad") {
+		t.Fatalf("probe bad: %s", r.body)
+	}
+	c.do("POST", "/api/admin/accounts/ghost/probe", nil).want(t, 404)
+	c.do("GET", "/api/admin/accounts/good/probe", nil).want(t, 405)
+}

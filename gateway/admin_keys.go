@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/valyala/fasthttp"
+)
+
+// KeysChannel is the cache pub/sub channel on which API-key changes are
+// announced, so every instance drops its cached key lookups at once (the
+// same channel "troupe keys" announces on).
+const KeysChannel = "keys"
+
+// limitsJSON are a key's limits; 0 means unlimited.
+type limitsJSON struct {
+	RPM          int64 `json:"rpm"`
+	RPD          int64 `json:"rpd"`
+	TokensPerDay int64 `json:"tokens_per_day"`
+}
+
+// keyJSON is an API key as the admin API shows it: never the secret or its hash.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"` // the secret's first characters, to recognise it
+	Group     string     `json:"group"`
+	Models    []string   `json:"models"` // allowlist; empty: every model
+	Disabled  bool       `json:"disabled"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	Limits    limitsJSON `json:"limits"`
+	Admin     bool       `json:"admin"`
+	State     string     `json:"state"` // active, disabled or expired
+}
+
+func toKeyJSON(k storage.APIKey, now time.Time) keyJSON {
+	j := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Group: k.Group, Models: nonNil(k.Models), Disabled: k.Disabled,
+		ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: limitsJSON{k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay}, Admin: k.Admin, State: "active"}
+	switch {
+	case k.Disabled:
+		j.State = "disabled"
+	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+		j.State = "expired"
+	}
+	return j
+}
+
+// keyInput is the body of POST and PATCH /api/admin/keys: absent fields
+// keep their value (their zero value on create). expires_at is an RFC 3339
+// time or null (never); expires_in a Go duration ("720h") from now.
+type keyInput struct {
+	Name      *string     `json:"name"`
+	Group     *string     `json:"group"`
+	Models    *[]string   `json:"models"`
+	Disabled  *bool       `json:"disabled"`
+	ExpiresAt *string     `json:"expires_at"`
+	ExpiresIn *string     `json:"expires_in"`
+	Limits    *limitsJSON `json:"limits"`
+	Admin     *bool       `json:"admin"`
+	// clearExpiry is set when the body holds "expires_at": null.
+	clearExpiry bool
+}
+
+func decodeKeyInput(b []byte) (keyInput, *APIError) {
+	var in keyInput
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&in); err != nil {
+		return in, errBadParam("body", "The body must be a JSON object of key fields: "+clip(err.Error()))
+	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(b, &raw) == nil {
+		if v, ok := raw["expires_at"]; ok && string(v) == "null" {
+			in.clearExpiry = true
+		}
+	}
+	return in, nil
+}
+
+func (in *keyInput) apply(k *storage.APIKey, now time.Time) *APIError {
+	set(&k.Name, in.Name)
+	set(&k.Group, in.Group)
+	set(&k.Models, in.Models)
+	set(&k.Disabled, in.Disabled)
+	set(&k.Admin, in.Admin)
+	if in.Limits != nil {
+		k.Limits = storage.KeyLimits{RPM: in.Limits.RPM, RPD: in.Limits.RPD, TokensPerDay: in.Limits.TokensPerDay}
+	}
+	switch {
+	case in.ExpiresAt != nil && in.ExpiresIn != nil:
+		return errBadParam("expires_at", "Give expires_at or expires_in, not both.")
+	case in.ExpiresAt != nil:
+		t, err := time.Parse(time.RFC3339, *in.ExpiresAt)
+		if err != nil {
+			return errBadParam("expires_at", "expires_at is an RFC 3339 time (2026-12-31T00:00:00Z) or null.")
+		}
+		t = t.UTC()
+		k.ExpiresAt = &t
+	case in.ExpiresIn != nil:
+		d, err := time.ParseDuration(*in.ExpiresIn)
+		if err != nil || d <= 0 {
+			return errBadParam("expires_in", `expires_in is a positive duration such as "720h".`)
+		}
+		t := now.Add(d).UTC()
+		k.ExpiresAt = &t
+	case in.clearExpiry:
+		k.ExpiresAt = nil
+	}
+	k.Name = strings.TrimSpace(k.Name)
+	if k.Name == "" || len(k.Name) > 200 {
+		return errBadParam("name", "A key needs a name of 1 to 200 bytes.")
+	}
+	if err := k.Limits.Validate(); err != nil {
+		return errBadParam("limits", "Limits must not be negative.")
+	}
+	if !storage.TextOK(k.Name, k.Group) || !storage.TextOK(k.Models...) {
+		return errBadParam("name", "Name, group and models must be UTF-8 text without NUL bytes.")
+	}
+	return nil
+}
+
+// adminKeys serves /api/admin/keys (docs/admin-api.md, "API keys").
+func (s *Server) adminKeys(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	now := s.now()
+	switch {
+	case len(parts) == 0 && method == "GET":
+		keys, err := s.store.ListAPIKeys(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		q := strings.ToLower(string(ctx.QueryArgs().Peek("q")))
+		out := make([]keyJSON, 0, len(keys))
+		for _, k := range keys {
+			if q == "" || strings.Contains(strings.ToLower(k.Name), q) || strings.HasPrefix(k.Prefix, q) {
+				out = append(out, toKeyJSON(k, now))
+			}
+		}
+		writeJSON(ctx, 200, map[string]any{"keys": out})
+	case len(parts) == 0 && method == "POST":
+		in, aerr := decodeKeyInput(ctx.PostBody())
+		if aerr != nil {
+			writeError(ctx, aerr)
+			return
+		}
+		if in.Name == nil {
+			writeError(ctx, errBadParam("name", "A key needs a name."))
+			return
+		}
+		secret, k, err := NewKey(*in.Name)
+		if err != nil {
+			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a key."})
+			return
+		}
+		if aerr := in.apply(&k, now); aerr != nil {
+			writeError(ctx, aerr)
+			return
+		}
+		stored, err := s.store.CreateAPIKey(rctx, k)
+		if err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		s.keysChanged(rctx, "created "+stored.ID)
+		s.log.Info("admin: api key created", "key", stored.Name, "admin", stored.Admin)
+		writeJSON(ctx, 201, map[string]any{"key": toKeyJSON(stored, now), "secret": secret})
+	case len(parts) >= 1:
+		k, err := s.findKey(rctx, parts[0])
+		if err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		switch {
+		case len(parts) == 1 && method == "GET":
+			writeJSON(ctx, 200, toKeyJSON(k, now))
+		case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
+			in, aerr := decodeKeyInput(ctx.PostBody())
+			if aerr == nil {
+				aerr = in.apply(&k, now)
+			}
+			if aerr != nil {
+				writeError(ctx, aerr)
+				return
+			}
+			s.updateKey(ctx, rctx, k, now)
+		case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
+			k.Disabled = parts[1] == "disable"
+			s.updateKey(ctx, rctx, k, now)
+		case len(parts) == 1 && method == "DELETE":
+			if err := s.store.DeleteAPIKey(rctx, k.ID); err != nil {
+				s.keyStorageError(ctx, err)
+				return
+			}
+			s.keysChanged(rctx, "deleted "+k.ID)
+			s.log.Info("admin: api key deleted", "key", k.Name)
+			writeJSON(ctx, 200, map[string]any{"deleted": k.ID, "name": k.Name})
+		default:
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+		}
+	default:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	}
+}
+
+func (s *Server) updateKey(ctx *fasthttp.RequestCtx, rctx context.Context, k storage.APIKey, now time.Time) {
+	stored, err := s.store.UpdateAPIKey(rctx, k)
+	if err != nil {
+		s.keyStorageError(ctx, err)
+		return
+	}
+	s.keysChanged(rctx, "updated "+stored.ID)
+	s.log.Info("admin: api key updated", "key", stored.Name, "disabled", stored.Disabled)
+	writeJSON(ctx, 200, toKeyJSON(stored, now))
+}
+
+// findKey returns the key with the given ID or, else, name.
+func (s *Server) findKey(ctx context.Context, idOrName string) (storage.APIKey, error) {
+	keys, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return storage.APIKey{}, err
+	}
+	if i := slices.IndexFunc(keys, func(k storage.APIKey) bool { return k.ID == idOrName }); i >= 0 {
+		return keys[i], nil
+	}
+	if i := slices.IndexFunc(keys, func(k storage.APIKey) bool { return k.Name == idOrName }); i >= 0 {
+		return keys[i], nil
+	}
+	return storage.APIKey{}, storage.ErrNotFound
+}
+
+// keysChanged drops this instance's cached key lookups and tells the others.
+func (s *Server) keysChanged(ctx context.Context, msg string) {
+	s.InvalidateKeys()
+	if s.cache != nil {
+		if err := s.cache.Publish(ctx, KeysChannel, msg); err != nil {
+			s.log.Warn("api key broadcast failed; other instances see the change within 30 s", "err", err)
+		}
+	}
+}
+
+func (s *Server) keyStorageError(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such API key."})
+	case errors.Is(err, storage.ErrConflict):
+		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: "name", Message: "A key with this name exists."})
+	case errors.Is(err, storage.ErrInvalid):
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid", Message: "The key was refused: " + clip(storageReason(err))})
+	default:
+		s.storageError(ctx, err)
+	}
+}

@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const goodPolicy = `
+policy = { description = "everyone warm" }
+function score(a, now)
+  if a.status ~= "active" then return nil end
+  return 1, "warm"
+end
+`
+
+// badPolicy has a syntax error on line 3.
+const badPolicy = "function score(a, now)\n  local x = 1\n  return x +\nend\n"
+
+func TestAdminPolicies(t *testing.T) {
+	e := newAdminEnv(t, 3)
+	c := e.login()
+	r := c.do("GET", "/api/admin/policies", nil).want(t, 200)
+	if len(r.json["builtins"].([]any)) == 0 || r.json["status"] == nil {
+		t.Fatalf("list: %s", r.body)
+	}
+	// Validate: the error carries its line; nothing is stored.
+	r = c.do("POST", "/api/admin/policies/mine/validate", map[string]string{"source": badPolicy}).want(t, 400)
+	if r.errCode() != "policy_invalid" || r.json["error"].(map[string]any)["line"].(float64) != 4 {
+		t.Fatalf("validate bad: %s", r.body)
+	}
+	c.do("POST", "/api/admin/policies/mine/validate", map[string]string{"source": goodPolicy}).want(t, 200)
+	c.do("POST", "/api/admin/policies/mine/validate", `{`).want(t, 400)
+	c.do("POST", "/api/admin/policies/mine/validate", nil).want(t, 404)  // nothing stored, no built-in
+	c.do("POST", "/api/admin/policies/smart/validate", nil).want(t, 200) // the built-in source
+	c.do("GET", "/api/admin/policies/mine", nil).want(t, 404)
+	c.do("POST", "/api/admin/policies/bad%20name/validate", nil).want(t, 400)
+
+	// Simulate on the live pool: everyone moves from healthy to warm.
+	waitFor(t, "scores", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=healthy", nil).json["total"].(float64) == 3
+	})
+	r = c.do("POST", "/api/admin/policies/mine/simulate", map[string]string{"source": goodPolicy}).want(t, 200)
+	if r.json["accounts"].(float64) != 3 || r.json["tiers"].(map[string]any)["warm"].(float64) != 3 || r.json["changed"].(float64) != 3 ||
+		len(r.json["top"].([]any)) != 3 || r.json["description"] != "everyone warm" {
+		t.Fatalf("simulate: %s", r.body)
+	}
+	if r := c.do("POST", "/api/admin/policies/mine/simulate", map[string]string{"source": badPolicy}).want(t, 400); r.json["error"].(map[string]any)["line"].(float64) != 4 {
+		t.Fatalf("simulate bad: %s", r.body)
+	}
+
+	// Save (refused with its line, then accepted), activate, the pool follows.
+	c.do("PUT", "/api/admin/policies/mine", map[string]string{"source": badPolicy}).want(t, 400)
+	c.do("PUT", "/api/admin/policies/mine", map[string]string{"source": goodPolicy}).want(t, 200)
+	c.do("PUT", "/api/admin/policies/mine", map[string]string{"source": strings.Replace(goodPolicy, `"warm"`, `"risky"`, 1)}).want(t, 200)
+	// Nothing of mine was active: rolling back activates the version before the latest.
+	if r := c.do("POST", "/api/admin/policies/mine/rollback", nil).want(t, 200); r.json["activated"].(map[string]any)["version"].(float64) != 1 {
+		t.Fatalf("first rollback: %s", r.body)
+	}
+	waitFor(t, "the pool to turn warm", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=warm", nil).json["total"].(float64) == 3
+	})
+	c.do("POST", "/api/admin/policies/mine/activate", nil).want(t, 200) // latest: v2
+	waitFor(t, "the pool to turn risky", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=risky", nil).json["total"].(float64) == 3
+	})
+	r = c.do("POST", "/api/admin/policies/mine/rollback", nil).want(t, 200)
+	if r.json["activated"].(map[string]any)["version"].(float64) != 1 {
+		t.Fatalf("rollback: %s", r.body)
+	}
+	waitFor(t, "the pool to turn warm again", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=warm", nil).json["total"].(float64) == 3
+	})
+	r = c.do("GET", "/api/admin/policies/mine/history", nil).want(t, 200)
+	if v := r.json["versions"].([]any); len(v) != 2 || v[1].(map[string]any)["activated_at"] == nil {
+		t.Fatalf("history: %s", r.body)
+	}
+	c.do("POST", "/api/admin/policies/mine/activate", map[string]int{"version": 9}).want(t, 404)
+	c.do("POST", "/api/admin/policies/mine/activate", `x`).want(t, 400)
+	c.do("POST", "/api/admin/policies/ghost/rollback", nil).want(t, 404)
+	c.do("DELETE", "/api/admin/policies/mine", nil).want(t, 405)
+	if r := c.do("GET", "/api/admin/ops", nil).want(t, 200); r.json["tiers"].(map[string]any)["warm"].(float64) != 3 {
+		t.Fatalf("ops after rollback: %s", r.body)
+	}
+}
+
+func TestAdminUI(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) (*http.Response, string) {
+		resp, err := noRedirect.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, _ := get("/admin"); resp.StatusCode != 302 || !strings.HasSuffix(resp.Header.Get("Location"), "/admin/") {
+		t.Fatalf("/admin: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, p := range []string{"/admin/", "/admin/accounts", "/admin/policies/mine", "/admin/../admin/keys"} {
+		resp, body := get(p)
+		if resp.StatusCode != 200 || !strings.Contains(body, "Troupe admin") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") ||
+			resp.Header.Get("Cache-Control") != "no-cache" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %v %q", p, resp.StatusCode, resp.Header, body)
+		}
+	}
+	resp, body := get("/admin/assets/app-123.js")
+	if resp.StatusCode != 200 || body != "console.log(1)" || !strings.Contains(resp.Header.Get("Cache-Control"), "immutable") ||
+		!strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+		t.Fatalf("asset: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := get("/admin/assets/missing.js"); resp.StatusCode != 404 {
+		t.Fatalf("missing asset: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", e.base+"/admin/", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("POST /admin/: %v %v", resp.StatusCode, err)
+	}
+	e.srv.SetAdminUI(nil)
+	if resp, _ := get("/admin/"); resp.StatusCode != 404 {
+		t.Fatalf("without a UI: %d", resp.StatusCode)
+	}
+}
+
+// TestAdminLargeBodyWithSession checks that a logged-in session may send
+// bodies above the small limit of unauthenticated requests (imports).
+func TestAdminLargeBodyWithSession(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"name":"bulk-` + strings.Repeat("x", 20) + string(rune('a'+i%26)) + `-` + itoa(i) + `","provider":"openai","models":["m"],"tags":["t1","t2"]}`)
+	}
+	b.WriteString("]")
+	if b.Len() <= unauthenticatedBodyLimit {
+		t.Fatalf("body of %d bytes is not above the limit", b.Len())
+	}
+	e.browser().do("POST", "/api/admin/accounts/import", b.String()).want(t, 401)
+	c := e.login()
+	if r := c.do("POST", "/api/admin/accounts/import", b.String()).want(t, 200); r.json["created"].(float64) != 2000 {
+		t.Fatalf("import: %s", r.body)
+	}
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i == 0 {
+		return "0"
+	}
+	var s []byte
+	for ; i > 0; i /= 10 {
+		s = append([]byte{digits[i%10]}, s...)
+	}
+	return string(s)
+}

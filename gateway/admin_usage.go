@@ -1,0 +1,286 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/valyala/fasthttp"
+)
+
+// usagePoint is one time bucket of one series.
+type usagePoint struct {
+	T               time.Time `json:"t"` // bucket start (UTC)
+	Requests        int64     `json:"requests"`
+	Errors          int64     `json:"errors"` // requests answered with status >= 400
+	InputTokens     int64     `json:"input_tokens"`
+	CachedTokens    int64     `json:"cached_tokens"`
+	OutputTokens    int64     `json:"output_tokens"`
+	ReasoningTokens int64     `json:"reasoning_tokens"`
+	Cost            float64   `json:"cost"`
+}
+
+func (p *usagePoint) add(r *storage.UsageRollup) {
+	p.Requests += r.Requests
+	if r.Status >= 400 {
+		p.Errors += r.Requests
+	}
+	p.InputTokens += r.InputTokens
+	p.CachedTokens += r.CachedTokens
+	p.OutputTokens += r.OutputTokens
+	p.ReasoningTokens += r.ReasoningTokens
+	p.Cost += r.Cost
+}
+
+// usageSeries is the usage of one key, account or model over time.
+type usageSeries struct {
+	ID     string       `json:"id"`   // key or account ID, or the model name
+	Name   string       `json:"name"` // display name ("" when the key or account is gone)
+	Total  usagePoint   `json:"total"`
+	Points []usagePoint `json:"points"` // only the buckets with traffic, oldest first
+}
+
+// timeArg parses an RFC 3339 query parameter (def when absent).
+func timeArg(a *fasthttp.Args, name string, def time.Time) (time.Time, *APIError) {
+	v := a.Peek(name)
+	if len(v) == 0 {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339, string(v))
+	if err != nil {
+		return time.Time{}, errBadParam(name, name+" is an RFC 3339 time, e.g. 2026-12-01T00:00:00Z.")
+	}
+	return t.UTC(), nil
+}
+
+// adminUsage serves GET /api/admin/usage (series from the hourly rollups)
+// and GET /api/admin/usage/requests (the request log).
+func (s *Server) adminUsage(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	if method != "GET" {
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch {
+	case len(parts) == 0:
+		s.usageSeries(ctx, rctx)
+	case len(parts) == 1 && parts[0] == "requests":
+		s.usageRequests(ctx, rctx)
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
+// names returns key and account display names by ID.
+func (s *Server) names(ctx context.Context) (keys, accounts map[string]string) {
+	keys, accounts = map[string]string{}, map[string]string{}
+	if ks, err := s.store.ListAPIKeys(ctx); err == nil {
+		for _, k := range ks {
+			keys[k.ID] = k.Name
+		}
+	}
+	for _, v := range s.sys.Views() {
+		accounts[v.ID] = v.Name
+	}
+	return keys, accounts
+}
+
+func (s *Server) usageSeries(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	a := ctx.QueryArgs()
+	now := s.now().UTC()
+	to, aerr := timeArg(a, "to", now.Truncate(time.Hour).Add(time.Hour))
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	from, aerr := timeArg(a, "from", to.Add(-24*time.Hour))
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if !from.Before(to) || to.Sub(from) > 400*24*time.Hour {
+		writeError(ctx, errBadParam("from", "from must be before to, at most 400 days apart."))
+		return
+	}
+	bucket := time.Hour
+	switch string(a.Peek("bucket")) {
+	case "", "hour":
+	case "day":
+		bucket = 24 * time.Hour
+	default:
+		writeError(ctx, errBadParam("bucket", "bucket is hour or day."))
+		return
+	}
+	if bucket == time.Hour && to.Sub(from) > 31*24*time.Hour {
+		writeError(ctx, errBadParam("bucket", "Hourly buckets cover at most 31 days; use bucket=day."))
+		return
+	}
+	by := string(a.Peek("group_by"))
+	switch by {
+	case "", "model":
+		by = "model"
+	case "key", "account":
+	default:
+		writeError(ctx, errBadParam("group_by", "group_by is key, account or model."))
+		return
+	}
+	top, aerr := intArg(a, "top", 10, 1, 100)
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	q := storage.UsageQuery{From: from, To: to, KeyID: string(a.Peek("key")), AccountID: string(a.Peek("account")), Model: string(a.Peek("model"))}
+	rows, err := s.store.Rollups(rctx, q)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	keyNames, accountNames := s.names(rctx)
+	type acc struct {
+		series  usageSeries
+		buckets map[int64]*usagePoint
+	}
+	groups := map[string]*acc{}
+	var total usagePoint
+	for i := range rows {
+		r := &rows[i]
+		id, name := r.Model, r.Model
+		switch by {
+		case "key":
+			id, name = r.KeyID, keyNames[r.KeyID]
+		case "account":
+			id, name = r.AccountID, accountNames[r.AccountID]
+		}
+		g := groups[id]
+		if g == nil {
+			g = &acc{series: usageSeries{ID: id, Name: name}, buckets: map[int64]*usagePoint{}}
+			groups[id] = g
+		}
+		t := r.Hour.Truncate(bucket)
+		p := g.buckets[t.Unix()]
+		if p == nil {
+			p = &usagePoint{T: t}
+			g.buckets[t.Unix()] = p
+		}
+		p.add(r)
+		g.series.Total.add(r)
+		total.add(r)
+	}
+	list := make([]*acc, 0, len(groups))
+	for _, g := range groups {
+		list = append(list, g)
+	}
+	slices.SortFunc(list, func(x, y *acc) int {
+		if c := cmp.Compare(y.series.Total.Requests, x.series.Total.Requests); c != 0 {
+			return c
+		}
+		return strings.Compare(x.series.ID, y.series.ID)
+	})
+	out := make([]usageSeries, 0, min(len(list), top))
+	for _, g := range list[:min(len(list), top)] {
+		for _, p := range g.buckets {
+			g.series.Points = append(g.series.Points, *p)
+		}
+		slices.SortFunc(g.series.Points, func(x, y usagePoint) int { return x.T.Compare(y.T) })
+		out = append(out, g.series)
+	}
+	writeJSON(ctx, 200, map[string]any{"from": from, "to": to, "bucket": map[bool]string{true: "hour", false: "day"}[bucket == time.Hour],
+		"group_by": by, "series": out, "groups": len(groups), "total": total})
+}
+
+// recordJSON is one request of the request log.
+type recordJSON struct {
+	RequestID       string    `json:"request_id"`
+	At              time.Time `json:"at"`
+	KeyID           string    `json:"key_id"`
+	Key             string    `json:"key"` // the key's name ("" when gone)
+	AccountID       string    `json:"account_id"`
+	Account         string    `json:"account"` // the account's name
+	Model           string    `json:"model"`
+	Route           string    `json:"route"`
+	Stream          bool      `json:"stream"`
+	Status          int       `json:"status"`
+	ErrorClass      string    `json:"error_class"`
+	Attempts        int       `json:"attempts"`
+	LatencyMs       float64   `json:"latency_ms"`
+	TTFTMs          float64   `json:"ttft_ms"`
+	InputTokens     int64     `json:"input_tokens"`
+	CachedTokens    int64     `json:"cached_tokens"`
+	OutputTokens    int64     `json:"output_tokens"`
+	ReasoningTokens int64     `json:"reasoning_tokens"`
+}
+
+// encodeCursor makes the opaque next_cursor of a request-log page.
+func encodeCursor(c storage.UsageCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixNano(), 10) + ":" + c.RequestID))
+}
+
+func decodeCursor(s string) (storage.UsageCursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return storage.UsageCursor{}, false
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return storage.UsageCursor{}, false
+	}
+	return storage.UsageCursor{At: time.Unix(0, n).UTC(), RequestID: id}, true
+}
+
+func (s *Server) usageRequests(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	a := ctx.QueryArgs()
+	var q storage.UsageRecordQuery
+	var aerr *APIError
+	if q.From, aerr = timeArg(a, "from", time.Time{}); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if q.To, aerr = timeArg(a, "to", time.Time{}); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if q.Status, aerr = intArg(a, "status", 0, 0, 599); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if q.Limit, aerr = intArg(a, "limit", 100, 1, 1000); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	q.KeyID, q.AccountID, q.Model = string(a.Peek("key")), string(a.Peek("account")), string(a.Peek("model"))
+	q.FailedOnly = a.GetBool("failed")
+	if c := a.Peek("cursor"); len(c) > 0 {
+		cur, ok := decodeCursor(string(c))
+		if !ok {
+			writeError(ctx, errBadParam("cursor", "cursor is the next_cursor of a previous page."))
+			return
+		}
+		q.After = cur
+	}
+	recs, err := s.store.ListUsageRecords(rctx, q)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	keyNames, accountNames := s.names(rctx)
+	out := make([]recordJSON, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, recordJSON{RequestID: r.RequestID, At: r.At, KeyID: r.KeyID, Key: keyNames[r.KeyID], AccountID: r.AccountID,
+			Account: accountNames[r.AccountID], Model: r.Model, Route: r.Route, Stream: r.Stream, Status: r.Status, ErrorClass: r.ErrorClass,
+			Attempts: r.Attempts, LatencyMs: float64(r.Latency.Microseconds()) / 1000, TTFTMs: float64(r.TTFT.Microseconds()) / 1000,
+			InputTokens: r.InputTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens})
+	}
+	var next any
+	if len(recs) == q.PageLimit() {
+		last := recs[len(recs)-1]
+		next = encodeCursor(storage.UsageCursor{At: last.At, RequestID: last.RequestID})
+	}
+	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": next})
+}
