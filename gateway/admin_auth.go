@@ -89,7 +89,7 @@ func (p *principal) kind() string {
 	return "api_key"
 }
 
-func sessionCacheKey(token string) string {
+func adminSessionKey(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return "admin:session:" + hex.EncodeToString(h[:])
 }
@@ -180,7 +180,7 @@ func (s *Server) sessionPrincipal(ctx context.Context, token string) (*principal
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	raw, ok, err := s.adminCache().Get(cctx, sessionCacheKey(token))
+	raw, ok, err := s.adminCache().Get(cctx, adminSessionKey(token))
 	if err != nil {
 		s.log.Error("admin session lookup", "err", err)
 		return nil, &APIError{Status: 503, Type: "server_error", Message: "Sessions are unavailable; retry, or use an admin API key."}
@@ -291,7 +291,7 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 	}
 	sess := adminSession{UserID: u.ID, CSRF: csrf, PwPrint: pwPrint(u.PasswordHash), Expires: now.Add(SessionTTL).Unix()}
 	raw, _ := json.Marshal(sess)
-	if err := cache.Set(rctx, sessionCacheKey(token), string(raw), SessionTTL); err != nil {
+	if err := cache.Set(rctx, adminSessionKey(token), string(raw), SessionTTL); err != nil {
 		s.log.Error("admin session store", "err", err)
 		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Sessions are unavailable; retry, or use an admin API key."})
 		return
@@ -345,7 +345,7 @@ func (s *Server) adminLogout(ctx *fasthttp.RequestCtx, p *principal) {
 	if p.session != nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if err := s.adminCache().Delete(cctx, sessionCacheKey(p.token)); err != nil {
+		if err := s.adminCache().Delete(cctx, adminSessionKey(p.token)); err != nil {
 			s.log.Warn("admin logout", "err", err)
 		}
 	}
@@ -401,7 +401,7 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 			s.storageError(ctx, err)
 			return
 		}
-		_ = s.adminCache().Delete(rctx, sessionCacheKey(p.token))
+		_ = s.adminCache().Delete(rctx, adminSessionKey(p.token))
 		s.setSessionCookie(ctx, "", 0)
 		s.log.Info("admin password changed", "user", u.Username)
 		writeJSON(ctx, 200, map[string]any{"changed": true, "logged_out": true})
@@ -437,6 +437,6 @@ func (s *Server) adminSessionHeader(h *fasthttp.RequestHeader) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, ok, err := s.adminCache().Get(ctx, sessionCacheKey(string(tok)))
+	_, ok, err := s.adminCache().Get(ctx, adminSessionKey(string(tok)))
 	return ok && err == nil
 }

@@ -108,10 +108,10 @@ func (s *Server) simulate(ctx context.Context, p *scripts.Policy) (simResult, er
 	return res, nil
 }
 
-// policySource returns the source a validate or simulate request is about:
+// adminPolicySource returns the source a validate or simulate request is about:
 // the body's "source", else version "version" of the stored policy (0: the
 // latest), else the built-in of that name.
-func (s *Server) policySource(ctx context.Context, name string, body []byte) (string, *APIError) {
+func (s *Server) adminPolicySource(ctx context.Context, name string, body []byte) (string, *APIError) {
 	var in struct {
 		Source  string `json:"source"`
 		Version int    `json:"version"`
@@ -151,7 +151,7 @@ func writePolicyError(ctx *fasthttp.RequestCtx, err error) {
 // policyValidate serves POST /api/admin/policies/{name}/validate: compile
 // and self-test against the live pool, store nothing.
 func (s *Server) policyValidate(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
-	src, aerr := s.policySource(rctx, name, ctx.PostBody())
+	src, aerr := s.adminPolicySource(rctx, name, ctx.PostBody())
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
@@ -165,7 +165,7 @@ func (s *Server) policyValidate(ctx *fasthttp.RequestCtx, rctx context.Context, 
 
 // policySimulate serves POST /api/admin/policies/{name}/simulate.
 func (s *Server) policySimulate(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
-	src, aerr := s.policySource(rctx, name, ctx.PostBody())
+	src, aerr := s.adminPolicySource(rctx, name, ctx.PostBody())
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
