@@ -15,8 +15,8 @@ LDFLAGS   := -X main.version=$(VERSION)
 demo: build
 	./bin/troupe demo $(ARGS)
 
-## build: compile bin/troupe
-build:
+## build: compile bin/troupe (with the admin UI when npm is installed; see admin-ui)
+build: admin-ui-if-npm
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
 
 ## test: everything — vet, unit and end-to-end tests (race detector), real clients, short fuzz runs.
@@ -27,6 +27,7 @@ test: vet clients
 	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 \
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=150000x
+	$(MAKE) admin-ui-test admin-ui-e2e
 
 vet:
 	$(GO) vet ./...
@@ -56,6 +57,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bench/scenario/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME) ./bench/load/
+	$(GO) test -run '^$$' -fuzz '^FuzzAdminImport$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzUsageCursor$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzClassifyMessages$$' -fuzztime $(FUZZTIME) ./upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCodexFile$$' -fuzztime $(FUZZTIME) ./upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimitsEvent$$' -fuzztime $(FUZZTIME) ./upstream/
@@ -73,3 +76,39 @@ bench-go:
 
 clean:
 	rm -rf bin $(CACHE)
+
+# --- admin web UI (admin-ui/, docs/admin-ui.md) ---
+UI_DIR   := admin-ui
+UI_DIST  := $(UI_DIR)/web/dist/index.html
+UI_DEPS  := $(UI_DIR)/node_modules/.package-lock.json
+UI_SRC   := $(shell find $(UI_DIR)/src -type f 2>/dev/null) $(UI_DIR)/index.html $(UI_DIR)/vite.config.ts $(UI_DIR)/tsconfig.json
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: admin-ui admin-ui-if-npm admin-ui-test admin-ui-e2e chromium
+
+## admin-ui: build the admin web UI (npm ci into admin-ui/node_modules, vite build into
+## admin-ui/web/dist, which the Go build embeds; without it the binary serves a fallback page)
+admin-ui: $(UI_DIST)
+
+admin-ui-if-npm:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory admin-ui; \
+	else echo "npm not found: building without the admin UI (it serves a page saying how to build it)"; fi
+
+$(UI_DEPS): $(UI_DIR)/package-lock.json
+	cd $(UI_DIR) && npm ci --no-audit --no-fund
+
+$(UI_DIST): $(UI_DEPS) $(UI_SRC)
+	cd $(UI_DIR) && npm run build
+
+## admin-ui-test: the UI's unit tests (Vitest, jsdom)
+admin-ui-test: $(UI_DEPS)
+	cd $(UI_DIR) && npm test
+
+## admin-ui-e2e: the UI end to end in headless Chromium against `troupe demo`; screenshots of
+## every page go to .cache/artifacts/admin-ui
+admin-ui-e2e: build chromium $(UI_DEPS)
+	cd $(UI_DIR) && TROUPE_BIN=$(CURDIR)/bin/troupe ARTIFACTS=$(CACHE)/artifacts/admin-ui CHROMIUM=$(CHROMIUM) node e2e/run.mjs
+
+## chromium: install Debian's chromium when $(CHROMIUM) is missing (needs root and apt-get)
+chromium:
+	@test -x $(CHROMIUM) || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }

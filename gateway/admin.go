@@ -186,7 +186,7 @@ func (s *Server) ops(ctx *fasthttp.RequestCtx) {
 		}
 		v.Failovers[label] = s.failovers[i].Load()
 	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if st, err := s.sys.SchedulerStats(sctx); err == nil {
 		v.Waiters = st.Waiters
@@ -253,7 +253,7 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Routing policies are not available on this instance."})
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(parts) == 0 || parts[0] == "" {
 		if method != "GET" {

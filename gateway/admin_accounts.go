@@ -275,7 +275,7 @@ func (s *Server) liveIndex(ctx context.Context) (map[string]*actors.View, map[st
 
 // adminAccounts serves /api/admin/accounts (docs/admin-api.md, "Accounts").
 func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []string) {
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch {
 	case len(parts) == 0 && method == "GET":

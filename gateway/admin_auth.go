@@ -30,9 +30,9 @@ const (
 	// SessionTTL is how long a session lasts after login.
 	SessionTTL = 12 * time.Hour
 
-	loginIPLimit     = 20               // login attempts per IP per loginIPWindow
+	loginIPLimit     = 20               // login attempts per IP, counted until loginIPWindow passes without one
 	loginIPWindow    = time.Minute      //
-	loginUserLimit   = 10               // failed logins per username per loginUserWindow
+	loginUserLimit   = 10               // failed logins per username, counted until loginUserWindow passes without one
 	loginUserWindow  = 15 * time.Minute //
 	maxPasswordBytes = 1024             // longer passwords are refused before hashing
 )
@@ -157,7 +157,7 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx, method string) (*principal,
 	if token == "" {
 		return nil, errAdminAuth("Log in (POST /api/admin/login) or send an admin API key as Authorization: Bearer.")
 	}
-	p, aerr := s.sessionPrincipal(ctx, token)
+	p, aerr := s.sessionPrincipal(token)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -174,11 +174,14 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx, method string) (*principal,
 }
 
 // sessionPrincipal resolves a session token to its live, enabled user.
-func (s *Server) sessionPrincipal(ctx context.Context, token string) (*principal, *APIError) {
+// (Admin handlers derive their contexts from context.Background: a
+// fasthttp.RequestCtx must not be a parent context, since the context
+// package may read it from another goroutine after the handler returned.)
+func (s *Server) sessionPrincipal(token string) (*principal, *APIError) {
 	if len(token) > 128 {
 		return nil, errAdminAuth("The session is not valid; log in again.")
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	raw, ok, err := s.adminCache().Get(cctx, adminSessionKey(token))
 	if err != nil {
@@ -219,9 +222,28 @@ type loginBody struct {
 	Password string `json:"password"`
 }
 
-// windowLeft is the time until the fixed window of length w containing now ends.
-func windowLeft(now time.Time, w time.Duration) time.Duration {
-	return w - time.Duration(now.UnixNano()%int64(w))
+// bumpCounter adds one to the login counter at key and returns it. A
+// counter lives until quiet passes without a bump (each bump restarts its
+// expiry), so a steady stream of attempts stays counted, unlike fixed
+// windows that reset on the clock. Get-then-set is not atomic: concurrent
+// bumps may count one, which only delays a lockout by an attempt. A cache
+// error counts 0 (logins are not refused because the cache is down).
+func bumpCounter(ctx context.Context, c storage.Cache, key string, quiet time.Duration) int64 {
+	n := peekCounter(ctx, c, key) + 1
+	if err := c.Set(ctx, key, strconv.FormatInt(n, 10), quiet); err != nil {
+		return 0
+	}
+	return n
+}
+
+// peekCounter returns the login counter at key (0 when absent).
+func peekCounter(ctx context.Context, c storage.Cache, key string) int64 {
+	v, ok, err := c.Get(ctx, key)
+	if err != nil || !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
 }
 
 // adminLogin serves POST /api/admin/login: {"username","password"} → a
@@ -248,19 +270,19 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errAdminAuth("Wrong username or password."))
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cache, now := s.adminCache(), time.Now()
-	n, err := cache.Incr(rctx, "admin:login:ip:"+ctx.RemoteIP().String(), 1, loginIPWindow)
-	if err == nil && n > loginIPLimit {
+	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
+	if n := bumpCounter(rctx, cache, ipKey, loginIPWindow); n > loginIPLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
-			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: windowLeft(now, loginIPWindow)})
+			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
 		return
 	}
 	userKey := "admin:login:user:" + pwPrint(strings.ToLower(body.Username))
-	if c, err := cache.Count(rctx, userKey, loginUserWindow); err == nil && c >= loginUserLimit {
+	if peekCounter(rctx, cache, userKey) >= loginUserLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
-			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: windowLeft(now, loginUserWindow)})
+			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: loginUserWindow})
 		return
 	}
 	u, err := s.store.GetAdminUser(rctx, body.Username)
@@ -278,7 +300,7 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 		s.log.Error("admin password check", "user", body.Username, "err", err)
 	}
 	if !found || !match || u.Disabled || u.Username != body.Username {
-		_, _ = cache.Incr(rctx, userKey, 1, loginUserWindow)
+		bumpCounter(rctx, cache, userKey, loginUserWindow)
 		s.log.Warn("admin login failed", "user", clip(body.Username), "ip", ctx.RemoteIP().String())
 		writeError(ctx, errAdminAuth("Wrong username or password."))
 		return
@@ -343,7 +365,7 @@ func toAdminUserJSON(u storage.AdminUser) adminUserJSON {
 // adminLogout serves POST /api/admin/logout: ends the session (a key gets 200 too, with nothing to end).
 func (s *Server) adminLogout(ctx *fasthttp.RequestCtx, p *principal) {
 	if p.session != nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.adminCache().Delete(cctx, adminSessionKey(p.token)); err != nil {
 			s.log.Warn("admin logout", "err", err)
@@ -383,7 +405,7 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 			writeError(ctx, errBadParam("new_password", err.Error()))
 			return
 		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ok, err := verifyPassword(rctx, body.Current, p.user.PasswordHash)
 		if err != nil || !ok {

@@ -178,11 +178,11 @@ type client struct {
 
 func (e *adminEnv) browser() *client {
 	jar, _ := cookiejar.New(nil)
-	return &client{e: e, hc: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
+	return &client{e: e, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
 }
 
 func (e *adminEnv) withKey(key string) *client {
-	return &client{e: e, hc: &http.Client{Timeout: 20 * time.Second}, bearer: key}
+	return &client{e: e, hc: &http.Client{Timeout: 60 * time.Second}, bearer: key}
 }
 
 // response is a decoded answer.

@@ -128,7 +128,7 @@ func (in *keyInput) apply(k *storage.APIKey, now time.Time) *APIError {
 
 // adminKeys serves /api/admin/keys (docs/admin-api.md, "API keys").
 func (s *Server) adminKeys(ctx *fasthttp.RequestCtx, method string, parts []string) {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := s.now()
 	switch {

@@ -40,7 +40,7 @@ func (s *Server) adminSettings(ctx *fasthttp.RequestCtx, method string, parts []
 		writeError(ctx, errNotFound(string(ctx.Path())))
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch method {
 	case "GET":

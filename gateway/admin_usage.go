@@ -65,7 +65,7 @@ func (s *Server) adminUsage(ctx *fasthttp.RequestCtx, method string, parts []str
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch {
 	case len(parts) == 0:

@@ -1,0 +1,251 @@
+// End-to-end test of the admin UI in headless Chromium (playwright-core
+// driving the Debian chromium at /usr/bin/chromium; nothing is downloaded).
+// It starts `troupe demo` on a free port with a fresh data directory, then:
+// logs in, imports accounts, creates an API key and uses it against /v1,
+// writes a policy with a syntax error and sees the error at its line, fixes
+// and activates it, and sees the pool view change. Every page is
+// screenshotted into $ARTIFACTS (default ../.cache/artifacts/admin-ui).
+// Run by `make admin-ui-e2e` (part of `make test`).
+import { chromium } from 'playwright-core'
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { createInterface } from 'node:readline'
+
+const bin = resolve(process.env.TROUPE_BIN || '../bin/troupe')
+const artifacts = resolve(process.env.ARTIFACTS || '../.cache/artifacts/admin-ui')
+const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium'
+mkdirSync(artifacts, { recursive: true })
+
+const deadline = setTimeout(() => fail('the end-to-end test took longer than 4 minutes'), 240_000)
+let demo, browser, page, dataDir
+
+async function cleanup() {
+  clearTimeout(deadline)
+  await browser?.close().catch(() => {})
+  if (demo && demo.exitCode === null) {
+    demo.kill('SIGTERM')
+    await Promise.race([new Promise((r) => demo.once('exit', r)), new Promise((r) => setTimeout(r, 15_000))])
+    if (demo.exitCode === null) demo.kill('SIGKILL')
+  }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+}
+
+async function fail(msg) {
+  console.error('FAIL:', msg)
+  if (page) await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {})
+  await cleanup()
+  process.exit(1)
+}
+
+function check(cond, msg) {
+  if (!cond) throw new Error(msg)
+}
+
+async function shot(name) {
+  await page.waitForTimeout(300) // let charts and fetches settle
+  await page.screenshot({ path: join(artifacts, name + '.png'), fullPage: false })
+  console.log('screenshot', name)
+}
+
+/** startDemo runs `troupe demo` and returns the lines it prints. */
+function startDemo() {
+  dataDir = mkdtempSync(join(tmpdir(), 'troupe-e2e-'))
+  const env = { ...process.env }
+  delete env.TROUPE_ADMIN_PASSWORD
+  demo = spawn(bin, ['demo', '--listen', '127.0.0.1:0', '--accounts', '24', '--data', dataDir], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let log = ''
+  demo.stderr.on('data', (d) => (log = (log + d).slice(-20000)))
+  return new Promise((res, rej) => {
+    const vars = {}
+    const t = setTimeout(() => rej(new Error('troupe demo did not start in 60 s:\n' + log)), 60_000)
+    createInterface({ input: demo.stdout }).on('line', (line) => {
+      const m = line.match(/^(TROUPE_[A-Z_]+)=(.*)$/)
+      if (m) vars[m[1]] = m[2]
+      if (vars.TROUPE_ADMIN_PASSWORD && vars.TROUPE_ADMIN_URL && vars.TROUPE_BASE_URL) {
+        clearTimeout(t)
+        res(vars)
+      }
+    })
+    demo.once('exit', (code) => rej(new Error(`troupe demo exited with ${code}:\n` + log)))
+  })
+}
+
+async function total() {
+  const t = await page.getByTestId('accounts-total').textContent()
+  return t
+}
+
+async function waitText(locator, re, what, timeout = 15_000) {
+  const end = Date.now() + timeout
+  let last = ''
+  while (Date.now() < end) {
+    last = (await locator.textContent().catch(() => '')) ?? ''
+    if (re.test(last)) return last
+    await page.waitForTimeout(200)
+  }
+  throw new Error(`${what}: got ${JSON.stringify(last)}, want ${re}`)
+}
+
+async function setEditor(text) {
+  await page.locator('.cm-content').click()
+  await page.keyboard.press('Control+A')
+  await page.keyboard.press('Delete')
+  await page.keyboard.insertText(text)
+}
+
+async function main() {
+  const env = await startDemo()
+  const adminURL = env.TROUPE_ADMIN_URL
+  console.log('demo at', adminURL)
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  })
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme: 'light' })
+  page = await ctx.newPage()
+  page.setDefaultTimeout(15_000)
+  const consoleErrors = []
+  page.on('pageerror', (e) => consoleErrors.push(String(e)))
+
+  // Log in (a wrong password first).
+  await page.goto(adminURL)
+  await page.locator('input[name=password]').fill('wrong password')
+  await page.getByRole('button', { name: 'Log in' }).click()
+  await waitText(page.getByRole('alert'), /Wrong username or password/, 'wrong password message')
+  await shot('01-login')
+  await page.locator('input[name=password]').fill(env.TROUPE_ADMIN_PASSWORD)
+  await page.getByRole('button', { name: 'Log in' }).click()
+  await waitText(page.getByTestId('accounts-active'), /^24/, 'active accounts on the overview')
+  await shot('02-overview')
+
+  // Accounts: 24 demo accounts, all healthy under the default policy.
+  await page.getByRole('link', { name: 'Accounts' }).click()
+  await waitText(page.getByTestId('accounts-total'), /^24 of 24$/, 'accounts total')
+  await waitText(page.locator('[data-row="demo-0001"] [data-testid=tier]'), /healthy/, 'demo-0001 tier before')
+  await shot('03-accounts')
+
+  // Import three accounts.
+  await page.getByRole('button', { name: 'Import' }).click()
+  const imported = [1, 2, 3].map((i) => ({ name: `e2e-imported-${i}`, provider: 'openai', base_url: 'http://127.0.0.1:9/v1', models: ['gpt-4.1-mini'], disabled: true, api_key: `sk-e2e-${i}` }))
+  await page.locator('textarea[name=import]').fill(JSON.stringify(imported, null, 2))
+  await page.getByRole('button', { name: 'Check' }).click()
+  await waitText(page.locator('.modal .note'), /Would create 3/, 'import check')
+  await shot('04-accounts-import')
+  await page.getByRole('button', { name: 'Import', exact: true }).last().click()
+  await waitText(page.getByTestId('accounts-total'), /^27 of 27$/, 'accounts after import')
+  await page.locator('input[name=q]').fill('e2e-imported')
+  await waitText(page.getByTestId('accounts-total'), /^3 of 27$/, 'search for imported accounts')
+  await page.locator('[data-row="e2e-imported-2"]').click()
+  await waitText(page.getByTestId('account-panel'), /api_key/, 'credentials shown as set')
+  check(!(await page.content()).includes('sk-e2e-2'), 'an imported credential is visible in the page')
+  await shot('05-account-panel')
+  await page.locator('[data-testid=account-panel] button', { hasText: '✕' }).click()
+  await page.locator('input[name=q]').fill('')
+
+  // Create an API key and use it against /v1.
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByRole('button', { name: 'Create key' }).click()
+  await page.locator('.modal input[name=name]').fill('e2e-key')
+  await page.locator('.modal input[name=rpm]').fill('600')
+  await page.getByRole('button', { name: 'Create', exact: true }).click()
+  const secret = (await waitText(page.getByTestId('new-secret'), /^sk-troupe-/, 'the new secret')).trim()
+  await shot('06-key-created')
+  await page.getByRole('button', { name: 'Done' }).click()
+  await waitText(page.locator('[data-key="e2e-key"]'), /active/, 'the key in the list')
+  check(!(await page.content()).includes(secret), 'the secret is still on the page after Done')
+  await shot('07-keys')
+  for (let i = 0; i < 3; i++) {
+    const r = await fetch(env.TROUPE_BASE_URL + '/chat/completions', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + secret, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    const body = await r.text()
+    check(r.status === 200, `the new key against /v1: ${r.status} ${body}`)
+  }
+  console.log('the new key served 3 requests on /v1')
+
+  // Usage: the three requests show up (usage is written within a second).
+  await page.getByRole('link', { name: 'Usage' }).click()
+  await waitText(page.getByTestId('usage-requests'), /^[1-9]/, 'usage requests', 20_000)
+  await page.waitForSelector('[data-testid=usage-chart] canvas')
+  await shot('08-usage')
+
+  // A policy with a syntax error: the error is marked at its line.
+  await page.getByRole('link', { name: 'Policies' }).click()
+  await page.locator('input[name=new-policy]').fill('e2e')
+  await page.locator('input[name=new-policy]').press('Enter')
+  await page.waitForSelector('.cm-content')
+  const bad = ['policy = { description = "everyone warm" }', 'function score(a, now)', '  local x = = 1', '  return 1, "warm"', 'end', ''].join('\n')
+  await setEditor(bad)
+  await page.getByRole('button', { name: 'Validate' }).click()
+  const err = await waitText(page.getByTestId('policy-error'), /^line 3: /, 'the syntax error with its line')
+  await page.waitForSelector('.cm-lintRange-error')
+  const marked = await page.evaluate(() => {
+    const m = document.querySelector('.cm-lintRange-error')
+    return m?.closest('.cm-line')?.textContent ?? ''
+  })
+  check(marked.includes('local x = = 1'), `the marked line is ${JSON.stringify(marked)}, want line 3`)
+  check((await page.locator('.cm-gutter-lint .cm-lint-marker-error').count()) === 1, 'one error marker in the gutter')
+  console.log('syntax error shown:', err)
+  await shot('09-policy-error')
+
+  // Fix it, simulate, save, activate: the pool turns warm.
+  const good = ['policy = { description = "everyone warm" }', 'function score(a, now)', '  if a.status ~= "active" then return nil end', '  return 1, "warm"', 'end', ''].join('\n')
+  await setEditor(good)
+  await page.getByRole('button', { name: 'Validate' }).click()
+  await waitText(page.getByTestId('policy-msg'), /Valid/, 'validation of the fixed policy')
+  check((await page.locator('.cm-lintRange-error').count()) === 0, 'the error mark stays after the fix')
+  await page.getByRole('button', { name: 'Simulate' }).click()
+  await waitText(page.getByTestId('simulation'), /change tier/, 'simulation')
+  await shot('10-policy-simulate')
+  await page.getByRole('button', { name: 'Save' }).click()
+  await waitText(page.getByTestId('policy-msg'), /Saved as version 1/, 'save')
+  await page.getByRole('button', { name: 'Activate latest' }).click()
+  await waitText(page.getByTestId('policy-msg'), /Version 1 of e2e is serving/, 'activate')
+  await waitText(page.getByTestId('reload-status'), /serving e2e/, 'reload status', 20_000)
+  await shot('11-policy-active')
+
+  await page.getByRole('link', { name: 'Accounts' }).click()
+  await waitText(page.locator('[data-row="demo-0001"] [data-testid=tier]'), /warm/, 'demo-0001 tier after activation', 20_000)
+  await page.locator('select[name=tier]').selectOption('warm')
+  await waitText(page.getByTestId('accounts-total'), /^24 of 27$/, 'warm accounts after activation', 20_000)
+  await shot('12-accounts-after-policy')
+
+  await page.getByRole('link', { name: 'Overview' }).click()
+  await waitText(page.getByTestId('tiers-warm'), /^24/, 'warm tier on the overview', 20_000)
+  await waitText(page.getByTestId('policy-name'), /^e2e$/, 'policy on the overview')
+  await shot('13-overview-after-policy')
+
+  await page.getByRole('link', { name: 'Settings' }).click()
+  await page.waitForSelector('text=This instance')
+  await shot('14-settings')
+
+  // Dark mode.
+  await page.getByRole('button', { name: /Dark/ }).click()
+  await page.getByRole('link', { name: 'Overview' }).click()
+  await shot('15-overview-dark')
+  await page.getByRole('link', { name: 'Policies' }).click()
+  await page.getByRole('link', { name: 'e2e' }).first().click()
+  await page.waitForSelector('.cm-content')
+  await shot('16-policies-dark')
+  await page.getByRole('link', { name: 'Accounts' }).click()
+  await page.waitForSelector('[data-row]')
+  await shot('17-accounts-dark')
+
+  // Logging out ends the session.
+  await page.getByRole('button', { name: 'Log out' }).click()
+  await page.waitForSelector('input[name=password]')
+  const me = await page.evaluate(() => fetch('/api/admin/me').then((r) => r.status))
+  check(me === 401, `after logout /api/admin/me answers ${me}`)
+  check(consoleErrors.length === 0, 'page errors: ' + consoleErrors.join('; '))
+}
+
+main()
+  .then(async () => {
+    await cleanup()
+    console.log('admin UI end-to-end: ok; screenshots in', artifacts)
+  })
+  .catch((e) => fail(e.stack || String(e)))
