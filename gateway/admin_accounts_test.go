@@ -110,7 +110,7 @@ func TestAdminAccountsList(t *testing.T) {
 		list = append(list, map[string]any{"name": fmt.Sprintf("pool-%03d", i), "provider": p, "group": fmt.Sprintf("g%d", i%2),
 			"models": []string{"m"}, "priority": i, "credentials": map[string]string{"api_key": "sk-upstream-secret"}})
 	}
-	c.do("POST", "/api/admin/accounts/import", list).want(t, 200)
+	c.do("POST", "/api/admin/accounts/import?format=troupe", list).want(t, 200)
 	page := func(q string) *response { return c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 200) }
 	r := page("limit=50&offset=100")
 	if r.json["total"].(float64) != 120 || len(r.json["accounts"].([]any)) != 20 || r.json["accounts"].([]any)[0].(map[string]any)["name"] != "pool-100" {
@@ -160,7 +160,7 @@ func TestAdminAccountsList(t *testing.T) {
 func TestAdminAccountsImportExport(t *testing.T) {
 	e := newAdminEnv(t, 2)
 	c := e.login()
-	r := c.do("GET", "/api/admin/accounts/export", nil).want(t, 200)
+	r := c.do("GET", "/api/admin/accounts/export?format=troupe", nil).want(t, 200)
 	noSecrets(t, r)
 	if !strings.HasPrefix(string(r.body), "[") || !strings.Contains(r.header.Get("Content-Disposition"), "attachment") {
 		t.Fatalf("export: %s %v", r.body, r.header)
@@ -169,7 +169,7 @@ func TestAdminAccountsImportExport(t *testing.T) {
 
 	// Invalid entries: nothing is written, every error is named.
 	bad := `[{"name":"ok-1","provider":"openai"},{"name":"","provider":"openai"},{"name":"b","provider":"nope"},{"name":"ok-1","provider":"openai"}]`
-	r = c.do("POST", "/api/admin/accounts/import", bad).want(t, 400)
+	r = c.do("POST", "/api/admin/accounts/import?format=troupe", bad).want(t, 400)
 	if errs := r.json["errors"].([]any); len(errs) != 3 || r.errCode() != "import_invalid" {
 		t.Fatalf("errors: %s", r.body)
 	}
@@ -177,19 +177,19 @@ func TestAdminAccountsImportExport(t *testing.T) {
 		t.Fatal("a refused import wrote an account")
 	}
 	for _, body := range []string{``, `{}`, `[]`, `"x"`, `[1]`} {
-		c.do("POST", "/api/admin/accounts/import", body).want(t, 400)
+		c.do("POST", "/api/admin/accounts/import?format=troupe", body).want(t, 400)
 	}
 
 	// Dry run, then the import: a new account and an update of acct-a (group only).
 	imp := `{"accounts":[{"name":"imp-1","provider":"codex","credentials":{"access_token":"eyJ-secret","account_id":"acc-1"}},{"name":"acct-a","group":"moved"}]}`
-	r = c.do("POST", "/api/admin/accounts/import?dry_run=1", imp).want(t, 200)
+	r = c.do("POST", "/api/admin/accounts/import?format=troupe&dry_run=1", imp).want(t, 200)
 	if r.json["created"].(float64) != 1 || r.json["updated"].(float64) != 1 {
 		t.Fatalf("dry run: %s", r.body)
 	}
 	if _, err := e.store.GetAccount(t.Context(), "imp-1"); err == nil {
 		t.Fatal("dry run wrote")
 	}
-	c.do("POST", "/api/admin/accounts/import", imp).want(t, 200)
+	c.do("POST", "/api/admin/accounts/import?format=troupe", imp).want(t, 200)
 	a, err := e.store.GetAccount(t.Context(), "acct-a")
 	if err != nil || a.Group != "moved" || a.Credentials.APIKey != "sk-upstream-secret-a" || a.Provider != "openai" {
 		t.Fatalf("updated by import: %+v %v", a, err)
@@ -198,7 +198,7 @@ func TestAdminAccountsImportExport(t *testing.T) {
 		t.Fatalf("imported credentials: %+v", a.Credentials)
 	}
 	// The export imports back unchanged, credentials kept.
-	c.do("POST", "/api/admin/accounts/import", exported).want(t, 200)
+	c.do("POST", "/api/admin/accounts/import?format=troupe", exported).want(t, 200)
 	if a, _ := e.store.GetAccount(t.Context(), "acct-a"); a.Group != "" || a.Credentials.APIKey != "sk-upstream-secret-a" {
 		t.Fatalf("after re-import: %+v", a)
 	}

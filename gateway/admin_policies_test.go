@@ -142,9 +142,9 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 	if b.Len() <= unauthenticatedBodyLimit {
 		t.Fatalf("body of %d bytes is not above the limit", b.Len())
 	}
-	e.browser().do("POST", "/api/admin/accounts/import", b.String()).want(t, 401)
+	e.browser().do("POST", "/api/admin/accounts/import?format=troupe", b.String()).want(t, 401)
 	c := e.login()
-	if r := c.do("POST", "/api/admin/accounts/import", b.String()).want(t, 200); r.json["created"].(float64) != 500 {
+	if r := c.do("POST", "/api/admin/accounts/import?format=troupe", b.String()).want(t, 200); r.json["created"].(float64) != 500 {
 		t.Fatalf("import: %s", r.body)
 	}
 }

@@ -133,7 +133,7 @@ export function Accounts() {
   )
 
   const exportAll = async () => {
-    const data = await api('GET', 'accounts/export')
+    const data = await api('GET', 'accounts/export?format=troupe')
     const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: 'application/json' }))
     const a = document.createElement('a')
     a.href = url
@@ -479,7 +479,7 @@ function ImportDialog({ onClose, onDone }: { onClose: () => void; onDone: () => 
     setResult('')
     setErrors([])
     try {
-      const r = await api<{ created: number; updated: number }>('POST', 'accounts/import' + (dry ? '?dry_run=1' : ''), text)
+      const r = await api<{ created: number; updated: number }>('POST', 'accounts/import?format=troupe' + (dry ? '&dry_run=1' : ''), text)
       if (dry) setResult(`Would create ${r.created} and update ${r.updated} accounts.`)
       else {
         setResult(`Created ${r.created}, updated ${r.updated}.`)
