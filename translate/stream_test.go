@@ -229,3 +229,23 @@ func TestStreamRefusalAndReasoning(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamLargeDelta: a 1.5 MiB text delta of multi-byte characters,
+// read in halves, arrives whole in every client protocol.
+func TestStreamLargeDelta(t *testing.T) {
+	big := bytes.Repeat([]byte("é世"), 300<<10) // 1.5 MiB
+	var in []byte
+	in = AppendEvent(in, "message_start", []byte(`{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":1,"output_tokens":1}}}`))
+	in = AppendEvent(in, "content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	in = AppendEvent(in, "content_block_delta", append(append([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`), big...), `"}}`...))
+	in = AppendEvent(in, "content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
+	in = AppendEvent(in, "message_delta", []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`))
+	in = AppendEvent(in, "message_stop", []byte(`{"type":"message_stop"}`))
+	for _, to := range []Protocol{Chat, Responses} {
+		out := translateStreamFrom(t, Messages, to, iotest.HalfReader(bytes.NewReader(in)), StreamOptions{Created: 1})
+		checkSSE(t, to, out)
+		if !bytes.Contains(out, big) {
+			t.Errorf("%s: the large delta did not arrive whole", to)
+		}
+	}
+}
