@@ -124,6 +124,10 @@ func errorParts(p Protocol, body []byte) (typ, code, param, message string) {
 			message = getB(body, "message").Str
 		}
 	}
+	if message == "" {
+		// The Codex backend answers some errors as {"detail":"…"}.
+		message = getB(body, "detail").Str
+	}
 	return typ, code, param, message
 }
 
