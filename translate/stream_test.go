@@ -249,3 +249,22 @@ func TestStreamLargeDelta(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamChatUsageChunk: a Chat client gets the usage chunk only when it
+// asked for stream_options.include_usage.
+func TestStreamChatUsageChunk(t *testing.T) {
+	in, err := os.ReadFile("testdata/streams/messages-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, include := range []bool{false, true} {
+		out := translateStream(t, Messages, Chat, in, StreamOptions{IncludeUsage: include, Created: 1})
+		checkSSE(t, Chat, out)
+		if got := bytes.Contains(out, []byte(`"choices":[],"usage":{`)); got != include {
+			t.Errorf("IncludeUsage %v: usage chunk present %v", include, got)
+		}
+		if !bytes.Contains(out, []byte(`"finish_reason":"stop"`)) {
+			t.Errorf("IncludeUsage %v: no finish_reason chunk", include)
+		}
+	}
+}
