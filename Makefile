@@ -91,7 +91,8 @@ CHROMIUM ?= /usr/bin/chromium
 admin-ui: $(UI_DIST)
 
 admin-ui-if-npm:
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory admin-ui; \
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory admin-ui || \
+		echo "the admin UI did not build (see above): building without it (it serves a page saying how to build it)"; \
 	else echo "npm not found: building without the admin UI (it serves a page saying how to build it)"; fi
 
 $(UI_DEPS): $(UI_DIR)/package-lock.json

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/argon2id"
@@ -60,9 +61,13 @@ func NewAdminPassword() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// dummyHash is compared against when the username does not exist, so a
-// login takes as long for unknown users as for known ones.
-var dummyHash, _ = HashAdminPassword("troupe-no-such-user")
+// dummyHash returns the hash compared against when the username does not
+// exist, so a login takes as long for unknown users as for known ones. It is
+// made on first use (hashing costs tens of milliseconds).
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := HashAdminPassword("troupe-no-such-user")
+	return h
+})
 
 // adminSession is a logged-in session as kept in the cache under
 // "admin:session:" + hex SHA-256 of the cookie's token (the token itself
@@ -291,7 +296,7 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 		s.storageError(ctx, err)
 		return
 	}
-	hash := dummyHash
+	hash := dummyHash()
 	if found {
 		hash = u.PasswordHash
 	}
