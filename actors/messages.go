@@ -109,6 +109,9 @@ type schedCanary struct{ policy Policy }
 // schedRescore continues a chunked rescore after a policy swap.
 type schedRescore struct{}
 
+// schedPolicyState asks for the policies and rescore progress (O(1)).
+type schedPolicyState struct{ reply chan PolicyState }
+
 // schedStats asks for the scheduler's counters; the reply goes to the channel.
 type schedStats struct{ reply chan SchedulerStats }
 

@@ -32,8 +32,8 @@ func luaPolicy(t testing.TB, name, src string) *LuaPolicy {
 func setPolicyAndWait(t testing.TB, s *System, p Policy) {
 	t.Helper()
 	s.SetPolicy(p)
-	waitFor(t, func() bool {
-		st, err := s.SchedulerStats(context.Background())
+	waitWithin(t, time.Minute, func() bool { // a full rescore of 100k accounts on a loaded machine
+		st, err := s.PolicyStatus(context.Background())
 		return err == nil && st.Policy == p.Name() && st.Rescoring == 0
 	})
 }

@@ -71,26 +71,29 @@ type schedulerConfig struct {
 // views, the candidate heaps, the wait queues, the stickiness map and the
 // recheck timers; it never blocks.
 type scheduler struct {
-	cfg       schedulerConfig
-	policy    Policy
-	canary    Policy // nil: no canary
-	policyGen uint64
-	byID      map[string]*entry
-	next      uint32
-	sets      [2]map[routeKey]*candidates // by slot; membership counters live in slot 0's
-	queues    map[routeKey]*waitQueue
-	waiting   int
-	grants    uint64
-	stats     SchedulerStats
-	sweeper   actor.SendRepeater
-	ticker    actor.SendRepeater
-	rechecks  recheckHeap
-	recheckN  uint64
-	rescore   []*entry // entries left to rescore after a policy change
-	sticky    map[string]stickyEntry
-	top       []*entry                   // scratch for top-k
-	skipped   int                        // scratch: candidates the last collect skipped
-	owned     map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
+	cfg    schedulerConfig
+	policy Policy
+	canary Policy // nil: no canary
+	// canaryReady is set once the canary's sets are built (after its full
+	// rescore); until then its requests are judged by the policy.
+	canaryReady bool
+	policyGen   uint64
+	byID        map[string]*entry
+	next        uint32
+	sets        [2]map[routeKey]*candidates // by slot; membership counters live in slot 0's
+	queues      map[routeKey]*waitQueue
+	waiting     int
+	grants      uint64
+	stats       SchedulerStats
+	sweeper     actor.SendRepeater
+	ticker      actor.SendRepeater
+	rechecks    recheckHeap
+	recheckN    uint64
+	rescore     []*entry // entries left to rescore after a policy change
+	sticky      map[string]stickyEntry
+	top         []*entry                   // scratch for top-k
+	skipped     int                        // scratch: candidates the last collect skipped
+	owned       map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
 }
 
 type stickyEntry struct {
@@ -152,6 +155,12 @@ func (s *scheduler) Receive(c *actor.Context) {
 		s.rescoreSome(c)
 	case schedScores:
 		m.reply <- s.scores()
+	case schedPolicyState:
+		st := PolicyState{Policy: s.policy.Name(), PolicyVersion: s.policy.Version(), Rescoring: len(s.rescore)}
+		if s.canary != nil {
+			st.Canary = s.canary.Name()
+		}
+		m.reply <- st
 	case schedStats:
 		st := s.stats
 		st.Accounts = len(s.byID)
@@ -162,7 +171,7 @@ func (s *scheduler) Receive(c *actor.Context) {
 		}
 		st.Rescoring = len(s.rescore)
 		st.Sticky = len(s.sticky)
-		avail := 0
+		avail, now := 0, s.cfg.now()
 		for _, e := range s.byID {
 			if s.canary != nil && e.v[slotCanary].scored.OK {
 				st.CanaryTiers[min(int(e.v[slotCanary].scored.Tier), scripts.NumTiers-1)]++
@@ -172,7 +181,7 @@ func (s *scheduler) Receive(c *actor.Context) {
 				continue
 			}
 			st.Tiers[min(int(e.v[slotPolicy].scored.Tier), scripts.NumTiers-1)]++
-			if e.available(s.cfg.now(), slotPolicy) {
+			if e.available(now, slotPolicy) {
 				avail++
 			}
 		}
@@ -302,6 +311,13 @@ func sameKeys(a, b []routeKey) bool {
 // index re-scores e and files it in, or out of, its candidate sets.
 func (s *scheduler) index(e *entry) {
 	now := s.cfg.now()
+	s.judgeAll(e, now)
+	s.file(e, now)
+}
+
+// judgeAll stores the verdicts of the running policies on e and arms its
+// recheck timer; it does not touch the candidate sets.
+func (s *scheduler) judgeAll(e *entry, now time.Time) {
 	s.stats.Rescores++
 	recheck := s.judge(e, slotPolicy, s.policy, now)
 	if s.canary != nil {
@@ -318,7 +334,6 @@ func (s *scheduler) index(e *entry) {
 	} else {
 		e.recheck = 0
 	}
-	s.file(e, now)
 }
 
 // judge stores p's verdict on e in slot sl and returns its recheck_after.
@@ -409,7 +424,7 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 // after a policy swap (until an account is rescored it is no canary
 // candidate); removing it drops the canary's heaps at once.
 func (s *scheduler) setCanary(c *actor.Context, p Policy) {
-	s.canary = p
+	s.canary, s.canaryReady = p, false
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
 	if p == nil {
 		s.cfg.log.Info("routing canary removed")
@@ -427,21 +442,37 @@ func (s *scheduler) setCanary(c *actor.Context, p Policy) {
 	s.rescoreSome(c)
 }
 
+// rescoreSome rescores the next chunk of a full rescore (rescoreNext) and,
+// after the last one, serves the waiters the new order admits.
 func (s *scheduler) rescoreSome(c *actor.Context) {
+	if !s.rescoreNext(s.cfg.now()) {
+		c.Send(c.PID(), schedRescore{})
+		return
+	}
+	for k := range s.queues {
+		s.drain(c, k)
+	}
+}
+
+// rescoreNext rescores and re-files the next chunk of accounts; it reports
+// whether the rescore is complete (then the canary, if any, is ready).
+// Picks between chunks see new scores for the accounts done and old ones
+// for the rest: stale order, never over-admission.
+func (s *scheduler) rescoreNext(now time.Time) bool {
 	n := min(rescoreChunk, len(s.rescore))
 	for _, e := range s.rescore[len(s.rescore)-n:] {
 		if s.byID[e.view.ID] == e && e.policyGen != s.policyGen {
-			s.index(e)
-			if s.wakeable(e, s.cfg.now()) {
-				s.wake(c, e)
-			}
+			s.judgeAll(e, now)
+			s.file(e, now)
 		}
 	}
 	clear(s.rescore[len(s.rescore)-n:])
 	s.rescore = s.rescore[:len(s.rescore)-n]
 	if len(s.rescore) > 0 {
-		c.Send(c.PID(), schedRescore{})
+		return false
 	}
+	s.canaryReady = s.canary != nil
+	return true
 }
 
 func (s *scheduler) remove(id string) {
@@ -531,7 +562,7 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 // slotOf returns the slot and policy that judge req: the canary's when req
 // asks for it and a canary runs, else the policy's.
 func (s *scheduler) slotOf(req *acquireState) (int, Policy) {
-	if req.Canary && s.canary != nil {
+	if req.Canary && s.canary != nil && s.canaryReady {
 		return slotCanary, s.canary
 	}
 	return slotPolicy, s.policy

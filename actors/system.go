@@ -314,6 +314,29 @@ func (s *System) SchedulerStats(ctx context.Context) (SchedulerStats, error) {
 	}
 }
 
+// PolicyState is what PolicyStatus reports: the policies running and the
+// accounts still waiting for a full rescore.
+type PolicyState struct {
+	Policy        string
+	PolicyVersion uint64
+	Canary        string // "" when none runs
+	Rescoring     int
+}
+
+// PolicyStatus reports the scheduler's policies and rescore progress. Unlike
+// SchedulerStats it does not walk the pool: it costs O(1) however large the
+// pool, so it can be polled while a rescore runs.
+func (s *System) PolicyStatus(ctx context.Context) (PolicyState, error) {
+	reply := make(chan PolicyState, 1)
+	s.engine.Send(s.sched, schedPolicyState{reply: reply})
+	select {
+	case st := <-reply:
+		return st, nil
+	case <-ctx.Done():
+		return PolicyState{}, ctx.Err()
+	}
+}
+
 // Stop stops the pool, the scheduler and the usage recorder, writing every
 // queued usage record first. It waits until ctx is done at most.
 func (s *System) Stop(ctx context.Context) error {

@@ -77,10 +77,16 @@ func startPool(t testing.TB, n, limit int, idFormat string, within time.Duration
 
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitWithin(t, 5*time.Second, cond)
+}
+
+// waitWithin is waitFor with a deadline of d.
+func waitWithin(t testing.TB, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatalf("condition not met within %s", d)
 		}
 		time.Sleep(time.Millisecond)
 	}
