@@ -40,6 +40,16 @@ func TestAdminLogin(t *testing.T) {
 			t.Errorf("Set-Cookie %q lacks %s", sc, attr)
 		}
 	}
+	if strings.Contains(strings.ToLower(sc), "; secure") {
+		t.Errorf("Set-Cookie %q is Secure over plain HTTP", sc)
+	}
+	// Behind a TLS-terminating proxy the cookie is Secure.
+	req, _ = http.NewRequest("POST", e.base+"/api/admin/login", strings.NewReader(`{"username":"admin","password":"`+testAdminPassword+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	if resp, err := http.DefaultClient.Do(req); err != nil || !strings.Contains(strings.ToLower(resp.Header.Get("Set-Cookie")), "; secure") {
+		t.Fatalf("login behind https: %v %v", resp.Header.Get("Set-Cookie"), err)
+	}
 	csrf, _ := r.json["csrf_token"].(string)
 	if len(csrf) < 40 {
 		t.Fatalf("csrf token %q", csrf)
