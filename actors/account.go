@@ -12,10 +12,6 @@ import (
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-var endpoints = [...]upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages}
-
-func supports(p storage.Provider, e upstream.Endpoint) bool { return upstream.Supports(p, e) }
-
 // Backoff bounds for transient and rate failures: 30 s doubling to 10 min.
 const (
 	backoffBase = 30 * time.Second

@@ -36,11 +36,17 @@ func (e *AcquireError) Unwrap() error { return e.Err }
 
 // AcquireRequest carries the routing attributes of one client request.
 type AcquireRequest struct {
-	Endpoint upstream.Endpoint // protocol the client speaks; only accounts speaking it natively are candidates
-	Model    string            // requested model
-	Group    string            // routing group of the API key ("" = default group)
-	Exclude  []string          // account IDs already tried for this request
-	MaxWait  time.Duration     // how long to wait for capacity when all candidates are busy (0 = no wait)
+	// Endpoint is the protocol the client speaks. Every account serving
+	// Model is a candidate whatever its provider speaks (the gateway
+	// translates); Native narrows the candidates to the providers that speak
+	// Endpoint themselves (upstream.Supports), for requests only they can
+	// serve (a previous_response_id, /v1/responses/compact).
+	Endpoint upstream.Endpoint
+	Native   bool
+	Model    string        // requested model
+	Group    string        // routing group of the API key ("" = default group)
+	Exclude  []string      // account IDs already tried for this request
+	MaxWait  time.Duration // how long to wait for capacity when all candidates are busy (0 = no wait)
 
 	// Route filters from the policy's route(): only accounts of Provider (if
 	// set) carrying every tag in Tags are candidates.
@@ -74,7 +80,7 @@ type AcquireRequest struct {
 
 // filtered reports whether the request narrows candidates beyond the index.
 func (r *acquireState) filtered() bool {
-	return len(r.Exclude) > 0 || r.Provider != "" || len(r.Tags) > 0
+	return len(r.Exclude) > 0 || r.Provider != "" || len(r.Tags) > 0 || r.Native
 }
 
 // acquire states: a request is pending until exactly one party moves it on.

@@ -3,21 +3,23 @@ package actors
 import (
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// routeKey names one candidate set: the accounts that speak an endpoint, in a
-// group, serving a model. Accounts that serve any model are filed under model "*".
+// routeKey names one candidate set: the accounts of a group serving a model,
+// whatever protocol their provider speaks (the gateway translates between
+// protocols, so every account serving the model can serve every client).
+// Accounts that serve any model are filed under model "*".
 type routeKey struct {
-	endpoint upstream.Endpoint
-	group    string
-	model    string
+	group string
+	model string
 }
 
 const anyModel = "*"
 
-// lane is the (endpoint, group) part of a routeKey.
-func (k routeKey) lane() routeKey { return routeKey{endpoint: k.endpoint, group: k.group} }
+// lane is the group part of a routeKey.
+func (k routeKey) lane() routeKey { return routeKey{group: k.group} }
 
 // candidates is an indexed max-heap of the available accounts of one routeKey,
 // ordered by score, then least recently granted. Membership counters cover
@@ -28,6 +30,42 @@ type candidates struct {
 	pos     map[*entry]int // position in items of each available entry
 	members int            // accounts filed under this key
 	live    int            // members not in a terminal status (disabled, unauthorized, banned)
+	// native counts, by client protocol (upstream.Endpoint), the members and
+	// live members whose provider speaks that protocol itself, so a request
+	// limited to them (AcquireRequest.Native) knows when none exists.
+	native     [numEndpoints]int
+	nativeLive [numEndpoints]int
+}
+
+// numEndpoints sizes arrays indexed by upstream.Endpoint (1..3).
+const numEndpoints = int(upstream.EndpointMessages) + 1
+
+// count adds d (+1 or -1) members of provider p to the membership counters;
+// live says whether they count as live.
+func (c *candidates) count(p storage.Provider, d int, live bool) {
+	c.members += d
+	if live {
+		c.live += d
+	}
+	for ep := upstream.EndpointChat; int(ep) < numEndpoints; ep++ {
+		if upstream.Supports(p, ep) {
+			c.native[ep] += d
+			if live {
+				c.nativeLive[ep] += d
+			}
+		}
+	}
+}
+
+// countLive moves a member of provider p between live and not live (d +1:
+// it became live).
+func (c *candidates) countLive(p storage.Provider, d int) {
+	c.live += d
+	for ep := upstream.EndpointChat; int(ep) < numEndpoints; ep++ {
+		if upstream.Supports(p, ep) {
+			c.nativeLive[ep] += d
+		}
+	}
 }
 
 func newCandidates(slot int) *candidates {

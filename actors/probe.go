@@ -73,10 +73,10 @@ func (a *account) probe(m accountProbe) {
 	}
 	req := &upstream.Request{Endpoint: upstream.EndpointResponses}
 	switch {
-	case supports(a.view.Provider, upstream.EndpointChat):
+	case upstream.Supports(a.view.Provider, upstream.EndpointChat):
 		req.Endpoint = upstream.EndpointChat
 		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"messages":[{"role":"user","content":"ping"}],"max_completion_tokens":1}`)
-	case supports(a.view.Provider, upstream.EndpointResponses):
+	case upstream.Supports(a.view.Provider, upstream.EndpointResponses):
 		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"input":"ping","max_output_tokens":16,"store":false}`)
 	default:
 		return

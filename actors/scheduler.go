@@ -9,6 +9,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // SchedulerStats are the scheduler's counters, read with System.SchedulerStats.
@@ -205,20 +206,15 @@ func (s *scheduler) wakeable(e *entry, now time.Time) bool {
 	return e.candidate(now, slotPolicy) || (s.canary != nil && e.candidate(now, slotCanary))
 }
 
-// keysFor lists the candidate sets an account belongs to.
+// keysFor lists the candidate sets an account belongs to: one per model it
+// serves, whatever its provider's protocol.
 func keysFor(v *View) []routeKey {
-	var keys []routeKey
-	for _, ep := range endpoints {
-		if !supports(v.Provider, ep) {
-			continue
-		}
-		if len(v.Models) == 0 {
-			keys = append(keys, routeKey{ep, v.Group, anyModel})
-			continue
-		}
-		for _, m := range v.Models {
-			keys = append(keys, routeKey{ep, v.Group, m})
-		}
+	if len(v.Models) == 0 {
+		return []routeKey{{v.Group, anyModel}}
+	}
+	keys := make([]routeKey, 0, len(v.Models))
+	for _, m := range v.Models {
+		keys = append(keys, routeKey{v.Group, m})
 	}
 	return keys
 }
@@ -254,30 +250,23 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 	} else if pid != nil {
 		e.pid = pid
 	}
-	old := e.keys
+	old, oldProvider := e.keys, e.view.Provider
 	reconfigured := e.keys == nil || v.ConfigGen != e.view.ConfigGen
 	e.view = v
 	if reconfigured {
 		e.keys = keysFor(&e.view)
 	}
-	if reconfigured && !sameKeys(old, e.keys) {
+	if reconfigured && (!sameKeys(old, e.keys) || oldProvider != v.Provider) {
 		for _, k := range old {
 			cs := s.set(k)
 			cs.remove(e)
 			if alt := s.sets[slotCanary][k]; alt != nil {
 				alt.remove(e)
 			}
-			cs.members--
-			if !e.terminal {
-				cs.live--
-			}
+			cs.count(oldProvider, -1, !e.terminal)
 		}
 		for _, k := range e.keys {
-			cs := s.set(k)
-			cs.members++
-			if !e.terminal {
-				cs.live++
-			}
+			s.set(k).count(v.Provider, 1, !e.terminal)
 		}
 	}
 	if t := terminal(v.Status); t != e.terminal {
@@ -286,7 +275,7 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 			d = -1
 		}
 		for _, k := range e.keys {
-			s.set(k).live += d
+			s.set(k).countLive(v.Provider, d)
 		}
 		e.terminal = t
 	}
@@ -486,10 +475,7 @@ func (s *scheduler) remove(id string) {
 		if alt := s.sets[slotCanary][k]; alt != nil {
 			alt.remove(e)
 		}
-		cs.members--
-		if !e.terminal {
-			cs.live--
-		}
+		cs.count(e.view.Provider, -1, !e.terminal)
 	}
 	delete(s.byID, id)
 }
@@ -513,20 +499,23 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 		s.parkOwned(req) // its own queue: it must not hold up the shared ones (owned.go)
 		return
 	}
-	exact, wild := s.sets[slotPolicy][req.key], s.sets[slotPolicy][routeKey{req.key.endpoint, req.key.group, anyModel}]
+	exact, wild := s.sets[slotPolicy][req.key], s.sets[slotPolicy][routeKey{req.key.group, anyModel}]
 	members, live := 0, 0
-	if exact != nil {
-		members += exact.members
-		live += exact.live
-	}
-	if wild != nil {
-		members += wild.members
-		live += wild.live
+	for _, cs := range [2]*candidates{exact, wild} {
+		switch {
+		case cs == nil:
+		case req.Native && req.Endpoint > 0 && int(req.Endpoint) < numEndpoints:
+			members += cs.native[req.Endpoint]
+			live += cs.nativeLive[req.Endpoint]
+		default:
+			members += cs.members
+			live += cs.live
+		}
 	}
 	// Accounts this request already tried are not coming back for it: if
 	// they are all that is live, waiting cannot help.
 	for _, id := range req.Exclude {
-		if e := s.byID[id]; e != nil && !e.terminal && s.inSet(e, req) {
+		if e := s.byID[id]; e != nil && !e.terminal && s.inSet(e, req) && (!req.Native || upstream.Supports(e.view.Provider, req.Endpoint)) {
 			live--
 		}
 	}
@@ -605,7 +594,7 @@ func (s *scheduler) pick(req *acquireState) *entry {
 	s.top = s.top[:0]
 	s.skipped = 0
 	s.collect(s.sets[sl][req.key], req, n)
-	s.collect(s.sets[sl][routeKey{req.key.endpoint, req.key.group, anyModel}], req, n)
+	s.collect(s.sets[sl][routeKey{req.key.group, anyModel}], req, n)
 	if len(s.top) == 0 {
 		return nil
 	}
@@ -635,7 +624,7 @@ func (s *scheduler) setSizes(sl int, req *acquireState) int {
 	if cs := s.sets[sl][req.key]; cs != nil {
 		n += cs.len()
 	}
-	if cs := s.sets[sl][routeKey{req.key.endpoint, req.key.group, anyModel}]; cs != nil {
+	if cs := s.sets[sl][routeKey{req.key.group, anyModel}]; cs != nil {
 		n += cs.len()
 	}
 	return n
@@ -649,6 +638,9 @@ func (s *scheduler) matches(e *entry, req *acquireState) bool {
 	if req.Provider != "" && e.view.Provider != req.Provider {
 		return false
 	}
+	if req.Native && !upstream.Supports(e.view.Provider, req.Endpoint) {
+		return false
+	}
 	for _, t := range req.Tags {
 		if !slices.Contains(e.view.Tags, t) {
 			return false
@@ -660,7 +652,7 @@ func (s *scheduler) matches(e *entry, req *acquireState) bool {
 // inSet reports whether e belongs to req's candidate sets.
 func (s *scheduler) inSet(e *entry, req *acquireState) bool {
 	for _, k := range e.keys {
-		if k == req.key || k == (routeKey{req.key.endpoint, req.key.group, anyModel}) {
+		if k == req.key || k == (routeKey{req.key.group, anyModel}) {
 			return true
 		}
 	}

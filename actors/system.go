@@ -170,7 +170,7 @@ func (s *System) RemoveAccount(id string) {
 func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
 	st := &acquireState{
 		AcquireRequest: req,
-		key:            routeKey{endpoint: req.Endpoint, group: req.Group, model: req.Model},
+		key:            routeKey{group: req.Group, model: req.Model},
 		reply:          make(chan acquireReply, 1),
 	}
 	if req.MaxWait > 0 {

@@ -234,8 +234,8 @@ func TestNoAccountAndExclude(t *testing.T) {
 	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "other"}); !errors.Is(err, ErrNoAccount) {
 		t.Fatalf("unknown model: %v", err)
 	}
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m"}); !errors.Is(err, ErrNoAccount) {
-		t.Fatalf("unsupported endpoint: %v", err)
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m", Native: true, MaxWait: time.Second}); !errors.Is(err, ErrNoAccount) {
+		t.Fatalf("no account speaks messages natively: %v", err)
 	}
 	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0000"}})
 	if err != nil || l.AccountID != "id-0001" {
@@ -309,3 +309,51 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// TestEveryProtocolReachesEveryProvider checks that an account is a candidate
+// for every client protocol, and that Native narrows the candidates to the
+// providers speaking the client's protocol themselves.
+func TestEveryProtocolReachesEveryProvider(t *testing.T) {
+	s, _ := startSystem(t, 1, 4) // one openai account serving "m"
+	s.PutAccount(storage.Account{ID: "id-anth", Name: "anth", Provider: storage.ProviderAnthropic, Models: []string{"m"}, MaxConcurrency: 4})
+	waitFor(t, func() bool { _, ok := s.View("id-anth"); return ok })
+	ctx := context.Background()
+	for _, ep := range []upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages} {
+		seen := map[string]bool{}
+		for range 2 {
+			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: ep, Model: "m", Exclude: keys(seen), MaxWait: time.Second})
+			if err != nil {
+				t.Fatalf("%s: %v", ep, err)
+			}
+			seen[l.AccountID] = true
+			defer s.Release(l, Outcome{})
+		}
+		if !seen["id-0000"] || !seen["id-anth"] {
+			t.Errorf("%s: candidates %v, want both accounts", ep, seen)
+		}
+	}
+	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m", Native: true})
+	if err != nil || l.AccountID != "id-anth" {
+		t.Fatalf("native messages: %v %v, want id-anth", l, err)
+	}
+	s.Release(l, Outcome{})
+	l, err = s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointResponses, Model: "m", Native: true})
+	if err != nil || l.AccountID != "id-0000" {
+		t.Fatalf("native responses: %v %v, want id-0000", l, err)
+	}
+	s.Release(l, Outcome{})
+	// The only native account already tried: no waiting, it is not coming back.
+	start := time.Now()
+	_, err = s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointResponses, Model: "m", Native: true, Exclude: []string{"id-0000"}, MaxWait: 5 * time.Second})
+	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 2*time.Second {
+		t.Fatalf("native responses without its account: %v after %v", err, time.Since(start))
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
