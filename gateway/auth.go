@@ -87,6 +87,10 @@ func clientSecret(ctx *fasthttp.RequestCtx) []byte {
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIError) {
 	secret := clientSecret(ctx)
 	if len(secret) == 0 {
+		if anthropicClient(ctx) {
+			return storage.APIKey{}, &APIError{Status: 401, Type: "authentication_error", Code: "missing_api_key",
+				Message: "x-api-key header is required (or Authorization: Bearer YOUR_KEY)."}
+		}
 		return storage.APIKey{}, errMissingKey()
 	}
 	if !bytes.HasPrefix(secret, []byte(KeyPrefix)) || len(secret) > 256 {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"strconv"
 	"time"
 
@@ -13,8 +14,13 @@ import (
 //
 //	{"error":{"message":"…","type":"…","param":null,"code":"…"}}
 //
-// (https://platform.openai.com/docs/guides/error-codes). Messages never
-// contain secrets.
+// (https://platform.openai.com/docs/guides/error-codes), for Anthropic
+// clients
+//
+//	{"type":"error","error":{"type":"…","message":"…"},"request_id":"req_…"}
+//
+// with the type following the status (anthropicErrorType;
+// https://docs.claude.com/en/api/errors). Messages never contain secrets.
 type APIError struct {
 	Status     int           // HTTP status
 	Type       string        // OpenAI error type, e.g. "invalid_request_error"
@@ -98,13 +104,18 @@ func errMethod(method, path string) *APIError {
 		Message: "Method " + method + " is not allowed for " + path + "."}
 }
 
-// writeError renders e in OpenAI's error shape.
+// writeError renders e in the client's error shape (anthropicClient decides).
 func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
 	resetKeepingRequestID(ctx)
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	if e.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(1, int((e.RetryAfter+time.Second-1)/time.Second))))
+	}
+	if anthropicClient(ctx) {
+		b := make([]byte, 0, 128+len(e.Message))
+		ctx.SetBody(appendAnthropicError(b, e.Status, e.Message, string(ctx.Response.Header.Peek("X-Request-Id"))))
+		return
 	}
 	b := make([]byte, 0, 160+len(e.Message))
 	b = append(b, `{"error":{"message":`...)
@@ -138,4 +149,74 @@ func resetKeepingRequestID(ctx *fasthttp.RequestCtx) {
 	saved := append(buf[:0], id...)
 	ctx.Response.Reset()
 	ctx.Response.Header.SetBytesV("X-Request-Id", saved)
+}
+
+// anthropicClient reports whether the request's errors (and model list) take
+// Anthropic's shape: the Messages endpoints always, the OpenAI endpoints
+// never, and the others (/v1/models, unknown paths) when the client sent an
+// anthropic-version or x-api-key header, which OpenAI clients never send.
+func anthropicClient(ctx *fasthttp.RequestCtx) bool {
+	p := ctx.Path()
+	switch {
+	case bytes.HasPrefix(p, pathMessages) || bytes.HasPrefix(p, pathMessages[3:]):
+		return true
+	case bytes.HasPrefix(p, pathChat) || bytes.HasPrefix(p, pathChat[3:]) ||
+		bytes.HasPrefix(p, pathResponses) || bytes.HasPrefix(p, pathResponses[3:]):
+		return false
+	}
+	return len(ctx.Request.Header.PeekBytes(headerAnthropicVersion)) > 0 || len(ctx.Request.Header.PeekBytes(headerAPIKey)) > 0
+}
+
+var (
+	pathMessages           = []byte("/v1/messages")
+	pathChat               = []byte("/v1/chat/completions")
+	pathResponses          = []byte("/v1/responses")
+	headerAnthropicVersion = []byte("anthropic-version")
+)
+
+// anthropicErrorType is the Anthropic error type of an HTTP status, as the
+// API uses them (https://docs.claude.com/en/api/errors): 400
+// invalid_request_error, 401 authentication_error, 402 billing_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error, 503 and 529 overloaded_error, 504 timeout_error, other
+// 5xx api_error, other 4xx invalid_request_error.
+func anthropicErrorType(status int) string {
+	switch status {
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	case 504:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// appendAnthropicError appends Anthropic's error body
+// {"type":"error","error":{"type","message"},"request_id"} (request_id
+// omitted when empty).
+func appendAnthropicError(b []byte, status int, msg, requestID string) []byte {
+	b = append(b, `{"type":"error","error":{"type":`...)
+	b = translate.AppendString(b, anthropicErrorType(status))
+	b = append(b, `,"message":`...)
+	b = translate.AppendString(b, msg)
+	b = append(b, '}')
+	if requestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = translate.AppendString(b, requestID)
+	}
+	return append(b, "}\n"...)
 }

@@ -18,11 +18,13 @@ import (
 // failure is an upstream attempt that did not produce an answer for the client.
 type failure struct {
 	verdict upstream.Verdict
-	status  int         // upstream status (0: no HTTP answer)
-	header  http.Header // upstream headers, when there was an answer
-	body    []byte      // upstream error body (bounded), when there was one
-	msg     string      // error message from an error event, when the stream carried one
-	err     error       // transport error, when there was no answer
+	status  int               // upstream status (0: no HTTP answer)
+	header  http.Header       // upstream headers, when there was an answer
+	body    []byte            // upstream error body (bounded), when there was one
+	msg     string            // error message from an error event, when the stream carried one
+	err     error             // transport error, when there was no answer
+	up      upstream.Endpoint // the protocol the upstream spoke (0: none was chosen)
+	answer  *APIError         // the gateway's own answer for this failure, when it has one
 }
 
 // result is one successful attempt: a non-stream answer, or a stream held
@@ -62,7 +64,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 			break // only the owner of previous_response_id holds its state
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
-			Endpoint: c.endpoint, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
+			Endpoint: c.endpoint, Native: c.native, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
 			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: c.prefer,
 			Only: c.only, Canary: c.canary,
 		})
@@ -107,12 +109,22 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	return outcome{fail: last}
 }
 
-// attempt sends c through lease. On failure the lease is released here; on
-// success a non-stream lease is released here and a stream's lease is
-// released by the stream's close.
+// attempt sends c through lease, in the upstream protocol of the lease's
+// provider (upstreamEndpoint): the client's body as it is when the protocols
+// match, else translated. On failure the lease is released here; on success
+// a non-stream lease is released here and a stream's lease is released by
+// the stream's close.
 func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (result, *failure) {
 	start := s.now()
 	c.decision, c.decided = lease.Decision, true
+	up := upstreamEndpoint(lease.Provider, c.endpoint)
+	body, f := s.upstreamBody(c, up)
+	if f != nil {
+		// The client's request cannot be said in this upstream's protocol:
+		// the client's fault, so no penalty for the account.
+		s.release(lease, 0, f.verdict, start, 0)
+		return result{}, f
+	}
 	var actx context.Context
 	var acancel context.CancelFunc
 	if c.stream {
@@ -120,16 +132,17 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	} else {
 		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
 	}
-	body, dropUsage := c.body, false
-	if c.endpoint == upstream.EndpointChat && c.stream && !c.clientUsage && lease.Provider == storage.ProviderOpenAI {
+	dropUsage := false
+	if up == upstream.EndpointChat && c.stream && lease.Provider == storage.ProviderOpenAI &&
+		(c.endpoint != upstream.EndpointChat || !c.clientUsage) && gjson.GetBytes(body, "stream_options.include_usage").Type != gjson.True {
 		// Without usage a streamed chat answer cannot be billed or counted
-		// against token limits: ask OpenAI for it and drop the extra chunk
-		// the client did not ask for.
-		if b, err := sjson.SetBytes(append([]byte(nil), c.body...), "stream_options.include_usage", true); err == nil {
-			body, dropUsage = b, true
+		// against token limits: ask OpenAI for it. A Chat client that did not
+		// ask gets the extra chunk dropped; a translated stream consumes it.
+		if b, err := sjson.SetBytes(append([]byte(nil), body...), "stream_options.include_usage", true); err == nil {
+			body, dropUsage = b, c.endpoint == upstream.EndpointChat
 		}
 	}
-	resp, err := s.send(actx, c, lease, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
+	resp, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
 	if err != nil {
 		acancel()
 		v := upstream.ClassifyError(err)
@@ -137,7 +150,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			v.Class = upstream.ClassTransient // our attempt deadline, not the client, ended it
 		}
 		s.release(lease, 0, v, start, 0)
-		return result{}, &failure{verdict: v, err: err}
+		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if resp.Status < 200 || resp.Status > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -145,7 +158,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		acancel()
 		v := upstream.Classify(resp.Status, resp.Header, body)
 		s.release(lease, resp.Status, v, start, 0)
-		return result{}, &failure{verdict: v, status: resp.Status, header: resp.Header, body: body}
+		return result{}, &failure{verdict: v, status: resp.Status, header: resp.Header, body: body, up: up}
 	}
 	if c.stream {
 		if !isEventStream(resp.Header) {
@@ -155,9 +168,9 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			acancel()
 			v := upstream.Verdict{Class: upstream.ClassTransient}
 			s.release(lease, resp.Status, v, start, 0)
-			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType}
+			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType, up: up}
 		}
-		st := s.newStream(c, lease, resp, start, acancel)
+		st := s.newStream(c, up, lease, resp, start, acancel)
 		st.dropUsage = dropUsage
 		if f := st.hold(); f != nil {
 			return result{}, f // hold released the lease
@@ -179,16 +192,24 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			v.Class = upstream.ClassTransient
 		}
 		s.release(lease, resp.Status, v, start, 0)
-		return result{}, &failure{verdict: v, err: err}
+		return result{}, &failure{verdict: v, err: err, up: up}
 	}
-	if v, msg, isErr := upstream.ClassifyBody(c.endpoint, body); isErr {
+	if v, msg, isErr := upstream.ClassifyBody(up, body); isErr {
 		s.release(lease, resp.Status, v, start, 0)
-		return result{}, &failure{verdict: v, msg: msg, err: errors.New("error body with a 2xx status")}
+		return result{}, &failure{verdict: v, msg: msg, up: up, err: errors.New("error body with a 2xx status")}
 	}
 	lat := s.now().Sub(start)
 	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
-	s.record(c, lease, resp.Status, usageFromBody(c.endpoint, body), lat, 0)
-	if c.endpoint == upstream.EndpointResponses {
+	s.record(c, lease, resp.Status, usageFromBody(up, body), lat, 0)
+	if up != c.endpoint {
+		out, err := translateAnswer(c, up, body)
+		if err != nil {
+			s.log.Warn("answer translation failed", "request_id", c.id, "from", up.String(), "to", c.endpoint.String(), "err", err)
+			return result{}, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err,
+				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
+		}
+		body = out
+	} else if c.endpoint == upstream.EndpointResponses && !c.compact {
 		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID)
 	}
 	s.rememberSession(c, lease.AccountID)
@@ -217,7 +238,7 @@ func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, 
 	s.chargeTokens(&c.key, u.input+u.output)
 	s.sys.Record(storage.UsageRecord{
 		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: l.AccountID,
-		Model: c.model, Route: c.endpoint.String(), Stream: c.stream, Status: status, Attempts: c.attempts,
+		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, Attempts: c.attempts,
 		Latency: latency, TTFT: ttft,
 		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
 		Decision: decisionText(c),

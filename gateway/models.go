@@ -3,6 +3,7 @@ package gateway
 import (
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
@@ -11,8 +12,14 @@ import (
 
 // models answers GET /v1/models with the models the pool serves, in OpenAI's
 // list shape (https://platform.openai.com/docs/api-reference/models/list):
-// {"object":"list","data":[{"id","object":"model","created","owned_by"}]}.
-// Aliases are listed too; a key's model allowlist narrows the list.
+// {"object":"list","data":[{"id","object":"model","created","owned_by"}]},
+// or for Anthropic clients (anthropicClient: an anthropic-version or
+// x-api-key header) in Anthropic's
+// (https://docs.claude.com/en/api/models-list):
+// {"data":[{"type":"model","id","display_name","created_at"}],"has_more":false,"first_id","last_id"}.
+// Every model any account serves is listed, whatever its provider, since
+// every client protocol reaches every account. Aliases are listed too; a
+// key's model allowlist narrows the list.
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {
@@ -48,6 +55,11 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	slices.Sort(ids)
+	if anthropicClient(ctx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBody(appendAnthropicModels(make([]byte, 0, 96+len(ids)*128), ids, s.now()))
+		return
+	}
 	b := append(make([]byte, 0, 64+len(ids)*96), `{"object":"list","data":[`...)
 	created := strconv.FormatInt(s.now().Unix(), 10)
 	for i, id := range ids {
@@ -65,4 +77,33 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	b = append(b, "]}\n"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// appendAnthropicModels appends Anthropic's model list for ids (sorted), all
+// on one page. created_at is RFC 3339; Troupe does not know when a model was
+// released, so it is the time of the answer, as OpenAI's "created" is.
+func appendAnthropicModels(b []byte, ids []string, now time.Time) []byte {
+	created := now.UTC().Format(time.RFC3339)
+	b = append(b, `{"data":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"model","id":`...)
+		b = translate.AppendString(b, id)
+		b = append(b, `,"display_name":`...)
+		b = translate.AppendString(b, id)
+		b = append(b, `,"created_at":"`...)
+		b = append(b, created...)
+		b = append(b, `"}`...)
+	}
+	b = append(b, `],"has_more":false,"first_id":`...)
+	if len(ids) == 0 {
+		b = append(b, `null,"last_id":null`...)
+	} else {
+		b = translate.AppendString(b, ids[0])
+		b = append(b, `,"last_id":`...)
+		b = translate.AppendString(b, ids[len(ids)-1])
+	}
+	return append(b, "}\n"...)
 }

@@ -31,6 +31,11 @@ const (
 func (s *Server) chat(ctx *fasthttp.RequestCtx)      { s.proxy(ctx, upstream.EndpointChat) }
 func (s *Server) responses(ctx *fasthttp.RequestCtx) { s.proxy(ctx, upstream.EndpointResponses) }
 
+// messages serves POST /v1/messages (Anthropic Messages,
+// https://docs.claude.com/en/api/messages); "?beta=true", which the
+// Anthropic SDKs and Claude Code add, changes nothing.
+func (s *Server) messages(ctx *fasthttp.RequestCtx) { s.proxy(ctx, upstream.EndpointMessages) }
+
 // call is one client request on its way through the gateway.
 type call struct {
 	id       string
@@ -53,6 +58,15 @@ type call struct {
 	prevResp    string           // Responses previous_response_id
 	prefer      string           // the account that served prevResp, from the affinity cache
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
+	// native limits candidates to providers speaking the client's protocol
+	// themselves: a previous_response_id names state only a Responses
+	// upstream holds.
+	native bool
+	// translated caches the request body translated per upstream protocol
+	// (indexed by upstream.Endpoint), so failovers translate once.
+	translated [4][]byte
+	compact    bool // POST /v1/responses/compact (gateway/compact.go)
+	hook       func(*call) *APIError
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 
@@ -70,8 +84,12 @@ type call struct {
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
 // call upstream, fail over before anything reached the client, then answer.
-func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep upstream.Endpoint) {
-	c := &call{id: newRequestID(), endpoint: ep, start: s.now()}
+func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep upstream.Endpoint) { s.proxyWith(ctx, ep, nil) }
+
+// proxyWith is proxy with a hook that adjusts (or refuses) the parsed call
+// before limits and routing apply.
+func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep upstream.Endpoint, hook func(*call) *APIError) {
+	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
 	ctx.Response.Header.Set("X-Request-Id", c.id)
 	s.metrics.inflight.Inc()
 	status := s.serve(ctx, c)
@@ -99,6 +117,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 	if aerr := s.parse(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
+	}
+	if c.hook != nil {
+		if aerr := c.hook(c); aerr != nil {
+			writeError(ctx, aerr)
+			return aerr.Status
+		}
 	}
 	if aerr := s.admit(ctx, &c.key); aerr != nil {
 		writeError(ctx, aerr)
@@ -131,7 +155,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
 		writeError(ctx, o.aerr)
 		return o.aerr.Status
 	case o.fail != nil:
-		return s.answerFailure(ctx, o.fail)
+		return s.answerFailure(ctx, c, o.fail)
 	}
 	s.traceHeader(ctx, c)
 	s.commitBody(ctx, c, o.res)
@@ -225,6 +249,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		c.body = b
 	}
+	c.native = needsNative(c)
 	return nil
 }
 
@@ -246,6 +271,7 @@ func passHeaders(ctx *fasthttp.RequestCtx) http.Header {
 var passThrough = []string{
 	"Idempotency-Key", "Session-Id", "Session_id", "Thread-Id", "Conversation_id", "X-Client-Request-Id",
 	"X-Codex-Turn-Metadata", "X-Codex-Window-Id", "X-Codex-Beta-Features", "X-Codex-Turn-State", "Originator",
+	"Anthropic-Version", "Anthropic-Beta", // Messages clients; an anthropic upstream decides what it sends
 }
 
 // commitBody writes a non-stream answer.
@@ -255,16 +281,22 @@ func (s *Server) commitBody(ctx *fasthttp.RequestCtx, c *call, r result) {
 	ctx.SetBody(r.body)
 }
 
-// answerFailure tells the client why no attempt succeeded, in OpenAI's shape.
-// Only a request-class error — the client's own — passes through as the
-// upstream sent it; an account's refusal (its 401, its quota, its ban) never
-// reaches the client, who would take it for their own key's problem.
-func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
-	if f != nil && f.verdict.Class == upstream.ClassRequest && f.status != 0 && gjson.GetBytes(f.body, "error.message").Exists() {
+// answerFailure tells the client why no attempt succeeded, in the client's
+// protocol. Only a request-class error — the client's own — passes through
+// as the upstream sent it (translated into the client's error shape when
+// the upstream spoke another protocol); an account's refusal (its 401, its
+// quota, its ban) never reaches the client, who would take it for their own
+// key's problem.
+func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, c *call, f *failure) int {
+	if f != nil && f.answer == nil && f.verdict.Class == upstream.ClassRequest && f.status != 0 && gjson.GetBytes(f.body, "error.message").Exists() {
+		body := f.body
+		if f.up != 0 && f.up != c.endpoint {
+			body = translateErrorBody(c, f.up, f.status, body)
+		}
 		resetKeepingRequestID(ctx)
 		ctx.SetStatusCode(f.status)
 		ctx.SetContentType("application/json")
-		ctx.SetBody(f.body)
+		ctx.SetBody(body)
 		return f.status
 	}
 	aerr := clientError(f)
@@ -277,6 +309,9 @@ func (s *Server) answerFailure(ctx *fasthttp.RequestCtx, f *failure) int {
 func clientError(f *failure) *APIError {
 	if f == nil {
 		return errNoAccount(time.Second)
+	}
+	if f.answer != nil {
+		return f.answer
 	}
 	switch f.verdict.Class {
 	case upstream.ClassRequest:
@@ -312,6 +347,9 @@ func (s *Server) acquireError(c *call, err error) *APIError {
 	var ae *actors.AcquireError
 	if errors.As(err, &ae) {
 		if errors.Is(ae.Err, actors.ErrNoAccount) {
+			if c.native && s.serves(c.target) {
+				return errNeedsNative(c)
+			}
 			return errModelNotFound(c.model)
 		}
 		return errNoAccount(max(ae.RetryAfter, time.Second))

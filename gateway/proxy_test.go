@@ -25,6 +25,12 @@ func do(s *Server, method, path, key string, body []byte) *fasthttp.Response {
 	}
 	ctx.Request.SetBody(body)
 	s.handle(&ctx)
+	return writeOut(&ctx)
+}
+
+// writeOut writes the handler's response out as the server would (driving a
+// stream's WriteTo and Close) and reads it back.
+func writeOut(ctx *fasthttp.RequestCtx) *fasthttp.Response {
 	resp := &fasthttp.Response{}
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)

@@ -206,6 +206,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.onlyPost(ctx, s.responses)
+	case "/v1/responses/compact", "/responses/compact":
+		s.onlyPost(ctx, s.compactResponses)
+	case "/v1/messages", "/messages":
+		s.onlyPost(ctx, s.messages)
+	case "/v1/messages/count_tokens", "/messages/count_tokens":
+		s.onlyPost(ctx, s.countTokens)
 	case "/v1/models", "/models":
 		if s.onlyGet(ctx) {
 			s.models(ctx)

@@ -34,6 +34,9 @@ var heartbeat = []byte(": keep-alive\n\n")
 type stream struct {
 	s      *Server
 	c      *call
+	up     upstream.Endpoint // the protocol the upstream streams in
+	tr     streamTranslator  // converts upstream events to the client's protocol; nil: bytes pass through
+	out    []byte            // scratch for translated events
 	lease  *actors.Lease
 	resp   *upstream.Response
 	sc     *translate.Scanner
@@ -46,9 +49,12 @@ type stream struct {
 	respID string           // Responses id from response.created, for a synthesized response.failed
 	clean  bool             // the stream ended with its protocol's terminal event
 	failed upstream.Verdict // an error event arrived after commit
-	werr   error            // a write to the client failed: the client went away
-	rerr   error            // the upstream stream broke
-	began  bool             // fasthttp called WriteTo (false: the head could not even be sent)
+	// untranslatable: an upstream event could not be translated after commit;
+	// the client got a stream error, the account is not to blame.
+	untranslatable bool
+	werr           error // a write to the client failed: the client went away
+	rerr           error // the upstream stream broke
+	began          bool  // fasthttp called WriteTo (false: the head could not even be sent)
 	// dropUsage: the gateway added include_usage for billing; the usage-only
 	// chunk it brings is observed but not relayed.
 	dropUsage bool
@@ -64,10 +70,16 @@ type stream struct {
 
 var scanners = sync.Pool{New: func() any { return translate.NewScanner(nil, maxEvent) }}
 
-func (s *Server) newStream(c *call, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
+// newStream wraps an upstream stream in protocol up; when up is not the
+// client's protocol, its events are translated.
+func (s *Server) newStream(c *call, up upstream.Endpoint, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
 	sc := scanners.Get().(*translate.Scanner)
 	sc.Reset(resp.Body)
-	return &stream{s: s, c: c, lease: l, resp: resp, sc: sc, start: start, cancel: cancel}
+	st := &stream{s: s, c: c, up: up, lease: l, resp: resp, sc: sc, start: start, cancel: cancel}
+	if up != c.endpoint {
+		st.tr = newStreamTranslator(c, up)
+	}
+	return st
 }
 
 // hold reads events until the first content event (or a terminal event, or
@@ -94,8 +106,8 @@ func (st *stream) hold() *failure {
 			st.abort(f.verdict)
 			return f
 		}
-		if v, msg, isErr := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data); isErr {
-			f := &failure{verdict: v, msg: msg, err: errors.New("error event before content")}
+		if v, msg, isErr := classifyEvent(st.up, ev.Name, ev.Data); isErr {
+			f := &failure{verdict: v, msg: msg, up: st.up, err: errors.New("error event before content")}
 			st.abort(v)
 			return f
 		}
@@ -103,7 +115,17 @@ func (st *stream) hold() *failure {
 		if st.dropUsage && isUsageChunk(ev.Data) {
 			continue
 		}
-		st.held = appendRaw(st.held, st.sc.Raw())
+		if st.tr == nil {
+			st.held = appendRaw(st.held, st.sc.Raw())
+		} else if st.held, err = st.tr.Event(st.held, ev); err != nil {
+			// The account answered; the gateway cannot say it in the client's
+			// protocol. No penalty, and no other account would fare better.
+			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+			f := &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: st.up, err: err,
+				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
+			st.abort(f.verdict)
+			return f
+		}
 		if st.ttft > 0 || st.clean || len(st.held) >= st.s.cfg.HoldBufferCap {
 			if !t.Stop() && timedOut.Load() {
 				// The first-token timer fired just as content arrived and has
@@ -146,10 +168,10 @@ func (st *stream) putScanner() {
 // usage, the response id, and whether the stream ended properly.
 func (st *stream) observe(ev translate.Event) {
 	st.events.Add(1)
-	if st.ttft == 0 && isContent(st.c.endpoint, ev) {
+	if st.ttft == 0 && isContent(st.up, ev) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
-	switch st.c.endpoint {
+	switch st.up {
 	case upstream.EndpointChat:
 		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
 			// [DONE] ends OpenAI streams; some compatible upstreams stop at the
@@ -169,16 +191,32 @@ func (st *stream) observe(ev translate.Event) {
 			st.clean = true
 			st.usage = responsesUsage(ev.Data)
 			// Remembered before the event is relayed: the client may name the
-			// response in its next request at once, on any instance.
-			st.s.remember(st.respID, st.lease.AccountID)
+			// response in its next request at once, on any instance. Only a
+			// Responses client sees this id (others get a translation).
+			if st.c.endpoint == upstream.EndpointResponses {
+				st.s.remember(st.respID, st.lease.AccountID)
+			}
 		case "response.failed", "error":
 			st.clean = true
-			v, _, _ := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data)
+			v, _, _ := upstream.ClassifyEvent(st.up, ev.Name, ev.Data)
+			st.failed = v
+		}
+	case upstream.EndpointMessages:
+		switch string(ev.Name) {
+		case "message_start":
+			st.usage = messagesUsage(gjson.GetBytes(ev.Data, "message.usage"), st.usage)
+		case "message_delta":
+			st.usage = messagesUsage(gjson.GetBytes(ev.Data, "usage"), st.usage)
+		case "message_stop":
+			st.clean = true
+		case "error":
+			st.clean = true
+			v, _, _ := classifyEvent(st.up, ev.Name, ev.Data)
 			st.failed = v
 		}
 	}
-	if st.c.endpoint == upstream.EndpointChat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
-		if v, _, isErr := upstream.ClassifyEvent(st.c.endpoint, ev.Name, ev.Data); isErr {
+	if st.up == upstream.EndpointChat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
+		if v, _, isErr := upstream.ClassifyEvent(st.up, ev.Name, ev.Data); isErr {
 			st.failed = v
 			st.clean = true
 		}
@@ -237,17 +275,37 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 		if st.dropUsage && isUsageChunk(ev.Data) {
 			continue
 		}
-		m, err := st.write(w, st.sc.Raw())
+		raw := st.sc.Raw()
+		if st.tr != nil {
+			if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
+				st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+				st.untranslatable = true
+				break
+			}
+			raw = st.out
+		}
+		m, err := st.write(w, raw)
 		n += int64(m)
 		if err != nil {
 			return n, err
 		}
 	}
-	if !st.clean {
+	var tail []byte
+	switch {
+	case st.untranslatable:
+		tail = st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol.")
+	case !st.clean && st.tr != nil:
+		tail = st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke)
+	case !st.clean:
 		// The upstream broke after commit: end with a well-formed error in the
 		// client's protocol rather than a silent truncation, and never with
 		// another account's output.
-		m, err := st.write(w, appendStreamError(nil, st.c.endpoint, st.respID, st.c.id, "The upstream stream ended unexpectedly."))
+		tail = appendStreamError(nil, st.c.endpoint, st.respID, st.c.id, msgStreamBroke)
+	case st.tr != nil:
+		tail = st.tr.Finish(st.out[:0])
+	}
+	if len(tail) > 0 {
+		m, err := st.write(w, tail)
 		n += int64(m)
 		if err != nil {
 			return n, err
@@ -255,6 +313,8 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 	}
 	return n, nil
 }
+
+const msgStreamBroke = "The upstream stream ended unexpectedly."
 
 // write sends b as one chunk under the write lock.
 func (st *stream) write(w io.Writer, b []byte) (int64, error) {
@@ -358,6 +418,8 @@ func (st *stream) finish(count bool) {
 		// The client went away: a failed write, or a connection that broke
 		// before the head was even sent (fasthttp then never calls WriteTo).
 		v = upstream.Verdict{Class: upstream.ClassCanceled}
+	case st.untranslatable:
+		v = upstream.Verdict{Class: upstream.ClassRequest}
 	case v.Class != upstream.ClassNone:
 	case st.rerr != nil || !st.clean:
 		v = upstream.Verdict{Class: upstream.ClassTransient}

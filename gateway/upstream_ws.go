@@ -36,12 +36,17 @@ func (s *Server) useUpstreamWS(c *call, lease *actors.Lease) bool {
 	return c.ws
 }
 
-// send makes one upstream call for c on lease: over the account's upstream
-// WebSocket when useUpstreamWS says so, else (and once more on the same
-// lease when the WebSocket refused the frame with close 1009, or had no
-// free connection) over HTTP.
-func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, body []byte) (*upstream.Response, error) {
-	if s.useUpstreamWS(c, lease) {
+// send makes one upstream call for c on lease in protocol up (body is in
+// up's protocol): the compaction call for /v1/responses/compact; over the
+// account's upstream WebSocket when useUpstreamWS says so, else (and once
+// more on the same lease when the WebSocket refused the frame with close
+// 1009, or had no free connection) over HTTP.
+func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up upstream.Endpoint, body []byte) (*upstream.Response, error) {
+	req := &upstream.Request{Endpoint: up, Stream: c.stream, Body: body, Header: c.header}
+	if c.compact {
+		return compact(ctx, lease, req)
+	}
+	if up == c.endpoint && s.useUpstreamWS(c, lease) {
 		resp, err := s.sys.ResponseWS(ctx, lease, actors.WSRequest{
 			Body: body, Continuation: c.wsCont, PreviousResponseID: c.prevResp,
 			Header: c.header, FirstContentTimeout: s.cfg.FirstTokenTimeout,
@@ -59,5 +64,5 @@ func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, body []
 			return nil, err
 		}
 	}
-	return lease.Transport.Do(ctx, &upstream.Request{Endpoint: c.endpoint, Stream: c.stream, Body: body, Header: c.header})
+	return lease.Transport.Do(ctx, req)
 }

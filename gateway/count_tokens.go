@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
+)
+
+// tokenCounter is the optional capability of a transport that counts a
+// Messages request's input tokens upstream (the anthropic transport's
+// POST /v1/messages/count_tokens).
+type tokenCounter interface {
+	CountTokens(ctx context.Context, req *upstream.Request) (*upstream.Response, error)
+}
+
+// countWait bounds the wait for a free anthropic account to count tokens;
+// past it the gateway answers with its estimate rather than keep the client.
+const countWait = time.Second
+
+// countTokens serves POST /v1/messages/count_tokens
+// (https://docs.claude.com/en/api/messages-count-tokens): a Messages request
+// body without max_tokens, answered with {"input_tokens":N}. When an
+// anthropic account serves the model, that upstream counts (its answer,
+// errors included, passes through). Otherwise — no such account, none free
+// within a second, or it failed — the gateway answers with its estimate
+// (estimateInputTokens) and the header X-Troupe-Token-Count: estimate. It
+// needs a valid key and an allowed model but does not count against rate or
+// token limits: nothing is generated.
+func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
+	key, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	body := ctx.PostBody()
+	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		writeError(ctx, errBadJSON())
+		return
+	}
+	m := gjson.GetBytes(body, "model")
+	if m.Type != gjson.String || m.Str == "" {
+		writeError(ctx, errMissingModel())
+		return
+	}
+	if !modelAllowed(&key, m.Str) {
+		writeError(ctx, errModelNotAllowed(m.Str))
+		return
+	}
+	target := m.Str
+	if t, ok := s.cfg.Aliases[m.Str]; ok {
+		target = t
+		if b, err := sjson.SetBytes(append([]byte(nil), body...), "model", t); err == nil {
+			body = b
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), s.cfg.NonStreamTimeout)
+	defer cancel()
+	lease, err := s.sys.Acquire(rctx, actors.AcquireRequest{
+		Endpoint: upstream.EndpointMessages, Native: true, Model: target, Group: key.Group, MaxWait: countWait, KeyID: key.ID,
+	})
+	if err == nil {
+		if s.countUpstream(ctx, rctx, lease, body) {
+			return
+		}
+	} else if errors.Is(err, actors.ErrNoAccount) && !s.serves(target) {
+		writeError(ctx, errModelNotFound(m.Str))
+		return
+	}
+	ctx.Response.Header.Set("X-Troupe-Token-Count", "estimate")
+	ctx.SetContentType("application/json")
+	b := append(make([]byte, 0, 32), `{"input_tokens":`...)
+	b = strconv.AppendInt(b, estimateInputTokens(body), 10)
+	ctx.SetBody(append(b, "}\n"...))
+}
+
+// countUpstream asks lease's upstream to count; it reports whether it
+// answered the client (a count, or the upstream's refusal of the request).
+// The lease is released either way.
+func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, lease *actors.Lease, body []byte) bool {
+	start := s.now()
+	tc, ok := lease.Transport.(tokenCounter)
+	if !ok {
+		s.release(lease, 0, upstream.Verdict{Class: upstream.ClassRequest}, start, 0)
+		return false
+	}
+	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: upstream.EndpointMessages, Body: body, Header: passHeaders(ctx)})
+	if err != nil {
+		s.release(lease, 0, upstream.ClassifyError(err), start, 0)
+		return false
+	}
+	out, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	switch {
+	case rerr != nil:
+		s.release(lease, resp.Status, upstream.Verdict{Class: upstream.ClassTransient}, start, 0)
+		return false
+	case resp.Status >= 200 && resp.Status <= 299 && gjson.GetBytes(out, "input_tokens").Type == gjson.Number:
+		s.release(lease, resp.Status, upstream.Verdict{}, start, s.now().Sub(start))
+		ctx.SetContentType("application/json")
+		ctx.SetBody(out)
+		return true
+	}
+	v := upstream.Classify(resp.Status, resp.Header, out)
+	if resp.Status >= 200 && resp.Status <= 299 {
+		v = upstream.Verdict{Class: upstream.ClassTransient} // 2xx without a count
+	}
+	s.release(lease, resp.Status, v, start, 0)
+	if v.Class == upstream.ClassRequest && gjson.GetBytes(out, "error.message").Exists() {
+		resetKeepingRequestID(ctx)
+		ctx.SetStatusCode(resp.Status)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(out)
+		return true
+	}
+	return false
+}
+
+// serves reports whether any account of the pool serves model (or any model).
+func (s *Server) serves(model string) bool {
+	for _, v := range s.sys.Views() {
+		if len(v.Models) == 0 {
+			return true
+		}
+		for _, m := range v.Models {
+			if m == model {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Estimate weights: a token per 4 bytes of ASCII text and per non-ASCII
+// character (CJK text runs near one token per character), plus fixed costs
+// for the framing of each message and tool and for each image or document,
+// whose pixels the gateway does not decode (Anthropic bills an image of
+// about 1.15 megapixels at ~1,600 tokens:
+// https://docs.claude.com/en/docs/build-with-claude/vision).
+const (
+	tokensPerMessage = 4
+	tokensPerTool    = 8
+	tokensPerImage   = 1600
+	tokensPerDoc     = 3000
+)
+
+// estimateInputTokens estimates the input tokens of a Messages request body
+// without a tokenizer: the text of system, messages (text, tool inputs and
+// results, thinking) and tools (names, descriptions, schemas), weighted as
+// documented on the constants above. It is an estimate — Claude's tokenizer
+// is not public — meant for budgeting, not billing.
+func estimateInputTokens(body []byte) int64 {
+	root := gjson.ParseBytes(body)
+	var n int64
+	n += textTokens(root.Get("system"))
+	root.Get("messages").ForEach(func(_, m gjson.Result) bool {
+		n += tokensPerMessage + textTokens(m.Get("content"))
+		return true
+	})
+	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		n += tokensPerTool + textTokens(t.Get("name")) + textTokens(t.Get("description")) + rawTokens(t.Get("input_schema").Raw)
+		return true
+	})
+	return max(n, 1)
+}
+
+// textTokens estimates the tokens of a content value: a string, or blocks
+// whose text-bearing fields are counted and whose images and documents cost
+// a fixed amount.
+func textTokens(v gjson.Result) int64 {
+	switch {
+	case v.Type == gjson.String:
+		return rawTokens(v.Str)
+	case v.IsArray():
+		var n int64
+		v.ForEach(func(_, b gjson.Result) bool {
+			n += blockTokens(b)
+			return true
+		})
+		return n
+	case v.IsObject():
+		return blockTokens(v)
+	}
+	return 0
+}
+
+func blockTokens(b gjson.Result) int64 {
+	switch b.Get("type").Str {
+	case "image":
+		return tokensPerImage
+	case "document":
+		return tokensPerDoc
+	case "tool_use", "server_tool_use":
+		return rawTokens(b.Get("name").Str) + rawTokens(b.Get("input").Raw)
+	case "tool_result":
+		return textTokens(b.Get("content"))
+	case "thinking":
+		return rawTokens(b.Get("thinking").Str)
+	}
+	return rawTokens(b.Get("text").Str)
+}
+
+// rawTokens weighs s: a token per 4 ASCII bytes (rounded up) and one per
+// other character.
+func rawTokens(s string) int64 {
+	var ascii, other int64
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			ascii++
+			i++
+			continue
+		}
+		_, w := utf8.DecodeRuneInString(s[i:])
+		other++
+		i += w
+	}
+	return (ascii+3)/4 + other
+}

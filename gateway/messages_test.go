@@ -1,0 +1,268 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
+)
+
+// testServerOf builds a Server over one account per provider given (ids
+// p0, p1, …, all serving model "m"), every one answering with tr.
+func testServerOf(t testing.TB, tr upstream.Transport, providers ...storage.Provider) (*Server, *actors.System, string) {
+	t.Helper()
+	s, sys, key := testServer(t, 0, tr)
+	for i, p := range providers {
+		sys.PutAccount(storage.Account{ID: "p" + string(rune('0'+i)), Name: "prov-" + string(rune('0'+i)),
+			Provider: p, Models: []string{"m"}, MaxConcurrency: 1 << 20})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sys.Views()) < len(providers) {
+		if time.Now().After(deadline) {
+			t.Fatal("accounts did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s, sys, key
+}
+
+// doWith runs one request with extra headers (no Authorization unless given).
+func doWith(s *Server, method, path string, header map[string]string, body []byte) *fasthttp.Response {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.SetRequestURI(path)
+	for k, v := range header {
+		ctx.Request.Header.Set(k, v)
+	}
+	ctx.Request.SetBody(body)
+	s.handle(&ctx)
+	return writeOut(&ctx)
+}
+
+// isAnthropicError reports whether b is exactly Anthropic's error shape with
+// the given error type.
+func isAnthropicError(b []byte, typ string) bool {
+	r := gjson.ParseBytes(b)
+	return r.Get("type").Str == "error" && r.Get("error.type").Str == typ && r.Get("error.message").Type == gjson.String &&
+		r.Get("error.message").Str != "" && !r.Get("error.code").Exists()
+}
+
+// recorder captures the upstream requests of a transport.
+type recorder struct {
+	inner upstream.Transport
+	reqs  chan upstream.Request
+}
+
+func (r *recorder) Do(ctx context.Context, req *upstream.Request) (*upstream.Response, error) {
+	select {
+	case r.reqs <- *req:
+	default:
+	}
+	return r.inner.Do(ctx, req)
+}
+
+func TestMessagesPassthrough(t *testing.T) {
+	sse, err := os.ReadFile("testdata/messages-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{inner: cannedTransport{200, "text/event-stream", sse}, reqs: make(chan upstream.Request, 1)}
+	s, sys, key := testServerOf(t, rec, storage.ProviderAnthropic)
+	body := []byte(`{"model":"m","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := doWith(s, "POST", "/v1/messages?beta=true", map[string]string{
+		"x-api-key": key, "anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219",
+	}, body)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), sse) {
+		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
+	}
+	req := <-rec.reqs
+	if req.Endpoint != upstream.EndpointMessages || !bytes.Equal(req.Body, body) {
+		t.Errorf("upstream got endpoint %v body %s", req.Endpoint, req.Body)
+	}
+	if req.Header.Get("Anthropic-Version") != "2023-06-01" || req.Header.Get("Anthropic-Beta") != "claude-code-20250219" {
+		t.Errorf("anthropic headers not passed on: %v", req.Header)
+	}
+	waitIdle(t, sys)
+}
+
+func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
+	s, sys, key := testServerOf(t, cannedTransport{200, "application/json", []byte(`{}`)}, storage.ProviderAnthropic)
+	auth := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
+	bearer := map[string]string{"Authorization": "Bearer " + key}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header map[string]string
+		body   string
+		status int
+		typ    string
+	}{
+		{"no key", "/v1/messages", nil, `{"model":"m"}`, 401, "authentication_error"},
+		{"bad key", "/v1/messages", map[string]string{"x-api-key": "sk-troupe-nope"}, `{"model":"m"}`, 401, "authentication_error"},
+		{"bad json", "/v1/messages", auth, `{"model":`, 400, "invalid_request_error"},
+		{"no model", "/v1/messages", bearer, `{"messages":[]}`, 400, "invalid_request_error"},
+		{"unknown model", "/v1/messages", auth, `{"model":"nope","max_tokens":1,"messages":[]}`, 404, "not_found_error"},
+		{"method", "/v1/messages", auth, "", 405, "invalid_request_error"},
+		{"unknown path", "/v1/nothing", auth, "", 404, "not_found_error"},
+		{"count without key", "/v1/messages/count_tokens", nil, `{"model":"m"}`, 401, "authentication_error"},
+	} {
+		method := "POST"
+		if tc.name == "method" {
+			method = "GET"
+		}
+		resp := doWith(s, method, tc.path, tc.header, []byte(tc.body))
+		if resp.StatusCode() != tc.status || !isAnthropicError(resp.Body(), tc.typ) {
+			t.Errorf("%s: status %d body %s, want %d %s", tc.name, resp.StatusCode(), resp.Body(), tc.status, tc.typ)
+		}
+		if id := gjson.GetBytes(resp.Body(), "request_id").Str; tc.path == "/v1/messages" && method == "POST" && !strings.HasPrefix(id, "req_") {
+			t.Errorf("%s: request_id %q", tc.name, id)
+		}
+	}
+	// OpenAI endpoints keep OpenAI's shape even with an x-api-key.
+	resp := doWith(s, "POST", "/v1/chat/completions", map[string]string{"x-api-key": key}, []byte(`{"model":`))
+	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) {
+		t.Errorf("chat with x-api-key: %d %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestMessagesNoAccountIsOverloaded(t *testing.T) {
+	s, sys, key := testServerOf(t, cannedTransport{500, "application/json", []byte(`{"type":"error","error":{"type":"api_error","message":"boom"}}`)}, storage.ProviderAnthropic)
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+	// Every attempt failed with a 500: the gateway's own 502, in Anthropic's shape.
+	if resp.StatusCode() != 502 || !isAnthropicError(resp.Body(), "api_error") {
+		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+	for _, v := range sys.Views() {
+		sys.PutAccount(storage.Account{ID: v.ID, Name: v.Name, Provider: v.Provider, Models: v.Models, Disabled: true})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+		if resp.StatusCode() == 503 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp.StatusCode() != 503 || !isAnthropicError(resp.Body(), "overloaded_error") || len(resp.Header.Peek("Retry-After")) == 0 {
+		t.Fatalf("disabled pool: status %d body %s", resp.StatusCode(), resp.Body())
+	}
+}
+
+func TestMessagesRequestErrorPassesThrough(t *testing.T) {
+	body := []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"},"request_id":"req_up"}`)
+	s, sys, key := testServerOf(t, cannedTransport{400, "application/json", body}, storage.ProviderAnthropic)
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+	if resp.StatusCode() != 400 || !bytes.Equal(resp.Body(), body) {
+		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+// A Messages stream that fails before content (message_start and ping are
+// not content) fails over; one that breaks after content ends with an
+// Anthropic error event.
+func TestMessagesStreamHoldAndBreak(t *testing.T) {
+	early := []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+		"event: ping\ndata: {\"type\":\"ping\"}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	good, err := os.ReadFile("testdata/messages-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &scripted{answers: []upstream.Transport{cannedTransport{200, "text/event-stream", early}, cannedTransport{200, "text/event-stream", good}}}
+	s, sys, key := testServerOf(t, tr, storage.ProviderAnthropic, storage.ProviderAnthropic)
+	req := []byte(`{"model":"m","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, req)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), good) || tr.calls() != 2 {
+		t.Fatalf("failover: status %d after %d calls, body:\n%s", resp.StatusCode(), tr.calls(), resp.Body())
+	}
+	waitIdle(t, sys)
+
+	broken, err := os.ReadFile("testdata/messages-stream-error-overloaded.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := broken[:bytes.Index(broken, []byte("event: error"))] // content, then the connection drops
+	s, sys, key = testServerOf(t, cannedTransport{200, "text/event-stream", cut}, storage.ProviderAnthropic)
+	resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, req)
+	b := resp.Body()
+	if resp.StatusCode() != 200 || !bytes.HasPrefix(b, cut) {
+		t.Fatalf("break: status %d body:\n%s", resp.StatusCode(), b)
+	}
+	tail := b[len(cut):]
+	if !bytes.HasPrefix(tail, []byte("event: error\ndata: ")) || !bytes.HasSuffix(tail, []byte("}\n\n")) ||
+		!isAnthropicError(bytes.TrimSpace(tail[len("event: error\ndata: "):]), "api_error") {
+		t.Fatalf("break: tail %q is not an Anthropic error event", tail)
+	}
+	waitIdle(t, sys)
+
+	// An upstream error event after content is relayed as it is.
+	s, sys, key = testServerOf(t, cannedTransport{200, "text/event-stream", broken}, storage.ProviderAnthropic)
+	resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, req)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), broken) {
+		t.Fatalf("upstream error event: status %d body:\n%s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+func TestMessagesUsageRecorded(t *testing.T) {
+	sse, err := os.ReadFile("testdata/messages-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile("testdata/messages-nonstream-text.response.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		tr     upstream.Transport
+		stream bool
+	}{
+		{"stream", cannedTransport{200, "text/event-stream", sse}, true},
+		{"json", cannedTransport{200, "application/json", js}, false},
+	} {
+		s, sys, key := testServerOf(t, tc.tr, storage.ProviderAnthropic)
+		store := s.store.(*memStore)
+		req := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"stream":` + map[bool]string{true: "true", false: "false"}[tc.stream] + `}`
+		resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(req))
+		if resp.StatusCode() != 200 {
+			t.Fatalf("%s: status %d", tc.name, resp.StatusCode())
+		}
+		waitIdle(t, sys)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sys.FlushUsage(ctx)
+		cancel()
+		store.mu.Lock()
+		if len(store.usage) != 1 {
+			t.Fatalf("%s: %d usage records", tc.name, len(store.usage))
+		}
+		u := store.usage[0]
+		store.mu.Unlock()
+		usageObj := gjson.GetBytes(js, "usage")
+		if tc.stream {
+			usageObj = gjson.Get(firstData(sse), "message.usage")
+		}
+		wantIn := usageObj.Get("input_tokens").Int() + usageObj.Get("cache_creation_input_tokens").Int() + usageObj.Get("cache_read_input_tokens").Int()
+		if u.Route != "messages" || u.InputTokens != wantIn || u.OutputTokens <= 0 {
+			t.Errorf("%s: record %+v, want route messages, input %d, output > 0", tc.name, u, wantIn)
+		}
+	}
+}
+
+// firstData is the data of the first event of an SSE body.
+func firstData(sse []byte) string {
+	_, rest, _ := bytes.Cut(sse, []byte("data: "))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	return string(line)
+}

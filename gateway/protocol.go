@@ -1,0 +1,27 @@
+package gateway
+
+import (
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// upstreamEndpoint is the protocol a request of client protocol client is
+// sent in to an account of provider p: the client's own when p speaks it
+// (then bytes pass through), else p's native protocol, translated — openai:
+// Responses for Messages clients (it carries reasoning and tool calls the
+// closest); codex: Responses; anthropic: Messages; openai_compat: Chat. An
+// unknown provider gets the client's protocol, which its transport refuses.
+func upstreamEndpoint(p storage.Provider, client upstream.Endpoint) upstream.Endpoint {
+	if upstream.Supports(p, client) {
+		return client
+	}
+	switch p {
+	case storage.ProviderOpenAI, storage.ProviderCodex:
+		return upstream.EndpointResponses
+	case storage.ProviderAnthropic:
+		return upstream.EndpointMessages
+	case storage.ProviderOpenAICompat:
+		return upstream.EndpointChat
+	}
+	return client
+}
