@@ -1,10 +1,9 @@
 package gateway
 
-// What the gateway asks of protocol translation, in one place. Package
-// translate's conversions between Chat Completions, Responses and Messages
-// are not there yet: until they are, every request is served by accounts
-// that speak the client's protocol themselves (needsNative), so bytes always
-// pass through and none of the conversions below is reached.
+// Everything the gateway asks of package translate, in one place: request
+// bodies, non-stream answers, upstream error bodies and streams between
+// Chat Completions, Responses and Messages. When client and upstream speak
+// the same protocol none of this runs: bytes pass through.
 
 import (
 	"errors"
@@ -14,33 +13,75 @@ import (
 )
 
 // needsNative reports whether c can only be served by an account speaking
-// its protocol itself: for now every request.
-func needsNative(*call) bool { return true }
+// its protocol itself: a previous_response_id names state only a Responses
+// upstream holds, and compaction is a Responses-only call.
+func needsNative(c *call) bool { return c.prevResp != "" || c.compact }
 
-var errNoTranslation = errors.New("gateway: protocol translation is not available")
-
-// upstreamBody is c's body in protocol up: the client's own bytes.
-func (s *Server) upstreamBody(c *call, up upstream.Endpoint) ([]byte, *failure) {
-	if up == c.endpoint {
-		return c.body, nil
+// protocol is the translate.Protocol of endpoint e.
+func protocol(e upstream.Endpoint) translate.Protocol {
+	switch e {
+	case upstream.EndpointChat:
+		return translate.Chat
+	case upstream.EndpointResponses:
+		return translate.Responses
+	case upstream.EndpointMessages:
+		return translate.Messages
 	}
-	return nil, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: errNoTranslation,
-		answer: &APIError{Status: 400, Type: "invalid_request_error", Message: "This account cannot serve this protocol."}}
+	return 0
 }
 
-// translateAnswer would convert a non-stream answer of protocol up.
-func translateAnswer(*call, upstream.Endpoint, []byte) ([]byte, error) { return nil, errNoTranslation }
+// upstreamBody is c's body in protocol up: the client's own bytes when up is
+// the client's protocol, else the translation (made once per protocol and
+// kept for failovers). A body that cannot be translated is a failure of
+// class request carrying the 400 the client gets.
+func (s *Server) upstreamBody(c *call, up upstream.Endpoint) ([]byte, *failure) {
+	if up == c.endpoint || int(up) >= len(c.translated) {
+		return c.body, nil
+	}
+	if b := c.translated[up]; b != nil {
+		return b, nil
+	}
+	b, err := translate.TranslateRequest(protocol(c.endpoint), protocol(up), c.body, translate.RequestOptions{Model: c.target})
+	if err != nil {
+		aerr := &APIError{Status: 400, Type: "invalid_request_error", Message: "The request could not be translated for the upstream: " + err.Error()}
+		var te *translate.Error
+		if errors.As(err, &te) {
+			aerr = &APIError{Status: te.Status, Type: te.Type, Param: te.Param, Message: te.Message}
+			if aerr.Status < 400 || aerr.Status > 499 {
+				aerr.Status = 400
+			}
+			if aerr.Type == "" {
+				aerr.Type = "invalid_request_error"
+			}
+		}
+		return nil, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err, answer: aerr}
+	}
+	c.translated[up] = b
+	return b, nil
+}
 
-// translateErrorBody would convert an upstream error body of protocol up.
-func translateErrorBody(_ *call, _ upstream.Endpoint, _ int, body []byte) []byte { return body }
+// translateAnswer converts a non-stream 2xx answer of protocol up into the
+// client's protocol, naming the model the client asked for.
+func translateAnswer(c *call, up upstream.Endpoint, body []byte) ([]byte, error) {
+	return translate.TranslateResponse(protocol(up), protocol(c.endpoint), body, translate.ResponseOptions{Model: c.model, Request: c.body})
+}
+
+// translateErrorBody converts an upstream error body of protocol up into the
+// client's error shape, keeping its status semantics.
+func translateErrorBody(c *call, up upstream.Endpoint, status int, body []byte) []byte {
+	return translate.TranslateError(protocol(up), protocol(c.endpoint), status, body)
+}
 
 // streamTranslator converts one upstream stream into the client's protocol,
-// event by event.
+// event by event (translate.Stream; see its methods for the contract).
 type streamTranslator interface {
 	Event(dst []byte, ev translate.Event) ([]byte, error)
 	Finish(dst []byte) []byte
 	Fail(dst []byte, typ, code, message string) []byte
 }
 
-// newStreamTranslator would return the translator of one stream.
-func newStreamTranslator(*call, upstream.Endpoint) streamTranslator { return nil }
+// newStreamTranslator returns the translator of one stream of protocol up
+// for client c.
+func newStreamTranslator(c *call, up upstream.Endpoint) streamTranslator {
+	return translate.NewStream(protocol(up), protocol(c.endpoint), translate.StreamOptions{Model: c.model, IncludeUsage: c.clientUsage, Request: c.body})
+}
