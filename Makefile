@@ -6,6 +6,8 @@ CACHE     ?= $(CURDIR)/.cache
 NPM_DIR   := $(CACHE)/npm
 CODEX_VER := 0.169.0
 CODEX_BIN := $(NPM_DIR)/node_modules/.bin/codex
+CLAUDE_VER := 2.1.328
+CLAUDE_BIN := $(NPM_DIR)/node_modules/.bin/claude
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
@@ -24,7 +26,7 @@ build: admin-ui-if-npm
 test: vet clients
 	@set -a; eval "$$(.ci/services)"; set +a; \
 	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
-	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_REQUIRE_CLIENTS=1 \
+	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_REQUIRE_CLIENTS=1 \
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=150000x
 	$(MAKE) admin-ui-test admin-ui-e2e
@@ -34,12 +36,19 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 
 ## clients: install the pinned real clients the end-to-end tests drive (npm, into .cache/)
-clients: $(CODEX_BIN)
+clients: $(CODEX_BIN) $(CLAUDE_BIN)
 
 $(CODEX_BIN):
 	@command -v npm >/dev/null || { echo "npm is required for the real-client tests: apt-get install -y nodejs npm"; exit 1; }
 	mkdir -p $(NPM_DIR)
 	npm install --no-audit --no-fund --prefix $(NPM_DIR) @openai/codex@$(CODEX_VER)
+
+# Claude Code ships its native binary as an npm optional dependency; its
+# postinstall puts it in place of bin/claude.exe.
+$(CLAUDE_BIN):
+	@command -v npm >/dev/null || { echo "npm is required for the real-client tests: apt-get install -y nodejs npm"; exit 1; }
+	mkdir -p $(NPM_DIR)
+	npm install --no-audit --no-fund --prefix $(NPM_DIR) @anthropic-ai/claude-code@$(CLAUDE_VER)
 
 ## unit: Go tests only, no real clients
 unit:

@@ -151,7 +151,7 @@ func BenchmarkPassthroughStreamEvent(b *testing.B) {
 	rep := bytes.Repeat(body, 64)
 	s, _, _ := testServer(b, 1, cannedTransport{})
 	c := &call{endpoint: upstream.EndpointChat}
-	st := &stream{s: s, c: c}
+	st := &stream{s: s, c: c, up: upstream.EndpointChat}
 	b.SetBytes(int64(len(body) / events))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -195,4 +195,32 @@ func TestDeeplyNestedBodyRefused(t *testing.T) {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
 	waitIdle(t, sys)
+}
+
+// BenchmarkTranslatedStreamEvent measures relaying one SSE event of a Chat
+// upstream stream to a Messages client (scan, observe, translate, write),
+// per upstream event, a translator's setup per stream included.
+func BenchmarkTranslatedStreamEvent(b *testing.B) {
+	sse, err := os.ReadFile("testdata/chat-stream-text.sse")
+	if err != nil {
+		b.Fatal(err)
+	}
+	events := bytes.Count(sse, []byte("\n\n"))
+	s, _, _ := testServer(b, 1, cannedTransport{})
+	c := &call{endpoint: upstream.EndpointMessages, model: "m"}
+	st := &stream{s: s, c: c, up: upstream.EndpointChat}
+	r := bytes.NewReader(sse)
+	b.SetBytes(int64(len(sse) / events))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += events {
+		r.Reset(sse)
+		st.sc = scanners.Get().(*translate.Scanner)
+		st.sc.Reset(r)
+		st.tr = newStreamTranslator(c, upstream.EndpointChat)
+		st.clean = false
+		st.ttft = 1
+		st.WriteTo(io.Discard)
+		scanners.Put(st.sc)
+	}
 }
