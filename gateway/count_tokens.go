@@ -16,13 +16,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// tokenCounter is the optional capability of a transport that counts a
-// Messages request's input tokens upstream (the anthropic transport's
-// POST /v1/messages/count_tokens).
-type tokenCounter interface {
-	CountTokens(ctx context.Context, req *upstream.Request) (*upstream.Response, error)
-}
-
 // countWait bounds the wait for a free anthropic account to count tokens;
 // past it the gateway answers with its estimate rather than keep the client.
 const countWait = time.Second
@@ -88,12 +81,13 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 // The lease is released either way.
 func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, lease *actors.Lease, body []byte) bool {
 	start := s.now()
-	tc, ok := lease.Transport.(tokenCounter)
+	tc, ok := lease.Transport.(upstream.TokenCounter)
 	if !ok {
 		s.release(lease, 0, upstream.Verdict{Class: upstream.ClassRequest}, start, 0)
 		return false
 	}
-	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: upstream.EndpointMessages, Body: body, Header: passHeaders(ctx)})
+	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: upstream.EndpointMessages, Body: body, Header: passHeaders(ctx),
+		RawQuery: string(ctx.URI().QueryString())})
 	if err != nil {
 		s.release(lease, 0, upstream.ClassifyError(err), start, 0)
 		return false

@@ -84,8 +84,8 @@ func TestMessagesPassthrough(t *testing.T) {
 		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
 	}
 	req := <-rec.reqs
-	if req.Endpoint != upstream.EndpointMessages || !bytes.Equal(req.Body, body) {
-		t.Errorf("upstream got endpoint %v body %s", req.Endpoint, req.Body)
+	if req.Endpoint != upstream.EndpointMessages || !bytes.Equal(req.Body, body) || req.RawQuery != "beta=true" {
+		t.Errorf("upstream got endpoint %v query %q body %s", req.Endpoint, req.RawQuery, req.Body)
 	}
 	if req.Header.Get("Anthropic-Version") != "2023-06-01" || req.Header.Get("Anthropic-Beta") != "claude-code-20250219" {
 		t.Errorf("anthropic headers not passed on: %v", req.Header)

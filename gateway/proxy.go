@@ -65,7 +65,8 @@ type call struct {
 	// translated caches the request body translated per upstream protocol
 	// (indexed by upstream.Endpoint), so failovers translate once.
 	translated [4][]byte
-	compact    bool // POST /v1/responses/compact (gateway/compact.go)
+	compact    bool   // POST /v1/responses/compact (gateway/compact.go)
+	rawQuery   string // the client's query string (Messages clients send beta=true)
 	hook       func(*call) *APIError
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
@@ -185,6 +186,9 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		return aerr
 	}
 	c.header = passHeaders(ctx)
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		c.rawQuery = string(q)
+	}
 	return nil
 }
 

@@ -43,12 +43,15 @@ type stream struct {
 	cancel context.CancelFunc // cancels this attempt's upstream call
 	start  time.Time          // when the attempt started
 
-	held   []byte // raw events read while holding, not yet written
-	ttft   time.Duration
-	usage  usage
-	respID string           // Responses id from response.created, for a synthesized response.failed
-	clean  bool             // the stream ended with its protocol's terminal event
-	failed upstream.Verdict // an error event arrived after commit
+	held  []byte // raw events read while holding, not yet written
+	ttft  time.Duration
+	usage usage
+	// msgUsage accumulates a Messages stream's usage (message_start, then
+	// message_delta's cumulative counts).
+	msgUsage upstream.MessagesUsage
+	respID   string           // Responses id from response.created, for a synthesized response.failed
+	clean    bool             // the stream ended with its protocol's terminal event
+	failed   upstream.Verdict // an error event arrived after commit
 	// untranslatable: an upstream event could not be translated after commit;
 	// the client got a stream error, the account is not to blame.
 	untranslatable bool
@@ -106,7 +109,7 @@ func (st *stream) hold() *failure {
 			st.abort(f.verdict)
 			return f
 		}
-		if v, msg, isErr := classifyEvent(st.up, ev.Name, ev.Data); isErr {
+		if v, msg, isErr := upstream.ClassifyEvent(st.up, ev.Name, ev.Data); isErr {
 			f := &failure{verdict: v, msg: msg, up: st.up, err: errors.New("error event before content")}
 			st.abort(v)
 			return f
@@ -202,16 +205,16 @@ func (st *stream) observe(ev translate.Event) {
 			st.failed = v
 		}
 	case upstream.EndpointMessages:
-		switch string(ev.Name) {
-		case "message_start":
-			st.usage = messagesUsage(gjson.GetBytes(ev.Data, "message.usage"), st.usage)
-		case "message_delta":
-			st.usage = messagesUsage(gjson.GetBytes(ev.Data, "usage"), st.usage)
-		case "message_stop":
+		switch upstream.MessagesEventKind(ev.Name, ev.Data) {
+		case upstream.MessagesStart, upstream.MessagesDelta:
+			if st.msgUsage.Add(ev.Name, ev.Data) {
+				st.usage = messagesUsage(st.msgUsage)
+			}
+		case upstream.MessagesStop:
 			st.clean = true
-		case "error":
+		case upstream.MessagesError:
 			st.clean = true
-			v, _, _ := classifyEvent(st.up, ev.Name, ev.Data)
+			v, _, _ := upstream.ClassifyEvent(st.up, ev.Name, ev.Data)
 			st.failed = v
 		}
 	}

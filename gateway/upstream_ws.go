@@ -43,6 +43,9 @@ func (s *Server) useUpstreamWS(c *call, lease *actors.Lease) bool {
 // 1009, or had no free connection) over HTTP.
 func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up upstream.Endpoint, body []byte) (*upstream.Response, error) {
 	req := &upstream.Request{Endpoint: up, Stream: c.stream, Body: body, Header: c.header}
+	if up == c.endpoint {
+		req.RawQuery = c.rawQuery // the client's own query means something only in its own protocol
+	}
 	if c.compact {
 		return compact(ctx, lease, req)
 	}

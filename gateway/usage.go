@@ -18,33 +18,16 @@ func usageFromBody(ep upstream.Endpoint, body []byte) usage {
 	case upstream.EndpointResponses:
 		return responsesObjectUsage(gjson.GetBytes(body, "usage"))
 	case upstream.EndpointMessages:
-		return messagesUsage(gjson.GetBytes(body, "usage"), usage{})
+		return messagesUsage(upstream.MessagesBodyUsage(body))
 	}
 	return usage{}
 }
 
-// messagesUsage folds an Anthropic usage object (a Message's, message_start's
-// or message_delta's; https://docs.claude.com/en/api/messages) into u. The
-// input is input_tokens + cache_creation_input_tokens +
-// cache_read_input_tokens (Anthropic counts them apart), cached is
-// cache_read_input_tokens, and output_tokens is cumulative, so the latest
-// value replaces the earlier one. Fields a message_delta leaves out keep
-// their message_start values.
-func messagesUsage(r gjson.Result, u usage) usage {
-	if !r.IsObject() {
-		return u
-	}
-	in, cw, cr := r.Get("input_tokens"), r.Get("cache_creation_input_tokens"), r.Get("cache_read_input_tokens")
-	if in.Exists() || cw.Exists() || cr.Exists() {
-		if t := in.Int() + cw.Int() + cr.Int(); t > 0 || u.input == 0 {
-			u.input = t
-			u.cached = cr.Int()
-		}
-	}
-	if o := r.Get("output_tokens"); o.Exists() {
-		u.output = o.Int()
-	}
-	return u
+// messagesUsage is an Anthropic message's usage in the gateway's terms:
+// input counts the cached parts too (upstream.MessagesUsage.TotalInput),
+// cached is what was read from the prompt cache.
+func messagesUsage(u upstream.MessagesUsage) usage {
+	return usage{input: u.TotalInput(), cached: u.CacheReadInputTokens, output: u.OutputTokens}
 }
 
 // chatUsage reads a Chat Completions usage object (a response or the final
@@ -98,22 +81,11 @@ func isContent(ep upstream.Endpoint, ev translate.Event) bool {
 		}
 	case upstream.EndpointMessages:
 		// message_start and ping carry no content; every content_block_delta
-		// (text, tool input, thinking) does.
-		return string(ev.Name) == "content_block_delta"
+		// (text, tool input, thinking) does, and a block that starts with
+		// content (tool_use).
+		return upstream.MessagesEventKind(ev.Name, ev.Data) == upstream.MessagesContent
 	}
 	return false
-}
-
-// classifyEvent is upstream.ClassifyEvent, plus Anthropic's `event: error`
-// ({"type":"error","error":{"type","message"}}) when the upstream package
-// does not classify Messages events itself: its error.type decides the class.
-func classifyEvent(ep upstream.Endpoint, name, data []byte) (upstream.Verdict, string, bool) {
-	v, msg, isErr := upstream.ClassifyEvent(ep, name, data)
-	if isErr || ep != upstream.EndpointMessages || string(name) != "error" {
-		return v, msg, isErr
-	}
-	e := gjson.GetBytes(data, "error")
-	return upstream.Verdict{Class: upstream.ClassifyCode("", e.Get("type").String())}, e.Get("message").String(), true
 }
 
 // appendStreamError appends the events that end a failed stream in ep's
