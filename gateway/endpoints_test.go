@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
 )
 
 func TestModelsShapeByClient(t *testing.T) {
@@ -149,4 +151,52 @@ func TestCompact(t *testing.T) {
 		t.Errorf("no compacting account: status %d body %s", resp.StatusCode(), resp.Body())
 	}
 	waitIdle(t, sys)
+}
+
+// The gateway's own errors reach Messages clients in Anthropic's shape with
+// the status's Anthropic type, Retry-After kept.
+func TestAnthropicErrorShapes(t *testing.T) {
+	for _, tc := range []struct {
+		e   *APIError
+		typ string
+	}{
+		{errTooLarge(16), "request_too_large"},
+		{&APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", Message: "slow down", RetryAfter: 2 * time.Second}, "rate_limit_error"},
+		{errNoAccount(time.Second), "overloaded_error"},
+		{errModelNotAllowed("m"), "permission_error"},
+		{errModelNotFound("m"), "not_found_error"},
+		{errInvalidKey(), "authentication_error"},
+		{errUpstream("boom"), "api_error"},
+		{errBadJSON(), "invalid_request_error"},
+		{&APIError{Status: 529, Message: "busy"}, "overloaded_error"},
+		{&APIError{Status: 504, Message: "slow"}, "timeout_error"},
+		{&APIError{Status: 402, Message: "pay"}, "billing_error"},
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/v1/messages?beta=true")
+		ctx.Response.Header.Set("X-Request-Id", "req_x")
+		writeError(&ctx, tc.e)
+		b := ctx.Response.Body()
+		if ctx.Response.StatusCode() != tc.e.Status || !isAnthropicError(b, tc.typ) || gjson.GetBytes(b, "request_id").Str != "req_x" ||
+			gjson.GetBytes(b, "error.message").Str != tc.e.Message {
+			t.Errorf("%d %s: status %d body %s, want type %s", tc.e.Status, tc.e.Code, ctx.Response.StatusCode(), b, tc.typ)
+		}
+		if (tc.e.RetryAfter > 0) != (len(ctx.Response.Header.Peek("Retry-After")) > 0) {
+			t.Errorf("%d: Retry-After %q", tc.e.Status, ctx.Response.Header.Peek("Retry-After"))
+		}
+	}
+}
+
+// FuzzEstimateInputTokens feeds arbitrary bodies to the count_tokens
+// estimate: it must not panic and always answers at least one token.
+func FuzzEstimateInputTokens(f *testing.F) {
+	f.Add([]byte(`{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"image"},{"type":"tool_result","content":[{"type":"text","text":"ok"}]}]}],"tools":[{"name":"t","input_schema":{}}]}`))
+	f.Add([]byte(`{"messages":"x","tools":7,"system":[1,2]}`))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if n := estimateInputTokens(body); n < 1 {
+			t.Fatalf("estimate %d for %q", n, body)
+		}
+	})
 }
