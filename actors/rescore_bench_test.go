@@ -7,7 +7,6 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/upstream"
 )
 
 // BenchmarkFullRescore measures the scheduler's own work for a full rescore
@@ -39,8 +38,8 @@ func BenchmarkFullRescore(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if cs := s.sets[slotPolicy][routeKey{upstream.EndpointChat, "", "m"}]; cs == nil || cs.len() != n {
-				b.Fatalf("after the rescore the chat set holds %v accounts, want %d", cs, n)
+			if cs := s.sets[slotPolicy][routeKey{"", "m"}]; cs == nil || cs.len() != n {
+				b.Fatalf("after the rescore the set of model m holds %v accounts, want %d", cs, n)
 			}
 		})
 	}
