@@ -134,6 +134,11 @@ func suiteConfig(cfg *Config) *Config {
 	cfg.Gateway.HeartbeatInterval = suiteHeartbeat
 	cfg.Gateway.MaxAttempts = suiteAttempts
 	cfg.Gateway.FailoverBudget = 10 * time.Second
+	// Quota probes off: the suite matches the mock's requests to the
+	// gateway's leases one for one, and a probe is an upstream request
+	// without a lease (a run slower than the probe interval would see it).
+	// e2e_probe_test.go covers probes.
+	cfg.Gateway.QuotaProbe = 0
 	cfg.Log.Level = "error"
 	return cfg
 }
