@@ -269,9 +269,9 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 	}
 	st := o.res.stream
 	st.cancel = chainCancel(st.cancel, cancel)
-	output := ss.relay(st)
-	if st.clean && st.failed.Class == upstream.ClassNone && st.respID != "" {
-		ss.tr.add(st.respID, appendItems(append([]byte(nil), input...), output), st.lease.AccountID)
+	output, respID := ss.relay(st)
+	if st.clean && st.failed.Class == upstream.ClassNone && respID != "" {
+		ss.tr.add(respID, appendItems(append([]byte(nil), input...), output), st.lease.AccountID)
 	}
 	return 0
 }
@@ -292,16 +292,22 @@ func (ss *wsSession) writeFailure(f *failure) int {
 }
 
 // relay writes the held stream's events, then the rest, as text frames (the
-// event's JSON, no SSE framing), and ends the stream (release, usage). It
-// returns the output items of response.completed ("[]" when none).
-func (ss *wsSession) relay(st *stream) []byte {
+// event's JSON, no SSE framing), and ends the stream (release, usage). A
+// stream from an upstream of another protocol is translated event by event
+// (the held events already are). It returns the output items of
+// response.completed ("[]" when none) and the response id the client saw.
+func (ss *wsSession) relay(st *stream) ([]byte, string) {
 	st.began = true
 	output := []byte("[]")
+	respID := st.respID
 	send := func(ev translate.Event) bool {
-		if string(ev.Name) == "response.completed" || gjson.GetBytes(ev.Data, "type").Str == "response.completed" {
+		switch typ := gjson.GetBytes(ev.Data, "type").Str; {
+		case string(ev.Name) == "response.completed" || typ == "response.completed":
 			if o := gjson.GetBytes(ev.Data, "response.output"); o.IsArray() {
 				output = []byte(o.Raw)
 			}
+		case st.tr != nil && (string(ev.Name) == "response.created" || typ == "response.created"):
+			respID = gjson.GetBytes(ev.Data, "response.id").Str
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			return true
@@ -313,16 +319,22 @@ func (ss *wsSession) relay(st *stream) []byte {
 		}
 		return true
 	}
-	ok := true
-	if len(st.held) > 0 {
-		sc := translate.NewScanner(bytes.NewReader(st.held), maxEvent)
-		for ok {
+	// sendAll sends every event of SSE bytes b.
+	sendAll := func(b []byte) bool {
+		sc := translate.NewScanner(bytes.NewReader(b), maxEvent)
+		for {
 			ev, err := sc.Next()
 			if err != nil {
-				break
+				return true
 			}
-			ok = send(ev)
+			if !send(ev) {
+				return false
+			}
 		}
+	}
+	ok := true
+	if len(st.held) > 0 {
+		ok = sendAll(st.held)
 		st.held = nil
 	}
 	for ok {
@@ -334,22 +346,34 @@ func (ss *wsSession) relay(st *stream) []byte {
 			break
 		}
 		st.observe(ev)
-		ok = send(ev)
-	}
-	if ok && !st.clean {
-		// The upstream broke after commit: end with error then
-		// response.failed, as the HTTP stream does.
-		sc := translate.NewScanner(bytes.NewReader(appendStreamError(nil, upstream.EndpointResponses, st.respID, st.c.id, "The upstream stream ended unexpectedly.")), 1<<20)
-		for ok {
-			ev, err := sc.Next()
-			if err != nil {
-				break
-			}
+		if st.tr == nil {
 			ok = send(ev)
+			continue
+		}
+		if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
+			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+			st.untranslatable = true
+			break
+		}
+		ok = sendAll(st.out)
+	}
+	if ok {
+		// The end in the client's protocol: a translated stream's Finish or
+		// Fail; a passthrough stream that broke after commit gets error then
+		// response.failed, as the HTTP stream does.
+		switch {
+		case st.untranslatable:
+			ok = sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol."))
+		case !st.clean && st.tr != nil:
+			ok = sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke))
+		case !st.clean:
+			ok = sendAll(appendStreamError(nil, upstream.EndpointResponses, st.respID, st.c.id, msgStreamBroke))
+		case st.tr != nil:
+			ok = sendAll(st.tr.Finish(st.out[:0]))
 		}
 	}
 	_ = st.Close()
-	return output
+	return output, respID
 }
 
 // warmup answers generate:false itself, as the Responses WebSocket does:
