@@ -247,8 +247,9 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
 # curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","input":"hi","stream":true}'
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
+# curl -sN $TROUPE_BASE_URL/messages -H "x-api-key: $TROUPE_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"%s","max_tokens":256,"messages":[{"role":"user","content":"hi"}],"stream":true}'
 # curl -s $TROUPE_BASE_URL/models -H "Authorization: Bearer $TROUPE_API_KEY"
-`, accounts, demoCodexModel, demoOpenAIModel, demoAnthropicModel, demoCompatModel, demoOpenAIModel, demoCodexModel, demoCompatModel)
+`, accounts, demoCodexModel, demoOpenAIModel, demoAnthropicModel, demoCompatModel, demoOpenAIModel, demoCodexModel, demoCompatModel, demoAnthropicModel)
 			<-ctx.Done()
 			d.app.log.Info("shutting down")
 			return d.close()

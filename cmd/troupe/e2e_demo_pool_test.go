@@ -45,9 +45,9 @@ func TestDemoPoolKinds(t *testing.T) {
 	}
 }
 
-// Every kind of the demo pool loads into the gateway and answers: chat for
-// the openai and openai_compat accounts, responses for codex, and the
-// anthropic accounts are in the pool, healthy, with their transport.
+// Every kind of the demo pool loads into the gateway and answers in its own
+// protocol: chat for the openai and openai_compat accounts, responses for
+// codex, messages (and count_tokens) for anthropic.
 func TestDemoPoolServes(t *testing.T) {
 	d := startTestDemo(t, nil, func(mockAddr string) ([]mock.Account, []storage.Account) {
 		return demoAccounts(4, mockAddr)
@@ -73,6 +73,33 @@ func TestDemoPoolServes(t *testing.T) {
 	resp, b := d.post(t, "/v1/chat/completions", `{"model":"qwen3-32b","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "demo-0004") || strings.Contains(string(b), `"usage":{`) {
 		t.Errorf("compat stream: %d %s", resp.StatusCode, b)
+	}
+	// The anthropic account over Messages, as Claude Code calls it
+	// (?beta=true, a beta header), streamed and not; and its token count,
+	// asked of the account rather than estimated.
+	hdr := map[string]string{"X-Api-Key": d.apiKey, "Anthropic-Version": "2023-06-01", "Anthropic-Beta": "claude-code-20250219", "Content-Type": "application/json"}
+	for _, stream := range []string{"false", "true"} {
+		resp, b := d.do(t, http.MethodPost, "/v1/messages?beta=true", strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`), hdr)
+		text := gjson.GetBytes(b, "content.0.text").String()
+		if stream == "true" {
+			var sb strings.Builder
+			for _, line := range strings.Split(string(b), "\n") {
+				if d, ok := strings.CutPrefix(line, "data: "); ok && gjson.Get(d, "type").Str == "content_block_delta" {
+					sb.WriteString(gjson.Get(d, "delta.text").Str)
+				}
+			}
+			text = sb.String()
+		}
+		if resp.StatusCode != http.StatusOK || text != mock.AnswerText("demo-0003", 12) {
+			t.Errorf("messages stream=%s: %d %q (%.300s)", stream, resp.StatusCode, text, b)
+		}
+	}
+	resp, b = d.do(t, http.MethodPost, "/v1/messages/count_tokens", strings.NewReader(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`), hdr)
+	if resp.StatusCode != http.StatusOK || gjson.GetBytes(b, "input_tokens").Int() <= 0 || resp.Header.Get("X-Troupe-Token-Count") != "" {
+		t.Errorf("count_tokens: %d %s %v (want the anthropic account's count, not an estimate)", resp.StatusCode, b, resp.Header)
+	}
+	if st := d.fleet.Stats("demo-0003"); st.Completed != 2 {
+		t.Errorf("demo-0003 stats %+v: want the two Messages answers", st)
 	}
 	for _, v := range d.app.sys.Views() {
 		if v.Name == "demo-0003" && (v.Provider != storage.ProviderAnthropic || v.Status != actors.StatusActive) {
