@@ -52,8 +52,9 @@ type stream struct {
 	respID   string           // Responses id from response.created, for a synthesized response.failed
 	clean    bool             // the stream ended with its protocol's terminal event
 	failed   upstream.Verdict // an error event arrived after commit
-	// untranslatable: an upstream event could not be translated after commit;
-	// the client got a stream error, the account is not to blame.
+	// untranslatable: an upstream event could not be translated after commit
+	// (translate.ErrBadEvent, a malformed upstream event); the client got a
+	// stream error and the account is charged a broken stream.
 	untranslatable bool
 	werr           error // a write to the client failed: the client went away
 	rerr           error // the upstream stream broke
@@ -121,11 +122,10 @@ func (st *stream) hold() *failure {
 		if st.tr == nil {
 			st.held = appendRaw(st.held, st.sc.Raw())
 		} else if st.held, err = st.tr.Event(st.held, ev); err != nil {
-			// The account answered; the gateway cannot say it in the client's
-			// protocol. No penalty, and no other account would fare better.
+			// An event that is not what its protocol promises
+			// (translate.ErrBadEvent): a broken upstream stream, so fail over.
 			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
-			f := &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: st.up, err: err,
-				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
+			f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, up: st.up, err: err}
 			st.abort(f.verdict)
 			return f
 		}
@@ -422,7 +422,7 @@ func (st *stream) finish(count bool) {
 		// before the head was even sent (fasthttp then never calls WriteTo).
 		v = upstream.Verdict{Class: upstream.ClassCanceled}
 	case st.untranslatable:
-		v = upstream.Verdict{Class: upstream.ClassRequest}
+		v = upstream.Verdict{Class: upstream.ClassTransient}
 	case v.Class != upstream.ClassNone:
 	case st.rerr != nil || !st.clean:
 		v = upstream.Verdict{Class: upstream.ClassTransient}

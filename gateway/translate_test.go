@@ -206,3 +206,33 @@ func TestPreviousResponseStaysNative(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// A malformed upstream event on a translated stream is a broken stream:
+// before content it fails over, after content the client's stream ends with
+// its protocol's error.
+func TestTranslatedStreamMalformedEvent(t *testing.T) {
+	bad := []byte("event: message_start\ndata: {not json\n\n")
+	good := readFile(t, "messages-stream-text.sse")
+	tr := &scripted{answers: []upstream.Transport{cannedTransport{200, "text/event-stream", bad}, cannedTransport{200, "text/event-stream", good}}}
+	s, sys, key := testServerOf(t, tr, storage.ProviderAnthropic, storage.ProviderAnthropic)
+	req := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := do(s, "POST", "/v1/chat/completions", key, req)
+	if resp.StatusCode() != 200 || tr.calls() != 2 || bytes.Contains(resp.Body(), []byte(`"error"`)) {
+		t.Fatalf("status %d after %d calls, body:\n%s", resp.StatusCode(), tr.calls(), resp.Body())
+	}
+	waitIdle(t, sys)
+
+	head := good[:bytes.Index(good, []byte("event: content_block_stop"))]
+	late := append(append([]byte(nil), head...), "event: content_block_delta\ndata: {oops\n\n"...)
+	s, sys, key = testServerOf(t, cannedTransport{200, "text/event-stream", late}, storage.ProviderAnthropic)
+	resp = do(s, "POST", "/v1/chat/completions", key, req)
+	if resp.StatusCode() != 200 || !bytes.Contains(resp.Body(), []byte(`{"error":{`)) || !bytes.HasSuffix(resp.Body(), []byte("data: [DONE]\n\n")) {
+		t.Fatalf("after content: status %d body:\n%s", resp.StatusCode(), resp.Body())
+	}
+	waitIdle(t, sys)
+	for _, v := range sys.Views() {
+		if v.Failures != 1 {
+			t.Errorf("account %s: %d failures, want the broken stream counted", v.Name, v.Failures)
+		}
+	}
+}
