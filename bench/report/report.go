@@ -92,7 +92,8 @@ type KV struct {
 
 // Machine describes where the run happened.
 type Machine struct {
-	OS, Arch   string
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
 	CPUs       int    `json:"cpus"`
 	CPUModel   string `json:"cpu_model"`
 	MemTotalKB int64  `json:"mem_total_kb"`
