@@ -166,8 +166,9 @@ func (c *Client) Do(call Call, start time.Time) Result {
 		_, err = br.WriteTo(discard{})
 		res.TTFT = time.Since(start)
 	}
-	res.Latency = time.Since(start)
-	res.Service = time.Since(sent)
+	end := time.Now() // one end for both, so Latency-Service is exactly the lateness
+	res.Latency = end.Sub(start)
+	res.Service = end.Sub(sent)
 	_ = resp.CloseBodyStream()
 	br.Reset(nil)
 	switch {

@@ -131,8 +131,9 @@ func (c *WSClient) Do(call Call, start time.Time) Result {
 		return res
 	}
 	err = c.exchange(conn, call, start, deadline, &res)
-	res.Latency = time.Since(start)
-	res.Service = time.Since(sent)
+	end := time.Now() // one end for both, so Latency-Service is exactly the lateness
+	res.Latency = end.Sub(start)
+	res.Service = end.Sub(sent)
 	if err != nil {
 		conn.Close()
 		<-c.slots
