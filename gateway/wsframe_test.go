@@ -183,3 +183,60 @@ func TestWebSocketRelaysServerEvents(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// A binary frame gets an error frame and the connection stays usable:
+// ignoring it left the client waiting for an answer forever.
+func TestWebSocketBinaryFrameAnswered(t *testing.T) {
+	jsonl := readFixture(t, "server-events.text.jsonl")
+	lines := strings.Split(strings.TrimSpace(string(jsonl)), "\n")
+	var sse []byte
+	for _, l := range lines {
+		sse = actors.AppendSSEFrame(sse, []byte(l))
+	}
+	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	conn, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+ln.Addr().String()+"/v1/responses",
+		map[string][]string{"Authorization": {"Bearer " + key}})
+	if err != nil {
+		t.Fatalf("dial: %v %v", err, resp)
+	}
+	defer conn.Close()
+	frame, _ := sjson.SetBytes(readFixture(t, "client.response.create.openai-api.json"), "model", "m")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for _, bin := range [][]byte{frame, {}} {
+		if err := conn.WriteMessage(websocket.BinaryMessage, bin); err != nil {
+			t.Fatal(err)
+		}
+		typ, got, err := conn.ReadMessage()
+		if err != nil || typ != websocket.TextMessage {
+			t.Fatalf("binary frame: type %d, %v", typ, err)
+		}
+		if gjson.GetBytes(got, "type").Str != "error" || gjson.GetBytes(got, "status").Int() != 400 ||
+			gjson.GetBytes(got, "error.type").Str != "invalid_request_error" {
+			t.Fatalf("binary frame answered %s", got)
+		}
+	}
+	// An empty text frame is bad JSON, not a binary frame.
+	if err := conn.WriteMessage(websocket.TextMessage, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := conn.ReadMessage(); err != nil || !strings.Contains(string(got), "could not parse the JSON") {
+		t.Fatalf("empty text frame: %s %v", got, err)
+	}
+	// The connection still serves.
+	if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range lines {
+		_, got, err := conn.ReadMessage()
+		if err != nil || !bytes.Equal(got, []byte(want)) {
+			t.Fatalf("frame %d after binary: %s %v", i, got, err)
+		}
+	}
+	waitIdle(t, sys)
+}

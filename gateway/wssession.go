@@ -76,6 +76,10 @@ func (ss *wsSession) run() {
 			if !ok {
 				return // the client closed or broke the connection (a too-big frame got 1009)
 			}
+			if f == nil {
+				_ = ss.writeError(errBinaryFrame())
+				continue
+			}
 			ss.create(f)
 		case <-ss.closing:
 			ss.closeWith(websocket.CloseGoingAway, "server shutting down")
@@ -87,7 +91,9 @@ func (ss *wsSession) run() {
 }
 
 // read feeds text frames to frames until the connection fails; a client
-// gone mid-response cancels it.
+// gone mid-response cancels it. A binary frame is fed as nil, which run
+// answers with an error frame: ignoring it would leave the client waiting
+// for an answer that never comes.
 func (ss *wsSession) read(frames chan<- []byte) {
 	defer close(frames)
 	for {
@@ -98,8 +104,11 @@ func (ss *wsSession) read(frames chan<- []byte) {
 			}
 			return
 		}
-		if typ != websocket.TextMessage {
-			continue
+		switch {
+		case typ == websocket.BinaryMessage:
+			data = nil
+		case data == nil:
+			data = []byte{} // an empty text frame is bad JSON, not a binary frame
 		}
 		select {
 		case frames <- data:
@@ -136,6 +145,13 @@ func (ss *wsSession) write(b []byte) error {
 // (fixtures responses-websocket/server.error.*.json); the connection stays.
 func (ss *wsSession) writeError(e *APIError) error {
 	return ss.write(appendErrorFrame(nil, e.Status, appendErrorObject(nil, e)))
+}
+
+// errBinaryFrame answers a binary frame: the Responses WebSocket speaks JSON
+// text frames only (https://developers.openai.com/api/docs/guides/websocket-mode).
+func errBinaryFrame() *APIError {
+	return &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_type", Param: "type",
+		Message: "Binary frames are not supported: send response.create as a JSON text frame."}
 }
 
 // appendErrorObject appends e as OpenAI's error object {message,type,param,code}.
