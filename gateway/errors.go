@@ -49,6 +49,10 @@ func errBadJSON() *APIError {
 		Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"}
 }
 
+// msgAnthropicBadJSON is the message of an unparsable body in Anthropic's
+// error shape (type invalid_request_error, status 400).
+const msgAnthropicBadJSON = "There was an error parsing the body of your request: it must be a JSON object (https://docs.anthropic.com/en/api/messages)."
+
 func errMissingModel() *APIError {
 	return &APIError{Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter", Param: "model",
 		Message: "you must provide a model parameter"}
@@ -113,8 +117,12 @@ func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(1, int((e.RetryAfter+time.Second-1)/time.Second))))
 	}
 	if anthropicClient(ctx) {
-		b := make([]byte, 0, 128+len(e.Message))
-		ctx.SetBody(appendAnthropicError(b, e.Status, e.Message, string(ctx.Response.Header.Peek("X-Request-Id"))))
+		msg := e.Message
+		if e.Code == "invalid_json" {
+			msg = msgAnthropicBadJSON // errBadJSON's text is OpenAI's and names the OpenAI API
+		}
+		b := make([]byte, 0, 128+len(msg))
+		ctx.SetBody(appendAnthropicError(b, e.Status, msg, string(ctx.Response.Header.Peek("X-Request-Id"))))
 		return
 	}
 	b := make([]byte, 0, 160+len(e.Message))

@@ -266,3 +266,24 @@ func firstData(sse []byte) string {
 	line, _, _ := bytes.Cut(rest, []byte("\n"))
 	return string(line)
 }
+
+// An unparsable Messages body is answered in Anthropic's shape without
+// OpenAI's message, which names the OpenAI API; Chat keeps OpenAI's text.
+func TestMessagesBadJSONSaysNothingOfOpenAI(t *testing.T) {
+	s, sys, key := testServerOf(t, cannedTransport{200, "application/json", []byte(`{}`)}, storage.ProviderAnthropic)
+	auth := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
+	for _, body := range []string{`{"model":`, `[1]`, "\xff", strings.Repeat("[", 20000) + strings.Repeat("]", 20000)} {
+		for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+			resp := doWith(s, "POST", path, auth, []byte(body))
+			msg := gjson.GetBytes(resp.Body(), "error.message").Str
+			if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") || msg != msgAnthropicBadJSON {
+				t.Errorf("%s %.20q: %d %s", path, body, resp.StatusCode(), resp.Body())
+			}
+		}
+	}
+	resp := doWith(s, "POST", "/v1/chat/completions", auth, []byte(`{"model":`))
+	if !strings.Contains(gjson.GetBytes(resp.Body(), "error.message").Str, "OpenAI API") {
+		t.Errorf("chat: %s", resp.Body())
+	}
+	waitIdle(t, sys)
+}
