@@ -330,7 +330,7 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 		}
 		var in accountInput
 		if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
-			writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+clip(err.Error())))
+			writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
 			return
 		}
 		if in.Name != "" && in.Name != a.Name {

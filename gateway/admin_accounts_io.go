@@ -46,7 +46,7 @@ func decodeAccountInput(b []byte) (accountInput, *APIError) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&in); err != nil {
-		return in, errBadParam("body", "The body must be a JSON account object: "+clip(err.Error()))
+		return in, errBadParam("body", "The body must be a JSON account object: "+jsonDecodeError(err))
 	}
 	if in.Name == "" {
 		return in, errBadParam("name", "An account needs a name.")
@@ -146,7 +146,7 @@ func parseImport(body []byte) ([]accountInput, error) {
 func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	list, err := parseImport(ctx.PostBody())
 	if err != nil {
-		writeError(ctx, errBadParam("body", "The body must be a JSON array of accounts (the export format): "+clip(err.Error())))
+		writeError(ctx, errBadParam("body", "The body must be a JSON array of accounts (the export format): "+jsonDecodeError(err)))
 		return
 	}
 	if len(list) == 0 {

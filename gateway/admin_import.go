@@ -222,6 +222,15 @@ func (s *Server) adminAccountsIO(ctx *fasthttp.RequestCtx, method, op string) {
 	q := ctx.QueryArgs()
 	switch {
 	case op == "import" && method == "POST":
+		// The Codex formats are detected from the content; any other format
+		// is refused rather than read as one of them (format=troupe is routed
+		// to importAccounts before this).
+		switch f := string(q.Peek("format")); f {
+		case "", upstream.FormatAuthJSON, upstream.FormatJSON, upstream.FormatJSONL, upstream.FormatTokens:
+		default:
+			writeError(ctx, errBadParam("format", "Unknown import format "+strconv.Quote(clip(f))+": troupe, auth.json, json, jsonl or tokens (or none: detected from the file)."))
+			return
+		}
 		opts := ImportOptions{
 			DryRun: q.GetBool("dry_run"), NamePrefix: string(q.Peek("name_prefix")), BaseURL: string(q.Peek("base_url")),
 			Group: string(q.Peek("group")), Models: splitQueryList(q.Peek("models")), Tags: splitQueryList(q.Peek("tags")),

@@ -199,3 +199,43 @@ func (b bgStore) ListAccounts(context.Context) ([]storage.Account, error) {
 func (b bgStore) PutAccount(_ context.Context, a storage.Account) (storage.Account, error) {
 	return b.Store.PutAccount(context.Background(), a)
 }
+
+// Bad import and account bodies are refused in the body's terms: an unknown
+// format is a 400 (it was read as a Codex file, imported nothing and answered
+// 200), and a wrongly typed field is named with its JSON type, never with Go
+// type names such as gateway.accountInput.
+func TestAdminImportRefusalsSpeakJSON(t *testing.T) {
+	st, _ := openSQLite(t)
+	sys, err := actors.Start(actors.Config{Store: st, Transport: func(storage.Account) (upstream.Transport, error) { return cannedTransport{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Stop(context.Background())
+	admin, k, _ := NewKey("admin")
+	k.Admin = true
+	if _, err := st.CreateAPIKey(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{}, sys, bgStore{st}, nil, nil, nil)
+	r := do(s, "POST", "/api/admin/accounts/import?format=zzz", admin, []byte(`[]`))
+	if r.StatusCode() != 400 || gjson.GetBytes(r.Body(), "error.param").Str != "format" {
+		t.Fatalf("unknown format: %d %s", r.StatusCode(), r.Body())
+	}
+	for _, tc := range []struct{ path, method, body, want string }{
+		{"/api/admin/accounts/import?format=troupe", "POST", `[{"name":5}]`, "name must be a string, not number"},
+		{"/api/admin/accounts/import?format=troupe", "POST", `{"accounts":"x"}`, "accounts must be an array, not string"},
+		{"/api/admin/accounts/import?format=troupe", "POST", `[{"name":"a"},`, "invalid JSON at byte 14"},
+		{"/api/admin/accounts", "POST", `{"name":"a","max_concurrency":"9"}`, "max_concurrency must be an integer, not string"},
+		{"/api/admin/accounts", "POST", `{"name":"a","zzz":1}`, `unknown field "zzz"`},
+		{"/api/admin/keys", "POST", `{"name":["a"]}`, "name must be a string, not array"},
+	} {
+		r := do(s, tc.method, tc.path, admin, []byte(tc.body))
+		msg := gjson.GetBytes(r.Body(), "error.message").Str
+		if r.StatusCode() != 400 || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s: %d %s, want %q", tc.path, tc.body, r.StatusCode(), r.Body(), tc.want)
+		}
+		if strings.Contains(msg, "Go ") || strings.Contains(msg, "gateway.") || strings.Contains(msg, "json:") {
+			t.Errorf("%s %s: Go error text in %s", tc.path, tc.body, msg)
+		}
+	}
+}

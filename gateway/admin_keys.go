@@ -73,7 +73,7 @@ func decodeKeyInput(b []byte) (keyInput, *APIError) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&in); err != nil {
-		return in, errBadParam("body", "The body must be a JSON object of key fields: "+clip(err.Error()))
+		return in, errBadParam("body", "The body must be a JSON object of key fields: "+jsonDecodeError(err))
 	}
 	var raw map[string]json.RawMessage
 	if json.Unmarshal(b, &raw) == nil {

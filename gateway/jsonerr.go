@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// jsonDecodeError says what is wrong with a JSON body that encoding/json
+// refused, in the body's terms: the field and the JSON type it needs ("name
+// must be a string, not number"), the byte offset of a syntax error, or an
+// unknown field; never Go type names (gateway.accountInput, []string).
+func jsonDecodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		want := jsonKind(te.Type)
+		if te.Field == "" {
+			return "the body must be " + want + ", not " + te.Value
+		}
+		return te.Field + " must be " + want + ", not " + te.Value
+	case errors.As(err, &se):
+		return "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON is empty or cut short"
+	}
+	return clip(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON type a Go type decodes from: a string, a number,
+// a boolean, an array or an object.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a JSON value"
+}
