@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
@@ -16,31 +17,48 @@ const AffinityTTL = 6 * time.Hour
 
 const affinityPrefix = "aff:resp:"
 
-// remember records that account served response id (best effort: a cache
-// failure only costs the follow-up its preference).
-func (s *Server) remember(id, account string) {
+// affinityOwnerSep separates the account from the API key that asked for
+// the response in an affinity value ("<account id>|<key id>"); neither id
+// holds it.
+const affinityOwnerSep = "|"
+
+// remember records that account served response id to the API key keyID
+// (best effort: a cache failure only costs the follow-up its preference).
+func (s *Server) remember(id, account, keyID string) {
 	if s.cache == nil || id == "" || len(id) > 256 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := s.cache.Set(ctx, affinityPrefix+id, account, AffinityTTL); err != nil {
+	if err := s.cache.Set(ctx, affinityPrefix+id, account+affinityOwnerSep+keyID, AffinityTTL); err != nil {
 		s.log.Debug("affinity not recorded", "err", err)
 	}
 }
 
-// affinity returns the account that served previous response id, or "".
-func (s *Server) affinity(ctx context.Context, id string) string {
+// affinity returns the account that served previous response id and the ID
+// of the API key it was served to, or "" for both. A value written before
+// the key was recorded has no key ("").
+func (s *Server) affinity(ctx context.Context, id string) (account, keyID string) {
 	if s.cache == nil || id == "" || len(id) > 256 {
-		return ""
+		return "", ""
 	}
 	actx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	acc, ok, err := s.cache.Get(actx, affinityPrefix+id)
+	v, ok, err := s.cache.Get(actx, affinityPrefix+id)
 	if err != nil || !ok {
-		return ""
+		return "", ""
 	}
-	return acc
+	account, keyID, _ = strings.Cut(v, affinityOwnerSep)
+	return account, keyID
+}
+
+// errPreviousResponseNotFound is the answer to a previous_response_id that
+// another API key asked for: the OpenAI API's own 400 for an id it does not
+// know (https://platform.openai.com/docs/api-reference/responses/create), so
+// a key learns nothing of other keys' responses and cannot continue them.
+func errPreviousResponseNotFound(id string) *APIError {
+	return &APIError{Status: 400, Type: "invalid_request_error", Code: "previous_response_not_found", Param: "previous_response_id",
+		Message: "Previous response with id '" + clip(id) + "' not found."}
 }
 
 // DefaultSessionAffinityTTL is how long a client session stays with the
@@ -67,9 +85,12 @@ func errPreviousResponseUnavailable(id string) *APIError {
 // preference yields when the account is not available.
 func (s *Server) pin(ctx context.Context, c *call) *APIError {
 	if c.prevResp != "" {
-		owner := s.affinity(ctx, c.prevResp)
+		owner, keyID := s.affinity(ctx, c.prevResp)
 		if owner == "" {
 			return nil // not ours (or expired): the upstream answers whether it knows the id
+		}
+		if keyID != "" && keyID != c.key.ID {
+			return errPreviousResponseNotFound(c.prevResp) // another key's response
 		}
 		if !s.usable(owner) {
 			return errPreviousResponseUnavailable(c.prevResp)

@@ -178,13 +178,21 @@ func TestAnthropicErrorShapes(t *testing.T) {
 		writeError(&ctx, tc.e)
 		b := ctx.Response.Body()
 		if ctx.Response.StatusCode() != tc.e.Status || !isAnthropicError(b, tc.typ) || gjson.GetBytes(b, "request_id").Str != "req_x" ||
-			gjson.GetBytes(b, "error.message").Str != tc.e.Message {
+			gjson.GetBytes(b, "error.message").Str != anthropicMessage(tc.e) {
 			t.Errorf("%d %s: status %d body %s, want type %s", tc.e.Status, tc.e.Code, ctx.Response.StatusCode(), b, tc.typ)
 		}
 		if (tc.e.RetryAfter > 0) != (len(ctx.Response.Header.Peek("Retry-After")) > 0) {
 			t.Errorf("%d: Retry-After %q", tc.e.Status, ctx.Response.Header.Peek("Retry-After"))
 		}
 	}
+}
+
+// anthropicMessage is the message writeError gives e in Anthropic's shape.
+func anthropicMessage(e *APIError) string {
+	if e.Code == "invalid_json" {
+		return msgAnthropicBadJSON
+	}
+	return e.Message
 }
 
 // FuzzEstimateInputTokens feeds arbitrary bodies to the count_tokens

@@ -210,7 +210,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		}
 		body = out
 	} else if c.endpoint == upstream.EndpointResponses && !c.compact {
-		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID)
+		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID, c.key.ID)
 	}
 	s.rememberSession(c, lease.AccountID)
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil

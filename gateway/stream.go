@@ -197,7 +197,7 @@ func (st *stream) observe(ev translate.Event) {
 			// response in its next request at once, on any instance. Only a
 			// Responses client sees this id (others get a translation).
 			if st.c.endpoint == upstream.EndpointResponses {
-				st.s.remember(st.respID, st.lease.AccountID)
+				st.s.remember(st.respID, st.lease.AccountID, st.c.key.ID)
 			}
 		case "response.failed", "error":
 			st.clean = true

@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// A previous_response_id is continued only by the API key it was served
+// to: another key gets OpenAI's 400 previous_response_not_found and nothing
+// goes upstream. Before, any key that knew the id was pinned to the owning
+// account and continued the conversation, reading its state.
+func TestPreviousResponseOfAnotherKey(t *testing.T) {
+	answer := []byte(`{"id":"resp_owned","object":"response","status":"completed","output":[],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	rec := &recorder{inner: cannedTransport{200, "application/json", answer}, reqs: make(chan upstream.Request, 8)}
+	s, sys, _, store := testServerStore(t, 2, rec)
+	mc := memcache.New(memcache.Options{SweepInterval: -1})
+	t.Cleanup(func() { mc.Close() })
+	s.cache = mc
+	newKey := func(name string) string {
+		secret, k, err := NewKey(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.ID = "key-" + name // as the SQL stores assign
+		if _, err := store.CreateAPIKey(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
+	owner, other := newKey("owner"), newKey("other")
+	// Served for real: the affinity lookup needs a request context that
+	// can parent a timeout, which do()'s bare RequestCtx cannot.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(key string, body []byte) (int, []byte) {
+		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/responses", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if st, b := post(owner, []byte(`{"model":"m","input":"hi"}`)); st != 200 {
+		t.Fatalf("first turn: %d %s", st, b)
+	}
+	<-rec.reqs
+	cont := []byte(`{"model":"m","input":"more","previous_response_id":"resp_owned"}`)
+	st, b := post(other, cont)
+	if st != 400 || gjson.GetBytes(b, "error.code").Str != "previous_response_not_found" ||
+		gjson.GetBytes(b, "error.param").Str != "previous_response_id" {
+		t.Fatalf("other key: %d %s", st, b)
+	}
+	select {
+	case r := <-rec.reqs:
+		t.Fatalf("another key's continuation went upstream: %s", r.Body)
+	default:
+	}
+	if st, b := post(owner, cont); st != 200 {
+		t.Fatalf("owner's continuation: %d %s", st, b)
+	}
+	// A value recorded without a key (an older instance) still pins.
+	if err := mc.Set(context.Background(), affinityPrefix+"resp_old", "a0", AffinityTTL); err != nil {
+		t.Fatal(err)
+	}
+	if acc, key := s.affinity(context.Background(), "resp_old"); acc != "a0" || key != "" {
+		t.Fatalf("old value: %q %q", acc, key)
+	}
+	waitIdle(t, sys)
+}
