@@ -30,6 +30,9 @@ const countWait = time.Second
 // needs a valid key and an allowed model but does not count against rate or
 // token limits: nothing is generated.
 func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
+	// Every answer names its request, as /v1/messages does: errors carry
+	// it as request_id too.
+	ctx.Response.Header.Set("X-Request-Id", newRequestID())
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		writeError(ctx, aerr)

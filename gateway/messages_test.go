@@ -279,6 +279,9 @@ func TestMessagesBadJSONSaysNothingOfOpenAI(t *testing.T) {
 			if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") || msg != msgAnthropicBadJSON {
 				t.Errorf("%s %.20q: %d %s", path, body, resp.StatusCode(), resp.Body())
 			}
+			if id := gjson.GetBytes(resp.Body(), "request_id").Str; !strings.HasPrefix(id, "req_") || string(resp.Header.Peek("X-Request-Id")) != id {
+				t.Errorf("%s: request_id %q, header %q", path, id, resp.Header.Peek("X-Request-Id"))
+			}
 		}
 	}
 	resp := doWith(s, "POST", "/v1/chat/completions", auth, []byte(`{"model":`))
