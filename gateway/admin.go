@@ -345,9 +345,14 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 }
 
 // activatePolicy loads version v of name (0: the latest), stores the
-// activation and broadcasts it.
+// activation and broadcasts it. A built-in never stored (smart, …) is
+// stored first as version 1 of its name, so the operator can always return
+// to it and the activation survives a restart like any other.
 func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, name string, v int) {
 	p, err := s.store.GetPolicy(rctx, name, v)
+	if src, ok := scripts.Builtin(name); ok && v == 0 && errors.Is(err, storage.ErrNotFound) {
+		p, err = s.store.SavePolicy(rctx, name, src)
+	}
 	if err != nil {
 		s.storageError(ctx, err)
 		return

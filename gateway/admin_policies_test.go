@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/troupe-gw/troupe/scripts"
 )
 
 const goodPolicy = `
@@ -83,6 +85,23 @@ func TestAdminPolicies(t *testing.T) {
 	if r := c.do("GET", "/api/admin/ops", nil).want(t, 200); r.json["tiers"].(map[string]any)["warm"].(float64) != 3 {
 		t.Fatalf("ops after rollback: %s", r.body)
 	}
+	// Back to a built-in that was never stored: it is stored as version 1
+	// of its name and activated (it answered 404, leaving no way back).
+	r = c.do("POST", "/api/admin/policies/smart/activate", nil).want(t, 200)
+	if a := r.json["activated"].(map[string]any); a["name"] != "smart" || a["version"].(float64) != 1 {
+		t.Fatalf("activate the built-in: %s", r.body)
+	}
+	waitFor(t, "the pool to turn healthy under smart", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=healthy", nil).json["total"].(float64) == 3
+	})
+	if src, _ := scripts.Builtin("smart"); c.do("GET", "/api/admin/policies/smart", nil).want(t, 200).json["source"] != src {
+		t.Fatal("the stored built-in is not its source")
+	}
+	c.do("POST", "/api/admin/policies/smart/activate", nil).want(t, 200) // stored now: no second copy
+	if v := c.do("GET", "/api/admin/policies/smart/history", nil).want(t, 200).json["versions"].([]any); len(v) != 1 {
+		t.Fatalf("smart history after two activations: %d versions", len(v))
+	}
+	c.do("POST", "/api/admin/policies/smart/activate", map[string]int{"version": 7}).want(t, 404)
 }
 
 func TestAdminUI(t *testing.T) {
