@@ -38,7 +38,11 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
-	body := ctx.PostBody()
+	body, aerr := s.requestBody(ctx) // Content-Encoding is not passed upstream: the body goes decompressed
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 		writeError(ctx, errBadJSON())
 		return

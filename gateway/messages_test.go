@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"os"
 	"strings"
@@ -287,6 +288,38 @@ func TestMessagesBadJSONSaysNothingOfOpenAI(t *testing.T) {
 	resp := doWith(s, "POST", "/v1/chat/completions", auth, []byte(`{"model":`))
 	if !strings.Contains(gjson.GetBytes(resp.Body(), "error.message").Str, "OpenAI API") {
 		t.Errorf("chat: %s", resp.Body())
+	}
+	waitIdle(t, sys)
+}
+
+// count_tokens reads a compressed body as /v1/messages does (it answered
+// 400 "error parsing the body" to a gzip body Messages accepts), with the
+// same limit on the decompressed size.
+func TestCountTokensCompressedBody(t *testing.T) {
+	s, sys, key := testServerOf(t, cannedTransport{200, "application/json", []byte(`{}`)}, storage.ProviderOpenAI)
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		w.Write(b)
+		w.Close()
+		return buf.Bytes()
+	}
+	auth := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01", "Content-Encoding": "gzip"}
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
+	resp := doWith(s, "POST", "/v1/messages/count_tokens", auth, gz(body))
+	if resp.StatusCode() != 200 || gjson.GetBytes(resp.Body(), "input_tokens").Int() <= 0 {
+		t.Fatalf("gzip body: %d %s", resp.StatusCode(), resp.Body())
+	}
+	plain := doWith(s, "POST", "/v1/messages/count_tokens", map[string]string{"x-api-key": key}, body)
+	if !bytes.Equal(plain.Body(), resp.Body()) {
+		t.Errorf("gzip %s, plain %s", resp.Body(), plain.Body())
+	}
+	bomb := gz(append(append([]byte(`{"model":"m","messages":[{"role":"user","content":"`), bytes.Repeat([]byte("a"), 17<<20)...), `"}]}`...))
+	if resp := doWith(s, "POST", "/v1/messages/count_tokens", auth, bomb); resp.StatusCode() != 413 || !isAnthropicError(resp.Body(), "request_too_large") {
+		t.Errorf("bomb: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if resp := doWith(s, "POST", "/v1/messages/count_tokens", auth, []byte("not gzip")); resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") {
+		t.Errorf("corrupt: %d %s", resp.StatusCode(), resp.Body())
 	}
 	waitIdle(t, sys)
 }

@@ -165,22 +165,9 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
 
 // parse reads what routing needs from the body without decoding it whole.
 func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
-	body := ctx.PostBody()
-	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
-		// Codex sends zstd bodies to the ChatGPT backend; any client may gzip.
-		// The limit caps the decompressed size, so a small bomb cannot blow up.
-		b, err := ctx.Request.BodyUncompressedWithLimit(s.cfg.MaxBodySize)
-		switch {
-		case errors.Is(err, fasthttp.ErrBodyTooLarge):
-			return errTooLarge(s.cfg.MaxBodySize)
-		case errors.Is(err, fasthttp.ErrContentEncodingUnsupported):
-			return &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_content_encoding",
-				Message: "Unsupported Content-Encoding: use gzip, deflate, br or zstd, or none."}
-		case err != nil:
-			return &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_body_encoding",
-				Message: "The request body could not be decompressed."}
-		}
-		body = b
+	body, aerr := s.requestBody(ctx)
+	if aerr != nil {
+		return aerr
 	}
 	if aerr := s.parseBody(c, body); aerr != nil {
 		return aerr
@@ -190,6 +177,30 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 		c.rawQuery = string(q)
 	}
 	return nil
+}
+
+// requestBody returns the request body decompressed per its Content-Encoding
+// (gzip, deflate, br, zstd; none or identity: as sent): 413 past
+// MaxBodySize decompressed, 415 for another encoding, 400 when it does not
+// decompress. Codex sends zstd bodies to the ChatGPT backend; any client may
+// gzip. The limit caps the decompressed size, so a small bomb cannot blow up.
+func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
+	body := ctx.PostBody()
+	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
+		b, err := ctx.Request.BodyUncompressedWithLimit(s.cfg.MaxBodySize)
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			return nil, errTooLarge(s.cfg.MaxBodySize)
+		case errors.Is(err, fasthttp.ErrContentEncodingUnsupported):
+			return nil, &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_content_encoding",
+				Message: "Unsupported Content-Encoding: use gzip, deflate, br or zstd, or none."}
+		case err != nil:
+			return nil, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_body_encoding",
+				Message: "The request body could not be decompressed."}
+		}
+		body = b
+	}
+	return body, nil
 }
 
 // parseBody reads what routing needs from a request body (decompressed) and
