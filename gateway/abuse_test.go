@@ -87,3 +87,41 @@ func TestUnauthenticatedBodyLimit(t *testing.T) {
 		t.Fatalf("valid key, 1 MiB body: %d %s", st, b)
 	}
 }
+
+// A chunked body over the limit is a 413 even though fasthttp resets the
+// request before the error handler sees it (the answer was 401 "You didn't
+// provide an API key" to a client that sent a valid one).
+func TestChunkedBodyTooLarge(t *testing.T) {
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	go func() {
+		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-api-key: %s\r\nTransfer-Encoding: chunked\r\n\r\n", key)
+		chunk := bytes.Repeat([]byte("a"), 1<<20)
+		for range s.cfg.MaxBodySize>>20 + 2 {
+			if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+				return // the server answered and closed
+			}
+		}
+		conn.Write([]byte("0\r\n\r\n"))
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || !bytes.Contains(b, []byte("request_too_large")) {
+		t.Fatalf("chunked, too large: %d %s", resp.StatusCode, b)
+	}
+}

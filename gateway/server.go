@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -317,6 +318,14 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		defer ctx.Response.Header.Set("Cache-Control", "no-store")
 	}
 	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge) && len(ctx.Request.Header.Host()) == 0:
+		// fasthttp resets the request when a chunked (or unsized) body runs
+		// over the limit, so neither the key nor the path is known here; the
+		// old answer, "You didn't provide an API key", was false for a client
+		// that sent one.
+		writeError(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
+			Message: "Request body too large: the limit is " + strconv.Itoa(s.cfg.MaxBodySize) + " bytes (" +
+				strconv.Itoa(unauthenticatedBodyLimit) + " without a valid API key)."})
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		if _, aerr := s.authenticate(ctx); aerr != nil {
 			writeError(ctx, aerr) // an unauthenticated body hit the small limit
