@@ -245,6 +245,18 @@ func (e *responsesEncoder) event(dst []byte, name string) []byte {
 
 func endEvent(dst []byte) []byte { return append(dst, "}\n\n"...) }
 
+// itemEvent writes one whole event of type name about item it (item_id and
+// output_index) whose payload ends in a JSON string: fields (comma-led, ending
+// in the string's key), then s, then tail (e.g. "}" closing a part object).
+func (e *responsesEncoder) itemEvent(dst []byte, it *responsesItem, name, fields, s, tail string) []byte {
+	dst = e.event(dst, name)
+	dst = e.ref(dst, it)
+	dst = append(dst, fields...)
+	dst = AppendString(dst, s)
+	dst = append(dst, tail...)
+	return endEvent(dst)
+}
+
 // response writes the response object.
 func (e *responsesEncoder) response(dst []byte, s *Stream, status string, f finish, errCode, errMsg string) []byte {
 	dst = append(dst, `{"id":`...)
@@ -317,18 +329,9 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 		it.buf = append(it.buf, ev.text...)
 		switch it.p.typ {
 		case partText:
-			dst = e.event(dst, "response.output_text.delta")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"content_index":0,"delta":`...)
-			dst = AppendString(dst, ev.text)
-			dst = append(dst, `,"logprobs":[]`...)
-			return endEvent(dst)
+			return e.itemEvent(dst, it, "response.output_text.delta", `,"content_index":0,"delta":`, ev.text, `,"logprobs":[]`)
 		case partRefusal:
-			dst = e.event(dst, "response.refusal.delta")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"content_index":0,"delta":`...)
-			dst = AppendString(dst, ev.text)
-			return endEvent(dst)
+			return e.itemEvent(dst, it, "response.refusal.delta", `,"content_index":0,"delta":`, ev.text, "")
 		case partReasoning:
 			if !e.summaryOn {
 				e.summaryOn = true
@@ -337,20 +340,12 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 				dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
 				dst = endEvent(dst)
 			}
-			dst = e.event(dst, "response.reasoning_summary_text.delta")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"summary_index":0,"delta":`...)
-			dst = AppendString(dst, ev.text)
-			return endEvent(dst)
+			return e.itemEvent(dst, it, "response.reasoning_summary_text.delta", `,"summary_index":0,"delta":`, ev.text, "")
 		case partToolCall:
 			if it.p.custom {
 				return dst // the input is sent whole at the end (it arrives JSON-wrapped)
 			}
-			dst = e.event(dst, "response.function_call_arguments.delta")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"delta":`...)
-			dst = AppendString(dst, ev.text)
-			return endEvent(dst)
+			return e.itemEvent(dst, it, "response.function_call_arguments.delta", `,"delta":`, ev.text, "")
 		}
 		return dst
 	case sevSignature:
@@ -464,63 +459,23 @@ func (e *responsesEncoder) stop(dst []byte) []byte {
 	text := b2s(it.buf)
 	switch it.p.typ {
 	case partText:
-		dst = e.event(dst, "response.output_text.done")
-		dst = e.ref(dst, it)
-		dst = append(dst, `,"content_index":0,"text":`...)
-		dst = AppendString(dst, text)
-		dst = append(dst, `,"logprobs":[]`...)
-		dst = endEvent(dst)
-		dst = e.event(dst, "response.content_part.done")
-		dst = e.ref(dst, it)
-		dst = append(dst, `,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":`...)
-		dst = AppendString(dst, text)
-		dst = append(dst, '}')
-		dst = endEvent(dst)
+		dst = e.itemEvent(dst, it, "response.output_text.done", `,"content_index":0,"text":`, text, `,"logprobs":[]`)
+		dst = e.itemEvent(dst, it, "response.content_part.done", `,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":`, text, "}")
 	case partRefusal:
-		dst = e.event(dst, "response.refusal.done")
-		dst = e.ref(dst, it)
-		dst = append(dst, `,"content_index":0,"refusal":`...)
-		dst = AppendString(dst, text)
-		dst = endEvent(dst)
-		dst = e.event(dst, "response.content_part.done")
-		dst = e.ref(dst, it)
-		dst = append(dst, `,"content_index":0,"part":{"type":"refusal","refusal":`...)
-		dst = AppendString(dst, text)
-		dst = append(dst, '}')
-		dst = endEvent(dst)
+		dst = e.itemEvent(dst, it, "response.refusal.done", `,"content_index":0,"refusal":`, text, "")
+		dst = e.itemEvent(dst, it, "response.content_part.done", `,"content_index":0,"part":{"type":"refusal","refusal":`, text, "}")
 	case partReasoning:
 		if e.summaryOn {
-			dst = e.event(dst, "response.reasoning_summary_text.done")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"summary_index":0,"text":`...)
-			dst = AppendString(dst, text)
-			dst = endEvent(dst)
-			dst = e.event(dst, "response.reasoning_summary_part.done")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":`...)
-			dst = AppendString(dst, text)
-			dst = append(dst, '}')
-			dst = endEvent(dst)
+			dst = e.itemEvent(dst, it, "response.reasoning_summary_text.done", `,"summary_index":0,"text":`, text, "")
+			dst = e.itemEvent(dst, it, "response.reasoning_summary_part.done", `,"summary_index":0,"part":{"type":"summary_text","text":`, text, "}")
 		}
 	case partToolCall:
 		if it.p.custom {
 			input := customInput(text)
-			dst = e.event(dst, "response.custom_tool_call_input.delta")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"delta":`...)
-			dst = AppendString(dst, input)
-			dst = endEvent(dst)
-			dst = e.event(dst, "response.custom_tool_call_input.done")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"input":`...)
-			dst = AppendString(dst, input)
-			dst = endEvent(dst)
+			dst = e.itemEvent(dst, it, "response.custom_tool_call_input.delta", `,"delta":`, input, "")
+			dst = e.itemEvent(dst, it, "response.custom_tool_call_input.done", `,"input":`, input, "")
 		} else {
-			dst = e.event(dst, "response.function_call_arguments.done")
-			dst = e.ref(dst, it)
-			dst = append(dst, `,"arguments":`...)
-			dst = AppendString(dst, text)
-			dst = endEvent(dst)
+			dst = e.itemEvent(dst, it, "response.function_call_arguments.done", `,"arguments":`, text, "")
 		}
 	}
 	dst = e.event(dst, "response.output_item.done")
