@@ -162,11 +162,8 @@ func decodeChatContent(c gjson.Result, p string, images bool) ([]part, error) {
 	if isNull(c) {
 		return nil, nil
 	}
-	if c.Type == gjson.String {
-		return []part{{typ: partText, text: c.Str}}, nil
-	}
-	if !c.IsArray() {
-		return nil, badRequest(p, p+" must be a string or an array of content parts")
+	if ps, done, err := stringContent(c, p, "content parts"); done {
+		return ps, err
 	}
 	var ps []part
 	var err error
@@ -218,15 +215,8 @@ func decodeChatTools(v gjson.Result) ([]tool, error) {
 }
 
 func decodeChatToolChoice(v gjson.Result) (toolChoice, error) {
-	if isNull(v) {
-		return toolChoice{}, nil
-	}
-	if v.Type == gjson.String {
-		switch v.Str {
-		case "auto", "none", "required":
-			return toolChoice{mode: v.Str}, nil
-		}
-		return toolChoice{}, badRequest("tool_choice", "tool_choice "+v.Str+" is not valid")
+	if tc, done, err := decodeToolChoiceMode(v); done {
+		return tc, err
 	}
 	switch v.Get("type").Str {
 	case "function":
@@ -324,12 +314,7 @@ func encodeChatRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
 		b = append(key(b, "response_format"), `{"type":"json_object"}`...)
 	case "json_schema":
 		b = append(key(b, "response_format"), `{"type":"json_schema","json_schema":{`...)
-		b = kStr(b, "name", formatName(&rq.format))
-		b = kStrOpt(b, "description", rq.format.description)
-		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
-		if rq.format.strict != nil {
-			b = kBool(b, "strict", *rq.format.strict)
-		}
+		b = appendSchemaFormat(b, &rq.format)
 		b = append(b, "}}"...)
 	}
 	if rq.user != "" {
@@ -382,22 +367,7 @@ func encodeChatMessage(b []byte, m *message, from Protocol) ([]byte, error) {
 			b = kStr(b, "refusal", refusal)
 		}
 		if calls > 0 {
-			b = key(b, "tool_calls")
-			b = append(b, '[')
-			for i := range m.parts {
-				p := &m.parts[i]
-				if p.typ != partToolCall {
-					continue
-				}
-				b = elem(b)
-				b = append(b, '{')
-				b = kStr(b, "id", p.callID)
-				b = append(b, `,"type":"function","function":{`...)
-				b = kStr(b, "name", flatName(p.namespace, p.name))
-				b = kStr(b, "arguments", callArguments(p))
-				b = append(b, "}}"...)
-			}
-			b = append(b, ']')
+			b = appendChatToolCalls(b, m.parts, flatPartName)
 		}
 		return append(b, '}'), nil
 	case roleTool:

@@ -125,22 +125,7 @@ func encodeChatResponse(b []byte, rs *response) []byte {
 		b = AppendString(key(b, "reasoning_content"), b2s(thinking))
 	}
 	if hasToolCall(rs.parts) {
-		b = key(b, "tool_calls")
-		b = append(b, '[')
-		for i := range rs.parts {
-			p := &rs.parts[i]
-			if p.typ != partToolCall {
-				continue
-			}
-			b = elem(b)
-			b = append(b, '{')
-			b = kStr(b, "id", p.callID)
-			b = append(b, `,"type":"function","function":{`...)
-			b = kStr(b, "name", p.name)
-			b = kStr(b, "arguments", callArguments(p))
-			b = append(b, "}}"...)
-		}
-		b = append(b, ']')
+		b = appendChatToolCalls(b, rs.parts, partName)
 	}
 	b = append(b, `},"logprobs":null`...)
 	f := rs.finish

@@ -194,3 +194,17 @@ func onlyText(ps []part) bool {
 	}
 	return true
 }
+
+// stringContent reads the start that every content value shares: a string is
+// one text part (done); anything else but an array is a 400 on p saying it
+// must be a string or an array of what (done); an array is left to the
+// caller (done false).
+func stringContent(c gjson.Result, p, what string) (ps []part, done bool, err error) {
+	if c.Type == gjson.String {
+		return []part{{typ: partText, text: c.Str}}, true, nil
+	}
+	if !c.IsArray() {
+		return nil, true, badRequest(p, p+" must be a string or an array of "+what)
+	}
+	return nil, false, nil
+}

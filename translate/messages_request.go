@@ -163,11 +163,8 @@ func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
 	if isNull(c) {
 		return nil, nil
 	}
-	if c.Type == gjson.String {
-		return []part{{typ: partText, text: c.Str}}, nil
-	}
-	if !c.IsArray() {
-		return nil, badRequest(p, p+" must be a string or an array of content blocks")
+	if ps, done, err := stringContent(c, p, "content blocks"); done {
+		return ps, err
 	}
 	var ps []part
 	var err error

@@ -192,11 +192,8 @@ func decodeResponsesInput(v gjson.Result, rq *request) ([]message, error) {
 }
 
 func decodeResponsesContent(c gjson.Result, p string) ([]part, error) {
-	if c.Type == gjson.String {
-		return []part{{typ: partText, text: c.Str}}, nil
-	}
-	if !c.IsArray() {
-		return nil, badRequest(p, p+" must be a string or an array of content parts")
+	if ps, done, err := stringContent(c, p, "content parts"); done {
+		return ps, err
 	}
 	var ps []part
 	var err error
@@ -267,15 +264,8 @@ func decodeResponsesTools(v gjson.Result, p, ns string) ([]tool, error) {
 }
 
 func decodeResponsesToolChoice(v gjson.Result) (toolChoice, error) {
-	if isNull(v) {
-		return toolChoice{}, nil
-	}
-	if v.Type == gjson.String {
-		switch v.Str {
-		case "auto", "none", "required":
-			return toolChoice{mode: v.Str}, nil
-		}
-		return toolChoice{}, badRequest("tool_choice", "tool_choice "+v.Str+" is not valid")
+	if tc, done, err := decodeToolChoiceMode(v); done {
+		return tc, err
 	}
 	switch v.Get("type").Str {
 	case "function", "custom":
@@ -475,12 +465,7 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 		b = append(key(b, "text"), `{"format":{"type":"json_object"}}`...)
 	case "json_schema":
 		b = append(key(b, "text"), `{"format":{"type":"json_schema"`...)
-		b = kStr(b, "name", formatName(&rq.format))
-		b = kStrOpt(b, "description", rq.format.description)
-		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
-		if rq.format.strict != nil {
-			b = kBool(b, "strict", *rq.format.strict)
-		}
+		b = appendSchemaFormat(b, &rq.format)
 		b = append(b, "}}"...)
 	}
 	if rq.user != "" {

@@ -203,3 +203,64 @@ func customInput(args string) string {
 	}
 	return args
 }
+
+// decodeToolChoiceMode reads what Chat and Responses share of tool_choice: a
+// missing or null value (the zero toolChoice), or the string auto, none or
+// required (any other string is a 400 on tool_choice). done is false when v
+// is an object, whose shape each protocol reads itself.
+func decodeToolChoiceMode(v gjson.Result) (tc toolChoice, done bool, err error) {
+	if isNull(v) {
+		return toolChoice{}, true, nil
+	}
+	if v.Type == gjson.String {
+		switch v.Str {
+		case "auto", "none", "required":
+			return toolChoice{mode: v.Str}, true, nil
+		}
+		return toolChoice{}, true, badRequest("tool_choice", "tool_choice "+v.Str+" is not valid")
+	}
+	return toolChoice{}, false, nil
+}
+
+// appendSchemaFormat writes the fields of a json_schema response format that
+// Chat (response_format.json_schema) and Responses (text.format) share: name,
+// description when set, schema ({} when empty) and strict when set. The
+// caller opens and closes the object.
+func appendSchemaFormat(b []byte, f *format) []byte {
+	b = kStr(b, "name", formatName(f))
+	b = kStrOpt(b, "description", f.description)
+	b = kRaw(b, "schema", orEmptyObject(f.schema))
+	if f.strict != nil {
+		b = kBool(b, "strict", *f.strict)
+	}
+	return b
+}
+
+// appendChatToolCalls writes the Chat tool_calls key and array
+// [{"id","type":"function","function":{"name","arguments"}}] for the tool-call
+// parts of ps; name gives each call's function name.
+func appendChatToolCalls(b []byte, ps []part, name func(*part) string) []byte {
+	b = key(b, "tool_calls")
+	b = append(b, '[')
+	for i := range ps {
+		p := &ps[i]
+		if p.typ != partToolCall {
+			continue
+		}
+		b = elem(b)
+		b = append(b, '{')
+		b = kStr(b, "id", p.callID)
+		b = append(b, `,"type":"function","function":{`...)
+		b = kStr(b, "name", name(p))
+		b = kStr(b, "arguments", callArguments(p))
+		b = append(b, "}}"...)
+	}
+	return append(b, ']')
+}
+
+// flatPartName is a tool call's name with its Responses namespace joined on
+// (flatName), for requests to targets without namespaces.
+func flatPartName(p *part) string { return flatName(p.namespace, p.name) }
+
+// partName is a tool call's name as decoded.
+func partName(p *part) string { return p.name }
