@@ -189,23 +189,8 @@ var (
 // rate_limit_error, 503 and 529 overloaded_error, 504 timeout_error, other
 // 5xx api_error, other 4xx invalid_request_error.
 func anthropicErrorType(status int) string {
-	switch status {
-	case 401:
-		return "authentication_error"
-	case 402:
-		return "billing_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	case 504:
-		return "timeout_error"
+	if t := translate.AnthropicStatusType(status); t != "" {
+		return t
 	}
 	if status >= 500 {
 		return "api_error"

@@ -10,6 +10,36 @@ import (
 //   - Anthropic: {"type":"error","error":{"type","message"}}
 //     (https://docs.anthropic.com/en/api/errors).
 
+// AnthropicStatusType is the Anthropic error type that an HTTP status names
+// on its own (https://docs.claude.com/en/api/errors): 400 and 422
+// invalid_request_error, 401 authentication_error, 402 billing_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error, 503 and 529 overloaded_error, 504 timeout_error; "" for
+// any other status, whose type the caller decides (api_error for other 5xx).
+func AnthropicStatusType(status int) string {
+	switch status {
+	case 400, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	return ""
+}
+
 // anthropicType is the Anthropic error type for an OpenAI type or code and
 // an HTTP status (0 when unknown).
 func anthropicType(typ, code string, status int) string {
@@ -36,25 +66,8 @@ func anthropicType(typ, code string, status int) string {
 	case "request_too_large":
 		return "request_too_large"
 	}
-	switch status {
-	case 400, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 402:
-		return "billing_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 504:
-		return "timeout_error"
-	case 503, 529:
-		return "overloaded_error"
+	if t := AnthropicStatusType(status); t != "" {
+		return t
 	}
 	switch typ {
 	case "insufficient_quota":
