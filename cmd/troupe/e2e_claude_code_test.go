@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-gw/troupe/bench/mock"
+	"github.com/troupe-gw/troupe/internal/clienttest"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -20,25 +16,7 @@ import (
 // none, unless TROUPE_REQUIRE_CLIENTS=1.
 func claudeBin(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("TROUPE_CLAUDE_BIN")
-	if bin == "" {
-		if p, err := filepath.Abs(filepath.Join("..", "..", ".cache", "npm", "node_modules", ".bin", "claude")); err == nil {
-			if _, err := os.Stat(p); err == nil {
-				bin = p
-			}
-		}
-	}
-	if bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			t.Fatalf("TROUPE_CLAUDE_BIN=%s: %v", bin, err)
-		}
-		return bin
-	}
-	if os.Getenv("TROUPE_REQUIRE_CLIENTS") == "1" {
-		t.Fatal("Claude Code is required (TROUPE_REQUIRE_CLIENTS=1) but neither TROUPE_CLAUDE_BIN nor .cache/npm has it: run make clients")
-	}
-	t.Skip("no Claude Code: set TROUPE_CLAUDE_BIN or run make clients")
-	return ""
+	return clienttest.Bin(t, "TROUPE_CLAUDE_BIN", "claude", "Claude Code", requireClients())
 }
 
 // claudeResult is the part of `claude -p --output-format json` the tests read.
@@ -56,50 +34,20 @@ type claudeResult struct {
 // traffic), and returns its parsed result.
 func runClaude(t *testing.T, bin string, d *testDemo, model, prompt string, extra ...string) claudeResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
 	args := append([]string{"-p", prompt, "--model", model, "--output-format", "json"}, extra...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = t.TempDir()
-	cmd.Stdin = nil // /dev/null
-	cmd.Env = append(cleanClaudeEnv(),
-		"HOME="+t.TempDir(), "CLAUDE_CONFIG_DIR="+t.TempDir(),
+	env := clienttest.Env("HOME="+t.TempDir(), "CLAUDE_CONFIG_DIR="+t.TempDir(),
 		"ANTHROPIC_BASE_URL="+strings.TrimSuffix(d.base, "/v1"), "ANTHROPIC_API_KEY="+d.apiKey,
 		"DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("claude -p --model %s took %v", model, time.Since(start).Round(time.Millisecond))
-	if ctx.Err() != nil {
-		t.Fatalf("claude -p did not finish within 120s\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
-	if err != nil {
-		t.Fatalf("claude -p: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout, stderr := clienttest.Run(t, "claude -p --model "+model, 120*time.Second, bin, env, args...)
 	var r claudeResult
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &r); err != nil {
-		t.Fatalf("claude -p output is not its JSON result: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &r); err != nil {
+		t.Fatalf("claude -p output is not its JSON result: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
 	if r.Type != "result" || r.Subtype != "success" || r.IsError {
-		t.Fatalf("claude -p result %+v\nstderr:\n%s", r, stderr.String())
+		t.Fatalf("claude -p result %+v\nstderr:\n%s", r, stderr)
 	}
 	return r
-}
-
-// cleanClaudeEnv is cleanEnv without Anthropic and Claude variables either.
-func cleanClaudeEnv() []string {
-	var out []string
-	for _, kv := range cleanEnv() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "CLAUDE_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // TestClaudeCode runs the real Claude Code (claude -p) through the gateway

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/internal/clienttest"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -17,46 +13,10 @@ import (
 // model provider whose base URL is the gateway) and returns its stdout.
 func runCodex(t *testing.T, bin string, d *testDemo, model, prompt string) string {
 	t.Helper()
-	home := t.TempDir()
-	config := `model = "` + model + `"
-model_provider = "troupe"
-approval_policy = "never"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.troupe]
-name = "Troupe"
-base_url = "` + d.base + `"
-wire_api = "responses"
-env_key = "TROUPE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-`
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "exec", "--skip-git-repo-check", prompt)
-	cmd.Dir = t.TempDir()
-	cmd.Stdin = nil // /dev/null
-	cmd.Env = append(cleanEnv(), "CODEX_HOME="+home, "HOME="+t.TempDir(), "TROUPE_API_KEY="+d.apiKey)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("codex exec -m %s took %v", model, time.Since(start).Round(time.Millisecond))
-	if ctx.Err() != nil {
-		t.Fatalf("codex exec did not finish within 120s\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
-	if err != nil {
-		t.Fatalf("codex exec: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	home := codexHome(t, d, model, false)
+	stdout, _ := clienttest.Run(t, "codex exec -m "+model, 120*time.Second, bin, codexEnv(t, d, home),
+		"exec", "--skip-git-repo-check", prompt)
+	return stdout
 }
 
 // TestCodexCLITranslated runs the real Codex CLI (codex exec, Responses)
