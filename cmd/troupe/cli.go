@@ -432,7 +432,7 @@ func accountsCmd() *cobra.Command {
 					if a.Disabled {
 						state = "disabled"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Name, a.Provider, strings.Join(a.Models, ","), a.MaxConcurrency, a.Group, state, a.ID)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Provider, strings.Join(a.Models, ","), concurrencyColumn(a.MaxConcurrency), a.Group, state, a.ID)
 				}
 				return w.Flush()
 			})
