@@ -167,7 +167,12 @@ func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts 
 		fleet.Close()
 		return nil, err
 	}
-	secret, key, err := gateway.NewKey(fmt.Sprintf("demo-%d", time.Now().UnixNano()))
+	_, err = revokeDemoKeys(ctx, store) // the previous runs' keys (demo_keys.go)
+	var secret string
+	var key storage.APIKey
+	if err == nil {
+		secret, key, err = gateway.NewKey(fmt.Sprintf("demo-%d", time.Now().UnixNano()))
+	}
 	if err == nil {
 		_, err = store.CreateAPIKey(ctx, key)
 	}
