@@ -52,7 +52,9 @@ func TestFailedAttemptsRecordedAsErrorEvents(t *testing.T) {
 		t.Errorf("usage records %+v: want one, billed to the third account after 3 attempts", recs)
 	}
 
-	// Every attempt fails: the events are still recorded, and nothing is billed.
+	// Every attempt fails: the events are still recorded, nothing is billed,
+	// and the request has one record with the client's status, the account
+	// that failed last and the decision trace.
 	tr2 := &scripted{answers: []upstream.Transport{boom}}
 	s2, sys2, key2, store2 := testServerStore(t, 2, tr2)
 	resp = do(s2, "POST", "/v1/chat/completions", key2, []byte(`{"model":"m"}`))
@@ -65,7 +67,13 @@ func TestFailedAttemptsRecordedAsErrorEvents(t *testing.T) {
 	}
 	evs, _ = store2.ErrorEvents(ctx, storage.RequestLogQuery{})
 	recs, _ = store2.UsageRecords(ctx, storage.RequestLogQuery{})
-	if len(evs) != 2 || len(recs) != 0 {
-		t.Errorf("all failing: %d events (want 2), %d usage records (want 0)", len(evs), len(recs))
+	if len(evs) != 2 || len(recs) != 1 {
+		t.Fatalf("all failing: %d events (want 2), %d usage records (want 1)", len(evs), len(recs))
+	}
+	r := recs[0]
+	if r.Status != resp.StatusCode() || r.AccountID != evs[1].AccountID || r.ErrorClass != "transient" || r.Attempts != 2 ||
+		r.InputTokens+r.OutputTokens+r.CachedTokens+r.ReasoningTokens != 0 || r.Decision == "" {
+		t.Errorf("all failing: record %+v, want status %d, account %s, class transient, 2 attempts, no tokens, a decision",
+			r, resp.StatusCode(), evs[1].AccountID)
 	}
 }

@@ -200,7 +200,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	}
 	lat := s.now().Sub(start)
 	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
-	s.record(c, lease, resp.Status, usageFromBody(up, body), lat, 0)
+	s.served(c, lease, usageFromBody(up, body), lat, 0)
 	if up != c.endpoint {
 		out, err := translateAnswer(c, up, body)
 		if err != nil {
@@ -232,15 +232,45 @@ func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start 
 	s.sys.Release(l, actors.Outcome{Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
 }
 
-// record queues the usage record of a served request. Only the attempt that
-// served the client is billed.
-func (s *Server) record(c *call, l *actors.Lease, status int, u usage, latency, ttft time.Duration) {
+// served notes on c the attempt that served the client (account, tokens,
+// latency, TTFT) and charges its tokens to the key. Only that attempt is
+// billed; its request-log record is written when the request ends
+// (Server.logRequest), with the status the client got.
+func (s *Server) served(c *call, l *actors.Lease, u usage, latency, ttft time.Duration) {
 	s.chargeTokens(&c.key, u.input+u.output)
+	c.servedBy, c.usage, c.latency, c.ttft = l.AccountID, u, latency, ttft
+}
+
+// logRequest queues the one request-log record (storage.UsageRecord) of an
+// authenticated client request that ended with status: the account that
+// served it, else the one whose attempt failed last ("" when no attempt
+// started); the tokens served (zero when nothing was); the failure class
+// when status >= 400 (499: the client closed the connection, "canceled");
+// and the decision trace of the last attempt. Requests refused before
+// authentication (401) leave no record, so anonymous traffic cannot flood
+// the log (docs/admin-api.md#request-log).
+func (s *Server) logRequest(c *call, status int) {
+	if !c.authed {
+		return
+	}
+	account, latency, class := c.servedBy, c.latency, ""
+	if account == "" && len(c.errors) > 0 {
+		account = c.errors[len(c.errors)-1].AccountID
+	}
+	if c.servedBy == "" {
+		latency = s.now().Sub(c.start)
+	}
+	switch {
+	case status == statusClientClosed:
+		class = upstream.ClassCanceled.String()
+	case status >= 400 && len(c.errors) > 0:
+		class = c.errors[len(c.errors)-1].Class
+	}
 	s.sys.Record(storage.UsageRecord{
-		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: l.AccountID,
-		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, Attempts: c.attempts,
-		Latency: latency, TTFT: ttft,
-		InputTokens: u.input, CachedTokens: u.cached, OutputTokens: u.output, ReasoningTokens: u.reasoning,
+		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: account,
+		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, ErrorClass: class, Attempts: c.attempts,
+		Latency: latency, TTFT: c.ttft,
+		InputTokens: c.usage.input, CachedTokens: c.usage.cached, OutputTokens: c.usage.output, ReasoningTokens: c.usage.reasoning,
 		Decision: decisionText(c),
 	})
 }

@@ -71,6 +71,13 @@ type call struct {
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 
+	authed bool // the client was authenticated: the request is logged (Server.logRequest)
+	// The attempt that served the client (Server.served), for its request-log record.
+	servedBy string        // account id ("" while none served)
+	usage    usage         // tokens served and billed
+	latency  time.Duration // serving attempt: start to last byte
+	ttft     time.Duration // serving attempt: time to first content
+
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
 	only    string // the only account that may serve it: the owner of prevResp's state
 	session string // the client's session key (session headers, prompt_cache_key)
@@ -99,7 +106,15 @@ func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep upstream.Endpoint, hook 
 	}
 }
 
+// statusClientClosed is the status a request is counted and logged with when
+// the client closed the connection before its answer was complete (nginx's
+// 499; never sent, there is nobody to send it to).
+const statusClientClosed = 499
+
+// finish ends client request c with the status it was answered with: counts
+// it and queues its request-log record. It runs once per request.
 func (s *Server) finish(c *call, status int) {
+	s.logRequest(c, status)
 	s.countPolicy(c, status)
 	s.metrics.inflight.Dec()
 	s.metrics.request(c.endpoint, status)
@@ -113,7 +128,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}
-	c.key = key
+	c.key, c.authed = key, true
 	c.trace = wantsTrace(ctx, c)
 	if aerr := s.parse(ctx, c); aerr != nil {
 		writeError(ctx, aerr)

@@ -431,13 +431,15 @@ func (st *stream) finish(count bool) {
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.String()).Observe(st.ttft.Seconds())
 	}
+	// What was served is billed, also when the client closed early or the
+	// stream broke (the upstream counted those tokens too).
+	s.served(c, st.lease, st.usage, s.now().Sub(st.start), st.ttft)
 	status := st.resp.Status
 	switch {
 	case v.Class == upstream.ClassNone:
-		s.record(c, st.lease, status, st.usage, s.now().Sub(st.start), st.ttft)
 		s.rememberSession(c, st.lease.AccountID)
 	case v.Class == upstream.ClassCanceled:
-		status = 499
+		status = statusClientClosed
 	default:
 		status = 502
 	}
@@ -569,7 +571,7 @@ func (p *pending) Close() error {
 				o.res.stream.werr = context.Canceled
 				o.res.stream.finish(false)
 			}
-			p.status = 499
+			p.status = statusClientClosed
 		}
 		if p.inner != nil {
 			p.inner.closed.Do(func() { p.inner.finish(true) })

@@ -187,7 +187,7 @@ func (ss *wsSession) create(frame []byte) {
 		_ = ss.writeError(aerr)
 		return
 	}
-	c := &call{id: newRequestID(), endpoint: upstream.EndpointResponses, start: s.now(), key: ss.key, stream: true, ws: true, header: ss.header}
+	c := &call{id: newRequestID(), endpoint: upstream.EndpointResponses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
 	s.metrics.inflight.Inc()
 	status := ss.serve(c, f)
 	if status != 0 {

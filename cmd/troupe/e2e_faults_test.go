@@ -297,15 +297,34 @@ func TestFaultSuite(t *testing.T) {
 	for name, v := range views {
 		idByName[name] = v.ID
 	}
+	// Failed client requests are in the request log too, one row each with a
+	// status >= 400; the successful rows (status < 400) are the billed ones.
 	want := map[string]suiteResult{}
+	failedWant := map[string]suiteResult{}
 	for _, r := range results {
-		if r.err == nil {
+		switch {
+		case r.err == nil:
 			want[r.requestID] = r
+		case r.requestID != "":
+			failedWant[r.requestID] = r
 		}
 	}
-	rows := usageRows(t, d.demo, len(want))
+	rows := usageRows(t, d.demo, len(want)+len(failedWant))
 	attempts := map[int]int{}
 	for _, row := range rows {
+		if row.status >= 400 {
+			r, ok := failedWant[row.requestID]
+			switch {
+			case !ok:
+				t.Errorf("failed usage row %s (account %s, status %d) is no failed client request", row.requestID, row.accountID, row.status)
+			case r.status >= 400 && row.status != r.status:
+				t.Errorf("failed usage row %s: status %d, the client got %d", row.requestID, row.status, r.status)
+			case row.attempts > suiteAttempts:
+				t.Errorf("failed usage row %s: %d attempts", row.requestID, row.attempts)
+			}
+			delete(failedWant, row.requestID)
+			continue
+		}
 		attempts[row.attempts]++
 		r, ok := want[row.requestID]
 		switch {
@@ -321,12 +340,15 @@ func TestFaultSuite(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("%d successful requests have no usage row", len(want))
 	}
+	if len(failedWant) > 0 {
+		t.Errorf("%d failed client requests have no usage row", len(failedWant))
+	}
 	if failed > 0 {
 		// The failed requests' attempts, from the gateway log: requests that
 		// failed over and have no usage row.
 		billed := map[string]bool{}
 		for _, row := range rows {
-			billed[row.requestID] = true
+			billed[row.requestID] = row.status < 400
 		}
 		var lines []string
 		for _, l := range strings.Split(d.logs.String(), "\n") {
