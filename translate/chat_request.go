@@ -20,12 +20,6 @@ func decodeChatRequest(root gjson.Result) (*request, error) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		name := k.Str
 		switch name {
-		case "model":
-			rq.model, err = wantString(v, name)
-		case "stream":
-			var b *bool
-			b, err = wantBool(v, name)
-			rq.stream = b != nil && *b
 		case "stream_options":
 			rq.includeUsage = v.Get("include_usage").Bool()
 		case "messages":
@@ -42,10 +36,6 @@ func decodeChatRequest(root gjson.Result) (*request, error) {
 			if n > 0 {
 				rq.maxTokens = n
 			}
-		case "temperature":
-			rq.temperature, err = wantFloat(v, name)
-		case "top_p":
-			rq.topP, err = wantFloat(v, name)
 		case "stop":
 			rq.stop, err = stopList(v, name)
 		case "reasoning_effort":
@@ -67,10 +57,7 @@ func decodeChatRequest(root gjson.Result) (*request, error) {
 				err = badRequest(name, name+" cannot be translated")
 			}
 		default:
-			if chatIgnored[name] || isNull(v) {
-				return true
-			}
-			err = badRequest(name, "the Chat Completions field "+name+" cannot be translated")
+			err = decodeSharedField(rq, name, v, chatIgnored, "Chat Completions")
 		}
 		return err == nil
 	})

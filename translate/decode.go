@@ -208,3 +208,29 @@ func stringContent(c gjson.Result, p, what string) (ps []part, done bool, err er
 	}
 	return nil, false, nil
 }
+
+// decodeSharedField reads a top-level request field that no protocol's own
+// switch took: model, stream, temperature and top_p, which Chat, Responses
+// and Messages name and type alike; nil for a field in ignored or a null
+// one; else a 400 on name saying the proto field cannot be translated.
+func decodeSharedField(rq *request, name string, v gjson.Result, ignored map[string]bool, proto string) error {
+	var err error
+	switch name {
+	case "model":
+		rq.model, err = wantString(v, name)
+	case "stream":
+		var b *bool
+		b, err = wantBool(v, name)
+		rq.stream = b != nil && *b
+	case "temperature":
+		rq.temperature, err = wantFloat(v, name)
+	case "top_p":
+		rq.topP, err = wantFloat(v, name)
+	default:
+		if ignored[name] || isNull(v) {
+			return nil
+		}
+		err = badRequest(name, "the "+proto+" field "+name+" cannot be translated")
+	}
+	return err
+}

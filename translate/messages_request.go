@@ -24,12 +24,6 @@ func decodeMessagesRequest(root gjson.Result) (*request, error) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		name := k.Str
 		switch name {
-		case "model":
-			rq.model, err = wantString(v, name)
-		case "stream":
-			var b *bool
-			b, err = wantBool(v, name)
-			rq.stream = b != nil && *b
 		case "max_tokens":
 			rq.maxTokens, err = wantInt(v, name)
 		case "system":
@@ -46,10 +40,6 @@ func decodeMessagesRequest(root gjson.Result) (*request, error) {
 			err = decodeMessagesToolChoice(v, rq)
 		case "stop_sequences":
 			rq.stop, err = stopList(v, name)
-		case "temperature":
-			rq.temperature, err = wantFloat(v, name)
-		case "top_p":
-			rq.topP, err = wantFloat(v, name)
 		case "top_k":
 			if !isNull(v) {
 				err = badRequest(name, "top_k cannot be translated to OpenAI")
@@ -70,10 +60,7 @@ func decodeMessagesRequest(root gjson.Result) (*request, error) {
 				}
 			}
 		default:
-			if messagesIgnored[name] || isNull(v) {
-				return true
-			}
-			err = badRequest(name, "the Messages field "+name+" cannot be translated")
+			err = decodeSharedField(rq, name, v, messagesIgnored, "Messages")
 		}
 		return err == nil
 	})

@@ -24,12 +24,6 @@ func decodeResponsesRequest(root gjson.Result) (*request, error) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		name := k.Str
 		switch name {
-		case "model":
-			rq.model, err = wantString(v, name)
-		case "stream":
-			var b *bool
-			b, err = wantBool(v, name)
-			rq.stream = b != nil && *b
 		case "instructions":
 			instructions, err = wantString(v, name)
 		case "input":
@@ -44,10 +38,6 @@ func decodeResponsesRequest(root gjson.Result) (*request, error) {
 			rq.parallel, err = wantBool(v, name)
 		case "max_output_tokens":
 			rq.maxTokens, err = wantInt(v, name)
-		case "temperature":
-			rq.temperature, err = wantFloat(v, name)
-		case "top_p":
-			rq.topP, err = wantFloat(v, name)
 		case "reasoning":
 			if err = wantObject(v, name); err == nil {
 				rq.reasoning.effort = v.Get("effort").Str
@@ -83,10 +73,7 @@ func decodeResponsesRequest(root gjson.Result) (*request, error) {
 				err = badRequest(name, name+" refers to state stored by OpenAI and cannot be translated to another protocol")
 			}
 		default:
-			if responsesIgnored[name] || isNull(v) {
-				return true
-			}
-			err = badRequest(name, "the Responses field "+name+" cannot be translated")
+			err = decodeSharedField(rq, name, v, responsesIgnored, "Responses")
 		}
 		return err == nil
 	})
