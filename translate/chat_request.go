@@ -222,10 +222,7 @@ func decodeChatFormat(v gjson.Result) (format, error) {
 	case "text", "json_object":
 		return format{typ: t}, nil
 	case "json_schema":
-		js := v.Get("json_schema")
-		strict, err := wantBool(js.Get("strict"), "response_format.json_schema.strict")
-		return format{typ: t, name: js.Get("name").Str, description: js.Get("description").Str,
-			schema: rawOrEmpty(js.Get("schema")), strict: strict}, err
+		return decodeSchemaFormat(v.Get("json_schema"), "response_format.json_schema")
 	default:
 		return format{}, badRequest("response_format.type", "response_format type "+t+" cannot be translated")
 	}

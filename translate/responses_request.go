@@ -269,9 +269,7 @@ func decodeResponsesFormat(v gjson.Result) (format, error) {
 	case "text", "json_object":
 		return format{typ: t}, nil
 	case "json_schema":
-		strict, err := wantBool(v.Get("strict"), "text.format.strict")
-		return format{typ: t, name: v.Get("name").Str, description: v.Get("description").Str,
-			schema: rawOrEmpty(v.Get("schema")), strict: strict}, err
+		return decodeSchemaFormat(v, "text.format")
 	default:
 		return format{}, badRequest("text.format.type", "text.format type "+t+" cannot be translated")
 	}

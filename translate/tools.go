@@ -222,6 +222,16 @@ func decodeToolChoiceMode(v gjson.Result) (tc toolChoice, done bool, err error) 
 	return toolChoice{}, false, nil
 }
 
+// decodeSchemaFormat reads a json_schema response format from js, the object
+// holding its name, description, schema and strict: Chat's
+// response_format.json_schema, Responses' text.format. param names js in
+// the 400 for a strict that is not a boolean.
+func decodeSchemaFormat(js gjson.Result, param string) (format, error) {
+	strict, err := wantBool(js.Get("strict"), param+".strict")
+	return format{typ: "json_schema", name: js.Get("name").Str, description: js.Get("description").Str,
+		schema: rawOrEmpty(js.Get("schema")), strict: strict}, err
+}
+
 // appendSchemaFormat writes the fields of a json_schema response format that
 // Chat (response_format.json_schema) and Responses (text.format) share: name,
 // description when set, schema ({} when empty) and strict when set. The
