@@ -26,6 +26,28 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
+	ids, seen := s.servedModels(&key)
+	if anthropicClient(ctx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBody(appendAnthropicModels(make([]byte, 0, 96+len(ids)*128), ids, s.now()))
+		return
+	}
+	b := append(make([]byte, 0, 64+len(ids)*96), `{"object":"list","data":[`...)
+	created := strconv.FormatInt(s.now().Unix(), 10)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendOpenAIModel(b, id, seen[id], created)
+	}
+	b = append(b, "]}\n"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// servedModels returns the sorted ids /v1/models lists for key and each
+// listed id's owner (the provider of the first account serving it).
+func (s *Server) servedModels(key *storage.APIKey) ([]string, map[string]string) {
 	seen := map[string]string{} // model → owner (provider)
 	anyCodex := false           // a codex account serves any model: the catalog says which
 	for _, v := range s.sys.Views() {
@@ -50,33 +72,73 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	}
 	ids := make([]string, 0, len(seen))
 	for m := range seen {
-		if modelAllowed(&key, m) {
+		if modelAllowed(key, m) {
 			ids = append(ids, m)
 		}
 	}
 	slices.Sort(ids)
-	if anthropicClient(ctx) {
-		ctx.SetContentType("application/json")
-		ctx.SetBody(appendAnthropicModels(make([]byte, 0, 96+len(ids)*128), ids, s.now()))
+	return ids, seen
+}
+
+// appendOpenAIModel appends one OpenAI model object:
+// {"id","object":"model","created","owned_by"}; created is unix seconds.
+func appendOpenAIModel(b []byte, id, owner, created string) []byte {
+	b = append(b, `{"id":`...)
+	b = translate.AppendString(b, id)
+	b = append(b, `,"object":"model","created":`...)
+	b = append(b, created...)
+	b = append(b, `,"owned_by":`...)
+	b = translate.AppendString(b, owner)
+	return append(b, '}')
+}
+
+// appendAnthropicModel appends one Anthropic model object:
+// {"type":"model","id","display_name","created_at"}; created is RFC 3339.
+func appendAnthropicModel(b []byte, id, created string) []byte {
+	b = append(b, `{"type":"model","id":`...)
+	b = translate.AppendString(b, id)
+	b = append(b, `,"display_name":`...)
+	b = translate.AppendString(b, id)
+	b = append(b, `,"created_at":"`...)
+	b = append(b, created...)
+	return append(b, `"}`...)
+}
+
+// modelPath returns the model id of a GET /v1/models/{id} (or /models/{id})
+// path, and false for any other path or an empty id. The id may contain
+// slashes (openai_compat ids such as "qwen/qwen3-32b").
+func modelPath(path []byte) (string, bool) {
+	for _, prefix := range [...]string{"/v1/models/", "/models/"} {
+		if len(path) > len(prefix) && string(path[:len(prefix)]) == prefix {
+			return string(path[len(prefix):]), true
+		}
+	}
+	return "", false
+}
+
+// model answers GET /v1/models/{id}: the one model object of id as
+// /v1/models lists it, in OpenAI's shape
+// (https://platform.openai.com/docs/api-reference/models/retrieve) or, for
+// Anthropic clients, Anthropic's (https://docs.claude.com/en/api/models).
+// An id the list does not show for this key is 404 model_not_found in the
+// client's error shape (Anthropic: not_found_error).
+func (s *Server) model(ctx *fasthttp.RequestCtx, id string) {
+	key, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		writeError(ctx, aerr)
 		return
 	}
-	b := append(make([]byte, 0, 64+len(ids)*96), `{"object":"list","data":[`...)
-	created := strconv.FormatInt(s.now().Unix(), 10)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"id":`...)
-		b = translate.AppendString(b, id)
-		b = append(b, `,"object":"model","created":`...)
-		b = append(b, created...)
-		b = append(b, `,"owned_by":`...)
-		b = translate.AppendString(b, seen[id])
-		b = append(b, '}')
+	ids, seen := s.servedModels(&key)
+	if _, found := slices.BinarySearch(ids, id); !found {
+		writeError(ctx, errModelNotFound(id))
+		return
 	}
-	b = append(b, "]}\n"...)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
+	if anthropicClient(ctx) {
+		ctx.SetBody(append(appendAnthropicModel(nil, id, s.now().UTC().Format(time.RFC3339)), '\n'))
+		return
+	}
+	ctx.SetBody(append(appendOpenAIModel(nil, id, seen[id], strconv.FormatInt(s.now().Unix(), 10)), '\n'))
 }
 
 // appendAnthropicModels appends Anthropic's model list for ids (sorted), all
@@ -89,13 +151,7 @@ func appendAnthropicModels(b []byte, ids []string, now time.Time) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"type":"model","id":`...)
-		b = translate.AppendString(b, id)
-		b = append(b, `,"display_name":`...)
-		b = translate.AppendString(b, id)
-		b = append(b, `,"created_at":"`...)
-		b = append(b, created...)
-		b = append(b, `"}`...)
+		b = appendAnthropicModel(b, id, created)
 	}
 	b = append(b, `],"has_more":false,"first_id":`...)
 	if len(ids) == 0 {

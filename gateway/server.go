@@ -239,6 +239,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.adminUI(ctx)
 			return
 		}
+		if id, ok := modelPath(path); ok { // GET /v1/models/{id} (models.go)
+			if s.onlyGet(ctx) {
+				s.model(ctx, id)
+			}
+			return
+		}
 		writeError(ctx, errNotFound(string(path)))
 	}
 }

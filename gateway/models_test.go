@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// GET /v1/models/{id} answers the one model object in the client's shape
+// (the OpenAI SDK's and Anthropic SDK's models.retrieve), and 404
+// model_not_found in the client's error shape for an id the pool does not
+// serve.
+func TestModelRetrieve(t *testing.T) {
+	s, _, key := testServerOf(t, cannedTransport{}, storage.ProviderAnthropic, storage.ProviderOpenAI)
+	openai := map[string]string{"Authorization": "Bearer " + key}
+	anthropic := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
+
+	for _, path := range []string{"/v1/models/m", "/models/m"} {
+		resp := doWith(s, "GET", path, openai, nil)
+		r := gjson.ParseBytes(resp.Body())
+		if resp.StatusCode() != 200 || r.Get("id").Str != "m" || r.Get("object").Str != "model" ||
+			r.Get("created").Type != gjson.Number || r.Get("owned_by").Str == "" {
+			t.Errorf("OpenAI GET %s: status %d %s", path, resp.StatusCode(), resp.Body())
+		}
+	}
+	resp := doWith(s, "GET", "/v1/models/m", anthropic, nil)
+	r := gjson.ParseBytes(resp.Body())
+	if resp.StatusCode() != 200 || r.Get("type").Str != "model" || r.Get("id").Str != "m" ||
+		r.Get("display_name").Str != "m" || r.Get("created_at").Str == "" || r.Get("object").Exists() {
+		t.Errorf("Anthropic GET /v1/models/m: status %d %s", resp.StatusCode(), resp.Body())
+	}
+
+	resp = doWith(s, "GET", "/v1/models/nope", openai, nil)
+	r = gjson.ParseBytes(resp.Body())
+	if resp.StatusCode() != 404 || r.Get("error.code").Str != "model_not_found" || r.Get("error.type").Str != "invalid_request_error" {
+		t.Errorf("OpenAI unknown model: status %d %s", resp.StatusCode(), resp.Body())
+	}
+	resp = doWith(s, "GET", "/v1/models/nope", anthropic, nil)
+	r = gjson.ParseBytes(resp.Body())
+	if resp.StatusCode() != 404 || r.Get("type").Str != "error" || r.Get("error.type").Str != "not_found_error" {
+		t.Errorf("Anthropic unknown model: status %d %s", resp.StatusCode(), resp.Body())
+	}
+
+	if resp := doWith(s, "POST", "/v1/models/m", openai, nil); resp.StatusCode() != 405 {
+		t.Errorf("POST /v1/models/m: status %d, want 405", resp.StatusCode())
+	}
+	if resp := doWith(s, "GET", "/v1/models/m", nil, nil); resp.StatusCode() != 401 {
+		t.Errorf("GET /v1/models/m without a key: status %d, want 401", resp.StatusCode())
+	}
+}
+
+// modelPath takes everything after /v1/models/ as the id, slashes included.
+func TestModelPath(t *testing.T) {
+	if id, ok := modelPath([]byte("/v1/models/qwen/qwen3-32b")); !ok || id != "qwen/qwen3-32b" {
+		t.Errorf("modelPath with a slash: %q %v", id, ok)
+	}
+	for _, p := range []string{"/v1/models/", "/models/", "/v1/modelsx"} {
+		if _, ok := modelPath([]byte(p)); ok {
+			t.Errorf("modelPath(%q) matched", p)
+		}
+	}
+}
