@@ -117,6 +117,9 @@ type demo struct {
 	fleet  *mock.Fleet
 	app    *app
 	apiKey string
+	// mockAddr is the mock fleet's host:port (a random port), printed so
+	// that accounts of one's own can point at it (docs/mock.md).
+	mockAddr string
 	// adminPassword is the admin user's password, set anew at every demo
 	// start (admin.password, or random).
 	adminPassword string
@@ -195,7 +198,7 @@ func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts 
 	}
 	a.admin.generated = "" // the demo prints its own line
 	a.serve()
-	return &demo{fleet: fleet, app: a, apiKey: secret, adminPassword: adminPassword}, nil
+	return &demo{fleet: fleet, app: a, apiKey: secret, adminPassword: adminPassword, mockAddr: mockAddr}, nil
 }
 
 func (d *demo) close() error {
@@ -248,6 +251,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			base := d.app.baseURL()
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
 			fmt.Fprintf(out, "TROUPE_ADMIN_URL=http://%s/admin\nTROUPE_ADMIN_PASSWORD=%s\n", d.app.uiHost(), d.adminPassword)
+			fmt.Fprintf(out, "# mock fleet: http://%s (point accounts of your own at it: docs/mock.md)\n", d.mockAddr)
 			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
 # curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","input":"hi","stream":true}'
