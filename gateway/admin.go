@@ -24,9 +24,11 @@ type PolicyControl interface {
 	// Validate compiles source as policy name and runs its self-test,
 	// without activating it; the error carries the line.
 	Validate(name, source string) error
-	// Activate compiles, self-tests and swaps in source as policy name; on
-	// error the serving policy is unchanged.
-	Activate(ctx context.Context, name, source string) error
+	// Activate compiles, self-tests and swaps in source as stored version
+	// version of policy name (storage.PolicyVersion.Version; the serving
+	// policy then reports that version everywhere); on error the serving
+	// policy is unchanged.
+	Activate(ctx context.Context, name, source string, version int) error
 }
 
 // SetPolicies installs the policy host behind /api/admin/policies.
@@ -357,7 +359,7 @@ func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		s.storageError(ctx, err)
 		return
 	}
-	if err := s.policies.Activate(rctx, name, p.Source); err != nil {
+	if err := s.policies.Activate(rctx, name, p.Source, p.Version); err != nil {
 		writeJSON(ctx, 400, map[string]any{"error": map[string]any{
 			"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
 		return

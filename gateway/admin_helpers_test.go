@@ -62,7 +62,7 @@ func (p *testPolicies) Validate(name, source string) error {
 	return scripts.SelfTest(pol, scripts.SampleViews(time.Now()))
 }
 
-func (p *testPolicies) Activate(_ context.Context, name, source string) error {
+func (p *testPolicies) Activate(_ context.Context, name, source string, _ int) error {
 	if err := p.Validate(name, source); err != nil {
 		return err
 	}

@@ -23,7 +23,9 @@ import (
 // activated, and later installed as the active policy under that version.
 // Implemented by cmd/troupe around scripts.Host.Prepare and Install.
 type CanaryControl interface {
-	Prepare(name, source string) (*scripts.Policy, error)
+	// Prepare compiles and self-tests source as stored version version of
+	// name (0: not stored, a built-in).
+	Prepare(name, source string, version int) (*scripts.Policy, error)
 	Install(ctx context.Context, p *scripts.Policy) error
 }
 
@@ -234,7 +236,7 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 		if !ok {
 			return
 		}
-		p, err := cc.Prepare(name, src)
+		p, err := cc.Prepare(name, src, stored)
 		if err != nil {
 			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
 				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})

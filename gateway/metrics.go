@@ -158,7 +158,7 @@ func (m *Metrics) WatchPolicies(status func() scripts.ReloadStatus) {
 				}
 				return 0
 			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_policy_version", Help: "Version of the serving routing policy (increases with every swap)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_policy_version", Help: "Stored version of the serving routing policy (the admin API's version; 0 when not stored: a file or a built-in)."},
 			func() float64 { return float64(status().Version) }),
 	)
 }

@@ -38,7 +38,7 @@ type ReloadStatus struct {
 	Line   int           // the source line of Error, 0 when unknown
 
 	Active  string // the serving policy's name, "" before the first success
-	Version uint64 // the serving policy's version, 0 before the first success
+	Version uint64 // the serving policy's stored version (Policy.Version); 0 before the first success or when not stored
 
 	Loads    uint64 // reload attempts since the host started
 	Failures uint64 // failed attempts since the host started
@@ -55,11 +55,11 @@ type ReloadStatus struct {
 // Policy); a Load never touches a policy after publishing it.
 type Host struct {
 	opts   HostOptions
-	mu     sync.Mutex // serializes Load; guards version, loads, failures
+	mu     sync.Mutex // serializes Load; guards loads, failures
 	active atomic.Pointer[Policy]
 	status atomic.Pointer[ReloadStatus]
 
-	version, loads, failures uint64
+	loads, failures uint64
 }
 
 // NewHost returns a host with no active policy.
@@ -75,19 +75,25 @@ func (h *Host) Active() *Policy { return h.active.Load() }
 // Status returns the last reload attempt's outcome and the serving policy.
 func (h *Host) Status() ReloadStatus { return *h.status.Load() }
 
-// Load compiles source as policy name, self-tests it against the synthetic
-// views and HostOptions.Sample, and makes it the active policy with the next
-// version. If the name and source equal the active policy's, nothing is
-// swapped and the active policy is returned. On failure the active policy is
-// unchanged and the error (wrapping an *Error with the line) is returned.
-func (h *Host) Load(name, source string) (*Policy, error) {
+// Load is LoadVersion with version 0: a source that is not a stored policy
+// version (a file in policies.dir, a built-in).
+func (h *Host) Load(name, source string) (*Policy, error) { return h.LoadVersion(name, source, 0) }
+
+// LoadVersion compiles source as policy name, self-tests it against the
+// synthetic views and HostOptions.Sample, and makes it the active policy
+// under version, its stored version (storage.PolicyVersion.Version; 0 when
+// not stored). If name, source and version equal the active policy's,
+// nothing is swapped and the active policy is returned. On failure the
+// active policy is unchanged and the error (wrapping an *Error with the
+// line) is returned.
+func (h *Host) LoadVersion(name, source string, version uint64) (*Policy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.loads++
 	start := time.Now()
 	cur := h.active.Load()
 
-	if cur != nil && cur.name == name && cur.source == source {
+	if cur != nil && cur.name == name && cur.source == source && cur.version == version {
 		h.record(&ReloadStatus{OK: true, Name: name, Digest: cur.digest, Took: time.Since(start)}, cur)
 		return cur, nil
 	}
@@ -115,8 +121,7 @@ func (h *Host) Load(name, source string) (*Policy, error) {
 		}
 		return nil, err
 	}
-	h.version++
-	p.version = h.version
+	p.version = version
 	h.active.Store(p)
 	h.record(&ReloadStatus{OK: true, Name: name, Digest: p.digest, Took: took}, p)
 	if h.opts.OnSwap != nil {

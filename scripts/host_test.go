@@ -17,32 +17,39 @@ func TestHostLoadSwapsAndVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Active() != p1 || p1.Version() != 1 || sampled != 1 {
+	if h.Active() != p1 || p1.Version() != 0 || sampled != 1 {
 		t.Fatalf("after the first load: active %p version %d sampled %d", h.Active(), p1.Version(), sampled)
 	}
 	st := h.Status()
-	if !st.OK || st.Name != "smart" || st.Active != "smart" || st.Version != 1 || st.Digest != p1.Digest() || st.Loads != 1 || st.Failures != 0 || st.At.IsZero() {
+	if !st.OK || st.Name != "smart" || st.Active != "smart" || st.Version != 0 || st.Digest != p1.Digest() || st.Loads != 1 || st.Failures != 0 || st.At.IsZero() {
 		t.Fatalf("status = %+v", st)
 	}
 
 	// The same source again: nothing is swapped.
 	same, err := h.LoadBuiltin("smart")
-	if err != nil || same != p1 || h.Status().Version != 1 {
+	if err != nil || same != p1 || h.Status().Version != 0 || h.Status().Loads != 2 {
 		t.Fatalf("reloading the same source: %p %v, version %d", same, err, h.Status().Version)
 	}
 
-	p2, err := h.LoadBuiltin("round_robin")
-	if err != nil || h.Active() != p2 || p2.Version() != 2 {
+	// A stored version carries its number; the same source under another
+	// stored version is swapped in under that number.
+	src, _ := Builtin("round_robin")
+	p2, err := h.LoadVersion("round_robin", src, 2)
+	if err != nil || h.Active() != p2 || p2.Version() != 2 || h.Status().Version != 2 {
 		t.Fatalf("second policy: %v, version %d", err, p2.Version())
 	}
+	p3, err := h.LoadVersion("round_robin", src, 3)
+	if err != nil || h.Active() != p3 || p3 == p2 || h.Status().Version != 3 {
+		t.Fatalf("same source as version 3: %v, version %d", err, h.Status().Version)
+	}
 
-	// A failure keeps p2 and reports the line.
+	// A failure keeps p3 and reports the line.
 	_, err = h.Load("broken", "function score(a)\n  return a.x.y\nend")
-	if err == nil || h.Active() != p2 {
+	if err == nil || h.Active() != p3 {
 		t.Fatalf("broken load: err %v, active %v", err, h.Active().Name())
 	}
 	st = h.Status()
-	if st.OK || st.Name != "broken" || st.Line != 2 || !strings.Contains(st.Error, "policy broken:2:") || st.Active != "round_robin" || st.Version != 2 || st.Loads != 4 || st.Failures != 1 {
+	if st.OK || st.Name != "broken" || st.Line != 2 || !strings.Contains(st.Error, "policy broken:2:") || st.Active != "round_robin" || st.Version != 3 || st.Loads != 5 || st.Failures != 1 {
 		t.Fatalf("status after failure = %+v", st)
 	}
 
@@ -112,7 +119,7 @@ func TestHostPrepareInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	src, _ := Builtin("least_inflight")
-	p, err := h.Prepare("least_inflight", src)
+	p, err := h.Prepare("least_inflight", src, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +130,7 @@ func TestHostPrepareInstall(t *testing.T) {
 	if h.Active() != p || h.Status().Version != 2 || len(swapped) != 2 || swapped[1] != "least_inflight" {
 		t.Errorf("after Install: active %s@%d, swaps %v", h.Active().Name(), h.Status().Version, swapped)
 	}
-	if _, err := h.Prepare("bad", "function score( return 1 end"); err == nil {
+	if _, err := h.Prepare("bad", "function score( return 1 end", 0); err == nil {
 		t.Error("Prepare accepted a syntax error")
 	}
 }

@@ -37,7 +37,7 @@ type Policy struct {
 	proto   *lua.FunctionProto
 	opts    Options
 	knobs   Knobs
-	version uint64 // set by Host before the policy is published
+	version uint64 // the stored version; set by Host before the policy is published
 
 	sb    *sandbox
 	score *lua.LFunction
@@ -147,8 +147,11 @@ func (p *Policy) Source() string { return p.source }
 // Digest is the hex SHA-256 of the source, a stable identity for traces and caches.
 func (p *Policy) Digest() string { return p.digest }
 
-// Version is the Host's load counter when the policy was swapped in; 0 for a
-// policy compiled outside a Host.
+// Version is the stored version (storage.PolicyVersion.Version, the number
+// the admin API lists and activates) the policy was loaded from; 0 when its
+// source is not a stored version (a file in policies.dir, a built-in loaded
+// at start) or it was compiled outside a Host. How many loads the Host did is
+// ReloadStatus.Loads, a different number.
 func (p *Policy) Version() uint64 { return p.version }
 
 // Knobs returns a copy of the policy's static settings; its TieBreak slice

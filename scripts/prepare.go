@@ -3,10 +3,11 @@ package scripts
 import "time"
 
 // Prepare compiles source as policy name and self-tests it like Load, and
-// gives it the next version, but does not make it active: a canary is run
+// gives it version (its stored version, 0 when not stored), but does not
+// make it active: a canary is run
 // side by side with the active policy (see Install). On failure the error
 // wraps an *Error with the line; nothing changes.
-func (h *Host) Prepare(name, source string) (*Policy, error) {
+func (h *Host) Prepare(name, source string, version uint64) (*Policy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, err := Compile(name, source, h.opts.Options)
@@ -21,8 +22,7 @@ func (h *Host) Prepare(name, source string) (*Policy, error) {
 		p.Close()
 		return nil, err
 	}
-	h.version++
-	p.version = h.version
+	p.version = version
 	return p, nil
 }
 

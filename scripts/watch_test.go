@@ -36,8 +36,8 @@ func TestWatcher(t *testing.T) {
 	}
 	write("function score() return 1 end")
 
-	var swapped []uint64
-	h := NewHost(HostOptions{Options: testOptions, OnSwap: func(p *Policy) { swapped = append(swapped, p.Version()) }})
+	var swapped []string // digests: a file is no stored version, every load of it is version 0
+	h := NewHost(HostOptions{Options: testOptions, OnSwap: func(p *Policy) { swapped = append(swapped, p.Digest()) }})
 	w := NewWatcher(h, dir, "mine", nil)
 	w.debounce = 20 * time.Millisecond
 	if _, err := w.Load(); err != nil {
@@ -55,11 +55,13 @@ func TestWatcher(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let Run start watching
 
 	write("function score() return 2 end")
-	waitFor(t, "the new version", func() bool { return h.Status().Version == 2 })
+	d1 := h.Status().Digest
+	waitFor(t, "the new version", func() bool { st := h.Status(); return st.OK && st.Digest != d1 })
+	d2 := h.Active().Digest()
 
 	write("function score() return 'broken' end")
 	waitFor(t, "the failed reload", func() bool { return h.Status().Failures == 1 })
-	if st := h.Status(); st.Version != 2 || st.Line != 1 {
+	if st := h.Status(); st.Version != 0 || h.Active().Digest() != d2 || st.Line != 1 {
 		t.Fatalf("after a broken save: %+v", st)
 	}
 
@@ -73,14 +75,14 @@ func TestWatcher(t *testing.T) {
 	}
 
 	// Switching to a built-in name without a file loads the shipped policy.
-	if p, err := w.SetActive("round_robin"); err != nil || p.Name() != "round_robin" || h.Status().Version != 3 {
+	if p, err := w.SetActive("round_robin"); err != nil || p.Name() != "round_robin" || h.Status().Version != 0 || h.Status().Loads != 4 {
 		t.Fatalf("SetActive(round_robin) = %v, %v", p, err)
 	}
 	if _, err := w.SetActive("nowhere"); err == nil || h.Active().Name() != "round_robin" {
 		t.Fatalf("SetActive(nowhere) = %v, active %s", err, h.Active().Name())
 	}
-	if len(swapped) != 3 || swapped[2] != 3 {
-		t.Fatalf("OnSwap saw versions %v", swapped)
+	if len(swapped) != 3 || swapped[2] != h.Active().Digest() {
+		t.Fatalf("OnSwap saw %v", swapped)
 	}
 }
 

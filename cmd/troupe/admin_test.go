@@ -103,20 +103,33 @@ func TestAdminPolicies(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("activate: %d %v", st, m)
 	}
-	name, v2 := schedulerPolicy(t, d)
-	if name != "mine" {
-		t.Fatalf("scheduler runs %s", name)
+	// One version number: the stored one, in the activation's answer, the
+	// host's status, the scheduler (ops, decision traces) and the metric.
+	assertServing := func(want int) {
+		t.Helper()
+		eventually(t, 5e9, fmt.Sprintf("mine v%d serving everywhere", want), func() (bool, string) {
+			name, sv := schedulerPolicy(t, d)
+			hs := d.app.policies.Status()
+			_, ops := d.admin(t, "GET", "/api/admin/ops", key, "")
+			ov, _ := ops["policy"].(map[string]any)["version"].(float64)
+			mv := gaugeValue(t, d, "troupe_policy_version")
+			ok := name == "mine" && sv == uint64(want) && hs.Active == "mine" && hs.Version == uint64(want) && ov == float64(want) && mv == float64(want)
+			return ok, fmt.Sprintf("scheduler %s v%d, host %s v%d, ops v%v, metric %v", name, sv, hs.Active, hs.Version, ov, mv)
+		})
 	}
+	if act := m["activated"].(map[string]any); act["version"].(float64) != 2 || m["status"].(map[string]any)["Version"].(float64) != 2 {
+		t.Fatalf("activate answer: %v", m)
+	}
+	assertServing(2)
 	// Roll back to version 1: a new swap, and the stored activation moves.
 	st, m = d.admin(t, "POST", "/api/admin/policies/mine/activate", key, `{"version":1}`)
 	if st != 200 {
 		t.Fatalf("rollback: %d %v", st, m)
 	}
-	eventuallyVersion := func() (bool, string) {
-		_, v := schedulerPolicy(t, d)
-		return v > v2, fmt.Sprintf("version %d", v)
+	if act := m["activated"].(map[string]any); act["version"].(float64) != 1 {
+		t.Fatalf("rollback answer: %v", m)
 	}
-	eventually(t, 5e9, "rollback swapped in", eventuallyVersion)
+	assertServing(1)
 	act, err := d.app.store.ActivePolicy(context.Background())
 	if err != nil || act.Version != 1 {
 		t.Fatalf("stored active: %+v %v", act, err)
@@ -130,4 +143,19 @@ func TestAdminPolicies(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("after activation: %d %s", resp.StatusCode, body)
 	}
+}
+
+// gaugeValue is the value of the unlabeled gauge name in the app's registry (-1 when absent).
+func gaugeValue(t *testing.T, d *testDemo, name string) float64 {
+	t.Helper()
+	mfs, err := d.app.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }

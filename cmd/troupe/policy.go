@@ -61,7 +61,7 @@ func (a *app) loadActivePolicy(ctx context.Context) error {
 	switch {
 	case err == nil:
 		a.watcher.Pause()
-		_, err = a.policies.Load(p.Name, p.Source)
+		_, err = a.policies.LoadVersion(p.Name, p.Source, uint64(max(p.Version, 0)))
 		return err
 	case !errors.Is(err, storage.ErrNotFound):
 		return err
@@ -86,17 +86,17 @@ func (c policyControl) Validate(name, source string) error {
 
 // Activate loads source; from then on the stored policy serves and file
 // changes in policies.dir are ignored until the next start without one.
-func (c policyControl) Activate(_ context.Context, name, source string) error {
-	if _, err := c.a.policies.Load(name, source); err != nil {
+func (c policyControl) Activate(_ context.Context, name, source string, version int) error {
+	if _, err := c.a.policies.LoadVersion(name, source, uint64(max(version, 0))); err != nil {
 		return err
 	}
 	c.a.watcher.Pause()
 	return nil
 }
 
-// Prepare compiles and self-tests source as a canary, with the host's next version.
-func (c policyControl) Prepare(name, source string) (*scripts.Policy, error) {
-	return c.a.policies.Prepare(name, source)
+// Prepare compiles and self-tests source as a canary under its stored version (0: a built-in).
+func (c policyControl) Prepare(name, source string, version int) (*scripts.Policy, error) {
+	return c.a.policies.Prepare(name, source, uint64(max(version, 0)))
 }
 
 // Install makes a prepared canary the active policy; as with Activate, file

@@ -51,7 +51,12 @@ func TestPolicyHotReloadFromFile(t *testing.T) {
 		name, v := schedulerPolicy(t, d)
 		return name == "mine", fmt.Sprintf("%s v%d", name, v)
 	})
-	_, v1 := schedulerPolicy(t, d)
+	// A file is no stored version: every load of it is version 0; a swap
+	// shows as a new digest.
+	if _, v := schedulerPolicy(t, d); v != 0 {
+		t.Errorf("a policy file runs as version %d, want 0 (not stored)", v)
+	}
+	d1 := d.app.policies.Active().Digest()
 
 	// The watcher starts asynchronously: save (then stay quiet past its
 	// debounce) until it has seen a save.
@@ -59,7 +64,7 @@ func TestPolicyHotReloadFromFile(t *testing.T) {
 	for try := 0; try < 10 && !swapped; try++ {
 		write("function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 2\nend\n")
 		for wait := time.Now().Add(time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
-			if _, v := schedulerPolicy(t, d); v > v1 {
+			if d.app.policies.Active().Digest() != d1 {
 				swapped = true
 				break
 			}
@@ -68,15 +73,15 @@ func TestPolicyHotReloadFromFile(t *testing.T) {
 	if !swapped {
 		t.Fatal("a saved policy file was never swapped in")
 	}
-	_, v2 := schedulerPolicy(t, d)
+	d2 := d.app.policies.Active().Digest()
 
 	write("function score(a, now)\n  return a.missing.field\nend\n")
 	eventually(t, 10*time.Second, "the broken save is reported", func() (bool, string) {
 		st := d.app.policies.Status()
 		return !st.OK && st.Line == 2, fmt.Sprintf("%+v", st)
 	})
-	if _, v := schedulerPolicy(t, d); v != v2 {
-		t.Fatalf("a broken policy replaced version %d with %d", v2, v)
+	if dg := d.app.policies.Active().Digest(); dg != d2 {
+		t.Fatalf("a broken policy replaced %s with %s", d2[:12], dg[:12])
 	}
 	// Requests are still served by the last good policy.
 	resp, body := d.post(t, "/v1/chat/completions", `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`)

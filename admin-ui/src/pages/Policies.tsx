@@ -115,7 +115,7 @@ export function Policies({ name, dark }: { name: string; dark: boolean }) {
         <div className="grow" />
         {st && (
           <span className={st.OK || !st.Error ? 'muted' : 'error'} data-testid="reload-status">
-            serving <b>{st.Active || st.Name}</b> v{st.Version}
+            serving <b>{st.Active || st.Name}</b> {st.Version ? `v${st.Version}` : '(not stored)'}
             {st.Error ? ` · last reload failed at line ${st.Line}: ${st.Error}` : ''}
           </span>
         )}
