@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -187,6 +188,7 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 		moves                           = map[move]int{}
 		served, replayed                = map[string]int{}, map[string]int{}
 		listed                          []string
+		unservedBy                      = map[string]int{} // unservedCause → requests
 	)
 	ei := 0
 	for _, r := range recs {
@@ -218,6 +220,7 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 		l, err := sys.Acquire(ctx, req)
 		if err != nil {
 			unserved++
+			unservedBy[unservedCause(err)]++
 			moves[move{r.AccountID, ""}]++
 			continue
 		}
@@ -251,6 +254,11 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 	pct := func(n int) float64 { return 100 * float64(n) / float64(total) }
 	fmt.Fprintf(w, "same account: %d (%.1f%%)  different: %d (%.1f%%)  no account: %d (%.1f%%)\n",
 		same, pct(same), differ, pct(differ), unserved, pct(unserved))
+	for _, c := range unservedCauses {
+		if n := unservedBy[c]; n > 0 {
+			fmt.Fprintf(w, "  no account, %d: %s\n", n, c)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(moves) > 0 {
 		ms := make([]move, 0, len(moves))
@@ -324,4 +332,29 @@ func replayFailure(ctx context.Context, sys *actors.System, ev storage.ErrorEven
 		return
 	}
 	sys.Release(l, actors.Outcome{Status: ev.Status, Verdict: upstream.Verdict{Class: replayClass(ev.Class)}, Latency: ev.Latency})
+}
+
+// The causes of a replayed request that got no account, as the replay
+// prints them under "no account" (in this order).
+const (
+	causeNoMatch = "no account in the pool matches it (its model, or the group, provider or tags the policy's route() chose)"
+	causeResting = "every matching account was resting at that point of the replay: cooling, unauthorized or refused by score(); " +
+		"the recorded failed attempts are fed back, and a cooldown they start runs on the wall clock, so it lasts through the rest of the replay (which takes seconds, not the window's hours)"
+	causeBusy  = "every matching account was at its max_concurrency"
+	causeOther = "the scheduler refused it"
+)
+
+var unservedCauses = []string{causeNoMatch, causeResting, causeBusy, causeOther}
+
+// unservedCause names why sys.Acquire refused a replayed request.
+func unservedCause(err error) string {
+	switch {
+	case errors.Is(err, actors.ErrNoAccount):
+		return causeNoMatch
+	case errors.Is(err, actors.ErrUnavailable):
+		return causeResting
+	case errors.Is(err, actors.ErrBusy):
+		return causeBusy
+	}
+	return causeOther
 }

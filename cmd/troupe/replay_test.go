@@ -95,3 +95,21 @@ func TestPolicyReplay(t *testing.T) {
 		t.Error("a negative --since was accepted")
 	}
 }
+
+// A request that gets no account in the replay is explained: here only
+// acct-c may serve, and after its recorded 401 it rests, so the last five
+// requests find every matching account resting.
+func TestPolicyReplayExplainsNoAccount(t *testing.T) {
+	dir, _ := replayStore(t)
+	pol := filepath.Join(t.TempDir(), "only_c.lua")
+	src := "function score(a, now)\n  if a.status ~= \"active\" or a.priority ~= 2 then return nil end\n  return 1\nend\n"
+	if err := os.WriteFile(pol, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "policy", "replay", pol, "--data", dir, "--since", "2h")
+	for _, want := range []string{"no account: 5 (50.0%)", "  no account, 5: " + causeResting} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, out)
+		}
+	}
+}
