@@ -185,6 +185,7 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 	type move struct{ from, to string }
 	var (
 		same, differ, skipped, unserved int
+		failed                          int // replayed requests that had failed (status >= 400)
 		moves                           = map[move]int{}
 		served, replayed                = map[string]int{}, map[string]int{}
 		listed                          []string
@@ -236,6 +237,14 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 					r.RequestID, r.At.UTC().Format(time.RFC3339), r.Model, name(r.AccountID), name(l.AccountID), d.Score, d.Tier))
 			}
 		}
+		if r.Status >= 400 {
+			// A failed request was routed too (to the account that failed
+			// last); its failures were fed back as error events, so its
+			// lease ends as nobody's fault rather than as a success.
+			failed++
+			sys.Release(l, actors.Outcome{Status: r.Status, Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
+			continue
+		}
 		sys.Release(l, actors.Outcome{Status: 200, Latency: r.Latency, TTFT: r.TTFT})
 	}
 	for ; ei < len(events); ei++ {
@@ -245,7 +254,10 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 	fmt.Fprintf(w, "policy %s replayed over %d requests from %s to %s (%d accounts in the pool, %d enabled; %d failed attempts fed back)\n",
 		p.Name(), total, q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339), len(accounts), enabled, len(events))
 	if skipped > 0 {
-		fmt.Fprintf(w, "%d records skipped (no account served them, or an unknown route)\n", skipped)
+		fmt.Fprintf(w, "%d records skipped (no account served or tried them, or an unknown route)\n", skipped)
+	}
+	if failed > 0 {
+		fmt.Fprintf(w, "%d of the replayed requests had failed (SERVED BY: the account that failed last)\n", failed)
 	}
 	if total == 0 {
 		fmt.Fprintln(w, "nothing to replay in this window")

@@ -48,6 +48,9 @@ func replayStore(t *testing.T) (dir string, at time.Time) {
 			AccountID: ids["acct-a"], Model: "gpt-4.1-mini", Route: "chat.completions", Status: 200, Attempts: 1,
 			Decision: "policy=smart@1 via=score candidates=3 top=acct-a:100:healthy chosen=acct-a"}
 	}
+	// The last request failed on acct-a (502): failed requests are in the
+	// request log and are replayed as routed too.
+	recs[9].Status, recs[9].ErrorClass = 502, "transient"
 	if err := s.InsertUsage(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +77,7 @@ func TestPolicyReplay(t *testing.T) {
 	for _, want := range []string{
 		"policy by_priority replayed over 10 requests",
 		"1 failed attempts fed back",
+		"1 of the replayed requests had failed",
 		"same account: 0 (0.0%)  different: 10 (100.0%)",
 		"acct-a     acct-c       5",
 		"acct-a     acct-b       5",
