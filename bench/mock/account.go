@@ -119,9 +119,9 @@ func (a *account) servesRoute(rt route) bool {
 	switch rt {
 	case routeChat, routeModels:
 		return a.cfg.Kind == KindOpenAI || a.cfg.Kind == KindOpenAICompat
-	case routeResponses:
+	case routeResponses, routeCompact:
 		return a.cfg.Kind == KindOpenAI
-	case routeCodex, routeCodexModels:
+	case routeCodex, routeCodexModels, routeCodexCompact:
 		return a.cfg.Kind == KindCodex
 	case routeMessages, routeCountTokens, routeAnthropicModels:
 		return a.cfg.Kind == KindAnthropic

@@ -25,11 +25,15 @@ const (
 	// routeAnthropicModels is GET /v1/models asked with x-api-key: an
 	// anthropic account's model list, in Anthropic's shapes.
 	routeAnthropicModels
+	routeCompact      // POST /v1/responses/compact (kind openai; compact.go)
+	routeCodexCompact // POST /backend-api/codex/responses/compact (kind codex)
 )
 
 // codexProtocol reports whether errors on rt use the Codex backend's
 // {"detail": ...} shape rather than the OpenAI envelope.
-func (rt route) codexProtocol() bool { return rt == routeCodex || rt == routeCodexModels }
+func (rt route) codexProtocol() bool {
+	return rt == routeCodex || rt == routeCodexModels || rt == routeCodexCompact
+}
 
 // anthropicProtocol reports whether rt speaks Anthropic's API: x-api-key
 // auth, its error envelope and headers.
@@ -65,6 +69,10 @@ func routeOf(path []byte) route {
 		return routeMessages
 	case "/v1/messages/count_tokens":
 		return routeCountTokens
+	case "/v1/responses/compact":
+		return routeCompact
+	case "/backend-api/codex/responses/compact":
+		return routeCodexCompact
 	}
 	return routeUnknown
 }
@@ -176,6 +184,10 @@ func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if rt == routeCountTokens {
 		f.serveCountTokens(ctx, acc)
+		return
+	}
+	if rt == routeCompact || rt == routeCodexCompact {
+		f.serveCompact(ctx, acc, rt) // compact.go
 		return
 	}
 	if rt.isModels() {
