@@ -69,7 +69,18 @@ func (ss *wsSession) run() {
 	ss.conn.SetReadLimit(int64(limit))
 
 	frames := make(chan []byte, 4)
-	go ss.read(frames)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		ss.read(frames)
+	}()
+	// fasthttp releases the hijacked connection as soon as run returns: the
+	// reader must be gone by then, not still inside ReadMessage on it.
+	defer func() {
+		ss.cancel()         // a reader handing over a frame gives up
+		_ = ss.conn.Close() // a reader inside ReadMessage fails
+		<-readerDone
+	}()
 	for {
 		select {
 		case f, ok := <-frames:
