@@ -28,7 +28,10 @@ import (
 // the way. Each key is used once beforehand on GET /v1/models, so its
 // lookup is cached and not part of the measurement. Requests are
 // sequential. The attempts really made are confirmed from the gateway's
-// troupe_upstream_attempts_total (attempts per request = k + 1).
+// troupe_upstream_attempts_total (attempts per request = k + 1); before
+// each k the harness waits until troupe_inflight_requests is 0, so streams
+// of earlier phases that end late (a hold's streams are released when the
+// gateway next writes to their closed connection) are not counted.
 func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress io.Writer) ([]report.Failover, *hist.Summary, error) {
 	f := s.Failover
 	var out []report.Failover
@@ -60,6 +63,9 @@ func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress
 		}
 		c, err := load.NewClient(load.Target{Name: "gateway", BaseURL: cfg.Gateway.BaseURL, Keys: keys}, 4)
 		if err != nil {
+			return out, direct, err
+		}
+		if err := waitIdle(ctx, cfg.MetricsURL, 20*time.Second); err != nil {
 			return out, direct, err
 		}
 		before, mErr := attempts(ctx, cfg.MetricsURL)
@@ -112,6 +118,34 @@ func warmKey(ctx context.Context, base, key string) error {
 // attempts returns the sum of troupe_upstream_attempts_total over every
 // label set, read from the gateway's /metrics (Prometheus text format).
 func attempts(ctx context.Context, url string) (float64, error) {
+	return scrape(ctx, url, "troupe_upstream_attempts_total")
+}
+
+// waitIdle polls the gateway's troupe_inflight_requests gauge every 50 ms
+// until it is 0. It gives up quietly after limit (the attempt count then
+// shows the stragglers) and when there is no metrics URL; it fails only
+// when ctx ends.
+func waitIdle(ctx context.Context, url string, limit time.Duration) error {
+	if url == "" {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if n, err := scrape(ctx, url, "troupe_inflight_requests"); err != nil || n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// scrape reads the gateway's /metrics at url and returns the sum of the
+// counter or gauge name over every label set (0 when absent).
+func scrape(ctx context.Context, url, name string) (float64, error) {
 	if url == "" {
 		return 0, fmt.Errorf("harness: no metrics URL")
 	}
@@ -126,11 +160,12 @@ func attempts(ctx context.Context, url string) (float64, error) {
 		return 0, fmt.Errorf("harness: metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	return sumCounter(resp.Body, "troupe_upstream_attempts_total")
+	return sumMetric(resp.Body, name)
 }
 
-// sumCounter sums the counter named name in a Prometheus text exposition.
-func sumCounter(r io.Reader, name string) (float64, error) {
+// sumMetric sums the counter or gauge named name in a Prometheus text
+// exposition.
+func sumMetric(r io.Reader, name string) (float64, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil && !strings.Contains(err.Error(), "EOF") {
@@ -142,7 +177,7 @@ func sumCounter(r io.Reader, name string) (float64, error) {
 	}
 	var sum float64
 	for _, m := range fam.GetMetric() {
-		sum += m.GetCounter().GetValue()
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
 	return sum, nil
 }

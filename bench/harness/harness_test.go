@@ -122,7 +122,7 @@ troupe_upstream_attempts_total{class="transient",provider="openai"} 30
 # TYPE other counter
 other 5
 `
-	got, err := sumCounter(strings.NewReader(text), "troupe_upstream_attempts_total")
+	got, err := sumMetric(strings.NewReader(text), "troupe_upstream_attempts_total")
 	if err != nil || got != 42 {
 		t.Fatalf("%v, %v; want 42", got, err)
 	}
