@@ -75,6 +75,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./bench/mock/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateFrame$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateFrame$$' -fuzztime $(FUZZTIME) ./upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./scripts/
 
 ## bench: the load-test harness (docs/bench.md): make bench ARGS="--scenario smoke --out /tmp/bench"
 bench: build

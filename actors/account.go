@@ -99,43 +99,27 @@ func (a *account) configure(acc storage.Account) {
 
 // Receive handles account messages.
 func (a *account) Receive(c *actor.Context) {
+	// Rare messages are handled in methods of their own: every message runs
+	// on a fresh goroutine (hollywood starts one when an idle mailbox gets
+	// mail), so Receive's frame decides how often the stack must grow.
 	switch m := c.Message().(type) {
 	case actor.Started:
-		a.self, a.engine = c.PID(), c.Engine()
-		a.ctx, a.cancel = context.WithCancel(context.Background())
-		a.setTransport(a.transport)
-		a.scheduleRefresh()
-		a.publish(c)
+		a.started(c)
 	case actor.Stopped:
-		if a.coolTimer != nil {
-			a.coolTimer.Stop()
-		}
-		if a.refreshTimer != nil {
-			a.refreshTimer.Stop()
-		}
-		a.cancel()
-		a.goroutines.Wait()
-		a.stopProbes()
+		a.stopped()
 	case accountGrant:
 		a.grant(c, m.req, m.limit)
 	case accountRelease:
-		a.release(c, m.leaseID, m.outcome)
-	case accountUpdate:
-		a.configure(m.account)
-		if m.transport != nil {
-			a.setTransport(m.transport)
-		}
-		if !a.refreshing {
-			a.scheduleRefresh()
-		}
-		a.publish(c)
+		a.release(c, m.leaseID, &m.outcome)
+	case *accountUpdate:
+		a.update(c, m)
 	case accountRefreshDue:
 		if m.gen == 0 || m.gen == a.refreshGen {
 			a.startRefresh(c)
 		}
-	case accountRefreshed:
+	case *accountRefreshed:
 		a.refreshed(c, m)
-	case accountRateLimits:
+	case *accountRateLimits:
 		a.rateLimits(m.limits, m.at)
 		a.publish(c)
 	case accountProbe:
@@ -152,6 +136,37 @@ func (a *account) Receive(c *actor.Context) {
 	}
 }
 
+func (a *account) started(c *actor.Context) {
+	a.self, a.engine = c.PID(), c.Engine()
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.setTransport(a.transport)
+	a.scheduleRefresh()
+	a.publish(c)
+}
+
+func (a *account) stopped() {
+	if a.coolTimer != nil {
+		a.coolTimer.Stop()
+	}
+	if a.refreshTimer != nil {
+		a.refreshTimer.Stop()
+	}
+	a.cancel()
+	a.goroutines.Wait()
+	a.stopProbes()
+}
+
+func (a *account) update(c *actor.Context, m *accountUpdate) {
+	a.configure(m.account)
+	if m.transport != nil {
+		a.setTransport(m.transport)
+	}
+	if !a.refreshing {
+		a.scheduleRefresh()
+	}
+	a.publish(c)
+}
+
 func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 	now := a.cfg.now()
 	if a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil) {
@@ -161,7 +176,7 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 	}
 	if !a.view.Available(now) || (limit > 0 && a.view.InFlight >= limit) {
 		a.view.Version++
-		c.Send(a.cfg.scheduler, schedRefused{req: req, view: a.view})
+		c.Send(a.cfg.scheduler, &schedRefused{req: req, view: a.view})
 		return
 	}
 	if !req.state.CompareAndSwap(acqPending, acqGranted) {
@@ -178,6 +193,11 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 	a.leases[id] = now
 	a.view.InFlight++
 	a.view.Requests++
+	// Publish before replying: Send may start the scheduler's mailbox
+	// goroutine, and the Go runtime runs the goroutine readied last first
+	// (runnext), so replying last lets the caller run before the scheduler
+	// files the new view.
+	a.publish(c)
 	req.reply <- acquireReply{lease: &Lease{
 		ID:        id,
 		AccountID: a.view.ID,
@@ -188,10 +208,9 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 		Decision:  req.decision,
 		pid:       a.self,
 	}}
-	a.publish(c)
 }
 
-func (a *account) release(c *actor.Context, id uint64, out Outcome) {
+func (a *account) release(c *actor.Context, id uint64, out *Outcome) {
 	granted, ok := a.leases[id]
 	if !ok {
 		return // unknown or already released
@@ -203,7 +222,7 @@ func (a *account) release(c *actor.Context, id uint64, out Outcome) {
 }
 
 // observe folds an outcome into the account's health and cooldown state.
-func (a *account) observe(c *actor.Context, out Outcome, granted time.Time) {
+func (a *account) observe(c *actor.Context, out *Outcome, granted time.Time) {
 	v := &a.view
 	now := a.cfg.now()
 	cl := out.Verdict.Class
@@ -299,11 +318,13 @@ func ewmaDur(old, x time.Duration) time.Duration {
 // publish bumps the version and hands the new view to the scheduler and readers.
 func (a *account) publish(c *actor.Context) {
 	a.view.Version++
-	v := a.view
-	// Enqueue for the scheduler before readers can see the snapshot, so a
-	// reader that saw it and then asks the scheduler finds it applied.
-	c.Send(a.cfg.scheduler, schedView{view: v, pid: a.self})
+	// One allocation serves the scheduler and the readers: the message's
+	// view is never mutated after the send. Enqueue for the scheduler before
+	// readers can see the snapshot, so a reader that saw it and then asks
+	// the scheduler finds it applied.
+	m := &schedView{view: a.view, pid: a.self}
+	c.Send(a.cfg.scheduler, m)
 	if a.cfg.snapshot != nil {
-		a.cfg.snapshot.Store(&v)
+		a.cfg.snapshot.Store(&m.view)
 	}
 }

@@ -19,6 +19,7 @@ type byIDPolicy struct {
 func (p byIDPolicy) Name() string          { return p.name }
 func (p byIDPolicy) Version() uint64       { return 7 }
 func (p byIDPolicy) Knobs() *scripts.Knobs { return leastInFlightKnobs }
+func (p byIDPolicy) Reads() scripts.Fields { return scripts.FieldsAll }
 func (p byIDPolicy) Score(v *View, _ time.Time) Scored {
 	d := float64(v.ID[len(v.ID)-1] - '0')
 	if p.reverse {

@@ -29,6 +29,10 @@ type Policy interface {
 	Score(v *View, now time.Time) Scored
 	// Knobs are the policy's static settings (top-k jitter, tier caps, stickiness).
 	Knobs() *scripts.Knobs
+	// Reads is the set of counter fields Score may depend on; a view that
+	// differs from the last scored one only in other counters keeps its
+	// score (scripts.Policy.Reads).
+	Reads() scripts.Fields
 }
 
 // LeastInFlight is the built-in Go policy: the account with the smallest share
@@ -61,6 +65,9 @@ func (LeastInFlight) Score(v *View, _ time.Time) Scored {
 // Knobs returns the defaults: no jitter, full concurrency in every tier.
 func (LeastInFlight) Knobs() *scripts.Knobs { return leastInFlightKnobs }
 
+// Reads returns scripts.FieldInFlight.
+func (LeastInFlight) Reads() scripts.Fields { return scripts.FieldInFlight }
+
 // LuaPolicy adapts a compiled scripts.Policy to the scheduler. It owns the
 // Lua state: use it from one goroutine (the scheduler actor) only.
 type LuaPolicy struct {
@@ -84,6 +91,9 @@ func (l *LuaPolicy) Version() uint64 { return l.p.Version() }
 
 // Knobs returns the policy table's knobs.
 func (l *LuaPolicy) Knobs() *scripts.Knobs { return &l.knobs }
+
+// Reads returns the counter fields the Lua source may read.
+func (l *LuaPolicy) Reads() scripts.Fields { return l.p.Reads() }
 
 // Errors returns how many score calls failed (each excluded its account).
 func (l *LuaPolicy) Errors() uint64 { return l.errs }

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -267,4 +268,82 @@ func startSystemSized(t testing.TB, n, limit int) (*System, *memUsage) {
 		return startSystem(t, n, limit)
 	}
 	return startPool(t, n, limit, "id-%06d", 60*time.Second)
+}
+
+// TestRescoreOnlyOnReadFields checks that a view change touching only
+// counters the policy does not read costs no score() call: under
+// round_robin (reads none) neither a grant nor a successful release
+// rescores; under smart a grant does not (it reads no inflight or
+// requests) and a release does (successes, streaks, EWMAs); a failure
+// (status, cooldown, last_failure) always does.
+func TestRescoreOnlyOnReadFields(t *testing.T) {
+	ctx := context.Background()
+	req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+	rescores := func(s *System) uint64 {
+		t.Helper()
+		st, err := s.SchedulerStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Rescores
+	}
+	// A view read from System.View was sent to the scheduler before it
+	// became readable, so SchedulerStats asked afterwards sees it applied.
+	for _, c := range []struct {
+		policy         string
+		grant, release uint64
+	}{
+		{"round_robin", 0, 0},
+		{"smart", 0, 1},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			s, _ := startSystem(t, 1, 4)
+			setPolicyAndWait(t, s, luaPolicy(t, c.policy, ""))
+			before := rescores(s)
+			l, err := s.Acquire(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { v, _ := s.View(l.AccountID); return v.InFlight == 1 })
+			afterGrant := rescores(s)
+			s.Release(l, Outcome{Status: 200, Latency: time.Millisecond})
+			waitFor(t, func() bool { v, _ := s.View(l.AccountID); return v.InFlight == 0 })
+			afterRelease := rescores(s)
+			if afterGrant-before != c.grant || afterRelease-afterGrant != c.release {
+				t.Errorf("score calls: grant %d (want %d), release %d (want %d)", afterGrant-before, c.grant, afterRelease-afterGrant, c.release)
+			}
+			l, err = s.Acquire(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release(l, Outcome{Status: 500, Verdict: upstream.Verdict{Class: upstream.ClassTransient}})
+			waitFor(t, func() bool { v, _ := s.View(l.AccountID); return v.FailureStreak == 1 })
+			if n := rescores(s); n == afterRelease {
+				t.Errorf("a failure did not rescore the account")
+			}
+		})
+	}
+}
+
+// BenchmarkHeapPerAccount reports the live heap one idle account costs
+// (its actor, mailbox, view snapshot and scheduler entry), measured after
+// starting a pool of 100,000 and collecting garbage.
+func BenchmarkHeapPerAccount(b *testing.B) {
+	const n = 100000
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		s, _ := startSystemSized(b, n, 4)
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/account")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		s.Stop(ctx)
+		cancel()
+		b.StartTimer()
+	}
 }

@@ -202,12 +202,12 @@ func (a *account) startRefresh(c *actor.Context) {
 	pid, eng, ctx, r := a.self, c.Engine(), a.ctx, a.refresh
 	a.goroutines.Go(func() {
 		out, adopted, err := r.run(ctx, acc)
-		eng.Send(pid, accountRefreshed{account: out, adopted: adopted, err: err})
+		eng.Send(pid, &accountRefreshed{account: out, adopted: adopted, err: err})
 	})
 }
 
 // refreshed applies a refresh result.
-func (a *account) refreshed(c *actor.Context, m accountRefreshed) {
+func (a *account) refreshed(c *actor.Context, m *accountRefreshed) {
 	a.refreshing = false
 	now := a.cfg.now()
 	if m.err != nil {

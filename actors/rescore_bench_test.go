@@ -20,7 +20,7 @@ func BenchmarkFullRescore(b *testing.B) {
 			s := newScheduler(schedulerConfig{policy: LeastInFlight{}, maxWaiter: 10, log: quiet, now: time.Now})().(*scheduler)
 			pid := &actor.PID{}
 			for i := range n {
-				s.onView(nil, View{ID: fmt.Sprintf("id-%06d", i), Name: fmt.Sprintf("acct-%06d", i), Provider: storage.ProviderOpenAI,
+				s.onView(nil, &View{ID: fmt.Sprintf("id-%06d", i), Name: fmt.Sprintf("acct-%06d", i), Provider: storage.ProviderOpenAI,
 					Models: []string{"m"}, MaxInFlight: 4, Status: StatusActive, EWMASuccess: 0.4 + 0.6*float64(i%11)/10,
 					SuccessStreak: i % 7, FailureStreak: i % 3, EWMALatency: time.Duration(i%29) * time.Second, Version: 1, ConfigGen: 1}, pid)
 			}

@@ -133,11 +133,11 @@ func (s *scheduler) Receive(c *actor.Context) {
 		s.ticker.Stop()
 	case schedAcquire:
 		s.acquire(c, m.req)
-	case schedView:
-		s.onView(c, m.view, m.pid)
-	case schedRefused:
+	case *schedView:
+		s.onView(c, &m.view, m.pid)
+	case *schedRefused:
 		s.stats.Refusals++
-		s.onView(c, m.view, nil)
+		s.onView(c, &m.view, nil)
 		if m.req.state.Load() == acqPending {
 			m.req.tries++
 			s.acquire(c, m.req)
@@ -157,38 +157,50 @@ func (s *scheduler) Receive(c *actor.Context) {
 	case schedScores:
 		m.reply <- s.scores()
 	case schedPolicyState:
-		st := PolicyState{Policy: s.policy.Name(), PolicyVersion: s.policy.Version(), Rescoring: len(s.rescore)}
-		if s.canary != nil {
-			st.Canary = s.canary.Name()
-		}
-		m.reply <- st
+		s.replyPolicyState(m.reply)
 	case schedStats:
-		st := s.stats
-		st.Accounts = len(s.byID)
-		st.Waiters = s.waiting
-		st.Policy, st.PolicyVersion = s.policy.Name(), s.policy.Version()
-		if s.canary != nil {
-			st.Canary, st.CanaryVersion = s.canary.Name(), s.canary.Version()
-		}
-		st.Rescoring = len(s.rescore)
-		st.Sticky = len(s.sticky)
-		avail, now := 0, s.cfg.now()
-		for _, e := range s.byID {
-			if s.canary != nil && e.v[slotCanary].scored.OK {
-				st.CanaryTiers[min(int(e.v[slotCanary].scored.Tier), scripts.NumTiers-1)]++
-			}
-			if !e.v[slotPolicy].scored.OK {
-				st.Excluded++
-				continue
-			}
-			st.Tiers[min(int(e.v[slotPolicy].scored.Tier), scripts.NumTiers-1)]++
-			if e.available(now, slotPolicy) {
-				avail++
-			}
-		}
-		st.Available = avail
-		m.reply <- st
+		s.replyStats(m.reply)
 	}
+}
+
+// replyPolicyState sends the policies and the rescore progress to reply.
+// (Replies are built outside Receive, so its stack frame, which every
+// message pays for, stays small.)
+func (s *scheduler) replyPolicyState(reply chan PolicyState) {
+	st := PolicyState{Policy: s.policy.Name(), PolicyVersion: s.policy.Version(), Rescoring: len(s.rescore)}
+	if s.canary != nil {
+		st.Canary = s.canary.Name()
+	}
+	reply <- st
+}
+
+// replyStats sends the counters with the index's current figures to reply.
+func (s *scheduler) replyStats(reply chan SchedulerStats) {
+	st := s.stats
+	st.Accounts = len(s.byID)
+	st.Waiters = s.waiting
+	st.Policy, st.PolicyVersion = s.policy.Name(), s.policy.Version()
+	if s.canary != nil {
+		st.Canary, st.CanaryVersion = s.canary.Name(), s.canary.Version()
+	}
+	st.Rescoring = len(s.rescore)
+	st.Sticky = len(s.sticky)
+	avail, now := 0, s.cfg.now()
+	for _, e := range s.byID {
+		if s.canary != nil && e.v[slotCanary].scored.OK {
+			st.CanaryTiers[min(int(e.v[slotCanary].scored.Tier), scripts.NumTiers-1)]++
+		}
+		if !e.v[slotPolicy].scored.OK {
+			st.Excluded++
+			continue
+		}
+		st.Tiers[min(int(e.v[slotPolicy].scored.Tier), scripts.NumTiers-1)]++
+		if e.available(now, slotPolicy) {
+			avail++
+		}
+	}
+	st.Available = avail
+	reply <- st
 }
 
 // available reports whether e can take one more lease under slot sl's tier cap.
@@ -236,7 +248,7 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 }
 
 // onView installs a newer view of an account and restores the index.
-func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
+func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID) {
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {
@@ -252,7 +264,8 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 	}
 	old, oldProvider := e.keys, e.view.Provider
 	reconfigured := e.keys == nil || v.ConfigGen != e.view.ConfigGen
-	e.view = v
+	rescore := reconfigured || e.policyGen != s.policyGen || s.scoreInputsChanged(&e.view, v)
+	e.view = *v
 	if reconfigured {
 		e.keys = keysFor(&e.view)
 	}
@@ -279,10 +292,68 @@ func (s *scheduler) onView(c *actor.Context, v View, pid *actor.PID) {
 		}
 		e.terminal = t
 	}
-	s.index(e)
+	if rescore {
+		s.index(e)
+	} else {
+		s.file(e, s.cfg.now()) // the verdicts stand; availability and tie-break may not
+	}
 	if s.wakeable(e, s.cfg.now()) {
 		s.wake(c, e)
 	}
+}
+
+// scoreInputsChanged reports whether the running policies could judge nv
+// differently from ov: any field other than the counters differs, or a
+// counter the policies read (Policy.Reads) does. A lease granted or released
+// changes only counters, so under a policy that reads none of them it costs
+// no score() call. Slices are compared by identity: a published view's
+// slices are never mutated, only replaced.
+func (s *scheduler) scoreInputsChanged(ov, nv *View) bool {
+	if ov.Status != nv.Status || ov.CooldownUntil != nv.CooldownUntil || ov.CooldownReason != nv.CooldownReason ||
+		ov.MaxInFlight != nv.MaxInFlight || ov.Priority != nv.Priority || ov.Plan != nv.Plan ||
+		ov.ID != nv.ID || ov.Name != nv.Name || ov.Provider != nv.Provider || ov.Group != nv.Group ||
+		ov.LastFailure != nv.LastFailure || ov.LastTimeout != nv.LastTimeout ||
+		!sameSlice(ov.Tags, nv.Tags) || !sameSlice(ov.Windows, nv.Windows) {
+		return true
+	}
+	reads := s.policy.Reads()
+	if s.canary != nil {
+		reads |= s.canary.Reads()
+	}
+	var changed scripts.Fields
+	if ov.InFlight != nv.InFlight {
+		changed |= scripts.FieldInFlight
+	}
+	if ov.Requests != nv.Requests {
+		changed |= scripts.FieldRequests
+	}
+	if ov.Successes != nv.Successes {
+		changed |= scripts.FieldSuccesses
+	}
+	if ov.Failures != nv.Failures {
+		changed |= scripts.FieldFailures
+	}
+	if ov.SuccessStreak != nv.SuccessStreak {
+		changed |= scripts.FieldSuccessStreak
+	}
+	if ov.FailureStreak != nv.FailureStreak {
+		changed |= scripts.FieldFailureStreak
+	}
+	if ov.EWMASuccess != nv.EWMASuccess {
+		changed |= scripts.FieldEWMASuccess
+	}
+	if ov.EWMALatency != nv.EWMALatency {
+		changed |= scripts.FieldEWMALatency
+	}
+	if ov.EWMATTFT != nv.EWMATTFT {
+		changed |= scripts.FieldEWMATTFT
+	}
+	return changed&reads != 0
+}
+
+// sameSlice reports whether a and b are the same slice (same array, length).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func sameKeys(a, b []routeKey) bool {

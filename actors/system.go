@@ -242,7 +242,7 @@ func (s *System) Release(l *Lease, out Outcome) {
 // reported outside its HTTP headers (a codex.rate_limits event on an
 // upstream WebSocket), received at at. Unknown accounts are ignored.
 func (s *System) ReportRateLimits(accountID string, l upstream.RateLimits, at time.Time) {
-	s.engine.Send(s.pool, poolForward{id: accountID, msg: accountRateLimits{limits: l, at: at}})
+	s.engine.Send(s.pool, poolForward{id: accountID, msg: &accountRateLimits{limits: l, at: at}})
 }
 
 // RefreshAccount asks the account to refresh its OAuth tokens now (single

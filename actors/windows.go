@@ -112,7 +112,7 @@ func (a *account) setTransport(tr upstream.Transport) {
 	}
 	pid, eng := a.self, a.engine
 	lt := &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time) {
-		eng.Send(pid, accountRateLimits{limits: l, at: at})
+		eng.Send(pid, &accountRateLimits{limits: l, at: at})
 	}}
 	if d, ok := tr.(upstream.WebSocketDialer); ok {
 		a.transport = &limitsWSTransport{limitsTransport: lt, WebSocketDialer: d}

@@ -38,6 +38,7 @@ type Policy struct {
 	opts    Options
 	knobs   Knobs
 	version uint64 // the stored version; set by Host before the policy is published
+	reads   Fields // the counter fields the source may read (Reads)
 
 	sb    *sandbox
 	score *lua.LFunction
@@ -66,7 +67,7 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 		return nil, syntaxError(name, err)
 	}
 	sum := sha256.Sum256([]byte(source))
-	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts}
+	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts, reads: readsOf(source)}
 	knobs, err := p.instantiate()
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func (p *Policy) instantiate() (Knobs, error) {
 // compiled program, name, digest, version and knobs, re-running the top-level
 // chunk. Use one clone per goroutine that calls Score or Route.
 func (p *Policy) Clone() (*Policy, error) {
-	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version}
+	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version, reads: p.reads}
 	if _, err := c.instantiate(); err != nil {
 		return nil, err
 	}

@@ -250,6 +250,7 @@ func printRanking(w io.Writer, p *scripts.Policy, views []scripts.AccountView, n
 	k := p.Knobs()
 	fmt.Fprintf(w, "policy %s: ok (top_k %d, jitter %.2f, tiers healthy=%s warm=%s risky=%s)\n",
 		p.Name(), k.TopK, k.Jitter, k.Concurrency[0], k.Concurrency[1], k.Concurrency[2])
+	fmt.Fprintf(w, "counters read (a change of any other counter keeps the score): %s\n", p.Reads())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tACCOUNT\tSTATUS\tSCORE\tTIER\tRECHECK")
 	for i, r := range rows {

@@ -146,7 +146,8 @@ func TestPolicyCheckCommand(t *testing.T) {
 	cmd := rootCmd()
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"policy", "check", good})
-	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "policy good: ok") || !strings.Contains(out.String(), "RANK") {
+	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "policy good: ok") || !strings.Contains(out.String(), "RANK") ||
+		!strings.Contains(out.String(), "counters read (a change of any other counter keeps the score): failure_streak\n") {
 		t.Fatalf("check good: %v\n%s", err, out.String())
 	}
 	cmd = rootCmd()
