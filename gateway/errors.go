@@ -110,13 +110,19 @@ func errMethod(method, path string) *APIError {
 
 // writeError renders e in the client's error shape (anthropicClient decides).
 func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
+	writeErrorShape(ctx, e, anthropicClient(ctx))
+}
+
+// writeErrorShape renders e in Anthropic's error shape when anthropic is
+// set, else in OpenAI's.
+func writeErrorShape(ctx *fasthttp.RequestCtx, e *APIError, anthropic bool) {
 	resetKeepingRequestID(ctx)
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	if e.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(1, int((e.RetryAfter+time.Second-1)/time.Second))))
 	}
-	if anthropicClient(ctx) {
+	if anthropic {
 		msg := e.Message
 		if e.Code == "invalid_json" {
 			msg = msgAnthropicBadJSON // errBadJSON's text is OpenAI's and names the OpenAI API
@@ -164,7 +170,21 @@ func resetKeepingRequestID(ctx *fasthttp.RequestCtx) {
 // never, and the others (/v1/models, unknown paths) when the client sent an
 // anthropic-version or x-api-key header, which OpenAI clients never send.
 func anthropicClient(ctx *fasthttp.RequestCtx) bool {
-	p := ctx.Path()
+	return anthropicRequest(ctx.Path(), &ctx.Request.Header)
+}
+
+// anthropicHeader is anthropicClient from a request head alone (its path
+// from the request URI), for when fasthttp has not built the request yet.
+func anthropicHeader(h *fasthttp.RequestHeader) bool {
+	p := h.RequestURI()
+	if i := bytes.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	return anthropicRequest(p, h)
+}
+
+// anthropicRequest decides by path, then by Anthropic's headers.
+func anthropicRequest(p []byte, h *fasthttp.RequestHeader) bool {
 	switch {
 	case bytes.HasPrefix(p, pathMessages) || bytes.HasPrefix(p, pathMessages[3:]):
 		return true
@@ -172,7 +192,7 @@ func anthropicClient(ctx *fasthttp.RequestCtx) bool {
 		bytes.HasPrefix(p, pathResponses) || bytes.HasPrefix(p, pathResponses[3:]):
 		return false
 	}
-	return len(ctx.Request.Header.PeekBytes(headerAnthropicVersion)) > 0 || len(ctx.Request.Header.PeekBytes(headerAPIKey)) > 0
+	return len(h.PeekBytes(headerAnthropicVersion)) > 0 || len(h.PeekBytes(headerAPIKey)) > 0
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,12 @@ func (c *Config) defaults() {
 // Server is the HTTP front. Create it with New; it is safe for concurrent use.
 type Server struct {
 	cfg            Config
+	// unsized maps the header of a request whose body has no length
+	// (chunked) to whether its client speaks Anthropic's protocol, decided
+	// when the head arrives: fasthttp resets the request when such a body
+	// runs over the limit, and the 413 must still be in the client's shape.
+	// Keys are the pooled RequestCtx's headers, so the map stays small.
+	unsized sync.Map // *fasthttp.RequestHeader → bool
 	sys            *actors.System
 	store          storage.Store
 	cache          storage.Cache // counters for per-key limits; nil disables them
@@ -297,6 +304,9 @@ const unauthenticatedBodyLimit = 64 << 10
 // headerReceived runs once a request's head is read, before its body: a
 // request without a valid key gets a small body limit.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() < 0 && !h.IsGet() {
+		s.unsized.Store(h, anthropicHeader(h))
+	}
 	var secret []byte
 	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) && bytes.EqualFold(a[:len(bearerPrefix)], bearerPrefix) {
 		secret = bytes.TrimSpace(a[len(bearerPrefix):])
@@ -328,10 +338,11 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		// fasthttp resets the request when a chunked (or unsized) body runs
 		// over the limit, so neither the key nor the path is known here; the
 		// old answer, "You didn't provide an API key", was false for a client
-		// that sent one.
-		writeError(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
+		// that sent one. headerReceived noted the client's protocol.
+		anthropic, _ := s.unsized.LoadAndDelete(&ctx.Request.Header)
+		writeErrorShape(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
 			Message: "Request body too large: the limit is " + strconv.Itoa(s.cfg.MaxBodySize) + " bytes (" +
-				strconv.Itoa(unauthenticatedBodyLimit) + " without a valid API key)."})
+				strconv.Itoa(unauthenticatedBodyLimit) + " without a valid API key)."}, anthropic == true)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		if _, aerr := s.authenticate(ctx); aerr != nil {
 			writeError(ctx, aerr) // an unauthenticated body hit the small limit
