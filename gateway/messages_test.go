@@ -111,6 +111,10 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 		{"bad json", "/v1/messages", auth, `{"model":`, 400, "invalid_request_error"},
 		{"no model", "/v1/messages", bearer, `{"messages":[]}`, 400, "invalid_request_error"},
 		{"unknown model", "/v1/messages", auth, `{"model":"nope","max_tokens":1,"messages":[]}`, 404, "not_found_error"},
+		{"no max_tokens", "/v1/messages", auth, `{"model":"m","messages":[]}`, 400, "invalid_request_error"},
+		{"max_tokens a string", "/v1/messages", auth, `{"model":"m","max_tokens":"8","messages":[]}`, 400, "invalid_request_error"},
+		{"max_tokens fractional", "/v1/messages", auth, `{"model":"m","max_tokens":1.5,"messages":[]}`, 400, "invalid_request_error"},
+		{"max_tokens zero", "/v1/messages", auth, `{"model":"m","max_tokens":0,"messages":[]}`, 400, "invalid_request_error"},
 		{"method", "/v1/messages", auth, "", 405, "invalid_request_error"},
 		{"unknown path", "/v1/nothing", auth, "", 404, "not_found_error"},
 		{"count without key", "/v1/messages/count_tokens", nil, `{"model":"m"}`, 401, "authentication_error"},
@@ -127,8 +131,13 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 			t.Errorf("%s: request_id %q", tc.name, id)
 		}
 	}
+	// max_tokens is checked by the gateway for every upstream, in Anthropic's words.
+	resp := doWith(s, "POST", "/v1/messages", auth, []byte(`{"model":"m","messages":[]}`))
+	if m := gjson.GetBytes(resp.Body(), "error.message").Str; m != "max_tokens: Field required" {
+		t.Errorf("no max_tokens: message %q", m)
+	}
 	// OpenAI endpoints keep OpenAI's shape even with an x-api-key.
-	resp := doWith(s, "POST", "/v1/chat/completions", map[string]string{"x-api-key": key}, []byte(`{"model":`))
+	resp = doWith(s, "POST", "/v1/chat/completions", map[string]string{"x-api-key": key}, []byte(`{"model":`))
 	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) {
 		t.Errorf("chat with x-api-key: %d %s", resp.StatusCode(), resp.Body())
 	}

@@ -256,6 +256,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
 	c.model = m.Str
+	if c.endpoint == upstream.EndpointMessages {
+		if aerr := checkMaxTokens(root.Get("max_tokens")); aerr != nil {
+			return aerr
+		}
+	}
 	c.clientUsage = root.Get("stream_options.include_usage").Type == gjson.True
 	if c.endpoint == upstream.EndpointResponses {
 		c.prevResp = root.Get("previous_response_id").String()
@@ -280,6 +285,24 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		c.body = b
 	}
 	c.native = needsNative(c)
+	return nil
+}
+
+// checkMaxTokens enforces what the Messages API requires of max_tokens, a
+// positive integer (https://docs.claude.com/en/api/messages), whichever
+// upstream serves the request: an anthropic account refuses a request
+// without it and a translated one would accept it, so the same request
+// must not succeed or fail by the account it happens to get. The messages
+// are Anthropic's own.
+func checkMaxTokens(v gjson.Result) *APIError {
+	switch {
+	case !v.Exists() || v.Type == gjson.Null:
+		return errBadParam("max_tokens", "max_tokens: Field required")
+	case v.Type != gjson.Number || v.Num != float64(int64(v.Num)):
+		return errBadParam("max_tokens", "max_tokens: Input should be a valid integer")
+	case v.Num < 1:
+		return errBadParam("max_tokens", "max_tokens: Input should be greater than or equal to 1")
+	}
 	return nil
 }
 

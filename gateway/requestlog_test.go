@@ -28,13 +28,13 @@ func logged(t *testing.T, s *Server) []storage.UsageRecord {
 	return recs
 }
 
-// An upstream's 400 (a Messages request without max_tokens) is logged with
+// An upstream's 400 (here a canned invalid_request_error) is logged with
 // its status, the account that answered it, no tokens and the decision;
 // a request refused before authentication is not logged.
 func TestRequestLogRecordsFailures(t *testing.T) {
 	bad := cannedTransport{400, "application/json", []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`)}
 	s, sys, key := testServerOf(t, bad, storage.ProviderAnthropic)
-	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 400 {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
