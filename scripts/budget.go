@@ -3,9 +3,25 @@ package scripts
 import (
 	"context"
 	"fmt"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
+)
+
+// slowAllocLimit is what a slow call may allocate, in bytes, counted from
+// the moment it became slow (see budget).
+const slowAllocLimit = 16 << 20
+
+// slowFraction: a call turns slow after 1/slowFraction of its wall-clock
+// budget (1 ms of score's default 50 ms).
+const slowFraction = 50
+
+// Call phases of budget.phase.
+const (
+	phaseNormal int32 = iota // within its first twentieth of wall time
+	phaseSlow                // past it: Done watches allocations
+	phaseKilled              // wall time is up
 )
 
 // closedChan is returned by budget.Done once a call is over its budget.
@@ -24,7 +40,13 @@ var closedChan = func() chan struct{} {
 //     machine load;
 //   - it returns a closed channel once a reusable wall-clock timer has
 //     expired: the backstop for the few instructions that are slow on their
-//     own (concatenating huge strings).
+//     own (concatenating huge strings);
+//   - past a fiftieth of the wall-clock budget (a call that slow is
+//     abnormal: score takes microseconds) the timer marks the call slow,
+//     and from then on Done also reads the process's allocation counter and
+//     stops the call once it has allocated slowAllocLimit more: the guard
+//     against memory bombs the libraries cannot see, such as doubling a
+//     string with `s = s .. s`, one instruction per doubling.
 //
 // Until then Done returns a nil channel, which the VM's select skips at the
 // least cost. Arming the timer costs a Reset/Stop and two uncontended lock
@@ -37,17 +59,20 @@ type budget struct {
 	over     error // why the call was stopped, nil while within budget (Lua goroutine only)
 	wall     time.Duration
 
-	killed atomic.Bool // the timer expired during this call
-	mu     sync.Mutex  // guards armed, stale and the writes of killed
-	armed  bool        // a call is running
-	stale  int         // callbacks of finished calls that are still to run and must do nothing
-	timer  *time.Timer
+	phase     atomic.Int32  // phaseNormal, phaseSlow or phaseKilled
+	allocBase atomic.Uint64 // bytes allocated by the process when the call turned slow
+	mu        sync.Mutex    // guards armed, stale and the writes of phase
+	armed     bool          // a call is running
+	stale     int           // callbacks of finished calls that are still to run and must do nothing
+	timer     *time.Timer
+	allocs    []metrics.Sample // /gc/heap/allocs:bytes, read by Done in the slow phase
+	timerAt   []metrics.Sample // the same, read by expire (another goroutine)
 }
 
 var _ context.Context = (*budget)(nil)
 
 func newBudget() *budget {
-	b := &budget{}
+	b := &budget{allocs: []metrics.Sample{{Name: allocsMetric}}, timerAt: []metrics.Sample{{Name: allocsMetric}}}
 	b.timer = time.AfterFunc(time.Hour, b.expire)
 	b.timer.Stop()
 	return b
@@ -59,17 +84,34 @@ func (b *budget) Deadline() (time.Time, bool) { return time.Time{}, false }
 // Done counts one instruction and is ready once the call is over budget.
 func (b *budget) Done() <-chan struct{} {
 	b.n++
-	if b.n > b.limit || b.killed.Load() {
-		if b.over == nil {
-			if b.n > b.limit {
-				b.over = fmt.Errorf("%w: more than %d instructions", ErrBudget, b.limit)
-			} else {
-				b.over = fmt.Errorf("%w: ran longer than %v", ErrBudget, b.wall)
-			}
-		}
-		return closedChan
+	phase := b.phase.Load()
+	if b.n <= b.limit && phase == phaseNormal && b.over == nil {
+		return nil
 	}
-	return nil
+	switch {
+	case b.over != nil:
+	case b.n > b.limit:
+		b.over = fmt.Errorf("%w: more than %d instructions", ErrBudget, b.limit)
+	case phase == phaseKilled:
+		b.over = fmt.Errorf("%w: ran longer than %v", ErrBudget, b.wall)
+	case allocated(b.allocs)-b.allocBase.Load() > slowAllocLimit:
+		b.over = fmt.Errorf("%w: allocated more than %d MiB", ErrBudget, slowAllocLimit>>20)
+	default:
+		return nil // slow, within its memory
+	}
+	return closedChan
+}
+
+const allocsMetric = "/gc/heap/allocs:bytes"
+
+// allocated returns the bytes the process has allocated since it started,
+// read into sample (one per goroutine that reads).
+func allocated(sample []metrics.Sample) uint64 {
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
 }
 
 // Err says why the call was stopped, nil while it is within budget.
@@ -81,11 +123,12 @@ func (b *budget) Value(any) any { return nil }
 // start arms the budget for one call of at most limit instructions and wall
 // of wall-clock time.
 func (b *budget) start(limit int64, wall time.Duration) {
-	b.n, b.limit, b.over, b.wall = 0, limit, nil, wall
+	b.n, b.limit, b.over = 0, limit, nil
 	b.mu.Lock()
+	b.wall = wall // read by expire
 	b.armed = true
 	b.mu.Unlock()
-	b.timer.Reset(wall)
+	b.timer.Reset(wall / slowFraction)
 }
 
 // stop disarms the budget and returns why the call was stopped, or nil.
@@ -99,25 +142,31 @@ func (b *budget) start(limit int64, wall time.Duration) {
 func (b *budget) stop() error {
 	stopped := b.timer.Stop()
 	b.mu.Lock()
-	if b.armed && !stopped && !b.killed.Load() {
+	if b.armed && !stopped && b.phase.Load() != phaseKilled {
 		b.stale++
 	}
 	b.armed = false
-	b.killed.Store(false)
+	b.phase.Store(phaseNormal)
 	b.mu.Unlock()
 	over := b.over
 	b.over = nil
 	return over
 }
 
-// expire runs on the timer's goroutine when an armed call's time is up.
+// expire runs on the timer's goroutine: first when an armed call turns
+// slow (it notes the allocation counter and re-arms for the rest of the
+// wall time), then when its time is up.
 func (b *budget) expire() {
 	b.mu.Lock()
 	switch {
 	case b.stale > 0:
 		b.stale--
+	case b.armed && b.phase.Load() == phaseNormal:
+		b.allocBase.Store(allocated(b.timerAt))
+		b.phase.Store(phaseSlow)
+		b.timer.Reset(b.wall - b.wall/slowFraction)
 	case b.armed:
-		b.killed.Store(true)
+		b.phase.Store(phaseKilled)
 	}
 	b.mu.Unlock()
 }

@@ -79,7 +79,11 @@ func TestBudgetLateCallback(t *testing.T) {
 		t.Fatalf("second call: %v", err)
 	}
 	b.start(1e9, time.Hour)
-	b.expire() // this call's own callback
+	b.expire() // this call's own callbacks: it turns slow,
+	if b.Done() != nil {
+		t.Fatal("turning slow stopped a call that allocates nothing")
+	}
+	b.expire() // then its time is up
 	if b.Done() == nil {
 		t.Fatal("the call's own expiry did not stop it")
 	}
@@ -117,9 +121,31 @@ func TestBudgetStopTwice(t *testing.T) {
 	b.stop()
 	b.stop()
 	b.start(1e9, time.Hour)
-	b.expire()
+	b.expire() // slow
+	b.expire() // time up
 	if b.Done() == nil {
 		t.Fatal("a second stop left a stale count behind")
 	}
 	b.stop()
 }
+
+// TestBudgetSlowAllocations: once slow, a call is stopped when the process
+// has allocated slowAllocLimit more, and not before.
+func TestBudgetSlowAllocations(t *testing.T) {
+	b := newBudget()
+	b.start(1e9, time.Hour)
+	b.expire() // slow
+	if b.Done() != nil {
+		t.Fatal("stopped before allocating")
+	}
+	sink = make([]byte, slowAllocLimit+1<<20)
+	if b.Done() == nil {
+		t.Fatal("not stopped after allocating more than the limit")
+	}
+	if err := b.stop(); err == nil || err.Error() != "budget exceeded: allocated more than 16 MiB" {
+		t.Fatalf("stop() = %v", err)
+	}
+	sink = nil
+}
+
+var sink []byte

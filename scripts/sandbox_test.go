@@ -70,6 +70,8 @@ func TestSandboxRefusals(t *testing.T) {
 		{"string.gsub bomb", "local s = string.rep('a', 10000)\nlocal r = s:gsub('a', string.rep('b', 1000))\nfunction score() return 1 end", ErrRuntime, "string.gsub: result of up to", 2},
 		{"string.gsub function bomb", "local big = string.rep('b', 2^20)\nlocal r = ('abc'):gsub('%w', function() return big end)\nfunction score() return 1 end", ErrRuntime, "string.gsub: result is over the 1048576-byte limit", 2},
 		{"pattern backtracking", "function score()\n  return string.rep('a', 5000):find('.-.-.-.-b') or 0\nend", ErrRuntime, "is too expensive for a subject of 5000 bytes", 2},
+		{"concatenation doubling at load", "local s = 'x'\nfor i = 1, 40 do s = s .. s end\nfunction score() return 1 end", ErrBudget, "allocated more than 16 MiB", 2},
+		{"concatenation doubling in score", "function score()\n  local s = 'x'\n  for i = 1, 40 do s = s .. s end\n  return #s\nend", ErrBudget, "allocated more than 16 MiB", 3},
 		{"table growth", "local t = {}\nfor i = 1, 1e9 do t[i] = i end\nfunction score() return 1 end", ErrBudget, "the top-level chunk stopped", 2},
 		{"registry overflow", "local t = {}\nfor i = 1, 100000 do t[i] = i end\nfunction score()\n  return select('#', unpack(t))\nend", ErrRuntime, "registry overflow", 0},
 
