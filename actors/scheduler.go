@@ -320,35 +320,24 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View) bool {
 	if s.canary != nil {
 		reads |= s.canary.Reads()
 	}
-	var changed scripts.Fields
-	if ov.InFlight != nv.InFlight {
-		changed |= scripts.FieldInFlight
-	}
-	if ov.Requests != nv.Requests {
-		changed |= scripts.FieldRequests
-	}
-	if ov.Successes != nv.Successes {
-		changed |= scripts.FieldSuccesses
-	}
-	if ov.Failures != nv.Failures {
-		changed |= scripts.FieldFailures
-	}
-	if ov.SuccessStreak != nv.SuccessStreak {
-		changed |= scripts.FieldSuccessStreak
-	}
-	if ov.FailureStreak != nv.FailureStreak {
-		changed |= scripts.FieldFailureStreak
-	}
-	if ov.EWMASuccess != nv.EWMASuccess {
-		changed |= scripts.FieldEWMASuccess
-	}
-	if ov.EWMALatency != nv.EWMALatency {
-		changed |= scripts.FieldEWMALatency
-	}
-	if ov.EWMATTFT != nv.EWMATTFT {
-		changed |= scripts.FieldEWMATTFT
-	}
+	changed := when(ov.InFlight != nv.InFlight, scripts.FieldInFlight) |
+		when(ov.Requests != nv.Requests, scripts.FieldRequests) |
+		when(ov.Successes != nv.Successes, scripts.FieldSuccesses) |
+		when(ov.Failures != nv.Failures, scripts.FieldFailures) |
+		when(ov.SuccessStreak != nv.SuccessStreak, scripts.FieldSuccessStreak) |
+		when(ov.FailureStreak != nv.FailureStreak, scripts.FieldFailureStreak) |
+		when(ov.EWMASuccess != nv.EWMASuccess, scripts.FieldEWMASuccess) |
+		when(ov.EWMALatency != nv.EWMALatency, scripts.FieldEWMALatency) |
+		when(ov.EWMATTFT != nv.EWMATTFT, scripts.FieldEWMATTFT)
 	return changed&reads != 0
+}
+
+// when is f if cond holds, else no field.
+func when(cond bool, f scripts.Fields) scripts.Fields {
+	if cond {
+		return f
+	}
+	return 0
 }
 
 // sameSlice reports whether a and b are the same slice (same array, length).
