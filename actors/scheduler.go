@@ -549,6 +549,11 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 	if req.state.Load() != acqPending {
 		return
 	}
+	// Rechecks that are due run before the pick, not at the next tick, so
+	// an account whose score changed with time is judged on time.
+	if len(s.rechecks) > 0 && !s.rechecks[0].due.After(s.cfg.now()) {
+		s.runRechecks(c)
+	}
 	if req.tries < maxTries {
 		if e := s.pick(req); e != nil {
 			s.grant(c, e, req)

@@ -45,6 +45,13 @@ type Config struct {
 	// OnUsageWritten, when set, is called from the recorder's writer after each
 	// batch with its size and error (for metrics).
 	OnUsageWritten func(n int, err error)
+	// Clock is the time the scheduler and the accounts judge by: cooldowns,
+	// failure decay, usage windows, stickiness, recheck_after and wait
+	// deadlines. Default time.Now. troupe policy replay sets the recorded
+	// time, so that a replayed window's cooldowns last as long in its
+	// timeline as they did. Timers that end cooldowns still run on real time;
+	// a cooldown past its end is over at the next pick either way.
+	Clock func() time.Time
 }
 
 // UsageWriter is what the usage recorder needs from storage (storage.Usage
@@ -68,7 +75,8 @@ type System struct {
 	snapshots sync.Map // account ID → *atomic.Pointer[View]
 	timers    sync.Pool
 	stopped   atomic.Bool
-	ws        wsPools // upstream WebSocket pools, one per account (websocket.go)
+	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
+	now       func() time.Time // Config.Clock
 }
 
 // Start spawns the scheduler, the usage recorder and the pool supervisor.
@@ -98,7 +106,10 @@ func Start(cfg Config) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &System{engine: e}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	s := &System{engine: e, now: cfg.Clock}
 	s.ws.idle = cfg.WSIdleTimeout
 	var ref *refresher
 	if r := cfg.Refresh; r != nil {
@@ -118,7 +129,7 @@ func Start(cfg Config) (*System, error) {
 		policy:    cfg.Policy,
 		maxWaiter: cfg.MaxWaiters,
 		log:       cfg.Logger,
-		now:       time.Now,
+		now:       cfg.Clock,
 	}), "scheduler", actor.WithID("0"), actor.WithInboxSize(4096))
 	s.usage = e.Spawn(newRecorder(usageConfig{
 		store:     cfg.Store,
@@ -134,7 +145,7 @@ func Start(cfg Config) (*System, error) {
 		refresh:   ref,
 		snapshots: &s.snapshots,
 		log:       cfg.Logger,
-		now:       time.Now,
+		now:       cfg.Clock,
 		probe:     probeEvery(cfg.QuotaProbe),
 	}), "pool", actor.WithID("0"))
 	return s, nil
@@ -174,7 +185,7 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 		reply:          make(chan acquireReply, 1),
 	}
 	if req.MaxWait > 0 {
-		st.deadline = time.Now().Add(req.MaxWait)
+		st.deadline = s.now().Add(req.MaxWait)
 	}
 	s.engine.Send(s.sched, schedAcquire{req: st})
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -137,8 +138,26 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 	for _, k := range keys {
 		keyByID[k.ID] = k
 	}
+	// The replay runs on the recorded time: the clock stands at the record
+	// or failed attempt being replayed, so cooldowns, failure decay and
+	// recheck_after last as long in the window's timeline as they did.
+	var clock atomic.Int64
+	first := time.Now()
+	if len(recs) > 0 {
+		first = recs[0].At
+	}
+	if len(events) > 0 && events[0].At.Before(first) {
+		first = events[0].At
+	}
+	clock.Store(first.UnixNano())
+	advance := func(t time.Time) {
+		if n := t.UnixNano(); n > clock.Load() {
+			clock.Store(n)
+		}
+	}
 	sys, err := actors.Start(actors.Config{Store: nullUsage{}, Logger: quietLogger(),
-		Transport: func(storage.Account) (upstream.Transport, error) { return simTransport{}, nil }})
+		Transport: func(storage.Account) (upstream.Transport, error) { return simTransport{}, nil },
+		Clock:     func() time.Time { return time.Unix(0, clock.Load()) }})
 	if err != nil {
 		return err
 	}
@@ -195,8 +214,10 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 	for _, r := range recs {
 		// The failed attempts that happened before this request started.
 		for ; ei < len(events) && !events[ei].At.After(r.At); ei++ {
+			advance(events[ei].At)
 			replayFailure(ctx, sys, events[ei])
 		}
+		advance(r.At)
 		ep, ok := replayEndpoint(r.Route)
 		if !ok || r.AccountID == "" {
 			skipped++
@@ -248,6 +269,7 @@ func replayPolicy(ctx context.Context, w io.Writer, s storage.Store, p *scripts.
 		sys.Release(l, actors.Outcome{Status: 200, Latency: r.Latency, TTFT: r.TTFT})
 	}
 	for ; ei < len(events); ei++ {
+		advance(events[ei].At)
 		replayFailure(ctx, sys, events[ei])
 	}
 	total := same + differ + unserved
@@ -351,7 +373,7 @@ func replayFailure(ctx context.Context, sys *actors.System, ev storage.ErrorEven
 const (
 	causeNoMatch = "no account in the pool matches it (its model, or the group, provider or tags the policy's route() chose)"
 	causeResting = "every matching account was resting at that point of the replay: cooling, unauthorized or refused by score(); " +
-		"the recorded failed attempts are fed back, and a cooldown they start runs on the wall clock, so it lasts through the rest of the replay (which takes seconds, not the window's hours)"
+		"the recorded failed attempts are fed back, and the cooldowns they start last as long in the window's timeline as they would have"
 	causeBusy  = "every matching account was at its max_concurrency"
 	causeOther = "the scheduler refused it"
 )

@@ -117,3 +117,71 @@ func TestPolicyReplayExplainsNoAccount(t *testing.T) {
 		}
 	}
 }
+
+// The replay runs on the recorded time: acct-b's 429 at 6.5 s cools it for
+// its 30 s backoff in the window's timeline, so it is out
+// for the requests at 7–9 s and back for those at 40 and 41 s, however
+// fast the replay runs (on the wall clock it would rest for the rest of
+// the replay).
+func TestPolicyReplayCooldownTimeline(t *testing.T) {
+	dir, at := replayStore(t)
+	cfg, err := loadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = dir
+	ctx := context.Background()
+	s, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accts, err := s.ListAccounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, a := range accts {
+		ids[a.Name] = a.ID
+	}
+	keys, err := s.ListAPIKeys(ctx)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %v %v", keys, err)
+	}
+	var later []storage.UsageRecord
+	for i, sec := range []int{40, 41} {
+		later = append(later, storage.UsageRecord{RequestID: fmt.Sprintf("req-late-%d", i), At: at.Add(time.Duration(sec) * time.Second),
+			KeyID: keys[0].ID, AccountID: ids["acct-a"], Model: "gpt-4.1-mini", Route: "chat.completions", Status: 200, Attempts: 1})
+	}
+	if err := s.InsertUsage(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	ev := storage.ErrorEvent{RequestID: "req-06", Attempt: 1, At: at.Add(6500 * time.Millisecond), AccountID: ids["acct-b"], Class: "rate", Status: 429}
+	if err := s.InsertErrorEvents(ctx, []storage.ErrorEvent{ev}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	pol := filepath.Join(t.TempDir(), "by_priority.lua")
+	src := `function score(a, now)
+  if a.status == "cooling" and a.cooldown_until and a.cooldown_until > now then
+    return nil, nil, a.cooldown_until - now
+  end
+  if a.status ~= "active" and a.status ~= "cooling" then return nil end
+  return a.priority
+end
+`
+	if err := os.WriteFile(pol, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "policy", "replay", pol, "--data", dir, "--since", "2h")
+	for _, want := range []string{
+		"policy by_priority replayed over 12 requests",
+		"2 failed attempts fed back",
+		"same account: 3 (25.0%)  different: 9 (75.0%)",
+		"acct-a     acct-c       5",
+		"acct-a     acct-b       4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, out)
+		}
+	}
+}
