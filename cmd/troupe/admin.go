@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	adminui "github.com/troupe-gw/troupe/admin-ui"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
@@ -108,4 +110,38 @@ func (a *app) printAdminPassword(w io.Writer) {
 func (a *app) uiHost() string {
 	b := a.baseURL()
 	return b[len("http://") : len(b)-len("/v1")]
+}
+
+// adminCmd is "troupe admin": the admin user, from the command line.
+func adminCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "admin", Short: "Manage the admin UI's user"}
+	dataFlag(cmd)
+	password := &cobra.Command{
+		Use:   "password",
+		Short: "Set the admin user's password and print it (the way back in when it is lost)",
+		Long: `Set the password of the admin UI's user "admin" to admin.password
+(TROUPE_ADMIN_PASSWORD) or, when that is not set, to a random one printed on
+stdout. The user is created when missing and enabled when disabled; its
+sessions on running instances end at their next request. Run it against the
+storage the gateway uses (--data or -c).`,
+		Example: `  troupe admin password --data ./data
+  TROUPE_ADMIN_PASSWORD='a long passphrase' troupe admin password -c troupe.yaml`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+				pw, err := resetAdminPassword(ctx, s, cfg.Admin.Password)
+				if err != nil {
+					return err
+				}
+				if cfg.Admin.Password != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "# the password of %q is now admin.password\n", adminUser)
+					return nil
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "TROUPE_ADMIN_PASSWORD=%s\n", pw)
+				fmt.Fprintf(cmd.ErrOrStderr(), "# the new password of %q is shown this once\n", adminUser)
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(password)
+	return cmd
 }

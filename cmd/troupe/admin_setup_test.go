@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,5 +142,48 @@ func TestDemoResetsAdminPassword(t *testing.T) {
 	}
 	if st := adminLogin(t, strings.TrimSuffix(d.base, "/v1"), pw); st != 200 {
 		t.Fatalf("new password: %d", st)
+	}
+}
+
+// A first start that cannot listen creates no admin user (its generated
+// password would never be printed), and `troupe admin password` is the way
+// back in when a password is lost: it prints a new one that logs in.
+func TestAdminPasswordRecovery(t *testing.T) {
+	cfg := testConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := cfg.Listen
+	cfg.Listen = busy.Addr().String()
+	if _, err := startApp(ctx, cfg, quietLogger()); err == nil || !strings.Contains(err.Error(), "listen") {
+		t.Fatalf("start on a busy port: %v", err)
+	}
+	busy.Close()
+	cfg.Listen = listen
+	a, err := startApp(ctx, cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.admin.created || a.admin.generated == "" {
+		t.Fatalf("the start after a failed one did not create the admin user: %+v", a.admin)
+	}
+	a.serve()
+	defer a.shutdown(5 * time.Second)
+	base := strings.TrimSuffix(a.baseURL(), "/v1")
+	// The first password is lost: set a new one from the command line.
+	clearTroupeEnv(t)
+	out := mustCLI(t, "admin", "password", "--data", cfg.DataDir)
+	pw, ok := strings.CutPrefix(strings.TrimSpace(out), "TROUPE_ADMIN_PASSWORD=")
+	if !ok || len(pw) < 20 {
+		t.Fatalf("admin password printed %q", out)
+	}
+	if st := adminLogin(t, base, pw); st != 200 {
+		t.Fatalf("login with the new password: %d", st)
+	}
+	if st := adminLogin(t, base, a.admin.generated); st == 200 {
+		t.Fatal("the old password still logs in")
 	}
 }

@@ -250,18 +250,22 @@ func (a *app) start(ctx context.Context) error {
 		a.cache.Close()
 		return err
 	}
-	if err := a.setupAdmin(ctx); err != nil {
-		a.unwatch()
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return err
-	}
+	// Listen before the first admin user is created: its generated password
+	// is printed only once the server runs, and a start that fails on a busy
+	// port must not create a user whose password nobody saw.
 	a.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		a.unwatch()
 		a.sys.Stop(context.Background())
 		a.cache.Close()
 		return fmt.Errorf("listen: %w", err)
+	}
+	if err := a.setupAdmin(ctx); err != nil {
+		a.ln.Close()
+		a.unwatch()
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
 	}
 	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver, "cache", cfg.Cache.Driver)
 	return nil
