@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -91,16 +92,32 @@ func runtimeError(policy string, err error) *Error {
 	}
 	prefix := chunkName(policy) + ":"
 	if line, rest, ok := cutLine(msg, prefix); ok {
-		e.Line, e.Msg = line, rest
+		e.Line, e.Msg = line, clipMsg(rest)
 		return e
 	}
-	e.Msg = msg
+	e.Msg = clipMsg(msg)
 	if i := strings.Index(trace, prefix); i >= 0 {
 		if line, _, ok := cutLine(trace[i:], prefix); ok {
 			e.Line = line
 		}
 	}
 	return e
+}
+
+// maxErrorMsg bounds the text of a policy's runtime error: error() may be
+// given a string of any size, and the message goes to logs and the API.
+const maxErrorMsg = 1024
+
+// clipMsg cuts msg to maxErrorMsg bytes (at a UTF-8 boundary), saying so.
+func clipMsg(msg string) string {
+	if len(msg) <= maxErrorMsg {
+		return msg
+	}
+	cut := maxErrorMsg
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + fmt.Sprintf("… (%d bytes in all)", len(msg))
 }
 
 // cutLine parses "PREFIX<digits>:<rest>" and returns the line and the trimmed rest.

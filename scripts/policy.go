@@ -66,6 +66,9 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
+	if err := checkConcat(name, proto); err != nil {
+		return nil, err
+	}
 	sum := sha256.Sum256([]byte(source))
 	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts, reads: readsOf(source)}
 	knobs, err := p.instantiate()

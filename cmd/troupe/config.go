@@ -115,7 +115,7 @@ func defaults() map[string]any {
 		"storage.master_key":           "",
 		"cache.driver":                 "memory",
 		"policies.dir":                 "",
-		"policies.active":              "smart",
+		"policies.active":              defaultPolicy,
 		"cache.url":                    "",
 		"cache.prefix":                 "troupe:",
 		"gateway.max_body_bytes":       16 << 20,
@@ -315,3 +315,6 @@ func redactDSN(dsn string) string {
 	}
 	return u.String()
 }
+
+// defaultPolicy is policies.active when nothing sets it.
+const defaultPolicy = "smart"

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -61,6 +63,14 @@ func (a *app) loadActivePolicy(ctx context.Context) error {
 	switch {
 	case err == nil:
 		a.watcher.Pause()
+		if want := a.cfg.Policies.Active; want != "" && want != p.Name {
+			level := slog.LevelWarn
+			if want == defaultPolicy {
+				level = slog.LevelInfo // the default, most likely not asked for
+			}
+			a.log.Log(context.Background(), level, "policies.active (--policy, TROUPE_POLICIES_ACTIVE) is not used: the policy activated through the admin API serves; activate the other one there to switch",
+				"serving", p.Name, "version", p.Version, "ignored", want)
+		}
 		_, err = a.policies.LoadVersion(p.Name, p.Source, uint64(max(p.Version, 0)))
 		return err
 	case !errors.Is(err, storage.ErrNotFound):
@@ -163,7 +173,7 @@ func (a *app) watchPolicies(ctx context.Context) {
 func policyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Check, simulate and replay routing policies offline"}
 	check := &cobra.Command{
-		Use:   "check FILE",
+		Use:   "check FILE|BUILTIN",
 		Short: "Compile and self-test a policy, and show how it ranks a sample pool",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -182,7 +192,7 @@ func policyCmd() *cobra.Command {
 	var accounts, requests, concurrency int
 	var seed uint64
 	simulate := &cobra.Command{
-		Use:   "simulate FILE",
+		Use:   "simulate FILE|BUILTIN",
 		Short: "Run requests through the real scheduler with the policy and print where they went",
 		Long: `Start the scheduler and account actors in memory with N synthetic accounts — some
 healthy, some failing now and then with 5xx, 429 or timeouts, some slow — route M
@@ -205,8 +215,16 @@ and tiers. Nothing leaves the process.`,
 	return cmd
 }
 
+// compileFile compiles the policy file at path or, when there is no such
+// file and path is a built-in's name ("smart"), that built-in.
 func compileFile(path string) (*scripts.Policy, error) {
 	src, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if b, ok := scripts.Builtin(path); ok {
+			return scripts.Compile(path, b, scripts.Options{})
+		}
+		err = fmt.Errorf("%w (nor is it a built-in policy: %s)", err, strings.Join(scripts.Builtins(), ", "))
+	}
 	if err != nil {
 		return nil, err
 	}

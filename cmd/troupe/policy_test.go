@@ -157,6 +157,19 @@ func TestPolicyCheckCommand(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bad:2") {
 		t.Fatalf("check bad: want an error at line 2, got %v", err)
 	}
+	// A built-in by name, when no such file exists.
+	out.Reset()
+	cmd = rootCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"policy", "check", "round_robin"})
+	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "policy round_robin: ok") {
+		t.Fatalf("check round_robin: %v\n%s", err, out.String())
+	}
+	cmd = rootCmd()
+	cmd.SetArgs([]string{"policy", "check", "no_such_policy"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "nor is it a built-in policy: ") {
+		t.Fatalf("check no_such_policy: %v", err)
+	}
 	out.Reset()
 	cmd = rootCmd()
 	cmd.SetOut(&out)

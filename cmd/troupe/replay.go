@@ -24,7 +24,7 @@ func replayCmd() *cobra.Command {
 	var from, to string
 	var limit, show int
 	cmd := &cobra.Command{
-		Use:   "replay FILE",
+		Use:   "replay FILE|BUILTIN",
 		Short: "Replay the recorded request log of a time window with a policy and show where its choices differ",
 		Long: `Read the request log (usage records and error events) of a time window from
 storage, start the real scheduler in memory over the pool as stored now (every
