@@ -106,13 +106,13 @@ func (c *Config) defaults() {
 
 // Server is the HTTP front. Create it with New; it is safe for concurrent use.
 type Server struct {
-	cfg            Config
+	cfg Config
 	// unsized maps the header of a request whose body has no length
 	// (chunked) to whether its client speaks Anthropic's protocol, decided
 	// when the head arrives: fasthttp resets the request when such a body
 	// runs over the limit, and the 413 must still be in the client's shape.
 	// Keys are the pooled RequestCtx's headers, so the map stays small.
-	unsized sync.Map // *fasthttp.RequestHeader → bool
+	unsized        sync.Map // *fasthttp.RequestHeader → bool
 	sys            *actors.System
 	store          storage.Store
 	cache          storage.Cache // counters for per-key limits; nil disables them
