@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -85,6 +86,12 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 	set(&a.Credentials.APIKey, in.APIKey)
 	if !a.Provider.Valid() {
 		return a, errBadParam("provider", "provider is one of codex, openai, openai_compat, anthropic.")
+	}
+	if a.BaseURL != "" && !upstream.ValidBaseURL(a.BaseURL) {
+		return a, errBadParam("base_url", "base_url must be an absolute http or https URL, such as https://api.example.com/v1.")
+	}
+	if a.BaseURL == "" && a.Provider == storage.ProviderOpenAICompat {
+		return a, errBadParam("base_url", "An openai_compat account needs a base_url.")
 	}
 	if a.MaxConcurrency < 0 || a.MaxConcurrency > 10_000 {
 		return a, errBadParam("max_concurrency", "max_concurrency is 0 (meaning 1) to 10000.")

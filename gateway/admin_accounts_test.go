@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/tidwall/gjson"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,6 +51,14 @@ func TestAdminAccountsCRUD(t *testing.T) {
 	c.do("POST", "/api/admin/accounts", map[string]any{"provider": "openai"}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "unknown_field": 1}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "max_concurrency": -1}).want(t, 400)
+	for _, u := range []string{"file:///etc/passwd", "javascript:alert(1)", "not a url", "http://[::1", "/v1"} {
+		r := c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "base_url": u})
+		r.want(t, 400)
+		if p := gjson.GetBytes(r.body, "error.param").Str; p != "base_url" {
+			t.Errorf("base_url %q: param %q", u, p)
+		}
+	}
+	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai_compat"}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", `[`).want(t, 400)
 	waitFor(t, "the new account in the pool", func() bool { _, ok := e.sys.View(id); return ok })
 	stored, err := e.store.GetAccount(t.Context(), "new-1")

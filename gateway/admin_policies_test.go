@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,6 +184,31 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 	c := e.login()
 	if r := c.do("POST", "/api/admin/accounts/import?format=troupe", b.String()).want(t, 200); r.json["created"].(float64) != 500 {
 		t.Fatalf("import: %s", r.body)
+	}
+	// Past the gateway's own limit, a session gets 413 (it got 401 "You
+	// didn't provide an API key"). The head alone is sent: the answer comes
+	// before any of the body is read.
+	u, _ := url.Parse(e.base)
+	var cookies []string
+	for _, ck := range c.hc.Jar.Cookies(u) {
+		cookies = append(cookies, ck.Name+"="+ck.Value)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "POST /api/admin/accounts/import?format=tokens HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n%s: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
+		u.Host, strings.Join(cookies, "; "), CSRFHeader, c.csrf, 17<<20)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("17 MiB with a session: %d %s, want 413", resp.StatusCode, body)
 	}
 }
 

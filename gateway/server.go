@@ -344,6 +344,10 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 			Message: "Request body too large: the limit is " + strconv.Itoa(s.cfg.MaxBodySize) + " bytes (" +
 				strconv.Itoa(unauthenticatedBodyLimit) + " without a valid API key)."}, anthropic == true)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		if s.adminSessionHeader(&ctx.Request.Header) {
+			writeError(ctx, errTooLarge(s.cfg.MaxBodySize)) // a logged-in admin's import
+			return
+		}
 		if _, aerr := s.authenticate(ctx); aerr != nil {
 			writeError(ctx, aerr) // an unauthenticated body hit the small limit
 			return

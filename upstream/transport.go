@@ -404,11 +404,26 @@ func parseBaseURL(a storage.Account, def string) (*url.URL, error) {
 		}
 		raw = def
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := absoluteHTTP(raw)
+	if !ok {
 		return nil, fmt.Errorf("upstream: account %q: %w: want an absolute http(s) URL", a.Name, ErrInvalidBaseURL)
 	}
 	return u, nil
+}
+
+// ValidBaseURL reports whether raw is usable as an account's base_url: an
+// absolute http or https URL with a host ("https://api.example.com/v1").
+func ValidBaseURL(raw string) bool {
+	_, ok := absoluteHTTP(raw)
+	return ok
+}
+
+func absoluteHTTP(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
 }
 
 // unsupported is the error for an endpoint provider p does not speak.
