@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -130,5 +131,34 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 		if resp.StatusCode != 413 || !bytes.Contains(b, []byte("request_too_large")) || !bytes.HasPrefix(b, []byte(c.shape)) {
 			t.Errorf("%s chunked, too large: %d %s, want 413 starting %s", c.path, resp.StatusCode, b, c.shape)
 		}
+	}
+}
+
+// A request head too large to read is refused with 431, not a 400 "could
+// not be parsed".
+func TestHeaderTooLarge(t *testing.T) {
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	go fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nX-Junk: %s\r\nContent-Length: 2\r\n\r\n{}",
+		key, strings.Repeat("j", 70<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 431 || !bytes.Contains(b, []byte("request_header_fields_too_large")) {
+		t.Fatalf("70 KiB header: %d %s, want 431", resp.StatusCode, b)
 	}
 }

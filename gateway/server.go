@@ -354,6 +354,14 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		}
 		writeError(ctx, errTooLarge(s.cfg.MaxBodySize))
 	default:
+		var small *fasthttp.ErrSmallBuffer
+		if errors.As(err, &small) || errors.Is(err, fasthttp.ErrSmallReadBuffer) {
+			// The head did not fit the read buffer: neither path nor key is
+			// known (fasthttp has not parsed them), so the shape is OpenAI's.
+			writeError(ctx, &APIError{Status: 431, Type: "invalid_request_error", Code: "request_header_fields_too_large",
+				Message: "The request's header fields are too large."})
+			return
+		}
 		var netErr net.Error
 		if errors.As(err, &netErr) && netErr.Timeout() {
 			writeError(ctx, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout", Message: "The request was not received in time."})
