@@ -411,7 +411,7 @@ func accountsCmd() *cobra.Command {
 	f.StringVar(&ac.Credentials.RefreshToken, "refresh-token", "", "OAuth refresh token (codex)")
 	f.StringVar(&ac.Credentials.AccountID, "account-id", "", "ChatGPT account id (codex)")
 	f.StringSliceVar(&ac.Models, "models", nil, "models served (default: any)")
-	f.IntVar(&ac.MaxConcurrency, "max-concurrency", 4, "in-flight requests allowed at once")
+	f.IntVar(&ac.MaxConcurrency, "max-concurrency", defaultMaxConcurrency, "in-flight requests allowed at once")
 	f.StringVar(&ac.Group, "group", "", "routing group")
 	f.StringSliceVar(&ac.Tags, "tags", nil, "routing tags")
 	f.IntVar(&ac.Priority, "priority", 0, "routing priority (higher first, where a policy honours it)")

@@ -297,9 +297,13 @@ func (a AccountConfig) account() storage.Account {
 	if a.APIKey != "" {
 		cred.APIKey = a.APIKey
 	}
+	mc := a.MaxConcurrency
+	if mc == 0 {
+		mc = defaultMaxConcurrency
+	}
 	return storage.Account{
 		Name: a.Name, Provider: storage.Provider(a.Provider), BaseURL: a.BaseURL, Credentials: cred,
-		Models: a.Models, MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: a.Tags,
+		Models: a.Models, MaxConcurrency: mc, Group: a.Group, Tags: a.Tags,
 		Priority: a.Priority, Disabled: a.Disabled,
 	}
 }
@@ -318,3 +322,7 @@ func redactDSN(dsn string) string {
 
 // defaultPolicy is policies.active when nothing sets it.
 const defaultPolicy = "smart"
+
+// defaultMaxConcurrency is an account's in-flight limit when its
+// configuration gives none, in the config file and on the command line alike.
+const defaultMaxConcurrency = 4
