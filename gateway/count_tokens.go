@@ -48,8 +48,12 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	m := gjson.GetBytes(body, "model")
-	if m.Type != gjson.String || m.Str == "" {
+	switch {
+	case !m.Exists() || m.Type == gjson.Null || (m.Type == gjson.String && m.Str == ""):
 		writeError(ctx, errMissingModel())
+		return
+	case m.Type != gjson.String:
+		writeError(ctx, errBadParam("model", "Invalid type for 'model': expected a string."))
 		return
 	}
 	if !modelAllowed(&key, m.Str) {

@@ -238,5 +238,13 @@ func TestWebSocketBinaryFrameAnswered(t *testing.T) {
 			t.Fatalf("frame %d after binary: %s %v", i, got, err)
 		}
 	}
+	// A text frame that is not UTF-8 fails the connection with 1007
+	// (RFC 6455 §8.1).
+	if err := conn.WriteMessage(websocket.TextMessage, []byte("{\"type\":\"response.create\",\"model\":\"\xff\"}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseInvalidFramePayloadData) {
+		t.Fatalf("invalid UTF-8: %s %v, want close 1007", got, err)
+	}
 	waitIdle(t, sys)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
@@ -118,6 +119,12 @@ func (ss *wsSession) read(frames chan<- []byte) {
 		switch {
 		case typ == websocket.BinaryMessage:
 			data = nil
+		case !utf8.Valid(data):
+			// RFC 6455 §8.1: a text frame that is not UTF-8 fails the
+			// connection, with 1007.
+			ss.closeWith(websocket.CloseInvalidFramePayloadData, "text frame is not valid UTF-8")
+			ss.cancel()
+			return
 		case data == nil:
 			data = []byte{} // an empty text frame is bad JSON, not a binary frame
 		}

@@ -64,8 +64,9 @@ func ParseCodexFile(data []byte) ([]CodexEntry, error) {
 	}
 	var out []CodexEntry
 	sc := bufio.NewScanner(bytes.NewReader(trimmed))
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for n := 1; sc.Scan(); n++ {
+	sc.Buffer(make([]byte, 0, 64<<10), maxImportLine)
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 || line[0] == '#' {
 			continue
@@ -76,11 +77,16 @@ func ParseCodexFile(data []byte) ([]CodexEntry, error) {
 		}
 		out = append(out, tokenEntry(n, string(line)))
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return out, fmt.Errorf("import: line %d is longer than %d MiB; one entry per line", n, maxImportLine>>20)
+	} else if err != nil {
 		return out, fmt.Errorf("import: %w", err)
 	}
 	return out, nil
 }
+
+// maxImportLine is the longest line of a line-based import file, in bytes.
+const maxImportLine = 4 << 20
 
 func tokenEntry(n int, tok string) CodexEntry {
 	e := CodexEntry{Line: n}

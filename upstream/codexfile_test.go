@@ -160,3 +160,12 @@ func FuzzParseCodexFile(f *testing.F) {
 		}
 	})
 }
+
+// A line over the limit is refused by its number, not with bufio's words.
+func TestParseCodexFileLongLine(t *testing.T) {
+	body := "rt-one\n# a comment\n" + strings.Repeat("x", maxImportLine+1) + "\n"
+	_, err := ParseCodexFile([]byte(body))
+	if err == nil || err.Error() != "import: line 3 is longer than 4 MiB; one entry per line" {
+		t.Fatalf("err = %v", err)
+	}
+}
