@@ -212,7 +212,7 @@ type policyJSON struct {
 	Name        string     `json:"name"`
 	Version     int        `json:"version"`
 	Source      string     `json:"source,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
+	CreatedAt   time.Time  `json:"created_at,omitzero"` // absent for a built-in never stored
 	ActivatedAt *time.Time `json:"activated_at,omitempty"`
 	Builtin     bool       `json:"builtin,omitempty"`
 }

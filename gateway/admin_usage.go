@@ -15,7 +15,7 @@ import (
 
 // usagePoint is one time bucket of one series.
 type usagePoint struct {
-	T               time.Time `json:"t"` // bucket start (UTC)
+	T               time.Time `json:"t,omitzero"` // bucket start (UTC); absent in the total
 	Requests        int64     `json:"requests"`
 	Errors          int64     `json:"errors"` // requests answered with status >= 400
 	InputTokens     int64     `json:"input_tokens"`

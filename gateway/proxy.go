@@ -386,7 +386,7 @@ func clientError(f *failure) *APIError {
 	case upstream.ClassRate, upstream.ClassQuota:
 		retry := min(max(f.verdict.RetryAfter, time.Second), time.Minute)
 		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: retry,
-			Message: "Every upstream account that could serve this request is rate limited right now. Please retry shortly."}
+			Message: "The upstream accounts tried for this request are rate limited right now. Please retry shortly."}
 	case upstream.ClassCanceled:
 		return &APIError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "The request was canceled."}
 	case upstream.ClassTransient:

@@ -149,3 +149,20 @@ func definedAt(fn *lua.LFunction) int {
 	}
 	return fn.Proto.LineDefined
 }
+
+// tokenLine is the line of the first name or string literal in source
+// that reads name (the key of a policy-table entry), 0 when there is none.
+func tokenLine(source, name string) int {
+	sc := parse.NewScanner(strings.NewReader(source), "")
+	lx := &parse.Lexer{}
+	for {
+		tok, err := sc.Scan(lx)
+		if err != nil || tok.Type < 0 {
+			return 0
+		}
+		if (tok.Type == parse.TIdent || tok.Type == parse.TString) && tok.Str == name {
+			return tok.Pos.Line
+		}
+		lx.PrevTokenType = tok.Type
+	}
+}

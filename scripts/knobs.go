@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,46 +123,69 @@ func parseKnobs(t *lua.LTable) (Knobs, error) {
 	if t == nil {
 		return k, nil
 	}
+	// Keys in order, so that of several bad knobs the same one is reported
+	// every time (the table's own order is a Go map's).
+	var names []string
 	var err error
-	t.ForEach(func(key, v lua.LValue) {
-		if err != nil {
-			return
-		}
-		name, ok := key.(lua.LString)
-		if !ok {
-			err = fmt.Errorf("policy table: key %s is not a string", key.String())
-			return
-		}
-		switch string(name) {
-		case "description":
-			s, ok := v.(lua.LString)
-			if !ok {
-				err = fmt.Errorf("policy.description: want a string, got %s", v.Type())
-			}
-			k.Description = string(s)
-		case "top_k":
-			k.TopK, err = intKnob("policy.top_k", v, 1, 100)
-		case "jitter":
-			n, ok := v.(lua.LNumber)
-			if !ok || float64(n) < 0 || float64(n) > 1 || math.IsNaN(float64(n)) {
-				err = fmt.Errorf("policy.jitter: want a probability in [0, 1], got %s", v.String())
-			}
-			k.Jitter = float64(n)
-		case "tie_break":
-			k.TieBreak, err = tieBreakKnob(v)
-		case "concurrency":
-			err = concurrencyKnob(&k, v)
-		case "sticky_ttl":
-			var s int
-			s, err = intKnob("policy.sticky_ttl", v, 1, 30*24*3600)
-			k.StickyTTL = time.Duration(s) * time.Second
-		case "max_attempts":
-			k.MaxAttempts, err = intKnob("policy.max_attempts", v, 1, 20)
-		default:
-			err = fmt.Errorf("policy table: unknown knob %q (known: description, top_k, jitter, tie_break, concurrency, sticky_ttl, max_attempts)", name)
+	t.ForEach(func(key, _ lua.LValue) {
+		if name, ok := key.(lua.LString); ok {
+			names = append(names, string(name))
+		} else if err == nil {
+			err = &knobError{msg: fmt.Sprintf("policy table: key %s is not a string", key.String())}
 		}
 	})
-	return k, err
+	if err != nil {
+		return k, err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := t.RawGetString(name)
+		err = parseKnob(&k, name, v)
+		if err != nil {
+			return k, &knobError{knob: name, msg: err.Error()}
+		}
+	}
+	return k, nil
+}
+
+// knobError is a bad entry of the policy table; knob is its key ("" when
+// the key is not a string), so the error can name the key's line.
+type knobError struct{ knob, msg string }
+
+func (e *knobError) Error() string { return e.msg }
+
+// parseKnob reads the knob name with value v into k.
+func parseKnob(k *Knobs, name string, v lua.LValue) error {
+	var err error
+	switch name {
+	case "description":
+		s, ok := v.(lua.LString)
+		if !ok {
+			err = fmt.Errorf("policy.description: want a string, got %s", v.Type())
+		}
+		k.Description = string(s)
+	case "top_k":
+		k.TopK, err = intKnob("policy.top_k", v, 1, 100)
+	case "jitter":
+		n, ok := v.(lua.LNumber)
+		if !ok || float64(n) < 0 || float64(n) > 1 || math.IsNaN(float64(n)) {
+			err = fmt.Errorf("policy.jitter: want a probability in [0, 1], got %s", v.String())
+		}
+		k.Jitter = float64(n)
+	case "tie_break":
+		k.TieBreak, err = tieBreakKnob(v)
+	case "concurrency":
+		err = concurrencyKnob(k, v)
+	case "sticky_ttl":
+		var s int
+		s, err = intKnob("policy.sticky_ttl", v, 1, 30*24*3600)
+		k.StickyTTL = time.Duration(s) * time.Second
+	case "max_attempts":
+		k.MaxAttempts, err = intKnob("policy.max_attempts", v, 1, 20)
+	default:
+		err = fmt.Errorf("policy table: unknown knob %q (known: description, top_k, jitter, tie_break, concurrency, sticky_ttl, max_attempts)", name)
+	}
+	return err
 }
 
 func intKnob(name string, v lua.LValue, lo, hi int) (int, error) {

@@ -3,6 +3,7 @@ package scripts
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -119,7 +120,12 @@ func (p *Policy) instantiate() (Knobs, error) {
 	knobs, err := parseKnobs(table)
 	if err != nil {
 		sb.close()
-		return Knobs{}, &Error{Policy: p.name, Kind: ErrKnobs, Msg: err.Error()}
+		e := &Error{Policy: p.name, Kind: ErrKnobs, Msg: err.Error()}
+		var ke *knobError
+		if errors.As(err, &ke) && ke.knob != "" {
+			e.Line = tokenLine(p.source, ke.knob)
+		}
+		return Knobs{}, e
 	}
 	sb.freezeGlobals()
 	p.sb, p.score, p.route = sb, score, route
