@@ -168,7 +168,11 @@ func startApp(ctx context.Context, cfg *Config, log *slog.Logger) (*app, error) 
 func (a *app) start(ctx context.Context) error {
 	cfg := a.cfg
 	for _, ac := range cfg.Accounts {
-		if _, err := a.store.PutAccount(ctx, ac.account()); err != nil {
+		acc := ac.account()
+		if acc.MaxConcurrency == 0 { // unset in the file: the CLI's default
+			acc.MaxConcurrency = defaultMaxConcurrency
+		}
+		if _, err := a.store.PutAccount(ctx, acc); err != nil {
 			return fmt.Errorf("account %s: %w", ac.Name, err)
 		}
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConcurrencyColumn(t *testing.T) {
@@ -21,5 +23,23 @@ func TestAccountsListDefaultConcurrency(t *testing.T) {
 	list := mustCLI(t, "accounts", "list", "--data", dir)
 	if !strings.Contains(list, "1 (default)") {
 		t.Errorf("accounts list shows no effective default concurrency:\n%s", list)
+	}
+}
+
+// An account of the config file without max_concurrency gets the CLI's
+// default (it silently ran one request at a time).
+func TestConfigAccountDefaultConcurrency(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Accounts = []AccountConfig{{Name: "from-file", Provider: "openai", APIKey: "sk-x", Models: []string{"m"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := startApp(ctx, cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.shutdown(5 * time.Second)
+	accts, err := a.store.ListAccounts(ctx)
+	if err != nil || len(accts) != 1 || accts[0].MaxConcurrency != defaultMaxConcurrency {
+		t.Fatalf("accounts %+v (%v), want one with max_concurrency %d", accts, err, defaultMaxConcurrency)
 	}
 }

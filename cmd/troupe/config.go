@@ -297,13 +297,9 @@ func (a AccountConfig) account() storage.Account {
 	if a.APIKey != "" {
 		cred.APIKey = a.APIKey
 	}
-	mc := a.MaxConcurrency
-	if mc == 0 {
-		mc = defaultMaxConcurrency
-	}
 	return storage.Account{
 		Name: a.Name, Provider: storage.Provider(a.Provider), BaseURL: a.BaseURL, Credentials: cred,
-		Models: a.Models, MaxConcurrency: mc, Group: a.Group, Tags: a.Tags,
+		Models: a.Models, MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: a.Tags,
 		Priority: a.Priority, Disabled: a.Disabled,
 	}
 }
