@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -156,12 +155,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 
-	rctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	rctx, cancel, gone := s.requestContext()
 	if c.stream {
-		return s.serveStream(ctx, c, rctx, cancel)
+		return s.serveStream(ctx, c, rctx, cancel, gone)
 	}
 	defer cancel()
-	return s.answer(ctx, c, s.run(rctx, c))
+	return s.answer(ctx, c, s.runWatched(rctx, ctx.Conn(), c, gone))
 }
 
 // answer writes the outcome of the failover loop: the answer, or why there is none.

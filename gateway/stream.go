@@ -454,8 +454,9 @@ func (st *stream) finish(count bool) {
 // longer (slow first tokens, failovers), the headers are committed and a
 // pending body keeps the connection alive with heartbeats until the loop
 // ends; a failure then arrives as an error event in the client's protocol.
-func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc) int {
+func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc, gone func()) int {
 	ch := make(chan outcome, 1)
+	conn := ctx.Conn() // read here: the loop outlives this handler's ctx when the head commits early
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -463,7 +464,7 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Con
 				ch <- outcome{aerr: &APIError{Status: 500, Type: "server_error", Message: "The server had an error while processing your request."}}
 			}
 		}()
-		ch <- s.run(rctx, c)
+		ch <- s.runWatched(rctx, conn, c, gone)
 	}()
 	t := time.NewTimer(s.cfg.HeartbeatInterval)
 	defer t.Stop()

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// hanging is an upstream that answers only when its call is cancelled,
+// with the error the real transports give then.
+type hanging struct{ cancelled atomic.Int64 }
+
+func (h *hanging) Do(ctx context.Context, _ *upstream.Request) (*upstream.Response, error) {
+	<-ctx.Done()
+	h.cancelled.Add(1)
+	return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}
+}
+
+// A client that hangs up while its non-stream request waits on a slow
+// upstream ends the request: the upstream call is cancelled, the lease goes
+// back within about clientPoll, and the request is logged as 499 canceled
+// (it was held until the upstream gave up, and logged as a 502).
+func TestClientGoneCancelsRequest(t *testing.T) {
+	up := &hanging{}
+	s, sys, key := testServer(t, 1, up)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	for _, stream := range []bool{false, true} {
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, len(body), body)
+		deadline := time.Now().Add(5 * time.Second)
+		for inFlight(sys) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if inFlight(sys) == 0 {
+			t.Fatalf("stream=%v: the request never took a lease", stream)
+		}
+		conn.Close()
+		start := time.Now()
+		waitIdle(t, sys)
+		if d := time.Since(start); d > 5*clientPoll {
+			t.Errorf("stream=%v: lease released %v after the hang-up", stream, d)
+		}
+	}
+	if n := up.cancelled.Load(); n != 2 {
+		t.Errorf("%d upstream calls cancelled, want 2", n)
+	}
+	recs := logged(t, s)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	for _, r := range recs {
+		if r.Status != statusClientClosed || r.ErrorClass != "canceled" {
+			t.Errorf("record %+v, want status 499, class canceled", r)
+		}
+	}
+}
+
+// Watching does not eat into a pipelined next request: two requests sent
+// back to back on one connection are both answered.
+func TestClientWatchKeepsPipelinedRequests(t *testing.T) {
+	slow := delayed{d: 3 * clientPoll, inner: cannedTransport{200, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[]}`)}}
+	s, _, key := testServer(t, 1, slow)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, len(body), body)
+	if _, err := io.WriteString(conn, req+req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "chat.completion") {
+			t.Fatalf("response %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+}
+
+// delayed answers like inner after d (or fails when cancelled first).
+type delayed struct {
+	d     time.Duration
+	inner upstream.Transport
+}
+
+func (d delayed) Do(ctx context.Context, r *upstream.Request) (*upstream.Response, error) {
+	select {
+	case <-time.After(d.d):
+		return d.inner.Do(ctx, r)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
