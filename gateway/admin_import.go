@@ -63,8 +63,14 @@ type ImportAccounts interface {
 // entry for an account already seen in the file is refused. Credentials are
 // sealed by the store. It fails only when data is unusable as a whole or
 // storage cannot be listed; a failed write refuses that entry.
+// errImportBaseURL refuses an import whose base URL cannot serve.
+var errImportBaseURL = errors.New("import: base_url must be an absolute http or https URL, such as https://chatgpt.com/backend-api/codex")
+
 func ImportCodexAccounts(ctx context.Context, st ImportAccounts, data []byte, opts ImportOptions) (ImportReport, error) {
 	rep := ImportReport{DryRun: opts.DryRun, Counts: map[string]int{"imported": 0, "updated": 0, "unchanged": 0, "refused": 0}}
+	if opts.BaseURL != "" && !upstream.ValidBaseURL(opts.BaseURL) {
+		return rep, errImportBaseURL
+	}
 	entries, err := upstream.ParseCodexFile(data)
 	if err != nil && len(entries) == 0 {
 		return rep, err
@@ -244,6 +250,10 @@ func (s *Server) adminAccountsIO(ctx *fasthttp.RequestCtx, method, op string) {
 			opts.MaxConcurrency = n
 		}
 		rep, err := ImportCodexAccounts(sctx, s.store, ctx.PostBody(), opts)
+		if errors.Is(err, errImportBaseURL) {
+			writeError(ctx, errBadParam("base_url", err.Error()))
+			return
+		}
 		if err != nil {
 			writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_import", Message: err.Error()})
 			return

@@ -221,6 +221,10 @@ func TestAdminImportRefusalsSpeakJSON(t *testing.T) {
 	if r.StatusCode() != 400 || gjson.GetBytes(r.Body(), "error.param").Str != "format" {
 		t.Fatalf("unknown format: %d %s", r.StatusCode(), r.Body())
 	}
+	r = do(s, "POST", "/api/admin/accounts/import?format=tokens&base_url=file:///etc/passwd", admin, []byte("rt_abcdef123\n"))
+	if r.StatusCode() != 400 || gjson.GetBytes(r.Body(), "error.param").Str != "base_url" {
+		t.Fatalf("import with a file: base_url: %d %s", r.StatusCode(), r.Body())
+	}
 	for _, tc := range []struct{ path, method, body, want string }{
 		{"/api/admin/accounts/import?format=troupe", "POST", `[{"name":5}]`, "name must be a string, not number"},
 		{"/api/admin/accounts/import?format=troupe", "POST", `{"accounts":"x"}`, "accounts must be an array, not string"},

@@ -181,6 +181,17 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 	} else if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		t.Fatalf("large body without a session: %v, want 401 or a reset", err)
 	}
+	// A login over the small limit is told so (it was told to send an API key).
+	lr, err := http.Post(e.base+"/api/admin/login", "application/json", strings.NewReader(`{"username":"admin","password":"`+strings.Repeat("p", 70000)+`"}`))
+	if err == nil {
+		lb, _ := io.ReadAll(lr.Body)
+		lr.Body.Close()
+		if lr.StatusCode != 413 || !strings.Contains(string(lb), "a login has at most") {
+			t.Fatalf("70 KB login: %d %s, want 413", lr.StatusCode, lb)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("70 KB login: %v", err)
+	}
 	c := e.login()
 	if r := c.do("POST", "/api/admin/accounts/import?format=troupe", b.String()).want(t, 200); r.json["created"].(float64) != 500 {
 		t.Fatalf("import: %s", r.body)

@@ -348,6 +348,16 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 			writeError(ctx, errTooLarge(s.cfg.MaxBodySize)) // a logged-in admin's import
 			return
 		}
+		switch p := ctx.Path(); {
+		case bytes.Equal(p, []byte("/api/admin/login")):
+			// A login needs no credentials: the small limit is the reason.
+			writeError(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
+				Message: "Request body too large: a login has at most " + strconv.Itoa(unauthenticatedBodyLimit) + " bytes."})
+			return
+		case bytes.HasPrefix(p, []byte("/api/admin/")):
+			writeError(ctx, errAdminAuth("Log in (POST /api/admin/login) or send an admin API key; a large body needs one."))
+			return
+		}
 		if _, aerr := s.authenticate(ctx); aerr != nil {
 			writeError(ctx, aerr) // an unauthenticated body hit the small limit
 			return
