@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -75,7 +76,17 @@ type LuaPolicy struct {
 	knobs scripts.Knobs
 	av    scripts.AccountView // reused for every call
 	errs  uint64
+
+	// Runtime errors are logged at most once per scoreErrorLogEvery, with
+	// the count since the last line, so a policy failing on every account
+	// is visible without flooding the log. The scheduler sets log.
+	log          *slog.Logger
+	lastLog      time.Time
+	errsSinceLog uint64
 }
+
+// scoreErrorLogEvery spaces the log lines of a policy's score errors.
+const scoreErrorLogEvery = 10 * time.Second
 
 // NewLuaPolicy wraps p, which the caller must not use concurrently afterwards
 // (give the scheduler a Clone).
@@ -105,6 +116,12 @@ func (l *LuaPolicy) Score(v *View, now time.Time) Scored {
 	s, ok, tier, recheck, err := l.p.Score(&l.av, now)
 	if err != nil {
 		l.errs++
+		l.errsSinceLog++
+		if l.log != nil && time.Since(l.lastLog) >= scoreErrorLogEvery {
+			l.log.Warn("routing policy score failed: the account is excluded until its recheck", "policy", l.p.Name(),
+				"version", l.p.Version(), "account", v.Name, "err", err, "errors_since_last_report", l.errsSinceLog)
+			l.lastLog, l.errsSinceLog = time.Now(), 0
+		}
 		return Scored{RecheckAfter: scripts.ErrorRecheck}
 	}
 	return Scored{Score: s, OK: ok, Tier: tier, RecheckAfter: recheck}

@@ -1,10 +1,14 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"github.com/troupe-gw/troupe/storage"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -346,4 +350,46 @@ func BenchmarkHeapPerAccount(b *testing.B) {
 		cancel()
 		b.StartTimer()
 	}
+}
+
+// A policy failing at run time is reported in the log, at most once per
+// scoreErrorLogEvery, with the count of errors since the last line.
+func TestScoreErrorsLogged(t *testing.T) {
+	var buf syncBuffer
+	lp := luaPolicy(t, "bad", "function score(a, now)\n  if a.name == \"acct-0001\" then error(\"boom\") end\n  return 1\nend\n")
+	sc := newScheduler(schedulerConfig{policy: LeastInFlight{}, maxWaiter: 10, log: slog.New(slog.NewTextHandler(&buf, nil)), now: time.Now})().(*scheduler)
+	sc.policy = sc.withLog(lp) // as setPolicy installs it
+	for i := range 4 {
+		name := "acct-0001"
+		if i == 0 {
+			name = "acct-0000"
+		}
+		v := View{ID: fmt.Sprintf("id-%d", i), Name: name, Provider: storage.ProviderOpenAI, MaxInFlight: 1, Version: 1, ConfigGen: 1}
+		sc.judge(&entry{view: v}, slotPolicy, sc.policy, time.Now())
+	}
+	out := buf.String()
+	if strings.Count(out, "routing policy score failed") != 1 || !strings.Contains(out, "boom") || !strings.Contains(out, "account=acct-0001") {
+		t.Fatalf("log:\n%s", out)
+	}
+	if lp.Errors() != 3 {
+		t.Fatalf("%d errors counted, want 3", lp.Errors())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -107,6 +107,9 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 		if cfg.rand == nil {
 			cfg.rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7472_6f75_7065))
 		}
+		if lp, ok := cfg.policy.(*LuaPolicy); ok && lp != nil {
+			lp.log = cfg.log
+		}
 		return &scheduler{
 			cfg:    cfg,
 			policy: cfg.policy,
@@ -456,8 +459,16 @@ func (s *scheduler) runRechecks(c *actor.Context) {
 // setPolicy swaps the policy and rescores the pool in chunks: picks keep
 // being served between chunks, with old scores for the accounts not yet
 // rescored (stale ordering, never over-admission).
+// withLog gives a Lua policy the scheduler's logger for its score errors.
+func (s *scheduler) withLog(p Policy) Policy {
+	if lp, ok := p.(*LuaPolicy); ok && lp != nil {
+		lp.log = s.cfg.log
+	}
+	return p
+}
+
 func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
-	s.policy = p
+	s.policy = s.withLog(p)
 	s.policyGen++
 	s.sticky = make(map[string]stickyEntry)
 	s.rescore = s.rescore[:0]
@@ -473,6 +484,9 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 // after a policy swap (until an account is rescored it is no canary
 // candidate); removing it drops the canary's heaps at once.
 func (s *scheduler) setCanary(c *actor.Context, p Policy) {
+	if p != nil {
+		p = s.withLog(p)
+	}
 	s.canary, s.canaryReady = p, false
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
 	if p == nil {
