@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
 	"sync/atomic"
 	"testing"
 	"time"
@@ -355,7 +356,7 @@ func BenchmarkHeapPerAccount(b *testing.B) {
 // A policy failing at run time is reported in the log, at most once per
 // scoreErrorLogEvery, with the count of errors since the last line.
 func TestScoreErrorsLogged(t *testing.T) {
-	var buf syncBuffer
+	var buf bytes.Buffer // judge runs here, in the test's goroutine
 	lp := luaPolicy(t, "bad", "function score(a, now)\n  if a.name == \"acct-0001\" then error(\"boom\") end\n  return 1\nend\n")
 	sc := newScheduler(schedulerConfig{policy: LeastInFlight{}, maxWaiter: 10, log: slog.New(slog.NewTextHandler(&buf, nil)), now: time.Now})().(*scheduler)
 	sc.policy = sc.withLog(lp) // as setPolicy installs it
@@ -374,22 +375,4 @@ func TestScoreErrorsLogged(t *testing.T) {
 	if lp.Errors() != 3 {
 		t.Fatalf("%d errors counted, want 3", lp.Errors())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -45,12 +45,7 @@ func TestKeyCacheIsBounded(t *testing.T) {
 // it is cut at 64 KiB and answered 401.
 func TestUnauthenticatedBodyLimit(t *testing.T) {
 	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	big := append([]byte(`{"model":"m","x":"`), bytes.Repeat([]byte("a"), 1<<20)...)
 	big = append(big, `"}`...)
 	// A raw connection: the server answers and closes once the limit is hit,
@@ -94,12 +89,7 @@ func TestUnauthenticatedBodyLimit(t *testing.T) {
 // provide an API key" to a client that sent a valid one).
 func TestChunkedBodyTooLarge(t *testing.T) {
 	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	// The answer is in the client's protocol, although fasthttp has reset
 	// the path by the time it is written.
 	for _, c := range []struct{ path, auth, shape string }{
@@ -138,18 +128,8 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 // not be parsed".
 func TestHeaderTooLarge(t *testing.T) {
 	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
-	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	ln := serveTCP(t, s)
+	conn := dialTCP(t, ln)
 	go fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nX-Junk: %s\r\nContent-Length: 2\r\n\r\n{}",
 		key, strings.Repeat("j", 70<<10))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

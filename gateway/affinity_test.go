@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -39,12 +38,7 @@ func TestPreviousResponseOfAnotherKey(t *testing.T) {
 	owner, other := newKey("owner"), newKey("other")
 	// Served for real: the affinity lookup needs a request context that
 	// can parent a timeout, which do()'s bare RequestCtx cannot.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(key string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/responses", bytes.NewReader(body))

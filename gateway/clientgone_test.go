@@ -32,12 +32,7 @@ func (h *hanging) Do(ctx context.Context, _ *upstream.Request) (*upstream.Respon
 func TestClientGoneCancelsRequest(t *testing.T) {
 	up := &hanging{}
 	s, sys, key := testServer(t, 1, up)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	for _, stream := range []bool{false, true} {
 		conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 		if err != nil {
@@ -78,18 +73,8 @@ func TestClientGoneCancelsRequest(t *testing.T) {
 func TestClientWatchKeepsPipelinedRequests(t *testing.T) {
 	slow := delayed{d: 3 * clientPoll, inner: cannedTransport{200, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[]}`)}}
 	s, _, key := testServer(t, 1, slow)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
-	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	ln := serveTCP(t, s)
+	conn := dialTCP(t, ln)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, len(body), body)
 	if _, err := io.WriteString(conn, req+req); err != nil {

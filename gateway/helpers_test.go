@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 
@@ -291,4 +292,30 @@ func (m *memStore) UpdateAdminUser(context.Context, storage.AdminUser) (storage.
 func (m *memStore) DeleteAdminUser(context.Context, string) error { return storage.ErrNotFound }
 func (m *memStore) ListUsageRecords(context.Context, storage.UsageRecordQuery) ([]storage.UsageRecord, error) {
 	return nil, nil
+}
+
+// serveTCP serves s on a fresh 127.0.0.1 port until the test ends and
+// returns the listener (its Addr is where to dial).
+func serveTCP(t testing.TB, s *Server) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.srv.Shutdown() })
+	return ln
+}
+
+// dialTCP connects to ln for raw HTTP, closed when the test ends, with a
+// 20 s deadline for everything the test does on it.
+func dialTCP(t testing.TB, ln net.Listener) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	return conn
 }

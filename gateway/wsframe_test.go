@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,12 +154,7 @@ func TestWebSocketRelaysServerEvents(t *testing.T) {
 		sse = actors.AppendSSEFrame(sse, []byte(l))
 	}
 	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	conn, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+ln.Addr().String()+"/v1/responses",
 		map[string][]string{"Authorization": {"Bearer " + key}})
 	if err != nil {
@@ -194,12 +188,7 @@ func TestWebSocketBinaryFrameAnswered(t *testing.T) {
 		sse = actors.AppendSSEFrame(sse, []byte(l))
 	}
 	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.srv.Shutdown() })
+	ln := serveTCP(t, s)
 	conn, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+ln.Addr().String()+"/v1/responses",
 		map[string][]string{"Authorization": {"Bearer " + key}})
 	if err != nil {

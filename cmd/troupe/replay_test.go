@@ -12,21 +12,28 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-// replayStore fills a data dir with three accounts, a key and a request log
-// served by acct-a (whose priority is lowest), with a failure of acct-c.
-func replayStore(t *testing.T) (dir string, at time.Time) {
+// openDataDir opens the embedded storage of data directory dir.
+func openDataDir(t *testing.T, dir string) storage.Store {
 	t.Helper()
-	dir = t.TempDir()
 	cfg, err := loadConfig("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.DataDir = dir
-	ctx := context.Background()
-	s, err := openStore(ctx, cfg)
+	s, err := openStore(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// replayStore fills a data dir with three accounts, a key and a request log
+// served by acct-a (whose priority is lowest), with a failure of acct-c.
+func replayStore(t *testing.T) (dir string, at time.Time) {
+	t.Helper()
+	dir = t.TempDir()
+	ctx := context.Background()
+	s := openDataDir(t, dir)
 	defer s.Close()
 	ids := map[string]string{}
 	for i, n := range []string{"acct-a", "acct-b", "acct-c"} {
@@ -38,7 +45,8 @@ func replayStore(t *testing.T) (dir string, at time.Time) {
 		ids[n] = a.ID
 	}
 	k := storage.APIKey{Name: "app", Hash: storage.HashKey("sk-troupe-replay-test")}
-	if k, err = s.CreateAPIKey(ctx, k); err != nil {
+	k, err := s.CreateAPIKey(ctx, k)
+	if err != nil {
 		t.Fatal(err)
 	}
 	at = time.Now().Add(-time.Hour).UTC()
@@ -125,16 +133,8 @@ func TestPolicyReplayExplainsNoAccount(t *testing.T) {
 // the replay).
 func TestPolicyReplayCooldownTimeline(t *testing.T) {
 	dir, at := replayStore(t)
-	cfg, err := loadConfig("", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = dir
 	ctx := context.Background()
-	s, err := openStore(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDataDir(t, dir)
 	accts, err := s.ListAccounts(ctx)
 	if err != nil {
 		t.Fatal(err)
