@@ -51,7 +51,7 @@ func TestAdminAccountsCRUD(t *testing.T) {
 	c.do("POST", "/api/admin/accounts", map[string]any{"provider": "openai"}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "unknown_field": 1}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "max_concurrency": -1}).want(t, 400)
-	for _, u := range []string{"file:///etc/passwd", "javascript:alert(1)", "not a url", "http://[::1", "/v1"} {
+	for _, u := range []string{"file:///etc/passwd", "javascript:alert(1)", "not a url", "http://[::1", "/v1", "http://127.0.0.1:99999/v1", "http://:80/v1"} {
 		r := c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "base_url": u})
 		r.want(t, 400)
 		if p := gjson.GetBytes(r.body, "error.param").Str; p != "base_url" {
