@@ -55,6 +55,9 @@ type ImportAccounts interface {
 	PutAccount(ctx context.Context, a storage.Account) (storage.Account, error)
 }
 
+// errImportBaseURL refuses an import whose base URL cannot serve.
+var errImportBaseURL = errors.New("import: base_url must be an absolute http or https URL, such as https://chatgpt.com/backend-api/codex")
+
 // ImportCodexAccounts reads data in any import format (upstream.ParseCodexFile)
 // and stores its accounts as provider codex, de-duplicated by ChatGPT
 // account id (an entry without one, a bare refresh token, by its refresh
@@ -62,10 +65,8 @@ type ImportAccounts interface {
 // credentials ("updated", or "unchanged" when they are the same), a later
 // entry for an account already seen in the file is refused. Credentials are
 // sealed by the store. It fails only when data is unusable as a whole or
-// storage cannot be listed; a failed write refuses that entry.
-// errImportBaseURL refuses an import whose base URL cannot serve.
-var errImportBaseURL = errors.New("import: base_url must be an absolute http or https URL, such as https://chatgpt.com/backend-api/codex")
-
+// storage cannot be listed (or opts.BaseURL is not an absolute http(s) URL);
+// a failed write refuses that entry.
 func ImportCodexAccounts(ctx context.Context, st ImportAccounts, data []byte, opts ImportOptions) (ImportReport, error) {
 	rep := ImportReport{DryRun: opts.DryRun, Counts: map[string]int{"imported": 0, "updated": 0, "unchanged": 0, "refused": 0}}
 	if opts.BaseURL != "" && !upstream.ValidBaseURL(opts.BaseURL) {

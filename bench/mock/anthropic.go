@@ -177,29 +177,13 @@ func (f *Fleet) serveAnthropicModels(ctx *fasthttp.RequestCtx, acc *account) {
 func (f *Fleet) serveCountTokens(ctx *fasthttp.RequestCtx, acc *account) {
 	s := getStream(f, acc, routeCountTokens)
 	defer putStream(s)
-	body := ctx.PostBody()
-	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && string(ce) != "identity" {
-		var err error
-		if body, err = ctx.Request.BodyUncompressedWithLimit(maxRequestBody); err != nil {
-			writeFailure(ctx, &failure{kind: failEncoding}, routeCountTokens)
-			return
-		}
-	}
-	var fl *failure
-	switch {
-	case !parseRequest(body, &s.req):
-		fl = &failure{kind: failMalformed}
-	case s.req.model == "":
-		fl = &failure{kind: failMissingModel}
-	case !s.req.messagesSet:
+	fl := s.readRequest(ctx)
+	if fl == nil && !s.req.messagesSet {
 		fl = &failure{kind: failMissingMessages}
 	}
 	if fl == nil {
-		p := acc.plan(&s.req)
-		fl = p.reject
-		if fl == nil && p.fault != nil && p.fault.isStatus() {
-			s.p.fault = p.fault
-			s.writeFaultStatus(ctx, time.Now())
+		var answered bool
+		if fl, answered = s.statusRefusal(ctx, acc); answered {
 			return
 		}
 	}

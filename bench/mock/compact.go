@@ -26,27 +26,10 @@ import (
 func (f *Fleet) serveCompact(ctx *fasthttp.RequestCtx, acc *account, rt route) {
 	s := getStream(f, acc, rt)
 	defer putStream(s)
-	body := ctx.PostBody()
-	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && string(ce) != "identity" {
-		var err error
-		if body, err = ctx.Request.BodyUncompressedWithLimit(maxRequestBody); err != nil {
-			writeFailure(ctx, &failure{kind: failEncoding}, rt)
-			return
-		}
-	}
-	var fl *failure
-	switch {
-	case !parseRequest(body, &s.req):
-		fl = &failure{kind: failMalformed}
-	case s.req.model == "":
-		fl = &failure{kind: failMissingModel}
-	}
+	fl := s.readRequest(ctx)
 	if fl == nil {
-		p := acc.plan(&s.req)
-		fl = p.reject
-		if fl == nil && p.fault != nil && p.fault.isStatus() {
-			s.p.fault = p.fault
-			s.writeFaultStatus(ctx, time.Now())
+		var answered bool
+		if fl, answered = s.statusRefusal(ctx, acc); answered {
 			return
 		}
 	}

@@ -287,14 +287,14 @@ func bearer(h []byte) ([]byte, bool) {
 	return tok, len(tok) > 0
 }
 
-// prepare reads and checks the request body and asks the account for its
-// plan. A non-nil failure is the answer instead.
-func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
+// readRequest decodes the body (Content-Encoding, up to maxRequestBody) and
+// parses it into s.req; a body that cannot be decoded or parsed, or names no
+// model, is the failure returned.
+func (s *stream) readRequest(ctx *fasthttp.RequestCtx) *failure {
 	body := ctx.PostBody()
 	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && string(ce) != "identity" {
 		var err error
-		body, err = ctx.Request.BodyUncompressedWithLimit(maxRequestBody)
-		if err != nil {
+		if body, err = ctx.Request.BodyUncompressedWithLimit(maxRequestBody); err != nil {
 			return &failure{kind: failEncoding}
 		}
 	}
@@ -303,6 +303,28 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 	}
 	if s.req.model == "" {
 		return &failure{kind: failMissingModel}
+	}
+	return nil
+}
+
+// statusRefusal asks acc for its plan of s.req: the plan's refusal, or,
+// when its fault is a status fault, that fault answered on ctx (answered
+// is then true).
+func (s *stream) statusRefusal(ctx *fasthttp.RequestCtx, acc *account) (fl *failure, answered bool) {
+	p := acc.plan(&s.req)
+	if p.reject == nil && p.fault != nil && p.fault.isStatus() {
+		s.p.fault = p.fault
+		s.writeFaultStatus(ctx, time.Now())
+		return nil, true
+	}
+	return p.reject, false
+}
+
+// prepare reads and checks the request body and asks the account for its
+// plan. A non-nil failure is the answer instead.
+func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
+	if fl := s.readRequest(ctx); fl != nil {
+		return fl
 	}
 	if s.route == routeMessages {
 		if !s.req.maxTokensSet {
