@@ -128,18 +128,26 @@ func TestImportCodexAccountsEveryFormat(t *testing.T) {
 	}
 }
 
-func TestAdminImportExportAPI(t *testing.T) {
-	st, _ := openSQLite(t)
+// importEnv opens a SQLite store, starts the actors over it and creates an
+// admin key, whose secret it returns.
+func importEnv(t *testing.T) (st *sqlite.Store, sys *actors.System, admin string) {
+	t.Helper()
+	st, _ = openSQLite(t)
 	sys, err := actors.Start(actors.Config{Store: st, Transport: func(storage.Account) (upstream.Transport, error) { return cannedTransport{}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sys.Stop(context.Background())
+	t.Cleanup(func() { sys.Stop(context.Background()) })
 	admin, k, _ := NewKey("admin")
 	k.Admin = true
 	if _, err := st.CreateAPIKey(context.Background(), k); err != nil {
 		t.Fatal(err)
 	}
+	return st, sys, admin
+}
+
+func TestAdminImportExportAPI(t *testing.T) {
+	st, sys, admin := importEnv(t)
 	plain, k2, _ := NewKey("plain")
 	st.CreateAPIKey(context.Background(), k2)
 	// do() runs handlers on a bare RequestCtx, which cannot be a parent
@@ -205,17 +213,7 @@ func (b bgStore) PutAccount(_ context.Context, a storage.Account) (storage.Accou
 // 200), and a wrongly typed field is named with its JSON type, never with Go
 // type names such as gateway.accountInput.
 func TestAdminImportRefusalsSpeakJSON(t *testing.T) {
-	st, _ := openSQLite(t)
-	sys, err := actors.Start(actors.Config{Store: st, Transport: func(storage.Account) (upstream.Transport, error) { return cannedTransport{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Stop(context.Background())
-	admin, k, _ := NewKey("admin")
-	k.Admin = true
-	if _, err := st.CreateAPIKey(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
+	st, sys, admin := importEnv(t)
 	s := New(Config{}, sys, bgStore{st}, nil, nil, nil)
 	r := do(s, "POST", "/api/admin/accounts/import?format=zzz", admin, []byte(`[]`))
 	if r.StatusCode() != 400 || gjson.GetBytes(r.Body(), "error.param").Str != "format" {

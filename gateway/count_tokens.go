@@ -133,13 +133,8 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 // serves reports whether any account of the pool serves model (or any model).
 func (s *Server) serves(model string) bool {
 	for _, v := range s.sys.Views() {
-		if len(v.Models) == 0 {
+		if v.Serves(model) {
 			return true
-		}
-		for _, m := range v.Models {
-			if m == model {
-				return true
-			}
 		}
 	}
 	return false

@@ -143,12 +143,13 @@ func TestTranscriptBounds(t *testing.T) {
 	}
 }
 
-// TestWebSocketRelaysServerEvents: an upstream stream made of the server
-// frames of the fixture reaches a WebSocket client as exactly those frames,
-// one text frame per event, byte for byte, with no SSE framing.
-func TestWebSocketRelaysServerEvents(t *testing.T) {
+// fixtureSocket serves a gateway whose upstream streams the server events
+// of the fixture (returned as lines, one per event), and returns a client
+// WebSocket on GET /v1/responses and the fixture's response.create frame.
+func fixtureSocket(t *testing.T) (lines []string, sys *actors.System, conn *websocket.Conn, frame []byte) {
+	t.Helper()
 	jsonl := readFixture(t, "server-events.text.jsonl")
-	lines := strings.Split(strings.TrimSpace(string(jsonl)), "\n")
+	lines = strings.Split(strings.TrimSpace(string(jsonl)), "\n")
 	var sse []byte
 	for _, l := range lines {
 		sse = actors.AppendSSEFrame(sse, []byte(l))
@@ -160,8 +161,16 @@ func TestWebSocketRelaysServerEvents(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dial: %v %v", err, resp)
 	}
-	defer conn.Close()
-	frame, _ := sjson.SetBytes(readFixture(t, "client.response.create.openai-api.json"), "model", "m")
+	t.Cleanup(func() { conn.Close() })
+	frame, _ = sjson.SetBytes(readFixture(t, "client.response.create.openai-api.json"), "model", "m")
+	return lines, sys, conn, frame
+}
+
+// TestWebSocketRelaysServerEvents: an upstream stream made of the server
+// frames of the fixture reaches a WebSocket client as exactly those frames,
+// one text frame per event, byte for byte, with no SSE framing.
+func TestWebSocketRelaysServerEvents(t *testing.T) {
+	lines, sys, conn, frame := fixtureSocket(t)
 	if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
 		t.Fatal(err)
 	}
@@ -181,21 +190,7 @@ func TestWebSocketRelaysServerEvents(t *testing.T) {
 // A binary frame gets an error frame and the connection stays usable:
 // ignoring it left the client waiting for an answer forever.
 func TestWebSocketBinaryFrameAnswered(t *testing.T) {
-	jsonl := readFixture(t, "server-events.text.jsonl")
-	lines := strings.Split(strings.TrimSpace(string(jsonl)), "\n")
-	var sse []byte
-	for _, l := range lines {
-		sse = actors.AppendSSEFrame(sse, []byte(l))
-	}
-	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
-	ln := serveTCP(t, s)
-	conn, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+ln.Addr().String()+"/v1/responses",
-		map[string][]string{"Authorization": {"Bearer " + key}})
-	if err != nil {
-		t.Fatalf("dial: %v %v", err, resp)
-	}
-	defer conn.Close()
-	frame, _ := sjson.SetBytes(readFixture(t, "client.response.create.openai-api.json"), "model", "m")
+	lines, sys, conn, frame := fixtureSocket(t)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for _, bin := range [][]byte{frame, {}} {
 		if err := conn.WriteMessage(websocket.BinaryMessage, bin); err != nil {
