@@ -107,10 +107,7 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 		if cfg.rand == nil {
 			cfg.rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7472_6f75_7065))
 		}
-		if lp, ok := cfg.policy.(*LuaPolicy); ok && lp != nil {
-			lp.log = cfg.log
-		}
-		return &scheduler{
+		sc := &scheduler{
 			cfg:    cfg,
 			policy: cfg.policy,
 			byID:   make(map[string]*entry),
@@ -118,6 +115,8 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 			queues: make(map[routeKey]*waitQueue),
 			sticky: make(map[string]stickyEntry),
 		}
+		sc.policy = sc.withLog(sc.policy)
+		return sc
 	}
 }
 
@@ -464,7 +463,7 @@ func (s *scheduler) withLog(p Policy) Policy {
 	if lp, ok := p.(*LuaPolicy); ok && lp != nil {
 		lp.log = s.cfg.log
 	}
-	return p
+	return p // nil stays nil
 }
 
 func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
@@ -484,10 +483,7 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 // after a policy swap (until an account is rescored it is no canary
 // candidate); removing it drops the canary's heaps at once.
 func (s *scheduler) setCanary(c *actor.Context, p Policy) {
-	if p != nil {
-		p = s.withLog(p)
-	}
-	s.canary, s.canaryReady = p, false
+	s.canary, s.canaryReady = s.withLog(p), false
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
 	if p == nil {
 		s.cfg.log.Info("routing canary removed")
