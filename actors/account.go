@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -26,7 +25,7 @@ type accountConfig struct {
 	factory   TransportFactory // rebuilds the transport after a token refresh
 	refresh   *refresher       // nil: no token refresh
 	scheduler *actor.PID
-	snapshot  *atomic.Pointer[View] // shared with readers (admin, metrics); written only by the actor
+	snapshot  *snapshot // shared with readers (admin, metrics); written only by the actor
 	log       *slog.Logger
 	now       func() time.Time
 	// probeEvery is how often a quota cooldown is probed (probe.go); <= 0: never.
@@ -42,6 +41,7 @@ type account struct {
 	transport upstream.Transport
 	leases    map[uint64]time.Time // outstanding lease id → grant time
 	nextLease uint64
+	answered  uint64 // grant requests handled (schedView.answered)
 	backoff   int    // consecutive backoff steps for transient/rate failures
 	coolGen   uint64 // generation of the pending cooldown timer
 	coolTimer *time.Timer
@@ -108,7 +108,7 @@ func (a *account) Receive(c *actor.Context) {
 	case actor.Stopped:
 		a.stopped()
 	case accountGrant:
-		a.grant(c, m.req, m.limit)
+		a.grant(c, m.req)
 	case accountRelease:
 		a.release(c, m.leaseID, &m.outcome)
 	case *accountUpdate:
@@ -167,16 +167,23 @@ func (a *account) update(c *actor.Context, m *accountUpdate) {
 	a.publish(c)
 }
 
-func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
+// grant grants req a lease, or refuses it to the scheduler. A granted lease
+// is not published: the scheduler counted it when it sent the grant, and the
+// account's next view covers it (schedView.answered), so the hot path costs
+// the caller one hop and no allocation but the Lease. Readers see the new
+// counters at once (snapshot.counters).
+func (a *account) grant(c *actor.Context, req *acquireState) {
+	a.answered++
 	now := a.cfg.now()
-	if a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil) {
+	woke := a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil)
+	if woke {
 		a.view.Status = StatusActive
 		a.view.CooldownUntil = time.Time{}
 		a.view.CooldownReason = ""
 	}
-	if !a.view.Available(now) || (limit > 0 && a.view.InFlight >= limit) {
+	if !a.view.Available(now) || (req.limit > 0 && a.view.InFlight >= req.limit) {
 		a.view.Version++
-		c.Send(a.cfg.scheduler, &schedRefused{req: req, view: a.view})
+		c.Send(a.cfg.scheduler, &schedRefused{req: req, view: a.view, answered: a.answered})
 		return
 	}
 	if !req.state.CompareAndSwap(acqPending, acqGranted) {
@@ -193,11 +200,16 @@ func (a *account) grant(c *actor.Context, req *acquireState, limit int) {
 	a.leases[id] = now
 	a.view.InFlight++
 	a.view.Requests++
-	// Publish before replying: Send may start the scheduler's mailbox
-	// goroutine, and the Go runtime runs the goroutine readied last first
-	// (runnext), so replying last lets the caller run before the scheduler
-	// files the new view.
-	a.publish(c)
+	switch {
+	case woke:
+		// The status changed, which the scheduler must judge. Publish
+		// before replying: Send may start the scheduler's mailbox
+		// goroutine, and the Go runtime runs the goroutine readied last
+		// first (runnext), so replying last lets the caller run first.
+		a.publish(c)
+	case a.cfg.snapshot != nil:
+		a.cfg.snapshot.counters(&a.view)
+	}
 	req.reply <- acquireReply{lease: &Lease{
 		ID:        id,
 		AccountID: a.view.ID,
@@ -322,9 +334,9 @@ func (a *account) publish(c *actor.Context) {
 	// view is never mutated after the send. Enqueue for the scheduler before
 	// readers can see the snapshot, so a reader that saw it and then asks
 	// the scheduler finds it applied.
-	m := &schedView{view: a.view, pid: a.self}
+	m := &schedView{view: a.view, pid: a.self, answered: a.answered}
 	c.Send(a.cfg.scheduler, m)
 	if a.cfg.snapshot != nil {
-		a.cfg.snapshot.Store(&m.view)
+		a.cfg.snapshot.publish(&m.view)
 	}
 }

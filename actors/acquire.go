@@ -104,6 +104,7 @@ type acquireState struct {
 	tries    int               // grants attempted by the scheduler (bounded)
 	enqueued time.Time
 	slot     int      // the slot that judged the last pick
+	limit    int      // the slot's tier cap on the picked account, for its grant
 	decision Decision // why the last pick chose its account; the lease carries it
 }
 

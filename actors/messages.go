@@ -25,13 +25,12 @@ type poolStopAll struct{ done chan struct{} }
 
 // --- account -----------------------------------------------------------------
 
-// accountGrant asks the account to grant a lease for the waiting request.
-// Sent by the scheduler; the account answers the request directly, or sends
-// schedRefused back when it cannot (the scheduler's view was stale).
-type accountGrant struct {
-	req   *acquireState
-	limit int // the tier's concurrency cap; the account grants only below min(limit, its own limit)
-}
+// accountGrant asks the account to grant a lease for the waiting request,
+// below min(req.limit, its own limit). Sent by the scheduler; the account
+// answers the request directly, or sends schedRefused back when it cannot
+// (the scheduler's view was stale). One pointer, so sending it allocates
+// nothing.
+type accountGrant struct{ req *acquireState }
 
 // accountRelease ends a lease with its outcome.
 type accountRelease struct {
@@ -79,15 +78,22 @@ type poolForward struct {
 type schedAcquire struct{ req *acquireState }
 
 // schedView is an account's state after a change; it supersedes older views.
+// answered counts the grant requests the account had handled (granted,
+// refused or found abandoned) when it published: the scheduler adds the
+// grants it sent since to the view's counters, as a granted lease is not
+// published (account.grant).
 type schedView struct {
-	view View
-	pid  *actor.PID
+	view     View
+	pid      *actor.PID
+	answered uint64
 }
 
-// schedRefused returns a request the account could not serve, with its current view.
+// schedRefused returns a request the account could not serve, with its
+// current view and answered count (as in schedView).
 type schedRefused struct {
-	req  *acquireState
-	view View
+	req      *acquireState
+	view     View
+	answered uint64
 }
 
 // schedRemove drops an account from the index.

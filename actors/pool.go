@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -20,7 +19,7 @@ type poolConfig struct {
 	scheduler *actor.PID
 	transport TransportFactory
 	refresh   *refresher // nil: codex tokens are not refreshed
-	snapshots *sync.Map  // account ID → *atomic.Pointer[View]; shared with System readers
+	snapshots *sync.Map  // account ID → *snapshot; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
 	probe     time.Duration // quota probe interval (<= 0: off)
@@ -88,7 +87,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		c.Send(pid, &accountUpdate{account: acc, transport: tr})
 		return
 	}
-	snap := new(atomic.Pointer[View])
+	snap := new(snapshot)
 	p.cfg.snapshots.Store(acc.ID, snap)
 	pid := c.SpawnChild(newAccount(accountConfig{
 		account:    acc,

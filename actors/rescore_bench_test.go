@@ -22,7 +22,7 @@ func BenchmarkFullRescore(b *testing.B) {
 			for i := range n {
 				s.onView(nil, &View{ID: fmt.Sprintf("id-%06d", i), Name: fmt.Sprintf("acct-%06d", i), Provider: storage.ProviderOpenAI,
 					Models: []string{"m"}, MaxInFlight: 4, Status: StatusActive, EWMASuccess: 0.4 + 0.6*float64(i%11)/10,
-					SuccessStreak: i % 7, FailureStreak: i % 3, EWMALatency: time.Duration(i%29) * time.Second, Version: 1, ConfigGen: 1}, pid)
+					SuccessStreak: i % 7, FailureStreak: i % 3, EWMALatency: time.Duration(i%29) * time.Second, Version: 1, ConfigGen: 1}, pid, 0)
 			}
 			smart := luaPolicy(b, "smart", "")
 			b.ReportAllocs()

@@ -40,6 +40,7 @@ type entry struct {
 	pid       *actor.PID
 	v         [2]verdict // the policy's last verdict, and the canary's (while one runs)
 	lastGrant uint64
+	sent      uint64 // grant requests sent to the account (schedView.answered)
 	keys      []routeKey
 	terminal  bool   // counted as not live
 	recheck   uint64 // generation of the pending recheck timer (0: none)
@@ -136,10 +137,10 @@ func (s *scheduler) Receive(c *actor.Context) {
 	case schedAcquire:
 		s.acquire(c, m.req)
 	case *schedView:
-		s.onView(c, &m.view, m.pid)
+		s.onView(c, &m.view, m.pid, m.answered)
 	case *schedRefused:
 		s.stats.Refusals++
-		s.onView(c, &m.view, nil)
+		s.onView(c, &m.view, nil, m.answered)
 		if m.req.state.Load() == acqPending {
 			m.req.tries++
 			s.acquire(c, m.req)
@@ -249,8 +250,12 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 	return c
 }
 
-// onView installs a newer view of an account and restores the index.
-func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID) {
+// onView installs a newer view of an account and restores the index. The
+// account had handled answered of the grant requests sent to it; those it
+// had not are leases that may be granted, so they count as in flight (and as
+// requests) on top of v's counters, which v itself must keep (it is shared
+// with readers).
+func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID, answered uint64) {
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {
@@ -264,10 +269,16 @@ func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID) {
 	} else if pid != nil {
 		e.pid = pid
 	}
+	pending := 0
+	if e.sent > answered {
+		pending = int(e.sent - answered)
+	}
 	old, oldProvider := e.keys, e.view.Provider
 	reconfigured := e.keys == nil || v.ConfigGen != e.view.ConfigGen
-	rescore := reconfigured || e.policyGen != s.policyGen || s.scoreInputsChanged(&e.view, v)
+	rescore := reconfigured || e.policyGen != s.policyGen || s.scoreInputsChanged(&e.view, v, pending)
 	e.view = *v
+	e.view.InFlight += pending
+	e.view.Requests += uint64(pending)
 	if reconfigured {
 		e.keys = keysFor(&e.view)
 	}
@@ -304,13 +315,14 @@ func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID) {
 	}
 }
 
-// scoreInputsChanged reports whether the running policies could judge nv
-// differently from ov: any field other than the counters differs, or a
-// counter the policies read (Policy.Reads) does. A lease granted or released
-// changes only counters, so under a policy that reads none of them it costs
-// no score() call. Slices are compared by identity: a published view's
-// slices are never mutated, only replaced.
-func (s *scheduler) scoreInputsChanged(ov, nv *View) bool {
+// scoreInputsChanged reports whether the running policies could judge nv,
+// with pending more leases in flight and requests, differently from ov: any
+// field other than the counters differs, or a counter the policies read
+// (Policy.Reads) does. A lease granted or released changes only counters, so
+// under a policy that reads none of them it costs no score() call. Slices
+// are compared by identity: a published view's slices are never mutated,
+// only replaced.
+func (s *scheduler) scoreInputsChanged(ov, nv *View, pending int) bool {
 	if ov.Status != nv.Status || ov.CooldownUntil != nv.CooldownUntil || ov.CooldownReason != nv.CooldownReason ||
 		ov.MaxInFlight != nv.MaxInFlight || ov.Priority != nv.Priority || ov.Plan != nv.Plan ||
 		ov.ID != nv.ID || ov.Name != nv.Name || ov.Provider != nv.Provider || ov.Group != nv.Group ||
@@ -318,12 +330,8 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View) bool {
 		!sameSlice(ov.Tags, nv.Tags) || !sameSlice(ov.Windows, nv.Windows) {
 		return true
 	}
-	reads := s.policy.Reads()
-	if s.canary != nil {
-		reads |= s.canary.Reads()
-	}
-	changed := when(ov.InFlight != nv.InFlight, scripts.FieldInFlight) |
-		when(ov.Requests != nv.Requests, scripts.FieldRequests) |
+	changed := when(ov.InFlight != nv.InFlight+pending, scripts.FieldInFlight) |
+		when(ov.Requests != nv.Requests+uint64(pending), scripts.FieldRequests) |
 		when(ov.Successes != nv.Successes, scripts.FieldSuccesses) |
 		when(ov.Failures != nv.Failures, scripts.FieldFailures) |
 		when(ov.SuccessStreak != nv.SuccessStreak, scripts.FieldSuccessStreak) |
@@ -331,7 +339,16 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View) bool {
 		when(ov.EWMASuccess != nv.EWMASuccess, scripts.FieldEWMASuccess) |
 		when(ov.EWMALatency != nv.EWMALatency, scripts.FieldEWMALatency) |
 		when(ov.EWMATTFT != nv.EWMATTFT, scripts.FieldEWMATTFT)
-	return changed&reads != 0
+	return changed&s.reads() != 0
+}
+
+// reads returns the counters the running policies read (Policy.Reads).
+func (s *scheduler) reads() scripts.Fields {
+	r := s.policy.Reads()
+	if s.canary != nil {
+		r |= s.canary.Reads()
+	}
+	return r
 }
 
 // when is f if cond holds, else no field.
@@ -779,15 +796,25 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 	}
 }
 
-// grant forwards req to e's account and assumes the lease optimistically, so
-// the next pick spreads; the account's next view corrects any staleness.
+// grant forwards req to e's account and counts the lease as granted, so the
+// next pick spreads: the account does not publish a lease it grants, and its
+// views count the grant requests it has handled (onView). A policy that
+// reads the counters judges e again here, where the account's publish would
+// have made it.
 func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
 	s.grants++
 	s.stats.Grants++
 	e.lastGrant = s.grants
+	e.sent++
 	e.view.InFlight++
-	s.file(e, s.cfg.now())
-	c.Send(e.pid, accountGrant{req: req, limit: e.v[req.slot].limit})
+	e.view.Requests++
+	req.limit = e.v[req.slot].limit
+	if s.reads()&(scripts.FieldInFlight|scripts.FieldRequests) != 0 {
+		s.index(e)
+	} else {
+		s.file(e, s.cfg.now())
+	}
+	c.Send(e.pid, accountGrant{req: req})
 }
 
 // wake serves parked requests that e's capacity can now take, oldest first.

@@ -1,9 +1,6 @@
 package actors
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "context"
 
 // schedScores asks for every account's latest policy verdict; the reply goes
 // to the channel (buffered, so the scheduler never blocks on it).
@@ -36,13 +33,14 @@ func (s *System) Scores(ctx context.Context) (map[string]Scored, error) {
 	}
 }
 
-// EachView calls fn with the latest published view of every account, in no
-// order, without copying: published views are never modified (each change
-// publishes a new one), so fn may keep the pointer but must not write
-// through it. It is Views for readers of large pools.
+// EachView calls fn with the latest view of every account, in no order,
+// without copying where it can: published views are never modified (each
+// change publishes a new one), so fn may keep the pointer but must not write
+// through it. Only an account whose lease counters (InFlight, Requests) moved
+// since its last publish costs a copy. It is Views for readers of large pools.
 func (s *System) EachView(fn func(*View)) {
 	s.snapshots.Range(func(_, v any) bool {
-		if p := v.(*atomic.Pointer[View]).Load(); p != nil {
+		if p := v.(*snapshot).peek(); p != nil {
 			fn(p)
 		}
 		return true

@@ -72,7 +72,7 @@ type System struct {
 	pool      *actor.PID
 	sched     *actor.PID
 	usage     *actor.PID
-	snapshots sync.Map // account ID → *atomic.Pointer[View]
+	snapshots sync.Map // account ID → *snapshot
 	timers    sync.Pool
 	stopped   atomic.Bool
 	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
@@ -292,8 +292,8 @@ func (s *System) FlushUsage(ctx context.Context) error {
 func (s *System) Views() []View {
 	var out []View
 	s.snapshots.Range(func(_, v any) bool {
-		if p := v.(*atomic.Pointer[View]).Load(); p != nil {
-			out = append(out, *p)
+		if v, ok := v.(*snapshot).load(); ok {
+			out = append(out, v)
 		}
 		return true
 	})
@@ -306,11 +306,7 @@ func (s *System) View(id string) (View, bool) {
 	if !ok {
 		return View{}, false
 	}
-	p := v.(*atomic.Pointer[View]).Load()
-	if p == nil {
-		return View{}, false
-	}
-	return *p, true
+	return v.(*snapshot).load()
 }
 
 // SchedulerStats returns the scheduler's counters (waits for its mailbox).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -356,4 +357,87 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A granted lease is not published: readers see its counters at once, from
+// the snapshot, and the published view is copied only for them.
+func TestGrantCountersWithoutPublish(t *testing.T) {
+	s, _ := startSystem(t, 1, 2)
+	l, err := s.Acquire(context.Background(), chatM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.View(l.AccountID); v.InFlight != 1 || v.Requests != 1 {
+		t.Fatalf("View after grant: inflight %d, requests %d", v.InFlight, v.Requests)
+	}
+	if vs := s.Views(); len(vs) != 1 || vs[0].InFlight != 1 {
+		t.Fatalf("Views after grant: %+v", vs)
+	}
+	var seen *View
+	s.EachView(func(v *View) { seen = v })
+	if seen == nil || seen.InFlight != 1 || seen.Requests != 1 {
+		t.Fatalf("EachView after grant: %+v", seen)
+	}
+	s.Release(l, Outcome{Status: 200})
+	waitFor(t, func() bool { v, _ := s.View(l.AccountID); return v.InFlight == 0 && v.Successes == 1 })
+	var a, b *View
+	s.EachView(func(v *View) { a = v })
+	s.EachView(func(v *View) { b = v })
+	if a != b {
+		t.Errorf("EachView copied a view whose counters had not moved")
+	}
+}
+
+// The scheduler counts the grants an account has not handled yet on top of
+// its views: a view published before the account saw two grants (a release,
+// say) does not bring the in-flight count back down.
+func TestSchedulerCountsPendingGrants(t *testing.T) {
+	sc := newScheduler(schedulerConfig{policy: LeastInFlight{}, maxWaiter: 10, log: quiet, now: time.Now})().(*scheduler)
+	pid := &actor.PID{ID: "id-0"}
+	v := View{ID: "id-0", Name: "a", Provider: storage.ProviderOpenAI, MaxInFlight: 4, Version: 1, ConfigGen: 1, InFlight: 1, Requests: 5}
+	sc.onView(nil, &v, pid, 0)
+	e := sc.byID["id-0"]
+	e.sent = 2 // two grant requests sent (scheduler.grant)
+	e.view.InFlight, e.view.Requests = 3, 7
+	for _, c := range []struct {
+		inFlight int
+		answered uint64
+		want     int
+	}{
+		{0, 0, 2}, // the release, published before either grant was handled
+		{1, 1, 2}, // the first granted; the second still pending
+		{1, 2, 1}, // the second refused
+	} {
+		v.Version++
+		v.InFlight, v.Requests = c.inFlight, 5
+		sc.onView(nil, &v, nil, c.answered)
+		if e.view.InFlight != c.want {
+			t.Errorf("view inflight %d, answered %d: scheduler counts %d, want %d", c.inFlight, c.answered, e.view.InFlight, c.want)
+		}
+	}
+	if v.InFlight != 1 {
+		t.Errorf("onView changed the published view")
+	}
+}
+
+// least_inflight reads in-flight counts, so a grant rescores its account
+// at once, although the account publishes nothing: leases spread.
+func TestGrantRescoresCounterReaders(t *testing.T) {
+	s, _ := startSystem(t, 3, 4) // the default policy is LeastInFlight
+	seen := map[string]bool{}
+	var leases []*Lease
+	for range 3 {
+		l, err := s.Acquire(context.Background(), chatM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[l.AccountID] = true
+		leases = append(leases, l)
+	}
+	if len(seen) != 3 {
+		t.Errorf("3 leases went to %d accounts", len(seen))
+	}
+	for _, l := range leases {
+		s.Release(l, Outcome{Status: 200})
+	}
 }

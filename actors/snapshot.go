@@ -1,0 +1,55 @@
+package actors
+
+import "sync/atomic"
+
+// snapshot is what readers outside an account's actor (System.View, the
+// admin API, metrics) see of the account: its last published View, and its
+// lease counters, which every grant changes without a publish (a grant is
+// the hot path; it tells the scheduler nothing it did not assume already).
+// Only the account's actor writes it.
+type snapshot struct {
+	view     atomic.Pointer[View]
+	inFlight atomic.Int64
+	requests atomic.Uint64
+}
+
+// publish makes v the published view, counters included. v must not be
+// modified afterwards.
+func (s *snapshot) publish(v *View) {
+	s.counters(v)
+	s.view.Store(v)
+}
+
+// counters makes the lease counters of v current without a publish.
+func (s *snapshot) counters(v *View) {
+	s.inFlight.Store(int64(v.InFlight))
+	s.requests.Store(v.Requests)
+}
+
+// load returns a copy of the published view with the current counters.
+func (s *snapshot) load() (View, bool) {
+	p := s.view.Load()
+	if p == nil {
+		return View{}, false
+	}
+	v := *p
+	v.InFlight, v.Requests = int(s.inFlight.Load()), s.requests.Load()
+	return v, true
+}
+
+// peek returns the published view itself when its counters are current,
+// else a copy with the current counters: no copy for an account whose
+// leases have not moved since its last publish.
+func (s *snapshot) peek() *View {
+	p := s.view.Load()
+	if p == nil {
+		return nil
+	}
+	inFlight, requests := int(s.inFlight.Load()), s.requests.Load()
+	if p.InFlight == inFlight && p.Requests == requests {
+		return p
+	}
+	v := *p
+	v.InFlight, v.Requests = inFlight, requests
+	return &v
+}
