@@ -225,6 +225,13 @@ func toPolicyJSON(p storage.PolicyVersion, withSource bool) policyJSON {
 	return j
 }
 
+// maxGroupBytes bounds a routing group's name, on keys, accounts and
+// canaries alike.
+const maxGroupBytes = 200
+
+// errGroup is the error for a group longer than maxGroupBytes.
+func errGroup() *APIError { return errBadParam("group", "A group has at most 200 bytes.") }
+
 func validPolicyName(n string) bool {
 	if n == "" || len(n) > 64 {
 		return false

@@ -99,6 +99,9 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 	if len(a.Name) > 200 {
 		return a, errBadParam("name", "An account name has at most 200 bytes.")
 	}
+	if len(a.Group) > maxGroupBytes {
+		return a, errGroup()
+	}
 	if !storage.TextOK(a.Name, a.BaseURL, a.Group) || !storage.TextOK(a.Models...) || !storage.TextOK(a.Tags...) {
 		return a, errBadParam("name", "Names, base_url, group, models and tags must be UTF-8 text without NUL bytes.")
 	}

@@ -261,6 +261,13 @@ func (r *response) errCode() string {
 	return c
 }
 
+// errParam returns error.param of an error answer.
+func (r *response) errParam() string {
+	e, _ := r.json["error"].(map[string]any)
+	p, _ := e["param"].(string)
+	return p
+}
+
 // login logs a browser in as admin and keeps the CSRF token.
 func (e *adminEnv) login() *client {
 	e.t.Helper()

@@ -234,3 +234,24 @@ func itoa(i int) string {
 	}
 	return string(s)
 }
+
+// Oversized input is refused, not stored or echoed: a policy source past
+// scripts.MaxSourceBytes, and a group past 200 bytes on a key or an
+// account.
+func TestAdminRefusesOversizedInput(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	huge := goodPolicy + "\n-- " + strings.Repeat("x", scripts.MaxSourceBytes) + "\n"
+	r := c.do("PUT", "/api/admin/policies/big", map[string]string{"source": huge}).want(t, 400)
+	if r.errCode() != "policy_invalid" || !strings.Contains(string(r.body), "at most") {
+		t.Fatalf("oversized source: %s", r.body)
+	}
+	c.do("GET", "/api/admin/policies/big", nil).want(t, 404)
+	group := strings.Repeat("g", 201) // canaries: TestCanaryAdmin (cmd/troupe)
+	if r := c.do("POST", "/api/admin/keys", map[string]any{"name": "k", "group": group}).want(t, 400); r.errParam() != "group" {
+		t.Fatalf("key group: %s", r.body)
+	}
+	if r := c.do("POST", "/api/admin/accounts", map[string]any{"name": "a2", "provider": "openai", "api_key": "sk-x", "group": group}).want(t, 400); r.errParam() != "group" {
+		t.Fatalf("account group: %s", r.body)
+	}
+}

@@ -52,6 +52,10 @@ type Policy struct {
 	overBudget atomic.Uint64
 }
 
+// MaxSourceBytes bounds a policy's source (256 KiB): the shipped policies
+// are a few KiB, and every saved version is stored and kept in the history.
+const MaxSourceBytes = 256 << 10
+
 // Compile parses and compiles source, runs its top-level chunk in a fresh
 // sandbox (within Options.LoadInstructions and LoadTimeout) and reads the global `score` (required
 // function), `route` (optional function) and `policy` (optional knobs table).
@@ -59,6 +63,9 @@ type Policy struct {
 // the source line ("policy smart:12: attempt to call a nil value").
 func Compile(name, source string, opts Options) (*Policy, error) {
 	opts = opts.withDefaults()
+	if len(source) > MaxSourceBytes {
+		return nil, &Error{Policy: name, Kind: ErrSyntax, Msg: fmt.Sprintf("the source is %d bytes; a policy has at most %d", len(source), MaxSourceBytes)}
+	}
 	chunk, err := parse.Parse(strings.NewReader(source), chunkName(name))
 	if err != nil {
 		return nil, syntaxError(name, err)

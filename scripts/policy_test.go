@@ -276,3 +276,16 @@ func TestScoreNilView(t *testing.T) {
 		t.Fatalf("after the panic: %v %v", s, err)
 	}
 }
+
+// A source past MaxSourceBytes is refused before it is parsed.
+func TestSourceSizeLimit(t *testing.T) {
+	src := "function score(a, now) return 1 end\n"
+	if _, err := Compile("ok", src+"--"+strings.Repeat("x", MaxSourceBytes-len(src)-3)+"\n", Options{}); err != nil {
+		t.Fatalf("a source of exactly the limit: %v", err)
+	}
+	_, err := Compile("big", src+"--"+strings.Repeat("x", MaxSourceBytes)+"\n", Options{})
+	var pe *Error
+	if !errors.As(err, &pe) || !errors.Is(pe.Kind, ErrSyntax) || !strings.Contains(pe.Msg, "at most 262144") {
+		t.Fatalf("oversized source: %v", err)
+	}
+}
