@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
@@ -33,6 +32,7 @@ type CanaryControl interface {
 type canary struct {
 	policy  *scripts.Policy // shared metadata; Score and Route run on clones
 	router  *scripts.Router
+	id      string // canarySpec.ID (canary_share.go)
 	stored  int    // the stored version it was loaded from (0: a built-in)
 	percent int    // share of requests, 0-100
 	group   string // every request of API keys in this group ("" = none)
@@ -232,25 +232,21 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 			writeError(ctx, errBadParam("percent", "Give percent (1-100) or group, or both; percent must be 0-100."))
 			return
 		}
+		if len(body.Group) > maxGroupBytes || !storage.TextOK(body.Group) {
+			writeError(ctx, errBadParam("group", "A group is UTF-8 text of at most 200 bytes, without NUL bytes."))
+			return
+		}
 		src, stored, ok := s.policySource(ctx, rctx, name, body.Version)
 		if !ok {
 			return
 		}
-		p, err := cc.Prepare(name, src, stored)
-		if err != nil {
+		spec := canarySpec{ID: newCanaryID(), Name: name, Version: stored, Percent: pct, Group: body.Group, Started: s.now()}
+		if err := s.startCanary(spec, src); err != nil {
 			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
 				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
 			return
 		}
-		clone, err := p.Clone()
-		if err != nil {
-			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
-				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
-			return
-		}
-		s.sys.SetCanary(actors.NewLuaPolicy(clone))
-		s.canaryRT.cur.Store(&canary{policy: p, router: scripts.NewRouter(p, 0), stored: stored, percent: pct, group: body.Group, started: s.now()})
-		s.log.Info("routing canary started", "policy", name, "version", p.Version(), "percent", pct, "group", body.Group)
+		s.shareCanary(rctx, spec)
 		writeJSON(ctx, 200, map[string]any{"canary": s.canaryStatus(), "status": s.policies.Status()})
 	case "promote":
 		cn := s.canaryRT.cur.Load()
@@ -263,8 +259,7 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The canary could not be promoted; see the gateway log."})
 			return
 		}
-		s.canaryRT.cur.Store(nil)
-		s.sys.SetCanary(nil)
+		s.stopCanary()
 		resp := map[string]any{"promoted": s.canaryStatusOf(cn), "status": s.policies.Status()}
 		if cn.stored > 0 {
 			act, err := s.store.ActivatePolicy(rctx, name, cn.stored)
@@ -279,6 +274,7 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 				}
 			}
 		}
+		s.unshareCanary(rctx)
 		s.log.Info("routing canary promoted", "policy", name, "version", cn.policy.Version())
 		writeJSON(ctx, 200, resp)
 	case "abort":
@@ -287,8 +283,8 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_canary", Message: "No canary of this policy is running."})
 			return
 		}
-		s.canaryRT.cur.Store(nil)
-		s.sys.SetCanary(nil)
+		s.stopCanary()
+		s.unshareCanary(rctx)
 		s.log.Info("routing canary aborted", "policy", name, "version", cn.policy.Version())
 		writeJSON(ctx, 200, map[string]any{"aborted": s.canaryStatusOf(cn), "outcomes": s.policyOutcomes()})
 	}
@@ -299,19 +295,13 @@ func (s *Server) canaryStatusOf(cn *canary) *CanaryStatus {
 		Percent: cn.percent, Group: cn.group, Started: cn.started}
 }
 
-// policySource returns the source of stored version v of name (v 0: the
-// latest), or the built-in of that name when none is stored; it answers
-// the client itself and returns ok false when there is neither.
+// policySource is loadPolicySource answering the client itself on failure
+// (ok false).
 func (s *Server) policySource(ctx *fasthttp.RequestCtx, rctx context.Context, name string, v int) (src string, stored int, ok bool) {
-	p, err := s.store.GetPolicy(rctx, name, v)
-	switch {
-	case err == nil:
-		return p.Source, p.Version, true
-	case errors.Is(err, storage.ErrNotFound) && v == 0:
-		if src, ok := scripts.Builtin(name); ok {
-			return src, 0, true
-		}
+	src, stored, err := s.loadPolicySource(rctx, name, v)
+	if err != nil {
+		s.storageError(ctx, err)
+		return "", 0, false
 	}
-	s.storageError(ctx, err)
-	return "", 0, false
+	return src, stored, true
 }

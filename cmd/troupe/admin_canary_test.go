@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/cachetest"
+	"github.com/troupe-gw/troupe/storage/storagetest"
 )
 
 const traceChat = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
@@ -80,6 +83,10 @@ func TestCanaryAdmin(t *testing.T) {
 	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/promote", key, ""); st != 409 {
 		t.Fatalf("promote without canary: %d %v", st, m)
 	}
+	long := strings.Repeat("g", 201)
+	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"group":"`+long+`"}`); st != 400 || strings.Contains(fmt.Sprint(m), long) {
+		t.Fatalf("canary with a 201-byte group: %d %v", st, m)
+	}
 	st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":100}`)
 	if st != 200 || m["canary"].(map[string]any)["name"] != "calm" {
 		t.Fatalf("canary: %d %v", st, m)
@@ -131,5 +138,59 @@ func TestCanaryAdmin(t *testing.T) {
 	}
 	if dec := d.chatWith(t, key, trace); !strings.Contains(dec, "policy=calm@") || strings.Contains(dec, "canary") {
 		t.Fatalf("after promotion, decision %q: want calm, no canary", dec)
+	}
+}
+
+// TestCanaryAcrossInstances: two gateways share PostgreSQL and Redis. A
+// canary started on one runs on the other, also on one that starts while
+// it runs; ending it on one ends it on both, and promoting it makes it the
+// active policy of both.
+func TestCanaryAcrossInstances(t *testing.T) {
+	pg := storagetest.PostgresDB(t)
+	rurl := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, rurl)
+	numbers := span(2, 10, 4)
+	a := startTestDemo(t, clusterConfig(t, pg, rurl, prefix), tuned(numbers, nil))
+	key := adminKey(t, a)
+	body, _ := json.Marshal(map[string]string{"source": "function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 10 - a.inflight\nend\n"})
+	if st, m := a.admin(t, "PUT", "/api/admin/policies/calm", key, string(body)); st != 200 {
+		t.Fatalf("save: %d %v", st, m)
+	}
+	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":100}`); st != 200 {
+		t.Fatalf("canary: %d %v", st, m)
+	}
+	b := startInstance(t, clusterConfig(t, pg, rurl, prefix), len(numbers)) // joins while the canary runs
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the instances stop
+	a.app.watchPolicies(ctx)
+	b.watchPolicies(ctx)
+	canaryOf := func(x *app) string {
+		st, _ := x.sys.SchedulerStats(context.Background())
+		if st.Rescoring > 0 {
+			return "rescoring"
+		}
+		return st.Canary
+	}
+	for _, x := range []*app{a.app, b} {
+		eventually(t, 10*time.Second, "the canary on both instances", func() (bool, string) { return canaryOf(x) == "calm", canaryOf(x) })
+	}
+	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/abort", key, ""); st != 200 {
+		t.Fatalf("abort: %d %v", st, m)
+	}
+	eventually(t, 10*time.Second, "the canary ended on the other instance", func() (bool, string) { return canaryOf(b) == "", canaryOf(b) })
+	// Started again on B, promoted on A: A learned of it from B.
+	bd := &testDemo{demo: &demo{app: b, apiKey: a.apiKey, fleet: a.fleet}, base: b.baseURL(), names: a.names, logs: &syncBuffer{}}
+	if st, m := bd.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":10}`); st != 200 {
+		t.Fatalf("canary on the second instance: %d %v", st, m)
+	}
+	eventually(t, 10*time.Second, "the canary on the first instance", func() (bool, string) { return canaryOf(a.app) == "calm", canaryOf(a.app) })
+	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/promote", key, ""); st != 200 {
+		t.Fatalf("promote: %d %v", st, m)
+	}
+	for _, x := range []*app{a.app, b} {
+		eventually(t, 10*time.Second, "calm active, no canary", func() (bool, string) {
+			st, _ := x.sys.SchedulerStats(context.Background())
+			return st.Policy == "calm" && st.Canary == "", st.Policy + "/" + st.Canary
+		})
 	}
 }

@@ -131,8 +131,9 @@ func (a *app) policySample() []scripts.AccountView {
 }
 
 // watchPolicies reloads the active policy when its file changes (when
-// policies.dir is set) and on SIGHUP, until ctx ends. A failed reload keeps
-// the last good policy serving; the host logs the error with its line.
+// policies.dir is set), on SIGHUP and when another instance activates one,
+// and follows the shared canary, until ctx ends. A failed reload keeps the
+// last good policy serving; the host logs the error with its line.
 func (a *app) watchPolicies(ctx context.Context) {
 	if a.cfg.Policies.Dir != "" {
 		go func() {
@@ -153,6 +154,9 @@ func (a *app) watchPolicies(ctx context.Context) {
 	} else {
 		a.log.Warn("policy broadcasts unavailable", "err", err)
 	}
+	// A canary started, ended or promoted on another instance (or running
+	// before this one started) runs here too.
+	a.server.WatchCanary(ctx)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
