@@ -99,18 +99,29 @@ func (a *account) configure(acc storage.Account) {
 
 // Receive handles account messages.
 func (a *account) Receive(c *actor.Context) {
-	// Rare messages are handled in methods of their own: every message runs
-	// on a fresh goroutine (hollywood starts one when an idle mailbox gets
-	// mail), so Receive's frame decides how often the stack must grow.
+	// A request's two messages are handled here, the rest in receiveRare:
+	// every message runs on a fresh goroutine (hollywood starts one when an
+	// idle mailbox gets mail), so Receive's frame decides how often the
+	// stack must grow.
 	switch m := c.Message().(type) {
+	case accountGrant:
+		a.grant(c, m.req)
+	case *accountRelease:
+		a.release(c, m.leaseID, &m.outcome)
+	default:
+		a.receiveRare(c, m)
+	}
+}
+
+// receiveRare handles the account's other messages.
+//
+//go:noinline
+func (a *account) receiveRare(c *actor.Context, msg any) {
+	switch m := msg.(type) {
 	case actor.Started:
 		a.started(c)
 	case actor.Stopped:
 		a.stopped()
-	case accountGrant:
-		a.grant(c, m.req)
-	case accountRelease:
-		a.release(c, m.leaseID, &m.outcome)
 	case *accountUpdate:
 		a.update(c, m)
 	case accountRefreshDue:

@@ -99,18 +99,20 @@ type acquireState struct {
 	AcquireRequest
 	key      routeKey
 	state    atomic.Int32
-	reply    chan acquireReply // buffered 1; receives exactly one reply once state leaves pending
+	reply    chan acquireReply // buffered 2: at most one parked notice, then exactly one reply once state leaves pending
 	deadline time.Time         // zero: do not wait
 	tries    int               // grants attempted by the scheduler (bounded)
 	enqueued time.Time
 	slot     int      // the slot that judged the last pick
+	notified bool     // the caller was told the request is parked (scheduler.notifyParked)
 	limit    int      // the slot's tier cap on the picked account, for its grant
 	decision Decision // why the last pick chose its account; the lease carries it
 }
 
 type acquireReply struct {
-	lease *Lease
-	err   *AcquireError
+	lease  *Lease
+	err    *AcquireError
+	parked bool // a notice, not the reply: the request waits for capacity
 }
 
 func (r *acquireState) excluded(id string) bool {

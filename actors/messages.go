@@ -32,7 +32,8 @@ type poolStopAll struct{ done chan struct{} }
 // nothing.
 type accountGrant struct{ req *acquireState }
 
-// accountRelease ends a lease with its outcome.
+// accountRelease ends a lease with its outcome. Sent as a pointer, so the
+// account does not copy the outcome into its Receive frame.
 type accountRelease struct {
 	leaseID uint64
 	outcome Outcome

@@ -32,6 +32,7 @@ func (s *scheduler) parkOwned(req *acquireState) {
 		req.enqueued = s.cfg.now()
 		s.owned[req.Only] = append(s.owned[req.Only], req)
 		s.stats.Parked++
+		s.notifyParked(req)
 	}
 }
 

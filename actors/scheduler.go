@@ -95,6 +95,7 @@ type scheduler struct {
 	sticky      map[string]stickyEntry
 	top         []*entry                   // scratch for top-k
 	skipped     int                        // scratch: candidates the last collect skipped
+	frontier    []int                      // scratch: collect's heap positions
 	owned       map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
 }
 
@@ -125,19 +126,33 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 // change, so picks interleave with a full rescore of a large pool.
 const rescoreChunk = 2000
 
-// Receive handles scheduler messages.
+// Receive handles scheduler messages. The two of every request (an
+// acquire, the view its release publishes) are handled here, the rest in
+// receiveRare: hollywood runs each message of an idle mailbox on a new
+// goroutine with a 2 KiB stack, and a request's path stays within it only
+// while the frames under Receive are small (docs/benchmarks.md).
 func (s *scheduler) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
+	case schedAcquire:
+		s.acquire(c, m.req)
+	case *schedView:
+		s.onView(c, &m.view, m.pid, m.answered)
+	default:
+		s.receiveRare(c, m)
+	}
+}
+
+// receiveRare handles the scheduler's other messages.
+//
+//go:noinline
+func (s *scheduler) receiveRare(c *actor.Context, msg any) {
+	switch m := msg.(type) {
 	case actor.Started:
 		s.sweeper = c.SendRepeat(c.PID(), schedSweep{}, time.Second)
 		s.ticker = c.SendRepeat(c.PID(), schedTick{}, 250*time.Millisecond)
 	case actor.Stopped:
 		s.sweeper.Stop()
 		s.ticker.Stop()
-	case schedAcquire:
-		s.acquire(c, m.req)
-	case *schedView:
-		s.onView(c, &m.view, m.pid, m.answered)
 	case *schedRefused:
 		s.stats.Refusals++
 		s.onView(c, &m.view, nil, m.answered)
@@ -571,7 +586,7 @@ func (s *scheduler) remove(id string) {
 const maxTries = 8
 
 // acquire picks the best available candidate for req and asks its account for
-// a lease, or parks req, or fails it.
+// a lease, or parks req, or fails it. (Kept small, as Receive: see there.)
 func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 	if req.state.Load() != acqPending {
 		return
@@ -587,6 +602,14 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 			return
 		}
 	}
+	s.park(c, req)
+}
+
+// park queues req to wait for capacity, or fails it when waiting cannot
+// help (no account, none live, no wait allowed, queues full).
+//
+//go:noinline
+func (s *scheduler) park(c *actor.Context, req *acquireState) {
 	if req.Only != "" {
 		s.parkOwned(req) // its own queue: it must not hold up the shared ones (owned.go)
 		return
@@ -631,6 +654,17 @@ func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
 		q.push(req)
 		s.waiting++
 		s.stats.Parked++
+		s.notifyParked(req)
+	}
+}
+
+// notifyParked tells req's caller, once, that the request waits: the caller
+// arms its timer for the rest of MaxWait then (System.Acquire). The reply
+// channel holds this notice and the reply, so the send never blocks.
+func (s *scheduler) notifyParked(req *acquireState) {
+	if !req.notified {
+		req.notified = true
+		req.reply <- acquireReply{parked: true}
 	}
 }
 
@@ -654,28 +688,11 @@ func (s *scheduler) slotOf(req *acquireState) (int, Policy) {
 // candidate that matches req's route filters, with the policy's top-k
 // jitter. It records why in req.decision, and the slot judging req in req.slot.
 func (s *scheduler) pick(req *acquireState) *entry {
-	now := s.cfg.now()
 	sl, pol := s.slotOf(req)
 	req.slot = sl
-	if req.Only != "" {
-		if e := s.byID[req.Only]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+	if req.Only != "" || req.Prefer != "" || req.StickyKey != "" {
+		if e, done := s.pickPinned(req, sl, pol); done {
 			return e
-		}
-		return nil
-	}
-	if req.Prefer != "" {
-		if e := s.byID[req.Prefer]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
-			return e
-		}
-	}
-	if req.StickyKey != "" {
-		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
-			if e := s.byID[st.id]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-				s.trace(req, ViaSticky, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
-				return e
-			}
 		}
 	}
 	k := pol.Knobs()
@@ -690,24 +707,52 @@ func (s *scheduler) pick(req *acquireState) *entry {
 	if len(s.top) == 0 {
 		return nil
 	}
-	// s.top holds up to n best of each set; order them and apply the jitter.
-	slices.SortFunc(s.top, func(a, b *entry) int {
-		if better(a, b, sl) {
-			return -1
+	// s.top holds up to n best of each set; order them (a few entries: an
+	// insertion sort, without sort.Slice's frames) and apply the jitter.
+	for i := 1; i < len(s.top); i++ {
+		for j := i; j > 0 && better(s.top[j], s.top[j-1], sl); j-- {
+			s.top[j], s.top[j-1] = s.top[j-1], s.top[j]
 		}
-		if better(b, a, sl) {
-			return 1
-		}
-		return 0
-	})
+	}
 	top := s.top[:min(n, len(s.top))]
 	e := top[pickRank(k, len(top), s.cfg.rand)]
 	s.trace(req, ViaScore, e, top, s.setSizes(sl, req), s.skipped, pol, sl == slotCanary)
 	clear(s.top)
 	if req.StickyKey != "" {
-		s.sticky[req.StickyKey] = stickyEntry{id: e.view.ID, expires: now.Add(k.StickyTTL)}
+		s.sticky[req.StickyKey] = stickyEntry{id: e.view.ID, expires: s.cfg.now().Add(k.StickyTTL)}
 	}
 	return e
+}
+
+// pickPinned serves pick for a request naming its account: Only (that one
+// or none: done), or Prefer or its sticky key's account while it is a
+// candidate (done), else not done (pick by score).
+//
+//go:noinline
+func (s *scheduler) pickPinned(req *acquireState, sl int, pol Policy) (e *entry, done bool) {
+	now := s.cfg.now()
+	if req.Only != "" {
+		if e := s.byID[req.Only]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+			return e, true
+		}
+		return nil, true
+	}
+	if req.Prefer != "" {
+		if e := s.byID[req.Prefer]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+			return e, true
+		}
+	}
+	if req.StickyKey != "" {
+		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
+			if e := s.byID[st.id]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
+				s.trace(req, ViaSticky, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+				return e, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // setSizes returns how many available accounts req's candidate sets of slot sl hold.
@@ -765,8 +810,9 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 			return
 		}
 	}
-	// Best-first walk of the heap with a small frontier of node positions.
-	frontier := []int{0}
+	// Best-first walk of the heap with a small frontier of node positions
+	// (reused: an allocation here would also grow the goroutine's stack).
+	frontier := append(s.frontier[:0], 0)
 	found := 0
 	for len(frontier) > 0 && found < n {
 		bi := 0
@@ -791,9 +837,10 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 			}
 		}
 		if len(frontier) > 4096 {
-			return // bound the walk: a filter that matches almost nothing is answered as "none"
+			break // bound the walk: a filter that matches almost nothing is answered as "none"
 		}
 	}
+	s.frontier = frontier[:0]
 }
 
 // grant forwards req to e's account and counts the lease as granted, so the

@@ -76,6 +76,7 @@ type System struct {
 	timers    sync.Pool
 	stopped   atomic.Bool
 	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
+	stall     *stallClock      // bounds the wait for the scheduler's first answer (stall.go)
 	now       func() time.Time // Config.Clock
 }
 
@@ -148,6 +149,7 @@ func Start(cfg Config) (*System, error) {
 		now:       cfg.Clock,
 		probe:     probeEvery(cfg.QuotaProbe),
 	}), "pool", actor.WithID("0"))
+	s.stall = newStallClock()
 	return s, nil
 }
 
@@ -182,26 +184,47 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 	st := &acquireState{
 		AcquireRequest: req,
 		key:            routeKey{group: req.Group, model: req.Model},
-		reply:          make(chan acquireReply, 1),
+		reply:          make(chan acquireReply, 2),
 	}
 	if req.MaxWait > 0 {
 		st.deadline = s.now().Add(req.MaxWait)
 	}
+	start := time.Now()
 	s.engine.Send(s.sched, schedAcquire{req: st})
+	// The scheduler answers at once: with the lease (through the account),
+	// a failure, or a notice that it parked the request. Only a parked
+	// request needs a timer; until then the stall clock's coarse tick bounds
+	// a stalled scheduler. (A timer per acquire costs the runtime's timer
+	// heap, and it may wake the network poller: docs/benchmarks.md.)
+	stallAt := start.Add(max(req.MaxWait, stallBound))
+	for {
+		tick := s.stall.tick()
+		select {
+		case r := <-st.reply:
+			if r.parked {
+				return s.awaitParked(ctx, st)
+			}
+			return r.result()
+		case <-ctx.Done():
+			return s.abandon(st, ctx.Err())
+		case <-tick:
+			if s.stopped.Load() || !time.Now().Before(stallAt) {
+				return s.abandon(st, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
+			}
+		}
+	}
+}
 
-	// Fast path: most acquires are answered within microseconds.
-	select {
-	case r := <-st.reply:
-		return r.result()
-	default:
-	}
-	// The caller's own timer ends the wait at MaxWait exactly (abandon makes
-	// that race-free); the scheduler's sweep only cleans up after it.
-	wait := req.MaxWait
-	if wait <= 0 {
-		wait = time.Second // the scheduler answers at once; this only bounds a stall
-	}
-	t := s.timer(wait)
+// stallBound bounds how long a caller waits for the scheduler's first
+// answer when its MaxWait is shorter (a scheduler answers in microseconds;
+// this only ends a stall).
+const stallBound = time.Second
+
+// awaitParked waits for the lease of a request the scheduler parked. The
+// caller's own timer ends the wait at its deadline exactly (abandon makes
+// that race-free); the scheduler's sweep only cleans up after it.
+func (s *System) awaitParked(ctx context.Context, st *acquireState) (*Lease, error) {
+	t := s.timer(max(st.deadline.Sub(s.now()), 0))
 	defer s.timers.Put(t)
 	defer t.Stop()
 	select {
@@ -219,11 +242,16 @@ func (s *System) abandon(st *acquireState, err error) (*Lease, error) {
 	if st.state.CompareAndSwap(acqPending, acqAbandoned) {
 		return nil, err
 	}
-	r := <-st.reply // granted or failed just now: the reply is in flight or there
-	if r.lease != nil {
-		s.Release(r.lease, Outcome{Verdict: canceledVerdict})
+	for {
+		r := <-st.reply // granted or failed just now: the reply is in flight or there
+		if r.parked {
+			continue // the notice that came first
+		}
+		if r.lease != nil {
+			s.Release(r.lease, Outcome{Verdict: canceledVerdict})
+		}
+		return nil, err
 	}
-	return nil, err
 }
 
 func (r acquireReply) result() (*Lease, error) {
@@ -246,7 +274,7 @@ func (s *System) Release(l *Lease, out Outcome) {
 	if l == nil || !l.released.CompareAndSwap(false, true) {
 		return
 	}
-	s.engine.Send(l.pid, accountRelease{leaseID: l.ID, outcome: out})
+	s.engine.Send(l.pid, &accountRelease{leaseID: l.ID, outcome: out})
 }
 
 // ReportRateLimits hands the account the usage windows an upstream answer
@@ -351,6 +379,7 @@ func (s *System) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopWSPools(ctx)
+	defer s.stall.close()
 	for _, pid := range []*actor.PID{s.pool, s.sched, s.usage} {
 		select {
 		case <-s.engine.Poison(pid).Done():

@@ -441,3 +441,30 @@ func TestGrantRescoresCounterReaders(t *testing.T) {
 		s.Release(l, Outcome{Status: 200})
 	}
 }
+
+// A parked request waits out its MaxWait on the caller's timer, and an
+// acquire on a stopped system ends at the stall clock's next tick instead of
+// waiting for a scheduler that will not answer.
+func TestAcquireWaitBounds(t *testing.T) {
+	s, _ := startSystem(t, 1, 1)
+	l, err := s.Acquire(context.Background(), chatM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 150 * time.Millisecond})
+	if waited := time.Since(start); !errors.Is(err, ErrBusy) || waited < 150*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("parked acquire: %v after %s, want ErrBusy after 150ms", err, waited)
+	}
+	s.Release(l, Outcome{Status: 200})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 30 * time.Second})
+	if waited := time.Since(start); err == nil || waited > 2*stallTick {
+		t.Fatalf("acquire after Stop: %v after %s", err, waited)
+	}
+}
