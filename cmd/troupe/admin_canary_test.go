@@ -67,16 +67,22 @@ func TestDecisionTraceHeaderAndLog(t *testing.T) {
 	}
 }
 
+// saveCalm stores the policy "calm" (fewest leases in flight first) through d's admin API.
+func saveCalm(t *testing.T, d *testDemo, key string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"source": "function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 10 - a.inflight\nend\n"})
+	if st, m := d.admin(t, "PUT", "/api/admin/policies/calm", key, string(body)); st != 200 {
+		t.Fatalf("save: %d %v", st, m)
+	}
+}
+
 // A canary routes its share of traffic beside the active policy, shows in
 // the policies status with both versions' outcomes, and is aborted or
 // promoted through the admin API.
 func TestCanaryAdmin(t *testing.T) {
 	d := startTestDemo(t, nil, tuned(span(1, 4, 1), nil))
 	key := adminKey(t, d)
-	body, _ := json.Marshal(map[string]string{"source": "function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 10 - a.inflight\nend\n"})
-	if st, m := d.admin(t, "PUT", "/api/admin/policies/calm", key, string(body)); st != 200 {
-		t.Fatalf("save: %d %v", st, m)
-	}
+	saveCalm(t, d, key)
 	if st, m := d.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":0}`); st != 400 {
 		t.Fatalf("canary without share: %d %v", st, m)
 	}
@@ -152,10 +158,7 @@ func TestCanaryAcrossInstances(t *testing.T) {
 	numbers := span(2, 10, 4)
 	a := startTestDemo(t, clusterConfig(t, pg, rurl, prefix), tuned(numbers, nil))
 	key := adminKey(t, a)
-	body, _ := json.Marshal(map[string]string{"source": "function score(a, now)\n  if a.status ~= \"active\" then return nil end\n  return 10 - a.inflight\nend\n"})
-	if st, m := a.admin(t, "PUT", "/api/admin/policies/calm", key, string(body)); st != 200 {
-		t.Fatalf("save: %d %v", st, m)
-	}
+	saveCalm(t, a, key)
 	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":100}`); st != 200 {
 		t.Fatalf("canary: %d %v", st, m)
 	}
