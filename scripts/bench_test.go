@@ -91,9 +91,10 @@ func BenchmarkScoreBudget(b *testing.B) {
 }
 
 // BenchmarkViewStrategies compares ways to hand a view to score (smart):
-// "reuse" refills one guarded table per state (what Score does), "fresh"
-// builds new tables per call, "proxy" reads the reused table through an
-// empty read-only proxy (__index), which would make even existing fields
+// "reuse" refills one guarded table per state with the fields the source
+// names (what Score does), "reuse-all" refills every field, "fresh" builds
+// new tables per call, "proxy" reads the reused table through an empty
+// read-only proxy (__index), which would make even existing fields
 // unwritable.
 func BenchmarkViewStrategies(b *testing.B) {
 	views := benchViews(1000, testNow)
@@ -119,8 +120,11 @@ func BenchmarkViewStrategies(b *testing.B) {
 	b.Run("reuse", func(b *testing.B) {
 		run(b, func(p *Policy, a *AccountView) *lua.LTable { return p.acct.fill(a) })
 	})
+	b.Run("reuse-all", func(b *testing.B) {
+		run(b, func(p *Policy, a *AccountView) *lua.LTable { p.acct.want = viewFieldsAll; return p.acct.fill(a) })
+	})
 	b.Run("fresh", func(b *testing.B) {
-		run(b, func(p *Policy, a *AccountView) *lua.LTable { return newAccountTable(p.sb).fill(a) })
+		run(b, func(p *Policy, a *AccountView) *lua.LTable { return newAccountTable(p.sb, p.view).fill(a) })
 	})
 	b.Run("proxy", func(b *testing.B) {
 		var proxy *lua.LTable

@@ -65,13 +65,62 @@ func (in interner) value(s string) lua.LValue {
 	return v
 }
 
-// accountTable is the reusable Lua view of an AccountView.
+// accountTable is the reusable Lua view of an AccountView. A fill writes
+// only the fields the policy's source names (viewFieldsOf), and the table's
+// __index writes any other field the moment a call reads it (a computed key)
+// and adds it to the fields every later fill writes: a policy reading five
+// fields does not pay for thirty, and reads every field right.
 type accountTable struct {
 	t, tags, lastFailure, windows *lua.LTable
 	windowTabs                    []*lua.LTable
 	ntags, nwindows               int
 	strs                          interner
 	sb                            *sandbox
+	want                          viewFields   // the fields each fill writes
+	cur                           *AccountView // the view of the call in progress
+}
+
+// viewFields is a set of the account view's top-level fields (accountFields).
+type viewFields uint32
+
+// The account view's top-level fields, by index in accountFields.
+const (
+	vfID = iota
+	vfName
+	vfProvider
+	vfPlan
+	vfGroup
+	vfPriority
+	vfStatus
+	vfCooldownUntil
+	vfCooldownReason
+	vfInFlight
+	vfMaxInFlight
+	vfRequests
+	vfSuccesses
+	vfFailures
+	vfSuccessStreak
+	vfFailureStreak
+	vfEWMASuccess
+	vfEWMALatency
+	vfEWMATTFT
+	vfTags
+	vfLastFailure
+	vfUsageWindows
+	numViewFields
+
+	viewFieldsAll viewFields = 1<<numViewFields - 1
+)
+
+// accountFields are the Lua names of the account view's top-level fields.
+var accountFields = [numViewFields]string{
+	vfID: "id", vfName: "name", vfProvider: "provider", vfPlan: "plan", vfGroup: "group",
+	vfPriority: "priority", vfStatus: "status", vfCooldownUntil: "cooldown_until",
+	vfCooldownReason: "cooldown_reason", vfInFlight: "inflight", vfMaxInFlight: "max_inflight",
+	vfRequests: "requests", vfSuccesses: "successes", vfFailures: "failures",
+	vfSuccessStreak: "success_streak", vfFailureStreak: "failure_streak",
+	vfEWMASuccess: "ewma_success", vfEWMALatency: "ewma_latency_ms", vfEWMATTFT: "ewma_ttft_ms",
+	vfTags: "tags", vfLastFailure: "last_failure", vfUsageWindows: "usage_windows",
 }
 
 func (sb *sandbox) readOnlyTable() *lua.LTable {
@@ -80,56 +129,121 @@ func (sb *sandbox) readOnlyTable() *lua.LTable {
 	return t
 }
 
-func newAccountTable(sb *sandbox) *accountTable {
-	return &accountTable{
-		t:           sb.readOnlyTable(),
+func newAccountTable(sb *sandbox, want viewFields) *accountTable {
+	at := &accountTable{
 		tags:        sb.readOnlyTable(),
 		lastFailure: sb.readOnlyTable(),
 		windows:     sb.readOnlyTable(),
 		strs:        make(interner),
 		sb:          sb,
+		want:        want,
+	}
+	// The account table's own metatable: read-only like the others, and
+	// filling what a call reads that the last fill skipped.
+	meta := sb.L.NewTable()
+	meta.RawSetString("__newindex", sb.roMeta.RawGetString("__newindex"))
+	meta.RawSetString("__metatable", sb.roMeta.RawGetString("__metatable"))
+	meta.RawSetString("__index", sb.L.NewFunction(at.index))
+	at.t = sb.L.NewTable()
+	at.t.Metatable = meta
+	return at
+}
+
+// fill writes the wanted fields of a into the table; see the field comments
+// of AccountView.
+func (at *accountTable) fill(a *AccountView) *lua.LTable {
+	at.cur = a
+	for f := range numViewFields {
+		if at.want&(1<<f) != 0 {
+			at.fillField(f)
+		}
+	}
+	return at.t
+}
+
+// index is the account table's __index: a field the last fill skipped is
+// written now, and by every later fill. Other keys are nil.
+func (at *accountTable) index(L *lua.LState) int {
+	k, ok := L.Get(2).(lua.LString)
+	if ok && at.cur != nil {
+		for f, name := range accountFields {
+			if name == string(k) {
+				at.want |= 1 << f
+				at.fillField(f)
+				L.Push(at.t.RawGetString(name))
+				return 1
+			}
+		}
+	}
+	L.Push(lua.LNil)
+	return 1
+}
+
+// fillField writes field f of the current view.
+func (at *accountTable) fillField(f int) {
+	t, in, a := at.t, at.strs, at.cur
+	switch f {
+	case vfID:
+		t.RawSetString("id", lua.LString(a.ID))
+	case vfName:
+		t.RawSetString("name", lua.LString(a.Name))
+	case vfProvider:
+		setStr(t, "provider", a.Provider, in)
+	case vfPlan:
+		setStr(t, "plan", a.Plan, in)
+	case vfGroup:
+		setStr(t, "group", a.Group, in)
+	case vfPriority:
+		setNum(t, "priority", float64(a.Priority))
+	case vfStatus:
+		setStr(t, "status", a.Status, in)
+	case vfCooldownUntil:
+		setTime(t, "cooldown_until", a.CooldownUntil)
+	case vfCooldownReason:
+		setStr(t, "cooldown_reason", a.CooldownReason, in)
+	case vfInFlight:
+		setNum(t, "inflight", float64(a.InFlight))
+	case vfMaxInFlight:
+		setNum(t, "max_inflight", float64(a.MaxInFlight))
+	case vfRequests:
+		setNum(t, "requests", float64(a.Requests))
+	case vfSuccesses:
+		setNum(t, "successes", float64(a.Successes))
+	case vfFailures:
+		setNum(t, "failures", float64(a.Failures))
+	case vfSuccessStreak:
+		setNum(t, "success_streak", float64(a.SuccessStreak))
+	case vfFailureStreak:
+		setNum(t, "failure_streak", float64(a.FailureStreak))
+	case vfEWMASuccess:
+		setNum(t, "ewma_success", a.EWMASuccess)
+	case vfEWMALatency:
+		setNum(t, "ewma_latency_ms", float64(a.EWMALatency)/float64(time.Millisecond))
+	case vfEWMATTFT:
+		setNum(t, "ewma_ttft_ms", float64(a.EWMATTFT)/float64(time.Millisecond))
+	case vfTags:
+		for i, tag := range a.Tags {
+			at.tags.RawSetInt(i+1, in.value(tag))
+		}
+		clearTail(at.tags, len(a.Tags), at.ntags)
+		at.ntags = len(a.Tags)
+		set(t, "tags", at.tags)
+	case vfLastFailure:
+		lf, lfa := at.lastFailure, &a.LastFailure
+		setTime(lf, "quota", lfa.Quota)
+		setTime(lf, "rate", lfa.Rate)
+		setTime(lf, "auth", lfa.Auth)
+		setTime(lf, "banned", lfa.Banned)
+		setTime(lf, "transient", lfa.Transient)
+		setTime(lf, "timeout", lfa.Timeout)
+		set(t, "last_failure", lf)
+	case vfUsageWindows:
+		at.fillWindows(a)
 	}
 }
 
-// fill writes a into the table; see the field comments of AccountView.
-func (at *accountTable) fill(a *AccountView) *lua.LTable {
-	t, in := at.t, at.strs
-	t.RawSetString("id", lua.LString(a.ID))
-	t.RawSetString("name", lua.LString(a.Name))
-	setStr(t, "provider", a.Provider, in)
-	setStr(t, "plan", a.Plan, in)
-	setStr(t, "group", a.Group, in)
-	setNum(t, "priority", float64(a.Priority))
-	setStr(t, "status", a.Status, in)
-	setTime(t, "cooldown_until", a.CooldownUntil)
-	setStr(t, "cooldown_reason", a.CooldownReason, in)
-	setNum(t, "inflight", float64(a.InFlight))
-	setNum(t, "max_inflight", float64(a.MaxInFlight))
-	setNum(t, "requests", float64(a.Requests))
-	setNum(t, "successes", float64(a.Successes))
-	setNum(t, "failures", float64(a.Failures))
-	setNum(t, "success_streak", float64(a.SuccessStreak))
-	setNum(t, "failure_streak", float64(a.FailureStreak))
-	setNum(t, "ewma_success", a.EWMASuccess)
-	setNum(t, "ewma_latency_ms", float64(a.EWMALatency)/float64(time.Millisecond))
-	setNum(t, "ewma_ttft_ms", float64(a.EWMATTFT)/float64(time.Millisecond))
-
-	for i, tag := range a.Tags {
-		at.tags.RawSetInt(i+1, in.value(tag))
-	}
-	clearTail(at.tags, len(a.Tags), at.ntags)
-	at.ntags = len(a.Tags)
-	set(t, "tags", at.tags)
-
-	lf, f := at.lastFailure, &a.LastFailure
-	setTime(lf, "quota", f.Quota)
-	setTime(lf, "rate", f.Rate)
-	setTime(lf, "auth", f.Auth)
-	setTime(lf, "banned", f.Banned)
-	setTime(lf, "transient", f.Transient)
-	setTime(lf, "timeout", f.Timeout)
-	set(t, "last_failure", lf)
-
+func (at *accountTable) fillWindows(a *AccountView) {
+	in := at.strs
 	for i := range a.Windows {
 		w := &a.Windows[i]
 		if i == len(at.windowTabs) {
@@ -146,8 +260,7 @@ func (at *accountTable) fill(a *AccountView) *lua.LTable {
 	}
 	clearTail(at.windows, len(a.Windows), at.nwindows)
 	at.nwindows = len(a.Windows)
-	set(t, "usage_windows", at.windows)
-	return t
+	set(at.t, "usage_windows", at.windows)
 }
 
 // set stores v under k unless k already holds v: comparing costs one map

@@ -38,8 +38,9 @@ type Policy struct {
 	proto   *lua.FunctionProto
 	opts    Options
 	knobs   Knobs
-	version uint64 // the stored version; set by Host before the policy is published
-	reads   Fields // the counter fields the source may read (Reads)
+	version uint64     // the stored version; set by Host before the policy is published
+	reads   Fields     // the counter fields the source may read (Reads)
+	view    viewFields // the account view's fields a fill writes up front (viewFieldsOf)
 
 	sb    *sandbox
 	score *lua.LFunction
@@ -78,7 +79,7 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256([]byte(source))
-	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts, reads: readsOf(source)}
+	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts, reads: readsOf(source), view: viewFieldsOf(source)}
 	knobs, err := p.instantiate()
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (p *Policy) instantiate() (Knobs, error) {
 	}
 	sb.freezeGlobals()
 	p.sb, p.score, p.route = sb, score, route
-	p.acct, p.req = newAccountTable(sb), newRequestTable(sb)
+	p.acct, p.req = newAccountTable(sb, p.view), newRequestTable(sb)
 	return knobs, nil
 }
 
@@ -144,7 +145,7 @@ func (p *Policy) instantiate() (Knobs, error) {
 // compiled program, name, digest, version and knobs, re-running the top-level
 // chunk. Use one clone per goroutine that calls Score or Route.
 func (p *Policy) Clone() (*Policy, error) {
-	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version, reads: p.reads}
+	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version, reads: p.reads, view: p.view}
 	if _, err := c.instantiate(); err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func TestDocsListEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := newSandbox("doc", Options{}.withDefaults())
-	at := newAccountTable(sb)
+	at := newAccountTable(sb, viewFieldsAll)
 	v := SampleViews(testNow)[0]
 	v.CooldownUntil = testNow
 	v.Windows = []UsageWindow{{ResetsAt: testNow}}
@@ -287,5 +287,39 @@ func TestSourceSizeLimit(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || !errors.Is(pe.Kind, ErrSyntax) || !strings.Contains(pe.Msg, "at most 262144") {
 		t.Fatalf("oversized source: %v", err)
+	}
+}
+
+// A fill writes only the fields the source names; a field read through a
+// computed key is written at that read, right, and by every fill after it;
+// pairs sees every field.
+func TestLazyViewFields(t *testing.T) {
+	p, err := Compile("lazy", "function score(a, now) return a[a.tags[1]] end\n", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := SampleViews(testNow)[0]
+	v.Tags, v.Successes, v.Requests = []string{"successes"}, 7, 9
+	if s, ok, _, _, err := p.Score(&v, testNow); err != nil || !ok || s != 7 {
+		t.Fatalf("score via a computed key: %v %v %v", s, ok, err)
+	}
+	if p.acct.t.RawGetString("requests") != lua.LNil {
+		t.Errorf("a field the source never names was written")
+	}
+	v.Successes = 11
+	if s, _, _, _, _ := p.Score(&v, testNow); s != 11 {
+		t.Errorf("second call read successes %v, want 11", s)
+	}
+	if p.acct.want&(1<<vfSuccesses) == 0 {
+		t.Errorf("a field read once is not written by later fills")
+	}
+	q, err := Compile("all", "function score(a, now)\n  local n = 0\n  for _ in pairs(a) do n = n + 1 end\n  return n\nend\n", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.CooldownUntil, v.Windows = testNow, []UsageWindow{{Name: "5h"}}
+	v.LastFailure = FailureTimes{Quota: testNow}
+	if s, _, _, _, err := q.Score(&v, testNow); err != nil || int(s) != numViewFields {
+		t.Errorf("pairs over the view: %v fields (%v), want %d", s, err, numViewFields)
 	}
 }

@@ -108,6 +108,40 @@ func readsOf(source string) Fields {
 	return reads
 }
 
+// viewFieldsOf returns the account view's fields that source names (as a
+// name or inside a string literal), which every fill writes up front; the
+// others are written when a call first reads them (accountTable.index).
+// A source that iterates tables generically (pairs, next) or reads them raw
+// (rawget) bypasses __index, so it gets every field up front.
+func viewFieldsOf(source string) viewFields {
+	sc := parse.NewScanner(strings.NewReader(source), "")
+	lx := &parse.Lexer{}
+	var want viewFields
+	for {
+		tok, err := sc.Scan(lx)
+		if err != nil {
+			return viewFieldsAll
+		}
+		if tok.Type < 0 {
+			return want
+		}
+		if tok.Type == parse.TIdent || tok.Type == parse.TString {
+			switch tok.Str {
+			case "pairs", "next", "rawget":
+				if tok.Type == parse.TIdent {
+					return viewFieldsAll
+				}
+			}
+			for f, name := range accountFields {
+				if tok.Str == name {
+					want |= 1 << f
+				}
+			}
+		}
+		lx.PrevTokenType = tok.Type
+	}
+}
+
 // String lists the fields by their Lua names, comma-separated ("none" for
 // the empty set).
 func (f Fields) String() string {
