@@ -139,10 +139,11 @@ type Cache struct {
 	degraded atomic.Bool
 	since    atomic.Int64 // Unix ns when the current outage began
 
-	mu        sync.Mutex              // guards pending and replaying, and turning healthy against journalling
-	pending   map[string]pendingWrite // entry writes of the current outage
-	replaying map[string]pendingWrite // writes of the last outage not yet copied to the primary
-	replayOn  atomic.Bool             // replaying is not empty: healthy Get/Set/Delete consult it
+	mu        sync.Mutex               // guards pending and replaying, and turning healthy against journalling
+	pending   map[string]pendingWrite  // entry writes of the current outage
+	replaying map[string]pendingWrite  // writes of the last outage not yet copied to the primary
+	copying   map[string]chan struct{} // keys whose copy is being written to the primary; closed when done
+	replayOn  atomic.Bool              // replaying is not empty: healthy Get/Set/Delete consult it
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -187,6 +188,7 @@ func New(primary, local storage.Cache, opts Options) *Cache {
 		log:       log,
 		pending:   make(map[string]pendingWrite),
 		replaying: make(map[string]pendingWrite),
+		copying:   make(map[string]chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.prober.Add(1)
@@ -476,7 +478,11 @@ func (c *Cache) journal(key string, w pendingWrite) {
 			return
 		}
 		delete(c.replaying, key)
+		copied := c.copying[key]
 		c.mu.Unlock()
+		if copied != nil {
+			<-copied // the outage's copy of key must land first
+		}
 		if !c.failed(c.apply(c.ctx, key, w)) {
 			return
 		}
@@ -485,12 +491,18 @@ func (c *Cache) journal(key string, w pendingWrite) {
 }
 
 // supersede drops key's pending copy, if any: a write made after the
-// recovery is newer than the outage's.
+// recovery is newer than the outage's. If that copy is being written to the
+// primary right now, it waits until it has landed, so the newer write lands
+// after it.
 func (c *Cache) supersede(key string) {
 	if c.replayOn.Load() {
 		c.mu.Lock()
 		delete(c.replaying, key)
+		copied := c.copying[key]
 		c.mu.Unlock()
+		if copied != nil {
+			<-copied
+		}
 	}
 }
 
@@ -612,11 +624,19 @@ func (c *Cache) replay() {
 				key := keys[i]
 				c.mu.Lock()
 				w, ok := c.replaying[key]
+				done := make(chan struct{})
+				if ok {
+					c.copying[key] = done // a newer write of key waits for it (supersede)
+				}
 				c.mu.Unlock()
 				if !ok {
 					continue // superseded by a newer write
 				}
 				err := c.apply(c.ctx, key, w)
+				c.mu.Lock()
+				delete(c.copying, key)
+				c.mu.Unlock()
+				close(done)
 				if errors.Is(err, storage.ErrCacheUnavailable) || c.ctx.Err() != nil {
 					down.Store(true)
 					c.failed(err)
