@@ -226,8 +226,8 @@ func toPolicyJSON(p storage.PolicyVersion, withSource bool) policyJSON {
 }
 
 // maxGroupBytes bounds a routing group's name, on keys, accounts and
-// canaries alike.
-const maxGroupBytes = 200
+// canaries alike (storage refuses longer ones too).
+const maxGroupBytes = storage.MaxGroupBytes
 
 // errGroup is the error for a group longer than maxGroupBytes.
 func errGroup() *APIError { return errBadParam("group", "A group has at most 200 bytes.") }
@@ -278,8 +278,12 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 		for _, p := range stored {
 			list = append(list, toPolicyJSON(p, false))
 		}
-		writeJSON(ctx, 200, map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status(),
-			"canary": s.canaryStatus(), "outcomes": s.policyOutcomes()})
+		resp := map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status(),
+			"canary": s.canaryStatus(), "outcomes": s.policyOutcomes()}
+		if f := s.canaryRT.failed.Load(); f != nil {
+			resp["canary_not_loaded"] = map[string]any{"name": f.Name, "stored_version": f.Version}
+		}
+		writeJSON(ctx, 200, resp)
 		return
 	}
 	name := parts[0]

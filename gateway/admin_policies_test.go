@@ -221,6 +221,24 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 	if resp.StatusCode != 413 {
 		t.Fatalf("17 MiB with a session: %d %s, want 413", resp.StatusCode, body)
 	}
+	// The same with an admin API key instead of a session.
+	kconn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kconn.Close()
+	kconn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(kconn, "PUT /api/admin/policies/x HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		u.Host, e.adminKey, 17<<20)
+	resp, err = http.ReadResponse(bufio.NewReader(kconn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("17 MiB with an admin key: %d %s, want 413", resp.StatusCode, body)
+	}
 }
 
 func itoa(i int) string {
@@ -253,5 +271,22 @@ func TestAdminRefusesOversizedInput(t *testing.T) {
 	}
 	if r := c.do("POST", "/api/admin/accounts", map[string]any{"name": "a2", "provider": "openai", "api_key": "sk-x", "group": group}).want(t, 400); r.errParam() != "group" {
 		t.Fatalf("account group: %s", r.body)
+	}
+}
+
+// The admin API answers in OpenAI's error shape whichever header carries
+// the key (x-api-key is what Anthropic clients send).
+func TestAdminErrorShapeWithXAPIKey(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	req, _ := http.NewRequest("GET", e.base+"/api/admin/policies/nosuch", nil)
+	req.Header.Set("x-api-key", e.adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), `"code":"not_found"`) || strings.Contains(string(body), `"type":"error"`) {
+		t.Fatalf("x-api-key on the admin API: %d %s, want OpenAI's shape", resp.StatusCode, body)
 	}
 }

@@ -43,6 +43,8 @@ type canary struct {
 // policy version that routed requests. Safe for concurrent use.
 type canaryRuntime struct {
 	cur      atomic.Pointer[canary]
+	change   sync.Mutex                 // serializes starting and stopping (canary_share.go)
+	failed   atomic.Pointer[canarySpec] // the shared canary this instance could not load (nil: none)
 	mu       sync.Mutex
 	outcomes map[outcomeKey]*outcomeSums
 	once     sync.Once
@@ -228,6 +230,10 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 		if body.Percent != nil {
 			pct = *body.Percent
 		}
+		if body.Version < 0 {
+			writeError(ctx, errBadParam("version", "version is a stored version (1 or more), or absent for the latest."))
+			return
+		}
 		if pct < 0 || pct > 100 || (pct == 0 && body.Group == "") {
 			writeError(ctx, errBadParam("percent", "Give percent (1-100) or group, or both; percent must be 0-100."))
 			return
@@ -251,7 +257,16 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 	case "promote":
 		cn := s.canaryRT.cur.Load()
 		if cn == nil || cn.policy.Name() != name {
-			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_canary", Message: "No canary of this policy is running."})
+			s.noCanary(ctx, name)
+			return
+		}
+		if cn.stored == 0 {
+			// A built-in: stored and activated like POST …/activate, so
+			// every instance loads it.
+			s.stopCanary()
+			s.unshareCanary(rctx)
+			s.log.Info("routing canary promoted", "policy", name, "version", cn.policy.Version())
+			s.activatePolicy(ctx, rctx, name, 0)
 			return
 		}
 		if err := cc.Install(rctx, cn.policy); err != nil {
@@ -280,7 +295,15 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 	case "abort":
 		cn := s.canaryRT.cur.Load()
 		if cn == nil || cn.policy.Name() != name {
-			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_canary", Message: "No canary of this policy is running."})
+			if f := s.canaryRT.failed.Load(); f != nil && f.Name == name {
+				// Running elsewhere, not loaded here: end it everywhere.
+				s.canaryRT.failed.Store(nil)
+				s.unshareCanary(rctx)
+				s.log.Info("routing canary aborted", "policy", name, "stored_version", f.Version)
+				writeJSON(ctx, 200, map[string]any{"aborted": map[string]any{"name": f.Name, "stored_version": f.Version}, "outcomes": s.policyOutcomes()})
+				return
+			}
+			s.noCanary(ctx, name)
 			return
 		}
 		s.stopCanary()
@@ -288,6 +311,16 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 		s.log.Info("routing canary aborted", "policy", name, "version", cn.policy.Version())
 		writeJSON(ctx, 200, map[string]any{"aborted": s.canaryStatusOf(cn), "outcomes": s.policyOutcomes()})
 	}
+}
+
+// noCanary answers 409 no_canary for name, saying so when the shared canary
+// of that name failed to load on this instance.
+func (s *Server) noCanary(ctx *fasthttp.RequestCtx, name string) {
+	msg := "No canary of this policy is running."
+	if f := s.canaryRT.failed.Load(); f != nil && f.Name == name {
+		msg = "The canary of this policy runs on other instances but failed to load on this one (see its log): promote it there, or abort it here or there."
+	}
+	writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_canary", Message: msg})
 }
 
 func (s *Server) canaryStatusOf(cn *canary) *CanaryStatus {

@@ -56,6 +56,10 @@ func (s *Server) startCanary(spec canarySpec, src string) error {
 	if err != nil {
 		return err
 	}
+	// The scheduler's canary and the router's change together, so an admin
+	// call and a broadcast cannot leave one of each.
+	s.canaryRT.change.Lock()
+	defer s.canaryRT.change.Unlock()
 	s.sys.SetCanary(actors.NewLuaPolicy(clone))
 	s.canaryRT.cur.Store(&canary{policy: p, router: scripts.NewRouter(p, 0), id: spec.ID, stored: spec.Version,
 		percent: spec.Percent, group: spec.Group, started: spec.Started})
@@ -65,6 +69,8 @@ func (s *Server) startCanary(spec canarySpec, src string) error {
 
 // stopCanary ends this instance's canary, if any, and returns it.
 func (s *Server) stopCanary() *canary {
+	s.canaryRT.change.Lock()
+	defer s.canaryRT.change.Unlock()
 	cn := s.canaryRT.cur.Swap(nil)
 	if cn != nil {
 		s.sys.SetCanary(nil)
@@ -79,6 +85,9 @@ var errCanaryUnsupported = errors.New("canaries are not available on this instan
 func (s *Server) shareCanary(ctx context.Context, spec canarySpec) {
 	if s.cache == nil {
 		return
+	}
+	if d, ok := s.cache.(interface{ Degraded() bool }); ok && d.Degraded() {
+		s.log.Warn("the shared cache is unavailable: the canary runs on this instance only until the next canary change", "policy", spec.Name)
 	}
 	b, _ := json.Marshal(spec)
 	err := s.cache.Set(ctx, canaryKey, string(b), canaryTTL)
@@ -112,6 +121,9 @@ func (s *Server) SyncCanary(ctx context.Context) error {
 	if s.cache == nil {
 		return nil
 	}
+	if d, ok := s.cache.(interface{ Degraded() bool }); ok && d.Degraded() {
+		return nil // the entry is out of reach: keep what runs until the cache is back
+	}
 	v, ok, err := s.cache.Get(ctx, canaryKey)
 	if err != nil {
 		return err
@@ -130,21 +142,34 @@ func (s *Server) SyncCanary(ctx context.Context) error {
 	if cur != nil && cur.id == spec.ID {
 		return nil
 	}
+	if f := s.canaryRT.failed.Load(); f != nil && f.ID == spec.ID {
+		return nil // failed here already (logged, and shown in the policies status)
+	}
 	var src string
 	if spec.Version == 0 {
 		if src, ok = scripts.Builtin(spec.Name); !ok {
-			return fmt.Errorf("canary %s: no built-in of that name", spec.Name)
+			err = fmt.Errorf("canary %s: no built-in of that name", spec.Name)
 		}
-	} else if p, err := s.store.GetPolicy(ctx, spec.Name, spec.Version); err != nil {
-		return fmt.Errorf("canary %s version %d: %w", spec.Name, spec.Version, err)
+	} else if p, perr := s.store.GetPolicy(ctx, spec.Name, spec.Version); perr != nil {
+		err = fmt.Errorf("canary %s version %d: %w", spec.Name, spec.Version, perr)
 	} else {
 		src = p.Source
 	}
-	return s.startCanary(spec, src)
+	if err == nil {
+		err = s.startCanary(spec, src)
+	}
+	if err != nil {
+		// Not the shared canary: none runs here rather than an older one.
+		s.stopCanary()
+		s.canaryRT.failed.Store(&spec)
+		return err
+	}
+	s.canaryRT.failed.Store(nil)
+	return nil
 }
 
-// WatchCanary runs SyncCanary now and at every announcement on
-// CanaryChannel, until ctx ends. Errors are logged.
+// WatchCanary runs SyncCanary now, at every announcement on CanaryChannel
+// and every canaryResync, until ctx ends. Errors are logged.
 func (s *Server) WatchCanary(ctx context.Context) {
 	if s.cache == nil {
 		return
@@ -161,11 +186,27 @@ func (s *Server) WatchCanary(ctx context.Context) {
 	}
 	sync()
 	go func() {
-		for range msgs {
+		// Announcements make the change at once; the resync every
+		// canaryResync repairs what an outage of the cache or a lost
+		// message left behind.
+		t := time.NewTicker(canaryResync)
+		defer t.Stop()
+		for {
+			select {
+			case _, ok := <-msgs:
+				if !ok {
+					return
+				}
+			case <-t.C:
+			}
 			sync()
 		}
 	}()
 }
+
+// canaryResync is how often WatchCanary rereads the shared canary without
+// an announcement.
+const canaryResync = 10 * time.Second
 
 // loadPolicySource returns the source of stored version v of name (v 0: the
 // latest), or the built-in of that name when v is 0 and none is stored; the

@@ -72,7 +72,7 @@ func (s *Server) runWatched(rctx context.Context, conn net.Conn, c *call, gone f
 // RequestTimeout, when cancel is called, or when gone reports the client
 // gone (its cause is then errClientGone).
 func (s *Server) requestContext() (rctx context.Context, cancel context.CancelFunc, gone func()) {
-	base, cancelCause := context.WithCancelCause(context.Background())
+	base, cancelCause := context.WithCancelCause(s.life)
 	rctx, cancelTimeout := context.WithTimeout(base, s.cfg.RequestTimeout)
 	return rctx, func() { cancelTimeout(); cancelCause(nil) }, func() { cancelCause(errClientGone) }
 }

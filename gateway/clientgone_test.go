@@ -108,3 +108,31 @@ func (d delayed) Do(ctx context.Context, r *upstream.Request) (*upstream.Respons
 		return nil, ctx.Err()
 	}
 }
+
+// A request still running when the shutdown grace ends is cancelled: it
+// returns its lease and leaves its record before Shutdown returns, instead
+// of being cut when the process then stops the actors and storage.
+func TestShutdownCancelsAfterGrace(t *testing.T) {
+	up := &hanging{}
+	s, sys, key := testServer(t, 1, up)
+	ln := serveTCP(t, s)
+	conn := dialTCP(t, ln)
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, len(body), body)
+	waitFor(t, "the request in flight", func() bool { return inFlight(sys) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown returned nil with a request running past its grace")
+	}
+	if n := s.serving.Load(); n != 0 {
+		t.Fatalf("%d requests still counted after Shutdown", n)
+	}
+	if up.cancelled.Load() != 1 {
+		t.Errorf("the upstream call was not cancelled")
+	}
+	waitIdle(t, sys)
+	if recs := logged(t, s); len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+}

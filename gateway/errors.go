@@ -189,7 +189,8 @@ func anthropicRequest(p []byte, h *fasthttp.RequestHeader) bool {
 	case bytes.HasPrefix(p, pathMessages) || bytes.HasPrefix(p, pathMessages[3:]):
 		return true
 	case bytes.HasPrefix(p, pathChat) || bytes.HasPrefix(p, pathChat[3:]) ||
-		bytes.HasPrefix(p, pathResponses) || bytes.HasPrefix(p, pathResponses[3:]):
+		bytes.HasPrefix(p, pathResponses) || bytes.HasPrefix(p, pathResponses[3:]),
+		bytes.HasPrefix(p, pathAdmin): // the admin API answers in OpenAI's shape (docs/admin-api.md)
 		return false
 	}
 	return len(h.PeekBytes(headerAnthropicVersion)) > 0 || len(h.PeekBytes(headerAPIKey)) > 0
@@ -197,6 +198,7 @@ func anthropicRequest(p []byte, h *fasthttp.RequestHeader) bool {
 
 var (
 	pathMessages           = []byte("/v1/messages")
+	pathAdmin              = []byte("/api/admin/")
 	pathChat               = []byte("/v1/chat/completions")
 	pathResponses          = []byte("/v1/responses")
 	headerAnthropicVersion = []byte("anthropic-version")

@@ -99,6 +99,7 @@ func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep upstream.Endpoint, hook 
 	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
 	ctx.Response.Header.Set("X-Request-Id", c.id)
 	s.metrics.inflight.Inc()
+	s.serving.Add(1)
 	status := s.serve(ctx, c)
 	if status != 0 { // 0: a stream is running; it counts itself when it ends
 		s.finish(c, status)
@@ -116,6 +117,7 @@ func (s *Server) finish(c *call, status int) {
 	s.logRequest(c, status)
 	s.countPolicy(c, status)
 	s.metrics.inflight.Dec()
+	s.serving.Add(-1)
 	s.metrics.request(c.endpoint, status)
 	s.metrics.latency.WithLabelValues(c.endpoint.String()).Observe(s.now().Sub(c.start).Seconds())
 }

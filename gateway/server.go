@@ -107,6 +107,12 @@ func (c *Config) defaults() {
 // Server is the HTTP front. Create it with New; it is safe for concurrent use.
 type Server struct {
 	cfg Config
+	// life is the parent of every request's context; Shutdown cancels it
+	// (cause errShuttingDown) when its grace ends with requests still
+	// running, and serving counts those requests (proxyWith to finish).
+	life    context.Context
+	endLife context.CancelCauseFunc
+	serving atomic.Int64
 	// unsized maps the header of a request whose body has no length
 	// (chunked) to whether its client speaks Anthropic's protocol, decided
 	// when the head arrives: fasthttp resets the request when such a body
@@ -145,6 +151,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 		metrics = NewMetrics(sys.Views)
 	}
 	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now}
+	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
 	s.metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
@@ -189,8 +196,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() { s.ws.shutdown(ctx); close(wsDone) }() // WebSocket connections are hijacked: fasthttp does not wait for them
 	err := s.srv.ShutdownWithContext(ctx)
 	<-wsDone
+	if n := s.serving.Load(); err != nil && n > 0 {
+		// The grace is over: cancel what still runs, so each request ends
+		// with an error in its protocol, returns its lease and leaves its
+		// record, before the caller stops the actors and storage.
+		s.log.Warn("shutdown grace over: cancelling the requests still running", "requests", n)
+		s.endLife(errShuttingDown)
+		deadline := time.Now().Add(shutdownDrain)
+		for s.serving.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := s.serving.Load(); n > 0 {
+			s.log.Error("requests still running after being cancelled at shutdown", "requests", n)
+		}
+	}
 	return err
 }
+
+// shutdownDrain bounds how long Shutdown waits, after its grace, for the
+// requests it cancelled to end.
+const shutdownDrain = 5 * time.Second
+
+// errShuttingDown is the cause of request contexts cancelled by Shutdown.
+var errShuttingDown = errors.New("gateway: shutting down")
 
 // Handler returns the request handler (for tests that serve it themselves).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
@@ -355,6 +383,10 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 				Message: "Request body too large: a login has at most " + strconv.Itoa(unauthenticatedBodyLimit) + " bytes."})
 			return
 		case bytes.HasPrefix(p, []byte("/api/admin/")):
+			if k, aerr := s.authenticate(ctx); aerr == nil && k.Admin {
+				writeError(ctx, errTooLarge(s.cfg.MaxBodySize)) // an admin key's import
+				return
+			}
 			writeError(ctx, errAdminAuth("Log in (POST /api/admin/login) or send an admin API key; a large body needs one."))
 			return
 		}

@@ -47,7 +47,7 @@ const wsWriteTimeout = 30 * time.Second
 // server shuts down (close 1001 once the response in flight has ended).
 func (ss *wsSession) run() {
 	s := ss.s
-	ss.ctx, ss.cancel = context.WithCancel(context.Background())
+	ss.ctx, ss.cancel = context.WithCancel(s.life) // Shutdown cancels it when its grace ends
 	defer ss.cancel()
 	if !s.ws.add(ss) {
 		ss.closeWith(websocket.CloseGoingAway, "server shutting down")
@@ -207,6 +207,7 @@ func (ss *wsSession) create(frame []byte) {
 	}
 	c := &call{id: newRequestID(), endpoint: upstream.EndpointResponses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
 	s.metrics.inflight.Inc()
+	s.serving.Add(1)
 	status := ss.serve(c, f)
 	if status != 0 {
 		s.finish(c, status)

@@ -109,16 +109,7 @@ func (h *Host) LoadVersion(name, source string, version uint64) (*Policy, error)
 	}
 	took := time.Since(start)
 	if err != nil {
-		h.failures++
-		st := &ReloadStatus{Name: name, Took: took, Error: err.Error()}
-		var pe *Error
-		if errors.As(err, &pe) {
-			st.Line = pe.Line
-		}
-		h.record(st, cur)
-		if h.opts.Log != nil {
-			h.opts.Log.Warn("policy reload failed; the previous policy keeps serving", "policy", name, "err", err, "took", took)
-		}
+		h.failed(name, err, took, cur)
 		return nil, err
 	}
 	p.version = version
@@ -131,6 +122,30 @@ func (h *Host) LoadVersion(name, source string, version uint64) (*Policy, error)
 		h.opts.Log.Info("policy loaded", "policy", name, "version", p.version, "digest", p.digest[:12], "took", took)
 	}
 	return p, nil
+}
+
+// failed records a reload of name that failed with err after took, cur
+// serving on: in the status, the counters and the log. h.mu is held.
+func (h *Host) failed(name string, err error, took time.Duration, cur *Policy) {
+	h.failures++
+	st := &ReloadStatus{Name: name, Took: took, Error: err.Error()}
+	var pe *Error
+	if errors.As(err, &pe) {
+		st.Line = pe.Line
+	}
+	h.record(st, cur)
+	if h.opts.Log != nil {
+		h.opts.Log.Warn("policy reload failed; the previous policy keeps serving", "policy", name, "err", err, "took", took)
+	}
+}
+
+// refuse records a reload of pe.Policy refused before it was compiled (a
+// file over MaxSourceBytes, ReadSource), as LoadVersion records a failure.
+func (h *Host) refuse(pe *Error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.loads++
+	h.failed(pe.Policy, pe, 0, h.active.Load())
 }
 
 // LoadBuiltin loads the shipped policy name (see Builtins).

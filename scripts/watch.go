@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -66,7 +67,7 @@ func (w *Watcher) SetActive(name string) (*Policy, error) {
 // the file does not exist — and loads it into the host (see Host.Load).
 func (w *Watcher) Load() (*Policy, error) {
 	name := w.Active()
-	src, err := os.ReadFile(filepath.Join(w.dir, name+".lua"))
+	src, err := ReadSource(name, filepath.Join(w.dir, name+".lua"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if builtin, ok := Builtin(name); ok {
@@ -74,9 +75,34 @@ func (w *Watcher) Load() (*Policy, error) {
 		}
 		return nil, fmt.Errorf("policy %q: no file %s.lua in %s and no such built-in policy", name, name, w.dir)
 	case err != nil:
+		var pe *Error
+		if errors.As(err, &pe) {
+			w.host.refuse(pe)
+			return nil, pe
+		}
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
-	return w.host.Load(name, string(src))
+	return w.host.Load(name, src)
+}
+
+// ReadSource reads the policy file at path as policy name's source,
+// reading no more than MaxSourceBytes+1 bytes: a larger file is refused
+// with an *Error (as Compile refuses a larger source) without being read
+// whole.
+func ReadSource(name, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSourceBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxSourceBytes {
+		return "", &Error{Policy: name, Kind: ErrSyntax, Msg: fmt.Sprintf("the source is over %d bytes; a policy has at most %d", MaxSourceBytes, MaxSourceBytes)}
+	}
+	return string(b), nil
 }
 
 // Run watches the directory until ctx is cancelled, reloading the active

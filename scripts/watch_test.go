@@ -2,8 +2,10 @@ package scripts
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,5 +92,31 @@ func TestWatcherMissingDir(t *testing.T) {
 	w := NewWatcher(NewHost(HostOptions{}), filepath.Join(t.TempDir(), "absent"), "smart", nil)
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("Run on a missing directory succeeded")
+	}
+}
+
+// A policy file over MaxSourceBytes is refused without being read whole:
+// the last good policy serves on and the failure is in the status.
+func TestWatcherRefusesOversizedFile(t *testing.T) {
+	dir := t.TempDir()
+	h := NewHost(HostOptions{})
+	if _, err := h.LoadBuiltin("round_robin"); err != nil {
+		t.Fatal(err)
+	}
+	big := "function score(a, now) return 1 end\n--" + strings.Repeat("x", MaxSourceBytes) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "big.lua"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(h, dir, "big", nil)
+	_, err := w.Load()
+	var pe *Error
+	if !errors.As(err, &pe) || !strings.Contains(pe.Msg, "at most") {
+		t.Fatalf("oversized file: %v", err)
+	}
+	if h.Active().Name() != "round_robin" {
+		t.Errorf("active policy %s after a refused file", h.Active().Name())
+	}
+	if st := h.Status(); st.OK || !strings.Contains(st.Error, "at most") {
+		t.Errorf("status after a refused file: %+v", st)
 	}
 }

@@ -36,19 +36,30 @@ func CleanText(s string) string {
 	return s
 }
 
+// MaxGroupBytes bounds a routing group's name, on accounts and API keys.
+const MaxGroupBytes = 200
+
 // CheckAccountText refuses, as ErrInvalid, an account with text a backend
-// cannot store (credentials excepted: they are sealed).
+// cannot store (credentials excepted: they are sealed) or a group longer
+// than MaxGroupBytes.
 func CheckAccountText(a *Account) error {
 	if !TextOK(a.ID, a.Name, a.BaseURL, a.Group) || !TextOK(a.Models...) || !TextOK(a.Tags...) {
 		return fmt.Errorf("%w: account %q: text that is not valid UTF-8 (or holds a NUL byte)", ErrInvalid, a.Name)
 	}
+	if len(a.Group) > MaxGroupBytes {
+		return fmt.Errorf("%w: account %q: group of %d bytes, at most %d", ErrInvalid, a.Name, len(a.Group), MaxGroupBytes)
+	}
 	return nil
 }
 
-// CheckKeyText refuses, as ErrInvalid, an API key with text a backend cannot store.
+// CheckKeyText refuses, as ErrInvalid, an API key with text a backend
+// cannot store or a group longer than MaxGroupBytes.
 func CheckKeyText(k *APIKey) error {
 	if !TextOK(k.ID, k.Name, k.Prefix, k.Group) || !TextOK(k.Models...) {
 		return fmt.Errorf("%w: api key %q: text that is not valid UTF-8 (or holds a NUL byte)", ErrInvalid, k.Name)
+	}
+	if len(k.Group) > MaxGroupBytes {
+		return fmt.Errorf("%w: api key %q: group of %d bytes, at most %d", ErrInvalid, k.Name, len(k.Group), MaxGroupBytes)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ type Member struct {
 func FailoverGroup(k, i int) string { return fmt.Sprintf("failover-%d-%d", k, i) }
 
 // Fleet returns every account of s, in a fixed order: the default group's
-// accounts bench-00001 … (tokens bench-token-00001 …, kind openai, serving
+// accounts bench-00001 … (tokens bench-token-bench-00001 …, kind openai, serving
 // s.Model, with s.Mock's timing and a fault on s.Mock.FaultRate of them),
 // then, when s has hold phases, the HoldGroup accounts hold-00001 … with
 // s.HoldProfile's timing, then, when s.Failover is set, for every k the group FailoverGroup(k):

@@ -196,4 +196,45 @@ func TestCanaryAcrossInstances(t *testing.T) {
 			return st.Policy == "calm" && st.Canary == "", st.Policy + "/" + st.Canary
 		})
 	}
+	// A built-in promoted on one instance becomes the active policy of both.
+	if st, m := a.admin(t, "POST", "/api/admin/policies/smart/canary", key, `{"percent":10}`); st != 200 {
+		t.Fatalf("built-in canary: %d %v", st, m)
+	}
+	eventually(t, 10*time.Second, "the built-in canary on B", func() (bool, string) { return canaryOf(b) == "smart", canaryOf(b) })
+	if st, m := bd.admin(t, "POST", "/api/admin/policies/smart/promote", key, ""); st != 200 {
+		t.Fatalf("promote the built-in on B: %d %v", st, m)
+	}
+	for _, x := range []*app{a.app, b} {
+		eventually(t, 10*time.Second, "smart active on both, no canary", func() (bool, string) {
+			st, _ := x.sys.SchedulerStats(context.Background())
+			return st.Policy == "smart" && st.Canary == "", st.Policy + "/" + st.Canary
+		})
+	}
+	// A shared canary an instance cannot load (here: a version nobody
+	// stored) runs nowhere, not an older one; the status says so, and
+	// aborting it there ends it.
+	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/canary", key, `{"percent":10}`); st != 200 {
+		t.Fatalf("canary once more: %d %v", st, m)
+	}
+	eventually(t, 10*time.Second, "calm canary on B", func() (bool, string) { return canaryOf(b) == "calm", canaryOf(b) })
+	bogus := `{"id":"bogus","name":"calm","version":99,"percent":10,"started":"2026-12-02T00:00:00Z"}`
+	if err := a.app.cache.Set(ctx, "policy:canary", bogus, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.app.cache.Publish(ctx, gateway.CanaryChannel, "bogus"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "no canary on B", func() (bool, string) { return canaryOf(b) == "", canaryOf(b) })
+	if st, m := bd.admin(t, "GET", "/api/admin/policies", key, ""); st != 200 || m["canary_not_loaded"] == nil {
+		t.Fatalf("status with an unloadable canary: %d %v", st, m["canary_not_loaded"])
+	}
+	if st, m := bd.admin(t, "POST", "/api/admin/policies/calm/promote", key, ""); st != 409 || !strings.Contains(fmt.Sprint(m), "failed to load") {
+		t.Fatalf("promote an unloaded canary: %d %v", st, m)
+	}
+	if st, m := bd.admin(t, "POST", "/api/admin/policies/calm/abort", key, ""); st != 200 {
+		t.Fatalf("abort an unloaded canary: %d %v", st, m)
+	}
+	if _, ok, _ := a.app.cache.Get(ctx, "policy:canary"); ok {
+		t.Error("the aborted canary is still shared")
+	}
 }

@@ -142,6 +142,7 @@ func openCache(ctx context.Context, cfg *Config, log *slog.Logger, onChange func
 	if cfg.Cache.Driver != "redis" {
 		return local, nil
 	}
+	rediscache.UseLogger(log)
 	rc, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix, Lazy: true})
 	if err != nil {
 		local.Close()

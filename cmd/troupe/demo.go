@@ -283,7 +283,7 @@ demo-0001 … with tokens mock-token-demo-0001 …, by number mod 4: codex accou
 on /backend-api/codex/responses, openai accounts (2) on /v1, anthropic accounts (3)
 on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.
 With --scenario (a troupe bench scenario), the fleet is that scenario's
-instead: bench-00001 … with tokens bench-token-00001 …, its timing and faults.`,
+instead: bench-00001 … with tokens bench-token-bench-00001 …, its timing and faults.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()

@@ -222,7 +222,8 @@ and tiers. Nothing leaves the process.`,
 // compileFile compiles the policy file at path or, when there is no such
 // file and path is a built-in's name ("smart"), that built-in.
 func compileFile(path string) (*scripts.Policy, error) {
-	src, err := os.ReadFile(path)
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	src, err := scripts.ReadSource(name, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if b, ok := scripts.Builtin(path); ok {
 			return scripts.Compile(path, b, scripts.Options{})
@@ -232,8 +233,7 @@ func compileFile(path string) (*scripts.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	return scripts.Compile(name, string(src), scripts.Options{})
+	return scripts.Compile(name, src, scripts.Options{})
 }
 
 // printRanking prints each sample view's verdict, best first.

@@ -35,8 +35,8 @@
 // MASTERDOWN, NOAUTH — wraps storage.ErrCacheUnavailable. The caller's own
 // context ending is reported as its context error, not as unavailability.
 //
-// go-redis logs failed dials through its package logger (redis.SetLogger);
-// during an outage that is about one line per second.
+// go-redis logs failed dials through its package logger, about one line per
+// second during an outage; UseLogger sends them to slog.
 package rediscache
 
 import (

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,6 +239,7 @@ func testTextInvalid(t *testing.T, s storage.Store) {
 		"invalid UTF-8 model": func(a *storage.Account) { a.Models = []string{"ok", "m\xc3"} },
 		"NUL in tag":          func(a *storage.Account) { a.Tags = []string{"\x00"} },
 		"NUL in id":           func(a *storage.Account) { a.ID = "id\x00" },
+		"201-byte group":      func(a *storage.Account) { a.Group = strings.Repeat("g", storage.MaxGroupBytes+1) },
 	} {
 		a := SampleAccount("acc")
 		mod(&a)
@@ -249,6 +251,7 @@ func testTextInvalid(t *testing.T, s storage.Store) {
 		"invalid UTF-8 group":  func(k *storage.APIKey) { k.Group = "g\xff" },
 		"invalid UTF-8 prefix": func(k *storage.APIKey) { k.Prefix = "sk-\xff" },
 		"NUL in model":         func(k *storage.APIKey) { k.Models = []string{"\x00"} },
+		"201-byte group":       func(k *storage.APIKey) { k.Group = strings.Repeat("g", storage.MaxGroupBytes+1) },
 	} {
 		k := SampleAPIKey("key")
 		mod(&k)
@@ -260,6 +263,9 @@ func testTextInvalid(t *testing.T, s storage.Store) {
 	bad.Group = "g\x00"
 	_, err := s.UpdateAPIKey(ctx(t), bad)
 	wantErr(t, "UpdateAPIKey(NUL in group)", err, storage.ErrInvalid)
+	bad.Group = strings.Repeat("g", storage.MaxGroupBytes+1)
+	_, err = s.UpdateAPIKey(ctx(t), bad)
+	wantErr(t, "UpdateAPIKey(201-byte group)", err, storage.ErrInvalid)
 	if got, err := s.APIKeyByHash(ctx(t), k.Hash); err != nil || got.Group != k.Group {
 		t.Errorf("a refused update changed the key: %+v, %v", got, err)
 	}
