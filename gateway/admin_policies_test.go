@@ -204,41 +204,37 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 	for _, ck := range c.hc.Jar.Cookies(u) {
 		cookies = append(cookies, ck.Name+"="+ck.Value)
 	}
-	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	st, body := headOnly(t, u.Host, fmt.Sprintf("POST /api/admin/accounts/import?format=tokens HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n%s: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
+		u.Host, strings.Join(cookies, "; "), CSRFHeader, c.csrf, 17<<20))
+	if st != 413 {
+		t.Fatalf("17 MiB with a session: %d %s, want 413", st, body)
+	}
+	// The same with an admin API key instead of a session.
+	st, body = headOnly(t, u.Host, fmt.Sprintf("PUT /api/admin/policies/x HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		u.Host, e.adminKey, 17<<20))
+	if st != 413 {
+		t.Fatalf("17 MiB with an admin key: %d %s, want 413", st, body)
+	}
+}
+
+// headOnly sends a request head (its body never follows) to host on a
+// connection of its own and returns the answer's status and body.
+func headOnly(t *testing.T, host, head string) (int, []byte) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", host, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(conn, "POST /api/admin/accounts/import?format=tokens HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n%s: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
-		u.Host, strings.Join(cookies, "; "), CSRFHeader, c.csrf, 17<<20)
+	io.WriteString(conn, head)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 413 {
-		t.Fatalf("17 MiB with a session: %d %s, want 413", resp.StatusCode, body)
-	}
-	// The same with an admin API key instead of a session.
-	kconn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kconn.Close()
-	kconn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(kconn, "PUT /api/admin/policies/x HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
-		u.Host, e.adminKey, 17<<20)
-	resp, err = http.ReadResponse(bufio.NewReader(kconn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 413 {
-		t.Fatalf("17 MiB with an admin key: %d %s, want 413", resp.StatusCode, body)
-	}
+	return resp.StatusCode, body
 }
 
 func itoa(i int) string {

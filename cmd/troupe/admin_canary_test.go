@@ -190,12 +190,7 @@ func TestCanaryAcrossInstances(t *testing.T) {
 	if st, m := a.admin(t, "POST", "/api/admin/policies/calm/promote", key, ""); st != 200 {
 		t.Fatalf("promote: %d %v", st, m)
 	}
-	for _, x := range []*app{a.app, b} {
-		eventually(t, 10*time.Second, "calm active, no canary", func() (bool, string) {
-			st, _ := x.sys.SchedulerStats(context.Background())
-			return st.Policy == "calm" && st.Canary == "", st.Policy + "/" + st.Canary
-		})
-	}
+	activeEverywhere(t, "calm", a.app, b)
 	// A built-in promoted on one instance becomes the active policy of both.
 	if st, m := a.admin(t, "POST", "/api/admin/policies/smart/canary", key, `{"percent":10}`); st != 200 {
 		t.Fatalf("built-in canary: %d %v", st, m)
@@ -204,12 +199,7 @@ func TestCanaryAcrossInstances(t *testing.T) {
 	if st, m := bd.admin(t, "POST", "/api/admin/policies/smart/promote", key, ""); st != 200 {
 		t.Fatalf("promote the built-in on B: %d %v", st, m)
 	}
-	for _, x := range []*app{a.app, b} {
-		eventually(t, 10*time.Second, "smart active on both, no canary", func() (bool, string) {
-			st, _ := x.sys.SchedulerStats(context.Background())
-			return st.Policy == "smart" && st.Canary == "", st.Policy + "/" + st.Canary
-		})
-	}
+	activeEverywhere(t, "smart", a.app, b)
 	// A shared canary an instance cannot load (here: a version nobody
 	// stored) runs nowhere, not an older one; the status says so, and
 	// aborting it there ends it.
@@ -236,5 +226,16 @@ func TestCanaryAcrossInstances(t *testing.T) {
 	}
 	if _, ok, _ := a.app.cache.Get(ctx, "policy:canary"); ok {
 		t.Error("the aborted canary is still shared")
+	}
+}
+
+// activeEverywhere waits until policy is active, with no canary, on every app.
+func activeEverywhere(t *testing.T, policy string, apps ...*app) {
+	t.Helper()
+	for _, x := range apps {
+		eventually(t, 10*time.Second, policy+" active, no canary", func() (bool, string) {
+			st, _ := x.sys.SchedulerStats(context.Background())
+			return st.Policy == policy && st.Canary == "", st.Policy + "/" + st.Canary
+		})
 	}
 }
