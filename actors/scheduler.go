@@ -75,7 +75,8 @@ type schedulerConfig struct {
 type scheduler struct {
 	cfg    schedulerConfig
 	policy Policy
-	canary Policy // nil: no canary
+	canary Policy         // nil: no canary
+	reads  scripts.Fields // the counters policy and canary read (Policy.Reads), kept by setReads
 	// canaryReady is set once the canary's sets are built (after its full
 	// rescore); until then its requests are judged by the policy.
 	canaryReady bool
@@ -118,6 +119,7 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 			sticky: make(map[string]stickyEntry),
 		}
 		sc.policy = sc.withLog(sc.policy)
+		sc.setReads()
 		return sc
 	}
 }
@@ -354,16 +356,16 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View, pending int) bool {
 		when(ov.EWMASuccess != nv.EWMASuccess, scripts.FieldEWMASuccess) |
 		when(ov.EWMALatency != nv.EWMALatency, scripts.FieldEWMALatency) |
 		when(ov.EWMATTFT != nv.EWMATTFT, scripts.FieldEWMATTFT)
-	return changed&s.reads() != 0
+	return changed&s.reads != 0
 }
 
-// reads returns the counters the running policies read (Policy.Reads).
-func (s *scheduler) reads() scripts.Fields {
-	r := s.policy.Reads()
+// setReads notes the counters the running policies read (Policy.Reads),
+// after either changed: every view and every grant asks.
+func (s *scheduler) setReads() {
+	s.reads = s.policy.Reads()
 	if s.canary != nil {
-		r |= s.canary.Reads()
+		s.reads |= s.canary.Reads()
 	}
-	return r
 }
 
 // when is f if cond holds, else no field.
@@ -487,9 +489,6 @@ func (s *scheduler) runRechecks(c *actor.Context) {
 	}
 }
 
-// setPolicy swaps the policy and rescores the pool in chunks: picks keep
-// being served between chunks, with old scores for the accounts not yet
-// rescored (stale ordering, never over-admission).
 // withLog gives a Lua policy the scheduler's logger for its score errors.
 func (s *scheduler) withLog(p Policy) Policy {
 	if lp, ok := p.(*LuaPolicy); ok && lp != nil {
@@ -498,8 +497,12 @@ func (s *scheduler) withLog(p Policy) Policy {
 	return p // nil stays nil
 }
 
+// setPolicy swaps the policy and rescores the pool in chunks: picks keep
+// being served between chunks, with old scores for the accounts not yet
+// rescored (stale ordering, never over-admission).
 func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 	s.policy = s.withLog(p)
+	s.setReads()
 	s.policyGen++
 	s.sticky = make(map[string]stickyEntry)
 	s.rescore = s.rescore[:0]
@@ -516,6 +519,7 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 // candidate); removing it drops the canary's heaps at once.
 func (s *scheduler) setCanary(c *actor.Context, p Policy) {
 	s.canary, s.canaryReady = s.withLog(p), false
+	s.setReads()
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
 	if p == nil {
 		s.cfg.log.Info("routing canary removed")
@@ -732,27 +736,32 @@ func (s *scheduler) pick(req *acquireState) *entry {
 func (s *scheduler) pickPinned(req *acquireState, sl int, pol Policy) (e *entry, done bool) {
 	now := s.cfg.now()
 	if req.Only != "" {
-		if e := s.byID[req.Only]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
-			return e, true
-		}
-		return nil, true
+		return s.pinned(req.Only, ViaPrefer, req, sl, pol, now), true
 	}
 	if req.Prefer != "" {
-		if e := s.byID[req.Prefer]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-			s.trace(req, ViaPrefer, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+		if e := s.pinned(req.Prefer, ViaPrefer, req, sl, pol, now); e != nil {
 			return e, true
 		}
 	}
 	if req.StickyKey != "" {
 		if st, ok := s.sticky[req.StickyKey]; ok && now.Before(st.expires) {
-			if e := s.byID[st.id]; e != nil && e.candidate(now, sl) && s.matches(e, req) && s.inSet(e, req) {
-				s.trace(req, ViaSticky, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+			if e := s.pinned(st.id, ViaSticky, req, sl, pol, now); e != nil {
 				return e, true
 			}
 		}
 	}
 	return nil, false
+}
+
+// pinned returns account id for req when it is a candidate of slot sl that
+// matches req, recording the pick as via; else nil.
+func (s *scheduler) pinned(id string, via Via, req *acquireState, sl int, pol Policy, now time.Time) *entry {
+	e := s.byID[id]
+	if e == nil || !e.candidate(now, sl) || !s.matches(e, req) || !s.inSet(e, req) {
+		return nil
+	}
+	s.trace(req, via, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
+	return e
 }
 
 // setSizes returns how many available accounts req's candidate sets of slot sl hold.
@@ -856,7 +865,7 @@ func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
 	e.view.InFlight++
 	e.view.Requests++
 	req.limit = e.v[req.slot].limit
-	if s.reads()&(scripts.FieldInFlight|scripts.FieldRequests) != 0 {
+	if s.reads&(scripts.FieldInFlight|scripts.FieldRequests) != 0 {
 		s.index(e)
 	} else {
 		s.file(e, s.cfg.now())

@@ -189,15 +189,16 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 	if req.MaxWait > 0 {
 		st.deadline = s.now().Add(req.MaxWait)
 	}
-	start := time.Now()
 	s.engine.Send(s.sched, schedAcquire{req: st})
 	// The scheduler answers at once: with the lease (through the account),
 	// a failure, or a notice that it parked the request. Only a parked
 	// request needs a timer; until then the stall clock's coarse tick bounds
 	// a stalled scheduler. (A timer per acquire costs the runtime's timer
-	// heap, and it may wake the network poller: docs/benchmarks.md.)
-	stallAt := start.Add(max(req.MaxWait, stallBound))
-	for {
+	// heap, and it may wake the network poller: docs/benchmarks.md.) The
+	// bound is counted in ticks, so an acquire reads no clock: the first
+	// tick may come at once, so the k-th comes k-1 periods on at least.
+	stallTicks := int((max(req.MaxWait, stallBound)+stallTick-1)/stallTick) + 1
+	for ticks := 0; ; {
 		tick := s.stall.tick()
 		select {
 		case r := <-st.reply:
@@ -208,7 +209,7 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 		case <-ctx.Done():
 			return s.abandon(st, ctx.Err())
 		case <-tick:
-			if s.stopped.Load() || !time.Now().Before(stallAt) {
+			if ticks++; s.stopped.Load() || ticks >= stallTicks {
 				return s.abandon(st, &AcquireError{Err: ErrBusy, RetryAfter: time.Second})
 			}
 		}

@@ -80,13 +80,20 @@ func (s *Server) stopCanary() *canary {
 
 var errCanaryUnsupported = errors.New("canaries are not available on this instance")
 
+// cacheDegraded reports whether the cache serves from this process alone
+// because the shared one is out of reach (storage/fallback's Degraded).
+func (s *Server) cacheDegraded() bool {
+	d, ok := s.cache.(interface{ Degraded() bool })
+	return ok && d.Degraded()
+}
+
 // shareCanary stores spec for every instance and announces it; without a
 // reachable cache the canary runs here only, which is logged.
 func (s *Server) shareCanary(ctx context.Context, spec canarySpec) {
 	if s.cache == nil {
 		return
 	}
-	if d, ok := s.cache.(interface{ Degraded() bool }); ok && d.Degraded() {
+	if s.cacheDegraded() {
 		s.log.Warn("the shared cache is unavailable: the canary runs on this instance only until the next canary change", "policy", spec.Name)
 	}
 	b, _ := json.Marshal(spec)
@@ -121,7 +128,7 @@ func (s *Server) SyncCanary(ctx context.Context) error {
 	if s.cache == nil {
 		return nil
 	}
-	if d, ok := s.cache.(interface{ Degraded() bool }); ok && d.Degraded() {
+	if s.cacheDegraded() {
 		return nil // the entry is out of reach: keep what runs until the cache is back
 	}
 	v, ok, err := s.cache.Get(ctx, canaryKey)

@@ -27,7 +27,7 @@ func FuzzCompile(f *testing.F) {
 		if len(src) > 4096 {
 			return
 		}
-		if r := readsOf(src); r&^FieldsAll != 0 {
+		if r := scanSource(src).reads; r&^FieldsAll != 0 {
 			t.Fatalf("readsOf = %b, outside FieldsAll", r)
 		}
 		p, err := Compile("fuzz", src, opts)

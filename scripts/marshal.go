@@ -66,7 +66,7 @@ func (in interner) value(s string) lua.LValue {
 }
 
 // accountTable is the reusable Lua view of an AccountView. A fill writes
-// only the fields the policy's source names (viewFieldsOf), and the table's
+// only the fields the policy's source names (scanSource), and the table's
 // __index writes any other field the moment a call reads it (a computed key)
 // and adds it to the fields every later fill writes: a policy reading five
 // fields does not pay for thirty, and reads every field right.
@@ -181,53 +181,53 @@ func (at *accountTable) index(L *lua.LState) int {
 
 // fillField writes field f of the current view.
 func (at *accountTable) fillField(f int) {
-	t, in, a := at.t, at.strs, at.cur
+	t, in, a, k := at.t, at.strs, at.cur, accountFields[f]
 	switch f {
 	case vfID:
-		t.RawSetString("id", lua.LString(a.ID))
+		t.RawSetString(k, lua.LString(a.ID))
 	case vfName:
-		t.RawSetString("name", lua.LString(a.Name))
+		t.RawSetString(k, lua.LString(a.Name))
 	case vfProvider:
-		setStr(t, "provider", a.Provider, in)
+		setStr(t, k, a.Provider, in)
 	case vfPlan:
-		setStr(t, "plan", a.Plan, in)
+		setStr(t, k, a.Plan, in)
 	case vfGroup:
-		setStr(t, "group", a.Group, in)
+		setStr(t, k, a.Group, in)
 	case vfPriority:
-		setNum(t, "priority", float64(a.Priority))
+		setNum(t, k, float64(a.Priority))
 	case vfStatus:
-		setStr(t, "status", a.Status, in)
+		setStr(t, k, a.Status, in)
 	case vfCooldownUntil:
-		setTime(t, "cooldown_until", a.CooldownUntil)
+		setTime(t, k, a.CooldownUntil)
 	case vfCooldownReason:
-		setStr(t, "cooldown_reason", a.CooldownReason, in)
+		setStr(t, k, a.CooldownReason, in)
 	case vfInFlight:
-		setNum(t, "inflight", float64(a.InFlight))
+		setNum(t, k, float64(a.InFlight))
 	case vfMaxInFlight:
-		setNum(t, "max_inflight", float64(a.MaxInFlight))
+		setNum(t, k, float64(a.MaxInFlight))
 	case vfRequests:
-		setNum(t, "requests", float64(a.Requests))
+		setNum(t, k, float64(a.Requests))
 	case vfSuccesses:
-		setNum(t, "successes", float64(a.Successes))
+		setNum(t, k, float64(a.Successes))
 	case vfFailures:
-		setNum(t, "failures", float64(a.Failures))
+		setNum(t, k, float64(a.Failures))
 	case vfSuccessStreak:
-		setNum(t, "success_streak", float64(a.SuccessStreak))
+		setNum(t, k, float64(a.SuccessStreak))
 	case vfFailureStreak:
-		setNum(t, "failure_streak", float64(a.FailureStreak))
+		setNum(t, k, float64(a.FailureStreak))
 	case vfEWMASuccess:
-		setNum(t, "ewma_success", a.EWMASuccess)
+		setNum(t, k, a.EWMASuccess)
 	case vfEWMALatency:
-		setNum(t, "ewma_latency_ms", float64(a.EWMALatency)/float64(time.Millisecond))
+		setNum(t, k, float64(a.EWMALatency)/float64(time.Millisecond))
 	case vfEWMATTFT:
-		setNum(t, "ewma_ttft_ms", float64(a.EWMATTFT)/float64(time.Millisecond))
+		setNum(t, k, float64(a.EWMATTFT)/float64(time.Millisecond))
 	case vfTags:
 		for i, tag := range a.Tags {
 			at.tags.RawSetInt(i+1, in.value(tag))
 		}
 		clearTail(at.tags, len(a.Tags), at.ntags)
 		at.ntags = len(a.Tags)
-		set(t, "tags", at.tags)
+		set(t, k, at.tags)
 	case vfLastFailure:
 		lf, lfa := at.lastFailure, &a.LastFailure
 		setTime(lf, "quota", lfa.Quota)
@@ -236,7 +236,7 @@ func (at *accountTable) fillField(f int) {
 		setTime(lf, "banned", lfa.Banned)
 		setTime(lf, "transient", lfa.Transient)
 		setTime(lf, "timeout", lfa.Timeout)
-		set(t, "last_failure", lf)
+		set(t, k, lf)
 	case vfUsageWindows:
 		at.fillWindows(a)
 	}
@@ -260,7 +260,7 @@ func (at *accountTable) fillWindows(a *AccountView) {
 	}
 	clearTail(at.windows, len(a.Windows), at.nwindows)
 	at.nwindows = len(a.Windows)
-	set(at.t, "usage_windows", at.windows)
+	set(at.t, accountFields[vfUsageWindows], at.windows)
 }
 
 // set stores v under k unless k already holds v: comparing costs one map

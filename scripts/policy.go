@@ -40,7 +40,7 @@ type Policy struct {
 	knobs   Knobs
 	version uint64     // the stored version; set by Host before the policy is published
 	reads   Fields     // the counter fields the source may read (Reads)
-	view    viewFields // the account view's fields a fill writes up front (viewFieldsOf)
+	view    viewFields // the account view's fields a fill writes up front (scanSource)
 
 	sb    *sandbox
 	score *lua.LFunction
@@ -79,7 +79,9 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256([]byte(source))
-	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts, reads: readsOf(source), view: viewFieldsOf(source)}
+	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts}
+	names := scanSource(source)
+	p.reads, p.view = names.reads, names.view
 	knobs, err := p.instantiate()
 	if err != nil {
 		return nil, err

@@ -29,19 +29,21 @@ const (
 	FieldsAll Fields = 1<<iota - 1
 )
 
-var fieldNames = [...]struct {
-	name string
-	f    Fields
+// counterFields maps each counter field to its account view field (whose
+// Lua name, accountFields, is the counter's).
+var counterFields = [...]struct {
+	f  Fields
+	vf int
 }{
-	{"inflight", FieldInFlight},
-	{"requests", FieldRequests},
-	{"successes", FieldSuccesses},
-	{"failures", FieldFailures},
-	{"success_streak", FieldSuccessStreak},
-	{"failure_streak", FieldFailureStreak},
-	{"ewma_success", FieldEWMASuccess},
-	{"ewma_latency_ms", FieldEWMALatency},
-	{"ewma_ttft_ms", FieldEWMATTFT},
+	{FieldInFlight, vfInFlight},
+	{FieldRequests, vfRequests},
+	{FieldSuccesses, vfSuccesses},
+	{FieldFailures, vfFailures},
+	{FieldSuccessStreak, vfSuccessStreak},
+	{FieldFailureStreak, vfFailureStreak},
+	{FieldEWMASuccess, vfEWMASuccess},
+	{FieldEWMALatency, vfEWMALatency},
+	{FieldEWMATTFT, vfEWMATTFT},
 }
 
 // Reads returns the counter fields the policy's code may read. It is
@@ -54,13 +56,26 @@ var fieldNames = [...]struct {
 // the string library, tostring, or a method call).
 func (p *Policy) Reads() Fields { return p.reads }
 
-// readsOf scans source (which has already parsed) and returns the counter
-// fields it may read; see Policy.Reads.
-func readsOf(source string) Fields {
+// sourceNames is what a policy's source names of the account view, from one
+// scan (scanSource).
+type sourceNames struct {
+	reads Fields     // the counter fields it may read (Policy.Reads)
+	view  viewFields // the view fields a fill writes up front (accountTable)
+}
+
+// scanSource scans source (which has already parsed) for the account view
+// fields it names, as a name or inside a string literal.
+//
+// reads: see Policy.Reads. view: the named fields; a source that iterates
+// tables generically (pairs, next) or reads them raw (rawget) bypasses the
+// table's __index, so it gets every field up front.
+func scanSource(source string) sourceNames {
+	all := sourceNames{FieldsAll, viewFieldsAll}
 	sc := parse.NewScanner(strings.NewReader(source), "")
 	lx := &parse.Lexer{}
 	var (
-		reads         Fields
+		named         viewFields
+		rawget        bool
 		dynamicIndex  bool
 		buildsStrings bool
 		prev, prev2   int
@@ -68,22 +83,24 @@ func readsOf(source string) Fields {
 	for {
 		tok, err := sc.Scan(lx)
 		if err != nil {
-			return FieldsAll // cannot happen for parsed source; be safe
+			return all // cannot happen for parsed source; be safe
 		}
 		if tok.Type < 0 {
 			break
 		}
 		switch tok.Type {
 		case parse.TIdent, parse.TString:
-			for _, n := range fieldNames {
-				if tok.Str == n.name {
-					reads |= n.f
+			for f, name := range accountFields {
+				if tok.Str == name {
+					named |= 1 << f
 				}
 			}
 			if tok.Type == parse.TIdent {
 				switch tok.Str {
 				case "pairs", "next":
-					return FieldsAll
+					return all
+				case "rawget":
+					rawget = true
 				case "string", "tostring":
 					buildsStrings = true
 				}
@@ -102,44 +119,20 @@ func readsOf(source string) Fields {
 		prev2, prev = prev, tok.Type
 		lx.PrevTokenType = tok.Type
 	}
+	out := sourceNames{view: named}
+	if rawget {
+		out.view = viewFieldsAll
+	}
 	if dynamicIndex && buildsStrings {
-		return FieldsAll
+		out.reads = FieldsAll
+		return out
 	}
-	return reads
-}
-
-// viewFieldsOf returns the account view's fields that source names (as a
-// name or inside a string literal), which every fill writes up front; the
-// others are written when a call first reads them (accountTable.index).
-// A source that iterates tables generically (pairs, next) or reads them raw
-// (rawget) bypasses __index, so it gets every field up front.
-func viewFieldsOf(source string) viewFields {
-	sc := parse.NewScanner(strings.NewReader(source), "")
-	lx := &parse.Lexer{}
-	var want viewFields
-	for {
-		tok, err := sc.Scan(lx)
-		if err != nil {
-			return viewFieldsAll
+	for _, c := range counterFields {
+		if named&(1<<c.vf) != 0 {
+			out.reads |= c.f
 		}
-		if tok.Type < 0 {
-			return want
-		}
-		if tok.Type == parse.TIdent || tok.Type == parse.TString {
-			switch tok.Str {
-			case "pairs", "next", "rawget":
-				if tok.Type == parse.TIdent {
-					return viewFieldsAll
-				}
-			}
-			for f, name := range accountFields {
-				if tok.Str == name {
-					want |= 1 << f
-				}
-			}
-		}
-		lx.PrevTokenType = tok.Type
 	}
+	return out
 }
 
 // String lists the fields by their Lua names, comma-separated ("none" for
@@ -149,12 +142,12 @@ func (f Fields) String() string {
 		return "none"
 	}
 	var b strings.Builder
-	for _, n := range fieldNames {
-		if f&n.f != 0 {
+	for _, c := range counterFields {
+		if f&c.f != 0 {
 			if b.Len() > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(n.name)
+			b.WriteString(accountFields[c.vf])
 		}
 	}
 	return b.String()

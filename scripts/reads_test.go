@@ -25,7 +25,7 @@ func TestReadsOf(t *testing.T) {
 		{"name in a comment is not a read", "-- inflight\nfunction score(a) return 1 end", 0},
 	}
 	for _, c := range cases {
-		if got := readsOf(c.src); got != c.want {
+		if got := scanSource(c.src).reads; got != c.want {
 			t.Errorf("%s: readsOf = %09b, want %09b", c.name, got, c.want)
 		}
 	}
