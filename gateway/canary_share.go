@@ -57,12 +57,15 @@ func (s *Server) startCanary(spec canarySpec, src string) error {
 		return err
 	}
 	// The scheduler's canary and the router's change together, so an admin
-	// call and a broadcast cannot leave one of each.
+	// call and a broadcast cannot leave one of each. The router's first: a
+	// scheduler that reports the canary (SchedulerStats) implies the admin
+	// API sees it, and until the scheduler has it, its requests are judged
+	// by the active policy.
 	s.canaryRT.change.Lock()
 	defer s.canaryRT.change.Unlock()
-	s.sys.SetCanary(actors.NewLuaPolicy(clone))
 	s.canaryRT.cur.Store(&canary{policy: p, router: scripts.NewRouter(p, 0), id: spec.ID, stored: spec.Version,
 		percent: spec.Percent, group: spec.Group, started: spec.Started})
+	s.sys.SetCanary(actors.NewLuaPolicy(clone))
 	s.log.Info("routing canary started", "policy", spec.Name, "version", p.Version(), "percent", spec.Percent, "group", spec.Group)
 	return nil
 }
