@@ -132,5 +132,3 @@ func (r *acquireState) fail(err *AcquireError) bool {
 	r.reply <- acquireReply{err: err}
 	return true
 }
-
-func (r *acquireState) abandoned() bool { return r.state.Load() == acqAbandoned }

@@ -95,8 +95,6 @@ func better(a, b *entry, sl int) bool {
 
 func (c *candidates) len() int { return len(c.items) }
 
-func (c *candidates) contains(e *entry) bool { _, ok := c.pos[e]; return ok }
-
 // set inserts e or restores heap order after its score changed.
 func (c *candidates) set(e *entry) {
 	if i, ok := c.pos[e]; ok {
@@ -127,13 +125,6 @@ func (c *candidates) remove(e *entry) {
 			c.down(i)
 		}
 	}
-}
-
-// pop removes and returns the best entry.
-func (c *candidates) pop() *entry {
-	e := c.items[0]
-	c.remove(e)
-	return e
 }
 
 func (c *candidates) swap(i, j int) {

@@ -48,7 +48,7 @@ func (p *pool) Receive(c *actor.Context) {
 			delete(p.children, m.id)
 			c.Engine().Poison(pid)
 			p.cfg.snapshots.Delete(m.id)
-			c.Send(p.cfg.scheduler, schedRemove{id: m.id})
+			c.Send(p.cfg.scheduler, schedRemove(m))
 		}
 	case poolForward:
 		if pid, ok := p.children[m.id]; ok {

@@ -87,15 +87,6 @@ func (a *answer) appendDelta(dst []byte, i, tokens int) []byte {
 	return dst
 }
 
-// appendText appends the whole answer of tokens words, JSON-escaped and
-// without quotes.
-func (a *answer) appendText(dst []byte, tokens int) []byte {
-	for i := range tokens {
-		dst = a.appendDelta(dst, i, tokens)
-	}
-	return dst
-}
-
 // obfuscation returns the padding value sent with delta i, shaped like the
 // real "obfuscation" field (a short opaque string of varying length).
 func obfuscation(i int) string {
