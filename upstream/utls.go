@@ -17,7 +17,6 @@ import (
 
 	"github.com/fasthttp/websocket"
 	utls "github.com/refraction-networking/utls"
-	"golang.org/x/net/http2"
 )
 
 var timeZero time.Time
@@ -165,14 +164,28 @@ func (c *Clients) build(profile string, p *url.URL) (http.RoundTripper, error) {
 	}
 	std.ForceAttemptHTTP2 = false
 	std.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // h1 only; h2 goes through u.h2
-	u.h2 = &http2.Transport{
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return u.dialTLS(ctx, network, addr, false)
-		},
-		ReadIdleTimeout: 30 * time.Second,
-		PingTimeout:     15 * time.Second,
-	}
+	u.h2 = newH2Transport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return u.dialTLS(ctx, network, addr, false)
+	})
 	return u, nil
+}
+
+// newH2Transport returns a net/http Transport that speaks only HTTP/2 over
+// the connections dialTLS returns. net/http negotiates h2 itself only on a
+// *crypto/tls.Conn; a uTLS connection is not one, so the transport takes it
+// as a connection on which HTTP/2 starts with prior knowledge (its
+// UnencryptedHTTP2 protocol) — dialTLS has already run the TLS handshake and
+// made sure the server chose h2, so the bytes on the wire are h2 over TLS.
+// Idle connections are pinged after 30 s and closed when the ping is not
+// answered within 15 s.
+func newH2Transport(dialTLS func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		DialTLSContext: dialTLS,
+		Protocols:      &p,
+		HTTP2:          &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
 }
 
 // errNotH2 is the h2 dialer's answer when the server chose HTTP/1.1.
@@ -188,7 +201,7 @@ type utlsTransport struct {
 	roots     *x509.CertPool
 	handshake time.Duration
 	h1        *http.Transport
-	h2        *http2.Transport
+	h2        *http.Transport
 	h1Hosts   sync.Map // host:port → struct{}: servers that refused h2
 }
 

@@ -95,6 +95,9 @@ func TestUTLSDial(t *testing.T) {
 		if len(rec.grease) == 0 || !rec.grease[0] {
 			t.Fatalf("h2 server %v: the ClientHello is not Chrome's (grease %v)", h2, rec.grease)
 		}
+		if h2 && len(rec.grease) != 1 {
+			t.Fatalf("h2 server: %d handshakes for 2 requests, want 1 (the connection is reused)", len(rec.grease))
+		}
 		rec.mu.Unlock()
 	}
 
@@ -145,16 +148,16 @@ func connectProxy(t *testing.T, used *atomic.Int32) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
-			http.Error(w, "connect only", 405)
+			http.Error(w, "connect only", http.StatusMethodNotAllowed)
 			return
 		}
 		if r.Header.Get("Proxy-Authorization") != "Basic dXNlcjpwdw==" {
-			http.Error(w, "auth", 407)
+			http.Error(w, "auth", http.StatusProxyAuthRequired)
 			return
 		}
 		up, err := net.DialTimeout("tcp", r.Host, 5*time.Second)
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		used.Add(1)
