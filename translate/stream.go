@@ -68,20 +68,19 @@ const (
 // upstream event's bytes: they are valid only during the
 // call that carries them, and an encoder that keeps one must copy it.
 type sev struct {
-	kind      sevKind
-	bk        blockKind
-	sig       sigKind
-	custom    bool
-	finish    finish
-	text      string
-	id        string
-	name      string
-	namespace string
-	itemID    string
-	stopSeq   string
-	errType   string
-	errCode   string
-	created   int64
+	kind    sevKind
+	bk      blockKind
+	sig     sigKind
+	custom  bool
+	finish  finish
+	text    string
+	id      string
+	name    string
+	itemID  string
+	stopSeq string
+	errType string
+	errCode string
+	created int64
 }
 
 // decoder reads one upstream protocol's events.
