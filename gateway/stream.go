@@ -366,8 +366,7 @@ func (st *stream) clearDeadline() {
 func (st *stream) startHeartbeat(w io.Writer) {
 	iv := st.s.cfg.HeartbeatInterval
 	last := st.events.Load()
-	var fire func()
-	fire = func() {
+	fire := func() {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if st.hbDone {
