@@ -396,15 +396,16 @@ func (ss *wsSession) relay(st *stream) ([]byte, string) {
 		// The end in the client's protocol: a translated stream's Finish or
 		// Fail; a passthrough stream that broke after commit gets error then
 		// response.failed, as the HTTP stream does.
+		// Nothing follows the end: a failed write is already kept in st.werr.
 		switch {
 		case st.untranslatable:
-			ok = sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol."))
+			sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol."))
 		case !st.clean && st.tr != nil:
-			ok = sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke))
+			sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke))
 		case !st.clean:
-			ok = sendAll(appendStreamError(nil, upstream.EndpointResponses, st.respID, st.c.id, msgStreamBroke))
+			sendAll(appendStreamError(nil, upstream.EndpointResponses, st.respID, st.c.id, msgStreamBroke))
 		case st.tr != nil:
-			ok = sendAll(st.tr.Finish(st.out[:0]))
+			sendAll(st.tr.Finish(st.out[:0]))
 		}
 	}
 	_ = st.Close()
