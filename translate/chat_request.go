@@ -281,7 +281,7 @@ func encodeChatRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
 	}
 	if len(rq.stop) > 0 {
 		if len(rq.stop) > 4 {
-			return nil, badRequest("stop", "Chat Completions accepts at most 4 stop sequences")
+			return nil, badRequest(stopParam(from), "Chat Completions accepts at most 4 stop sequences")
 		}
 		b = key(b, "stop")
 		b = append(b, '[')

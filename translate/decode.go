@@ -123,6 +123,15 @@ func stopList(r gjson.Result, param string) ([]string, error) {
 	return out, err
 }
 
+// stopParam names the stop-sequence field of a client protocol: Chat's
+// "stop", Messages' "stop_sequences" (Responses has none).
+func stopParam(p Protocol) string {
+	if p == Messages {
+		return "stop_sequences"
+	}
+	return "stop"
+}
+
 // parseDataURL splits "data:<media type>;base64,<data>".
 func parseDataURL(u string) (mediaType, data string, ok bool) {
 	rest, found := strings.CutPrefix(u, "data:")

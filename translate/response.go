@@ -14,7 +14,8 @@ type ResponseOptions struct {
 	// Request is the client's own request body (in the client's protocol),
 	// optional. For a Responses client it lets tool calls to namespace and
 	// custom tools, which the request translation flattened into function
-	// tools, be turned back into the calls the client expects.
+	// tools, be turned back into the calls the client expects, and its
+	// settings are echoed in the response object.
 	Request []byte
 	// Created is the creation time written into the answer, in Unix seconds
 	// (0: the upstream's when it has one, else now).
@@ -65,7 +66,8 @@ func TranslateResponse(from, to Protocol, body []byte, opts ResponseOptions) ([]
 		for i := range rs.parts {
 			tn.restore(&rs.parts[i])
 		}
-		return encodeResponsesResponse(out, rs), nil
+		echo := loadResponsesEcho(opts.Request)
+		return encodeResponsesResponse(out, rs, &echo), nil
 	default:
 		return encodeMessagesResponse(out, rs), nil
 	}

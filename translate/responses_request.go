@@ -435,7 +435,7 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 		b = kFloat(b, "top_p", *rq.topP)
 	}
 	if len(rq.stop) > 0 {
-		return nil, cannot("stop", from, Responses, "stop sequences")
+		return nil, cannot(stopParam(from), from, Responses, "stop sequences")
 	}
 	if e, s := responsesReasoning(&rq.reasoning); e != "" || s != "" {
 		b = key(b, "reasoning")

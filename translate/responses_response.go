@@ -186,32 +186,77 @@ func responsesEncrypted(p *part) string {
 	return ""
 }
 
-func encodeResponsesResponse(b []byte, rs *response) []byte {
+func encodeResponsesResponse(b []byte, rs *response, echo *responsesEcho) []byte {
 	id := idWithPrefix("resp_", rs.id)
-	b = append(b, '{')
-	b = kStr(b, "id", id)
-	b = kStr(b, "object", "response")
-	b = kInt(b, "created_at", rs.created)
 	status := "completed"
 	if rs.finish == finishLength || rs.finish == finishContentFilter {
 		status = "incomplete"
 	}
-	b = kStr(b, "status", status)
-	b = append(b, `,"error":null`...)
-	b = appendIncomplete(b, rs.finish)
-	b = kStr(b, "model", rs.model)
-	b = key(b, "output")
-	b = append(b, '[')
-	var idb []byte
-	for i := range rs.parts {
-		p := &rs.parts[i]
-		idb = itemIDFor(idb[:0], p, id, i)
-		b = elem(b)
-		b = appendResponsesItem(b, p, idb, "completed")
+	o := responseObject{id: id, created: rs.created, status: status, finish: rs.finish, model: rs.model, echo: echo, usage: &rs.usage}
+	return o.append(b, func(b []byte) []byte {
+		var idb []byte
+		for i := range rs.parts {
+			p := &rs.parts[i]
+			idb = itemIDFor(idb[:0], p, id, i)
+			b = elem(b)
+			b = appendResponsesItem(b, p, idb, "completed")
+		}
+		return b
+	})
+}
+
+// responseObject is what a Responses response object says besides its
+// output items, which a callback writes.
+type responseObject struct {
+	id              string
+	created         int64
+	status          string // in_progress, completed, incomplete, failed
+	finish          finish // for incomplete_details
+	errCode, errMsg string // for status failed
+	model           string
+	echo            *responsesEcho
+	usage           *Usage // nil: null (in progress)
+}
+
+// append writes the object, in the field order of OpenAI's own; items
+// appends the output array's elements.
+func (o *responseObject) append(b []byte, items func([]byte) []byte) []byte {
+	b = append(b, '{')
+	b = kStr(b, "id", o.id)
+	b = kStr(b, "object", "response")
+	b = kInt(b, "created_at", o.created)
+	b = kStr(b, "status", o.status)
+	if o.errMsg != "" {
+		b = append(key(b, "error"), '{')
+		b = kStr(b, "code", o.errCode)
+		b = kStr(b, "message", o.errMsg)
+		b = append(b, '}')
+	} else {
+		b = append(b, `,"error":null`...)
 	}
-	b = append(b, ']')
-	b = append(b, `,"parallel_tool_calls":true,"tool_choice":"auto","tools":[]`...)
-	b = appendResponsesUsage(key(b, "usage"), &rs.usage)
+	b = appendIncomplete(b, o.finish)
+	e := o.echo
+	b = kRaw(b, "instructions", e.instructions)
+	b = kRaw(b, "max_output_tokens", e.maxOutputTokens)
+	b = kStr(b, "model", o.model)
+	b = append(key(b, "output"), '[')
+	b = append(items(b), ']')
+	b = kRaw(b, "parallel_tool_calls", e.parallelToolCalls)
+	b = kRaw(b, "previous_response_id", e.previousResponseID)
+	b = kRaw(b, "reasoning", e.reasoning)
+	b = kRaw(b, "store", e.store)
+	b = kRaw(b, "temperature", e.temperature)
+	b = kRaw(b, "text", e.text)
+	b = kRaw(b, "tool_choice", e.toolChoice)
+	b = kRaw(b, "tools", e.tools)
+	b = kRaw(b, "top_p", e.topP)
+	if o.usage == nil {
+		b = append(b, `,"usage":null`...)
+	} else {
+		b = appendResponsesUsage(key(b, "usage"), o.usage)
+	}
+	b = kRaw(b, "user", e.user)
+	b = kRaw(b, "metadata", e.metadata)
 	return append(b, '}')
 }
 

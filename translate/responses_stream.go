@@ -223,11 +223,13 @@ type responsesEncoder struct {
 	names     toolNames
 	request   []byte
 	respID    string
+	echo      responsesEcho // the request's settings every response object repeats
 }
 
 func (e *responsesEncoder) init(request []byte) {
 	e.cur = -1
 	e.request = request
+	e.echo = loadResponsesEcho(request)
 }
 
 // event writes `event: name\ndata: {"type":name,"sequence_number":n` — the
@@ -259,38 +261,22 @@ func (e *responsesEncoder) itemEvent(dst []byte, it *responsesItem, name, fields
 
 // response writes the response object.
 func (e *responsesEncoder) response(dst []byte, s *Stream, status string, f finish, errCode, errMsg string) []byte {
-	dst = append(dst, `{"id":`...)
-	dst = AppendString(dst, e.respID)
-	dst = append(dst, `,"object":"response"`...)
-	dst = kInt(dst, "created_at", s.created)
-	dst = kStr(dst, "status", status)
-	if errMsg != "" {
-		dst = append(key(dst, "error"), '{')
-		dst = kStr(dst, "code", errCode)
-		dst = kStr(dst, "message", errMsg)
-		dst = append(dst, '}')
-	} else {
-		dst = append(dst, `,"error":null`...)
-	}
-	dst = appendIncomplete(dst, f)
-	dst = kStr(dst, "model", s.model)
-	dst = key(dst, "output")
-	dst = append(dst, '[')
+	o := responseObject{id: e.respID, created: s.created, status: status, finish: f, errCode: errCode, errMsg: errMsg,
+		model: s.model, echo: &e.echo}
 	if status != "in_progress" {
+		o.usage = &s.usage
+	}
+	return o.append(dst, func(dst []byte) []byte {
+		if status == "in_progress" {
+			return dst
+		}
 		for i := range e.items {
 			it := &e.items[i]
 			dst = elem(dst)
 			dst = appendResponsesItem(dst, e.final(it), it.id, "completed")
 		}
-	}
-	dst = append(dst, ']')
-	dst = append(dst, `,"parallel_tool_calls":true,"tool_choice":"auto","tools":[]`...)
-	if status == "in_progress" {
-		dst = append(dst, `,"usage":null`...)
-	} else {
-		dst = appendResponsesUsage(key(dst, "usage"), &s.usage)
-	}
-	return append(dst, '}')
+		return dst
+	})
 }
 
 // final returns the item's part with its accumulated text.

@@ -25,7 +25,9 @@ type StreamOptions struct {
 	// Request is the client's own request body (in the client's protocol),
 	// optional. For a Responses client it lets tool calls to namespace and
 	// custom tools, which the request translation flattened into function
-	// tools, be turned back into the calls the client expects.
+	// tools, be turned back into the calls the client expects, and its
+	// settings are echoed in the response objects. The stream keeps
+	// pointers into it: it must not be modified until the stream ends.
 	Request []byte
 	// Created is the creation time written into the client's events, in Unix
 	// seconds (0: the upstream's when it has one, else now).
