@@ -392,6 +392,9 @@ func accountsCmd() *cobra.Command {
 			if ac.Name == "" || !storage.Provider(ac.Provider).Valid() {
 				return fmt.Errorf("--name and --provider (codex, openai, openai_compat, anthropic) are required")
 			}
+			if err := credentialFlagsGiven(ac); err != nil {
+				return err
+			}
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
 				a, err := s.PutAccount(ctx, ac.account())
 				if err != nil {
@@ -449,6 +452,24 @@ func accountsCmd() *cobra.Command {
 	cmd.AddCommand(add, list, remove, resealCmd())
 	cmd.AddCommand(accountsImportCmd(), accountsExportCmd()) // cli_import.go
 	return cmd
+}
+
+// credentialFlagsGiven refuses an account whose provider's credential is
+// empty: an API key for openai, openai_compat and anthropic, an access or
+// refresh token for codex. Stored without one, the account would only fail
+// at its first request (upstream.ErrMissingCredentials); an empty value most
+// often comes from an unset shell variable (--api-key "$OPENAI_API_KEY").
+func credentialFlagsGiven(ac AccountConfig) error {
+	if storage.Provider(ac.Provider) == storage.ProviderCodex {
+		if strings.TrimSpace(ac.Credentials.AccessToken) == "" && strings.TrimSpace(ac.Credentials.RefreshToken) == "" {
+			return fmt.Errorf("account %s: a codex account needs --access-token or --refresh-token (both are empty); for ChatGPT logins, troupe accounts import ~/.codex/auth.json", ac.Name)
+		}
+		return nil
+	}
+	if strings.TrimSpace(ac.APIKey) == "" {
+		return fmt.Errorf("account %s: --api-key is empty: a %s account needs its API key (is the variable you passed set?)", ac.Name, ac.Provider)
+	}
+	return nil
 }
 
 func resealCmd() *cobra.Command {

@@ -187,3 +187,35 @@ func TestCLIVersionAndMigrate(t *testing.T) {
 		t.Errorf("master.key mode %v, want 0600", fi.Mode().Perm())
 	}
 }
+
+// TestAccountsAddRefusesEmptyCredential: an account whose provider's
+// credential is empty (as --api-key "$UNSET_VARIABLE" gives) is refused with
+// an error naming the flag, and nothing is stored; a codex account may come
+// with a refresh token alone.
+func TestAccountsAddRefusesEmptyCredential(t *testing.T) {
+	clearTroupeEnv(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"openai", []string{"--provider", "openai", "--api-key", ""}, "--api-key is empty"},
+		{"compat", []string{"--provider", "openai_compat", "--base-url", "http://127.0.0.1:1/v1", "--api-key", "  "}, "--api-key is empty"},
+		{"anthropic", []string{"--provider", "anthropic"}, "--api-key is empty"},
+		{"codex", []string{"--provider", "codex", "--account-id", "0000-1111"}, "--access-token or --refresh-token"},
+	} {
+		args := append([]string{"accounts", "add", "--data", dir, "--name", tc.name}, tc.args...)
+		_, _, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: accounts add %v: err %v, want one saying %q", tc.name, tc.args, err, tc.want)
+		}
+	}
+	if list := mustCLI(t, "accounts", "list", "--data", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
+		t.Errorf("refused accounts were stored:\n%s", list)
+	}
+	mustCLI(t, "accounts", "add", "--data", dir, "--name", "cx", "--provider", "codex", "--refresh-token", "rt-1")
+	if list := mustCLI(t, "accounts", "list", "--data", dir); !strings.Contains(list, "cx") {
+		t.Errorf("a codex account with a refresh token alone was not stored:\n%s", list)
+	}
+}

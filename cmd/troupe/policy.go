@@ -215,7 +215,7 @@ and tiers. Nothing leaves the process.`,
 	simulate.Flags().IntVar(&requests, "requests", 10000, "requests to route")
 	simulate.Flags().IntVar(&concurrency, "concurrency", 16, "requests in flight at once (each holds its lease about 1 ms)")
 	simulate.Flags().Uint64Var(&seed, "seed", 1, "random seed for the synthetic outcomes")
-	cmd.AddCommand(check, simulate, replayCmd())
+	cmd.AddCommand(policyNewCmd(), check, simulate, replayCmd())
 	return cmd
 }
 
