@@ -11,7 +11,7 @@ CLAUDE_BIN := $(NPM_DIR)/node_modules/.bin/claude
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: demo test build unit clients fuzz bench-go bench vet clean
+.PHONY: demo test build unit clients fuzz bench-go bench vet staticcheck clean
 
 ## demo: run the gateway in front of the built-in mock fleet (Ctrl-C to stop)
 demo: build
@@ -21,9 +21,9 @@ demo: build
 build: admin-ui-if-npm
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
 
-## test: everything — vet, unit and end-to-end tests (race detector), real clients, short fuzz runs.
+## test: everything — vet, staticcheck, unit and end-to-end tests (race detector), real clients, short fuzz runs.
 ## PostgreSQL and Redis are started (or installed) by .ci/services when missing.
-test: vet clients
+test: vet staticcheck clients
 	@set -a; eval "$$(.ci/services)"; set +a; \
 	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
 	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_REQUIRE_CLIENTS=1 \
@@ -34,6 +34,18 @@ test: vet clients
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+STATICCHECK_VER := v0.8.2
+STATICCHECK     := $(CACHE)/bin/staticcheck-$(STATICCHECK_VER)
+
+## staticcheck: the linter (honnef.co/go/tools, pinned; installed into .cache/ when missing)
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	mkdir -p $(CACHE)/bin
+	GOBIN=$(CACHE)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VER)
+	mv $(CACHE)/bin/staticcheck $@
 
 ## clients: install the pinned real clients the end-to-end tests drive (npm, into .cache/)
 clients: $(CODEX_BIN) $(CLAUDE_BIN)
