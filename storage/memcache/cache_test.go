@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -214,25 +215,27 @@ func TestBoundPerFamily(t *testing.T) {
 	}
 }
 
+// TestSweeperRuns checks that the background sweeper drops expired items by
+// itself (no call touches them): in a synctest bubble, its ticks come as
+// soon as every goroutine waits.
 func TestSweeperRuns(t *testing.T) {
-	c := New(Options{SweepInterval: 5 * time.Millisecond})
-	defer c.Close()
-	ctx := t.Context()
-	for i := range 5000 {
-		c.Set(ctx, fmt.Sprint(i), "v", time.Millisecond)
-		c.Incr(ctx, fmt.Sprint(i), 1, time.Millisecond)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := c.Stats()
-		if st.Entries == 0 && st.Counters == 0 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		c := New(Options{SweepInterval: 5 * time.Millisecond})
+		defer c.Close()
+		ctx := t.Context()
+		for i := range 5000 {
+			c.Set(ctx, fmt.Sprint(i), "v", time.Millisecond)
+			c.Incr(ctx, fmt.Sprint(i), 1, time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sweeper left %+v", st)
+		if st := c.Stats(); st.Entries != 5000 || st.Counters != 5000 {
+			t.Fatalf("before expiry: %+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		time.Sleep(5 * time.Millisecond) // the first sweep is due now
+		synctest.Wait()
+		if st := c.Stats(); st.Entries != 0 || st.Counters != 0 {
+			t.Fatalf("the sweeper left %+v", st)
+		}
+	})
 }
 
 func TestHeapInvariant(t *testing.T) {
@@ -353,21 +356,41 @@ func TestSubscribeEndedContext(t *testing.T) {
 }
 
 // TestCloseRacesContext ends subscriptions by context and by Close at once:
-// each channel is closed exactly once (a double close would panic).
+// each channel is closed exactly once (a double close would panic in the
+// context's callback), every one is closed when Close returns, and once the
+// callbacks have run none is left counted.
 func TestCloseRacesContext(t *testing.T) {
-	for range 50 {
-		c := New(Options{})
-		var subs []context.CancelFunc
-		for range 20 {
-			ctx, cancel := context.WithCancel(t.Context())
-			c.Subscribe(ctx, "x")
-			subs = append(subs, cancel)
-		}
-		go func() {
-			for _, cancel := range subs {
-				cancel()
+	synctest.Test(t, func(t *testing.T) {
+		for round := range 50 {
+			c := New(Options{})
+			var subs []context.CancelFunc
+			var chans []<-chan string
+			for range 20 {
+				ctx, cancel := context.WithCancel(t.Context())
+				ch, err := c.Subscribe(ctx, "x")
+				if err != nil {
+					t.Fatalf("round %d: Subscribe: %v", round, err)
+				}
+				subs = append(subs, cancel)
+				chans = append(chans, ch)
 			}
-		}()
-		c.Close()
-	}
+			go func() {
+				for _, cancel := range subs {
+					cancel()
+				}
+			}()
+			if err := c.Close(); err != nil {
+				t.Fatalf("round %d: Close: %v", round, err)
+			}
+			for i, ch := range chans {
+				if _, ok := <-ch; ok {
+					t.Fatalf("round %d: subscription %d delivered a message", round, i)
+				}
+			}
+			synctest.Wait() // the cancels and their callbacks have all run
+			if n := c.Stats().Subscribers; n != 0 {
+				t.Fatalf("round %d: %d subscribers counted after Close", round, n)
+			}
+		}
+	})
 }
