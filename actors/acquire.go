@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/upstream"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Acquire errors. The gateway maps them to client-protocol errors.
@@ -41,7 +41,7 @@ type AcquireRequest struct {
 	// translates); Native narrows the candidates to the providers that speak
 	// Endpoint themselves (upstream.Supports), for requests only they can
 	// serve (a previous_response_id, /v1/responses/compact).
-	Endpoint upstream.Endpoint
+	Endpoint translate.Protocol
 	Native   bool
 	Model    string        // requested model
 	Group    string        // routing group of the API key ("" = default group)

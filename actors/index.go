@@ -2,6 +2,7 @@ package actors
 
 import (
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -28,15 +29,15 @@ type candidates struct {
 	pos     map[*entry]int // position in items of each available entry
 	members int            // accounts filed under this key
 	live    int            // members not in a terminal status (disabled, unauthorized, banned)
-	// native counts, by client protocol (upstream.Endpoint), the members and
+	// native counts, by client protocol (translate.Protocol), the members and
 	// live members whose provider speaks that protocol itself, so a request
 	// limited to them (AcquireRequest.Native) knows when none exists.
 	native     [numEndpoints]int
 	nativeLive [numEndpoints]int
 }
 
-// numEndpoints sizes arrays indexed by upstream.Endpoint (1..3).
-const numEndpoints = int(upstream.EndpointMessages) + 1
+// numEndpoints sizes arrays indexed by translate.Protocol (1..3).
+const numEndpoints = int(translate.Messages) + 1
 
 // count adds d (+1 or -1) members of provider p to the membership counters;
 // live says whether they count as live.
@@ -45,7 +46,7 @@ func (c *candidates) count(p storage.Provider, d int, live bool) {
 	if live {
 		c.live += d
 	}
-	for ep := upstream.EndpointChat; int(ep) < numEndpoints; ep++ {
+	for ep := translate.Chat; int(ep) < numEndpoints; ep++ {
 		if upstream.Supports(p, ep) {
 			c.native[ep] += d
 			if live {
@@ -59,7 +60,7 @@ func (c *candidates) count(p storage.Provider, d int, live bool) {
 // it became live).
 func (c *candidates) countLive(p storage.Provider, d int) {
 	c.live += d
-	for ep := upstream.EndpointChat; int(ep) < numEndpoints; ep++ {
+	for ep := translate.Chat; int(ep) < numEndpoints; ep++ {
 		if upstream.Supports(p, ep) {
 			c.nativeLive[ep] += d
 		}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/troupe-gw/troupe/storage"
 	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 
 	"sync/atomic"
 	"testing"
@@ -54,7 +56,7 @@ func acquireRelease(t testing.TB, s *System, req AcquireRequest, out Outcome) st
 	return l.AccountID
 }
 
-var chatM = AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+var chatM = AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 
 // Under smart, an account that just failed with a 5xx ranks below healthy ones.
 func TestSmartPrefersHealthy(t *testing.T) {
@@ -62,7 +64,7 @@ func TestSmartPrefersHealthy(t *testing.T) {
 	setPolicyAndWait(t, s, luaPolicy(t, "smart", ""))
 	// Fail id-0000 twice: two transient failures (no cooldown yet, score drops).
 	for range 2 {
-		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0001", "id-0002"}})
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", Exclude: []string{"id-0001", "id-0002"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +101,7 @@ end`
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0001"}})
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", Exclude: []string{"id-0001"}})
 		if err == nil {
 			s.Release(l, Outcome{Status: 200})
 			return // id-0000 came back by itself
@@ -118,11 +120,11 @@ func TestTierCapsConcurrency(t *testing.T) {
 policy = { concurrency = { healthy = "max", warm = "max/2", risky = 1 } }
 function score(a, now) return 10, "risky" end`
 	setPolicyAndWait(t, s, luaPolicy(t, "risky", src))
-	l1, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	l1, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"}); err == nil {
+	if _, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m"}); err == nil {
 		t.Fatal("second lease granted to a risky account capped at 1")
 	}
 	s.Release(l1, Outcome{Status: 200})
@@ -218,7 +220,7 @@ func BenchmarkAcquireSmart(b *testing.B) {
 			setPolicyAndWait(b, s, luaPolicy(b, "smart", ""))
 			rescore := time.Since(start)
 			ctx := context.Background()
-			req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+			req := AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -255,7 +257,7 @@ func BenchmarkAcquireLatency(b *testing.B) {
 				s, _ := startSystemSized(b, n, 4)
 				setPolicyAndWait(b, s, luaPolicy(b, "smart", ""))
 				ctx := context.Background()
-				req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+				req := AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 				samples := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -312,7 +314,7 @@ func startSystemSized(t testing.TB, n, limit int) (*System, *memUsage) {
 // (status, cooldown, last_failure) always does.
 func TestRescoreOnlyOnReadFields(t *testing.T) {
 	ctx := context.Background()
-	req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+	req := AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 	rescores := func(s *System) uint64 {
 		t.Helper()
 		st, err := s.SchedulerStats(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -71,12 +72,12 @@ func (a *account) probe(m accountProbe) {
 	if model == "" || a.transport == nil {
 		return
 	}
-	req := &upstream.Request{Endpoint: upstream.EndpointResponses}
+	req := &upstream.Request{Endpoint: translate.Responses}
 	switch {
-	case upstream.Supports(a.view.Provider, upstream.EndpointChat):
-		req.Endpoint = upstream.EndpointChat
+	case upstream.Supports(a.view.Provider, translate.Chat):
+		req.Endpoint = translate.Chat
 		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"messages":[{"role":"user","content":"ping"}],"max_completion_tokens":1}`)
-	case upstream.Supports(a.view.Provider, upstream.EndpointResponses):
+	case upstream.Supports(a.view.Provider, translate.Responses):
 		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"input":"ping","max_output_tokens":16,"store":false}`)
 	default:
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-gw/troupe/bench/codexmock"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -99,13 +100,13 @@ func startCodex(t *testing.T, cfg codexmock.Config, ids []string, access func(m 
 func (e *codexEnv) call(ctx context.Context) (int, error) {
 	status := 0
 	for range 4 {
-		l, err := e.sys.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointResponses, Model: "gpt-5.4", MaxWait: 10 * time.Second})
+		l, err := e.sys.Acquire(ctx, AcquireRequest{Endpoint: translate.Responses, Model: "gpt-5.4", MaxWait: 10 * time.Second})
 		if err != nil {
 			return status, err
 		}
 		h := http.Header{}
 		h.Set("Session-Id", "s1")
-		resp, err := l.Transport.Do(ctx, &upstream.Request{Endpoint: upstream.EndpointResponses, Stream: true,
+		resp, err := l.Transport.Do(ctx, &upstream.Request{Endpoint: translate.Responses, Stream: true,
 			Body: []byte(`{"model":"gpt-5.4","input":"hi"}`), Header: h})
 		if err != nil {
 			e.sys.Release(l, Outcome{Verdict: upstream.ClassifyError(err)})

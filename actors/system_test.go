@@ -12,6 +12,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -102,7 +103,7 @@ func TestNeverOverAdmits(t *testing.T) {
 	var failed atomic.Int32
 	for range workers {
 		wg.Go(func() {
-			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 10 * time.Second})
+			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 10 * time.Second})
 			if err != nil {
 				failed.Add(1)
 				t.Error(err)
@@ -141,17 +142,17 @@ func TestNeverOverAdmits(t *testing.T) {
 func TestWaiterWokenOnRelease(t *testing.T) {
 	s, _ := startSystem(t, 1, 1)
 	ctx := context.Background()
-	l1, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	l1, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Without waiting the second request is refused at once.
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("got %v, want ErrUnavailable", err)
 	}
 	got := make(chan *Lease, 1)
 	go func() {
-		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 5 * time.Second})
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
@@ -175,14 +176,14 @@ func TestWaiterWokenOnRelease(t *testing.T) {
 func TestFIFOWakeUp(t *testing.T) {
 	s, _ := startSystem(t, 1, 1)
 	ctx := context.Background()
-	hold, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	hold, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan int, 5)
 	for i := range 5 {
 		go func() {
-			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 5 * time.Second})
+			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
 			if err != nil {
 				t.Error(err)
 				return
@@ -208,10 +209,10 @@ func TestFIFOWakeUp(t *testing.T) {
 
 func TestAbandonedAcquireLeaksNothing(t *testing.T) {
 	s, _ := startSystem(t, 1, 1)
-	hold, _ := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	hold, _ := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 	for range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-		_, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+		_, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second})
 		cancel()
 		if err == nil {
 			t.Fatal("acquire succeeded on a full account")
@@ -220,7 +221,7 @@ func TestAbandonedAcquireLeaksNothing(t *testing.T) {
 	s.Release(hold, Outcome{Status: 200})
 	waitFor(t, func() bool { v, _ := s.View("id-0000"); return v.InFlight == 0 })
 	// The account is usable again: abandoned waiters were not granted leases.
-	l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,13 +233,13 @@ func TestAbandonedAcquireLeaksNothing(t *testing.T) {
 func TestNoAccountAndExclude(t *testing.T) {
 	s, _ := startSystem(t, 2, 1)
 	ctx := context.Background()
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "other"}); !errors.Is(err, ErrNoAccount) {
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "other"}); !errors.Is(err, ErrNoAccount) {
 		t.Fatalf("unknown model: %v", err)
 	}
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m", Native: true, MaxWait: time.Second}); !errors.Is(err, ErrNoAccount) {
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Messages, Model: "m", Native: true, MaxWait: time.Second}); !errors.Is(err, ErrNoAccount) {
 		t.Fatalf("no account speaks messages natively: %v", err)
 	}
-	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Exclude: []string{"id-0000"}})
+	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", Exclude: []string{"id-0000"}})
 	if err != nil || l.AccountID != "id-0001" {
 		t.Fatalf("exclude: %v %v", l, err)
 	}
@@ -248,12 +249,12 @@ func TestNoAccountAndExclude(t *testing.T) {
 func TestCooldownOnQuota(t *testing.T) {
 	s, _ := startSystem(t, 2, 4)
 	ctx := context.Background()
-	l, _ := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+	l, _ := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 	id := l.AccountID
 	s.Release(l, Outcome{Status: 429, Verdict: upstream.Verdict{Class: upstream.ClassQuota, RetryAfter: time.Hour}})
 	waitFor(t, func() bool { v, _ := s.View(id); return v.Status == StatusCooling })
 	for range 20 {
-		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m"})
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +293,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
 			s, _ := startSystem(b, n, 4)
 			ctx := context.Background()
-			req := AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second}
+			req := AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -319,7 +320,7 @@ func TestEveryProtocolReachesEveryProvider(t *testing.T) {
 	s.PutAccount(storage.Account{ID: "id-anth", Name: "anth", Provider: storage.ProviderAnthropic, Models: []string{"m"}, MaxConcurrency: 4})
 	waitFor(t, func() bool { _, ok := s.View("id-anth"); return ok })
 	ctx := context.Background()
-	for _, ep := range []upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages} {
+	for _, ep := range []translate.Protocol{translate.Chat, translate.Responses, translate.Messages} {
 		seen := map[string]bool{}
 		for range 2 {
 			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: ep, Model: "m", Exclude: keys(seen), MaxWait: time.Second})
@@ -333,19 +334,19 @@ func TestEveryProtocolReachesEveryProvider(t *testing.T) {
 			t.Errorf("%s: candidates %v, want both accounts", ep, seen)
 		}
 	}
-	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointMessages, Model: "m", Native: true})
+	l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Messages, Model: "m", Native: true})
 	if err != nil || l.AccountID != "id-anth" {
 		t.Fatalf("native messages: %v %v, want id-anth", l, err)
 	}
 	s.Release(l, Outcome{})
-	l, err = s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointResponses, Model: "m", Native: true})
+	l, err = s.Acquire(ctx, AcquireRequest{Endpoint: translate.Responses, Model: "m", Native: true})
 	if err != nil || l.AccountID != "id-0000" {
 		t.Fatalf("native responses: %v %v, want id-0000", l, err)
 	}
 	s.Release(l, Outcome{})
 	// The only native account already tried: no waiting, it is not coming back.
 	start := time.Now()
-	_, err = s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointResponses, Model: "m", Native: true, Exclude: []string{"id-0000"}, MaxWait: 5 * time.Second})
+	_, err = s.Acquire(ctx, AcquireRequest{Endpoint: translate.Responses, Model: "m", Native: true, Exclude: []string{"id-0000"}, MaxWait: 5 * time.Second})
 	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 2*time.Second {
 		t.Fatalf("native responses without its account: %v after %v", err, time.Since(start))
 	}
@@ -452,7 +453,7 @@ func TestAcquireWaitBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 150 * time.Millisecond})
+	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 150 * time.Millisecond})
 	if waited := time.Since(start); !errors.Is(err, ErrBusy) || waited < 150*time.Millisecond || waited > 2*time.Second {
 		t.Fatalf("parked acquire: %v after %s, want ErrBusy after 150ms", err, waited)
 	}
@@ -463,7 +464,7 @@ func TestAcquireWaitBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 30 * time.Second})
+	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 30 * time.Second})
 	if waited := time.Since(start); err == nil || waited > 2*stallTick {
 		t.Fatalf("acquire after Stop: %v after %s", err, waited)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -108,7 +109,7 @@ func wsLease(t *testing.T, ws *wsServer, idle time.Duration) (*System, *Lease) {
 	s.PutAccount(storage.Account{ID: "a1", Name: "a1", Provider: storage.ProviderOpenAI, BaseURL: ws.srv.URL + "/v1",
 		Credentials: storage.Credentials{APIKey: "sk-test"}, MaxConcurrency: 2})
 	waitFor(t, func() bool { _, ok := s.View("a1"); return ok })
-	l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointResponses, MaxWait: time.Second})
+	l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Responses, MaxWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestResponseWSFailuresBeforeContent(t *testing.T) {
 		s.PutAccount(storage.Account{ID: "a1", Name: "a1", Provider: storage.ProviderOpenAI, BaseURL: ws.srv.URL + "/v1",
 			Credentials: storage.Credentials{APIKey: "sk-wrong"}, MaxConcurrency: 1})
 		waitFor(t, func() bool { _, ok := s.View("a1"); return ok })
-		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: upstream.EndpointResponses, MaxWait: time.Second})
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Responses, MaxWait: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,20 +292,20 @@ func TestAppendSSEFrame(t *testing.T) {
 func TestOnlyWaitsForItsAccount(t *testing.T) {
 	s, _ := startSystem(t, 2, 1)
 	ctx := context.Background()
-	first, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	first, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	owner := first.AccountID
 	got := make(chan *Lease, 1)
 	go func() {
-		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Only: owner, MaxWait: 5 * time.Second})
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", Only: owner, MaxWait: 5 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	other, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: time.Second})
+	other, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second})
 	if err != nil || other.AccountID == owner {
 		t.Fatalf("a free account was not granted past the waiting Only request: %v %v", other, err)
 	}
@@ -324,7 +325,7 @@ func TestOnlyWaitsForItsAccount(t *testing.T) {
 		t.Fatal("the Only request was not woken")
 	}
 	s.Release(other, Outcome{})
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", Only: "nobody", MaxWait: time.Second}); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", Only: "nobody", MaxWait: time.Second}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Only an unknown account: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -52,13 +53,13 @@ func probeAccount(ctx context.Context, a storage.Account) probeResult {
 	req := &upstream.Request{}
 	switch a.Provider {
 	case storage.ProviderCodex:
-		req.Endpoint, req.Stream = upstream.EndpointResponses, true
+		req.Endpoint, req.Stream = translate.Responses, true
 		req.Body = []byte(`{"model":` + jsonString(model) + `,"input":"ping","stream":true,"store":false}`)
 	case storage.ProviderAnthropic:
-		req.Endpoint = upstream.EndpointMessages
+		req.Endpoint = translate.Messages
 		req.Body = []byte(`{"model":` + jsonString(model) + `,"max_tokens":16,"messages":[{"role":"user","content":"ping"}]}`)
 	default:
-		req.Endpoint = upstream.EndpointChat
+		req.Endpoint = translate.Chat
 		req.Body = []byte(`{"model":` + jsonString(model) + `,"max_tokens":16,"messages":[{"role":"user","content":"ping"}]}`)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
@@ -18,7 +19,7 @@ import (
 // by accounts that cannot compact gets a 400 compaction_unsupported; a
 // stream is refused with 400 (the endpoint does not stream).
 func (s *Server) compactResponses(ctx *fasthttp.RequestCtx) {
-	s.proxyWith(ctx, upstream.EndpointResponses, func(c *call) *APIError {
+	s.proxyWith(ctx, translate.Responses, func(c *call) *APIError {
 		if c.stream {
 			return errBadParam("stream", "/v1/responses/compact does not stream: remove 'stream'.")
 		}
@@ -42,7 +43,7 @@ func (c *call) route() string {
 	if c.compact {
 		return "responses.compact"
 	}
-	return c.endpoint.String()
+	return c.endpoint.Route()
 }
 
 // errNeedsNative is the answer to a request only native accounts can serve

@@ -70,7 +70,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	rctx, cancel := context.WithTimeout(context.Background(), s.cfg.NonStreamTimeout)
 	defer cancel()
 	lease, err := s.sys.Acquire(rctx, actors.AcquireRequest{
-		Endpoint: upstream.EndpointMessages, Native: true, Model: target, Group: key.Group, MaxWait: countWait, KeyID: key.ID,
+		Endpoint: translate.Messages, Native: true, Model: target, Group: key.Group, MaxWait: countWait, KeyID: key.ID,
 	})
 	if err == nil {
 		if s.countUpstream(ctx, rctx, lease, body) {
@@ -97,7 +97,7 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 		s.release(lease, 0, upstream.Verdict{Class: upstream.ClassRequest}, start, 0)
 		return false
 	}
-	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: upstream.EndpointMessages, Body: body, Header: passHeaders(ctx),
+	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: translate.Messages, Body: body, Header: passHeaders(ctx),
 		RawQuery: string(ctx.URI().QueryString())})
 	if err != nil {
 		s.release(lease, 0, upstream.ClassifyError(err), start, 0)

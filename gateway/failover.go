@@ -18,13 +18,13 @@ import (
 // failure is an upstream attempt that did not produce an answer for the client.
 type failure struct {
 	verdict upstream.Verdict
-	status  int               // upstream status (0: no HTTP answer)
-	header  http.Header       // upstream headers, when there was an answer
-	body    []byte            // upstream error body (bounded), when there was one
-	msg     string            // error message from an error event, when the stream carried one
-	err     error             // transport error, when there was no answer
-	up      upstream.Endpoint // the protocol the upstream spoke (0: none was chosen)
-	answer  *APIError         // the gateway's own answer for this failure, when it has one
+	status  int                // upstream status (0: no HTTP answer)
+	header  http.Header        // upstream headers, when there was an answer
+	body    []byte             // upstream error body (bounded), when there was one
+	msg     string             // error message from an error event, when the stream carried one
+	err     error              // transport error, when there was no answer
+	up      translate.Protocol // the protocol the upstream spoke (0: none was chosen)
+	answer  *APIError          // the gateway's own answer for this failure, when it has one
 }
 
 // result is one successful attempt: a non-stream answer, or a stream held
@@ -133,13 +133,13 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
 	}
 	dropUsage := false
-	if up == upstream.EndpointChat && c.stream && lease.Provider == storage.ProviderOpenAI &&
-		(c.endpoint != upstream.EndpointChat || !c.clientUsage) && gjson.GetBytes(body, "stream_options.include_usage").Type != gjson.True {
+	if up == translate.Chat && c.stream && lease.Provider == storage.ProviderOpenAI &&
+		(c.endpoint != translate.Chat || !c.clientUsage) && gjson.GetBytes(body, "stream_options.include_usage").Type != gjson.True {
 		// Without usage a streamed chat answer cannot be billed or counted
 		// against token limits: ask OpenAI for it. A Chat client that did not
 		// ask gets the extra chunk dropped; a translated stream consumes it.
 		if b, err := sjson.SetBytes(append([]byte(nil), body...), "stream_options.include_usage", true); err == nil {
-			body, dropUsage = b, c.endpoint == upstream.EndpointChat
+			body, dropUsage = b, c.endpoint == translate.Chat
 		}
 	}
 	resp, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
@@ -204,12 +204,12 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	if up != c.endpoint {
 		out, err := translateAnswer(c, up, body)
 		if err != nil {
-			s.log.Warn("answer translation failed", "request_id", c.id, "from", up.String(), "to", c.endpoint.String(), "err", err)
+			s.log.Warn("answer translation failed", "request_id", c.id, "from", up.Route(), "to", c.endpoint.Route(), "err", err)
 			return result{}, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err,
 				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
 		}
 		body = out
-	} else if c.endpoint == upstream.EndpointResponses && !c.compact {
+	} else if c.endpoint == translate.Responses && !c.compact {
 		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID, c.key.ID)
 	}
 	s.rememberSession(c, lease.AccountID)

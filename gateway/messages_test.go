@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
@@ -85,7 +86,7 @@ func TestMessagesPassthrough(t *testing.T) {
 		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
 	}
 	req := <-rec.reqs
-	if req.Endpoint != upstream.EndpointMessages || !bytes.Equal(req.Body, body) || req.RawQuery != "beta=true" {
+	if req.Endpoint != translate.Messages || !bytes.Equal(req.Body, body) || req.RawQuery != "beta=true" {
 		t.Errorf("upstream got endpoint %v query %q body %s", req.Endpoint, req.RawQuery, req.Body)
 	}
 	if req.Header.Get("Anthropic-Version") != "2023-06-01" || req.Header.Get("Anthropic-Beta") != "claude-code-20250219" {

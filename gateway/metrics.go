@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
-	"github.com/troupe-gw/troupe/upstream"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Metrics are the gateway's Prometheus metrics, registered on their own
@@ -87,15 +87,15 @@ func NewMetrics(views func() []actors.View) *Metrics {
 
 // request counts one finished client request. The counter of each
 // endpoint × status is resolved once; afterwards counting allocates nothing.
-func (m *Metrics) request(ep upstream.Endpoint, status int) {
+func (m *Metrics) request(ep translate.Protocol, status int) {
 	if int(ep) >= len(m.statusMemo) || status < 0 || status >= len(m.statusMemo[0]) {
-		m.requests.WithLabelValues(ep.String(), strconv.Itoa(status)).Inc()
+		m.requests.WithLabelValues(ep.Route(), strconv.Itoa(status)).Inc()
 		return
 	}
 	slot := &m.statusMemo[ep][status]
 	c := slot.Load()
 	if c == nil {
-		counter := m.requests.WithLabelValues(ep.String(), strconv.Itoa(status))
+		counter := m.requests.WithLabelValues(ep.Route(), strconv.Itoa(status))
 		slot.CompareAndSwap(nil, &counter)
 		c = slot.Load()
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -11,17 +12,17 @@ import (
 // Responses for Messages clients (it carries reasoning and tool calls the
 // closest); codex: Responses; anthropic: Messages; openai_compat: Chat. An
 // unknown provider gets the client's protocol, which its transport refuses.
-func upstreamEndpoint(p storage.Provider, client upstream.Endpoint) upstream.Endpoint {
+func upstreamEndpoint(p storage.Provider, client translate.Protocol) translate.Protocol {
 	if upstream.Supports(p, client) {
 		return client
 	}
 	switch p {
 	case storage.ProviderOpenAI, storage.ProviderCodex:
-		return upstream.EndpointResponses
+		return translate.Responses
 	case storage.ProviderAnthropic:
-		return upstream.EndpointMessages
+		return translate.Messages
 	case storage.ProviderOpenAICompat:
-		return upstream.EndpointChat
+		return translate.Chat
 	}
 	return client
 }

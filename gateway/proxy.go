@@ -27,18 +27,18 @@ const (
 	maxJSONDepth = 512
 )
 
-func (s *Server) chat(ctx *fasthttp.RequestCtx)      { s.proxy(ctx, upstream.EndpointChat) }
-func (s *Server) responses(ctx *fasthttp.RequestCtx) { s.proxy(ctx, upstream.EndpointResponses) }
+func (s *Server) chat(ctx *fasthttp.RequestCtx)      { s.proxy(ctx, translate.Chat) }
+func (s *Server) responses(ctx *fasthttp.RequestCtx) { s.proxy(ctx, translate.Responses) }
 
 // messages serves POST /v1/messages (Anthropic Messages,
 // https://docs.claude.com/en/api/messages); "?beta=true", which the
 // Anthropic SDKs and Claude Code add, changes nothing.
-func (s *Server) messages(ctx *fasthttp.RequestCtx) { s.proxy(ctx, upstream.EndpointMessages) }
+func (s *Server) messages(ctx *fasthttp.RequestCtx) { s.proxy(ctx, translate.Messages) }
 
 // call is one client request on its way through the gateway.
 type call struct {
 	id       string
-	endpoint upstream.Endpoint
+	endpoint translate.Protocol
 	key      storage.APIKey
 	model    string // as the client named it
 	target   string // after alias resolution
@@ -62,7 +62,7 @@ type call struct {
 	// upstream holds.
 	native bool
 	// translated caches the request body translated per upstream protocol
-	// (indexed by upstream.Endpoint), so failovers translate once.
+	// (indexed by translate.Protocol), so failovers translate once.
 	translated [4][]byte
 	compact    bool   // POST /v1/responses/compact (gateway/compact.go)
 	rawQuery   string // the client's query string (Messages clients send beta=true)
@@ -91,11 +91,11 @@ type call struct {
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
 // call upstream, fail over before anything reached the client, then answer.
-func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep upstream.Endpoint) { s.proxyWith(ctx, ep, nil) }
+func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep translate.Protocol) { s.proxyWith(ctx, ep, nil) }
 
 // proxyWith is proxy with a hook that adjusts (or refuses) the parsed call
 // before limits and routing apply.
-func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep upstream.Endpoint, hook func(*call) *APIError) {
+func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep translate.Protocol, hook func(*call) *APIError) {
 	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
 	ctx.Response.Header.Set("X-Request-Id", c.id)
 	s.metrics.inflight.Inc()
@@ -119,7 +119,7 @@ func (s *Server) finish(c *call, status int) {
 	s.metrics.inflight.Dec()
 	s.serving.Add(-1)
 	s.metrics.request(c.endpoint, status)
-	s.metrics.latency.WithLabelValues(c.endpoint.String()).Observe(s.now().Sub(c.start).Seconds())
+	s.metrics.latency.WithLabelValues(c.endpoint.Route()).Observe(s.now().Sub(c.start).Seconds())
 }
 
 // serve returns the status it answered with, or 0 when it handed the answer to a stream.
@@ -257,13 +257,13 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
 	c.model = m.Str
-	if c.endpoint == upstream.EndpointMessages {
+	if c.endpoint == translate.Messages {
 		if aerr := checkMaxTokens(root.Get("max_tokens")); aerr != nil {
 			return aerr
 		}
 	}
 	c.clientUsage = root.Get("stream_options.include_usage").Type == gjson.True
-	if c.endpoint == upstream.EndpointResponses {
+	if c.endpoint == translate.Responses {
 		c.prevResp = root.Get("previous_response_id").String()
 	}
 	if st := root.Get("stream"); st.Exists() && st.Type != gjson.Null {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
-	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -150,8 +149,8 @@ func BenchmarkPassthroughStreamEvent(b *testing.B) {
 	events := bytes.Count(body, []byte("\n\n"))
 	rep := bytes.Repeat(body, 64)
 	s, _, _ := testServer(b, 1, cannedTransport{})
-	c := &call{endpoint: upstream.EndpointChat}
-	st := &stream{s: s, c: c, up: upstream.EndpointChat}
+	c := &call{endpoint: translate.Chat}
+	st := &stream{s: s, c: c, up: translate.Chat}
 	b.SetBytes(int64(len(body) / events))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -207,8 +206,8 @@ func BenchmarkTranslatedStreamEvent(b *testing.B) {
 	}
 	events := bytes.Count(sse, []byte("\n\n"))
 	s, _, _ := testServer(b, 1, cannedTransport{})
-	c := &call{endpoint: upstream.EndpointMessages, model: "m"}
-	st := &stream{s: s, c: c, up: upstream.EndpointChat}
+	c := &call{endpoint: translate.Messages, model: "m"}
+	st := &stream{s: s, c: c, up: translate.Chat}
 	r := bytes.NewReader(sse)
 	b.SetBytes(int64(len(sse) / events))
 	b.ReportAllocs()
@@ -217,7 +216,7 @@ func BenchmarkTranslatedStreamEvent(b *testing.B) {
 		r.Reset(sse)
 		st.sc = scanners.Get().(*translate.Scanner)
 		st.sc.Reset(r)
-		st.tr = newStreamTranslator(c, upstream.EndpointChat)
+		st.tr = newStreamTranslator(c, translate.Chat)
 		st.clean = false
 		st.ttft = 1
 		st.WriteTo(io.Discard)

@@ -48,7 +48,7 @@ func (s *Server) routeWith(c *call, session, clientIP string) *APIError {
 		return nil
 	}
 	rv := scripts.RequestView{
-		Model: c.target, Protocol: c.endpoint.String(), Stream: c.stream,
+		Model: c.target, Protocol: c.endpoint.Route(), Stream: c.stream,
 		APIKey:     scripts.APIKeyView{ID: c.key.ID, Name: c.key.Name, Group: c.key.Group},
 		SessionKey: session,
 		ClientIP:   clientIP,

@@ -34,9 +34,9 @@ var heartbeat = []byte(": keep-alive\n\n")
 type stream struct {
 	s      *Server
 	c      *call
-	up     upstream.Endpoint // the protocol the upstream streams in
-	tr     streamTranslator  // converts upstream events to the client's protocol; nil: bytes pass through
-	out    []byte            // scratch for translated events
+	up     translate.Protocol // the protocol the upstream streams in
+	tr     streamTranslator   // converts upstream events to the client's protocol; nil: bytes pass through
+	out    []byte             // scratch for translated events
 	lease  *actors.Lease
 	resp   *upstream.Response
 	sc     *translate.Scanner
@@ -76,7 +76,7 @@ var scanners = sync.Pool{New: func() any { return translate.NewScanner(nil, maxE
 
 // newStream wraps an upstream stream in protocol up; when up is not the
 // client's protocol, its events are translated.
-func (s *Server) newStream(c *call, up upstream.Endpoint, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
+func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
 	sc := scanners.Get().(*translate.Scanner)
 	sc.Reset(resp.Body)
 	st := &stream{s: s, c: c, up: up, lease: l, resp: resp, sc: sc, start: start, cancel: cancel}
@@ -124,7 +124,7 @@ func (st *stream) hold() *failure {
 		} else if st.held, err = st.tr.Event(st.held, ev); err != nil {
 			// An event that is not what its protocol promises
 			// (translate.ErrBadEvent): a broken upstream stream, so fail over.
-			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
 			f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, up: st.up, err: err}
 			st.abort(f.verdict)
 			return f
@@ -175,7 +175,7 @@ func (st *stream) observe(ev translate.Event) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
 	switch st.up {
-	case upstream.EndpointChat:
+	case translate.Chat:
 		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
 			// [DONE] ends OpenAI streams; some compatible upstreams stop at the
 			// chunk carrying finish_reason instead.
@@ -186,7 +186,7 @@ func (st *stream) observe(ev translate.Event) {
 				st.usage = u
 			}
 		}
-	case upstream.EndpointResponses:
+	case translate.Responses:
 		switch string(ev.Name) {
 		case "response.created":
 			st.respID = gjson.GetBytes(ev.Data, "response.id").String()
@@ -196,7 +196,7 @@ func (st *stream) observe(ev translate.Event) {
 			// Remembered before the event is relayed: the client may name the
 			// response in its next request at once, on any instance. Only a
 			// Responses client sees this id (others get a translation).
-			if st.c.endpoint == upstream.EndpointResponses {
+			if st.c.endpoint == translate.Responses {
 				st.s.remember(st.respID, st.lease.AccountID, st.c.key.ID)
 			}
 		case "response.failed", "error":
@@ -204,7 +204,7 @@ func (st *stream) observe(ev translate.Event) {
 			v, _, _ := upstream.ClassifyEvent(st.up, ev.Name, ev.Data)
 			st.failed = v
 		}
-	case upstream.EndpointMessages:
+	case translate.Messages:
 		switch upstream.MessagesEventKind(ev.Name, ev.Data) {
 		case upstream.MessagesStart, upstream.MessagesDelta:
 			if st.msgUsage.Add(ev.Name, ev.Data) {
@@ -218,7 +218,7 @@ func (st *stream) observe(ev translate.Event) {
 			st.failed = v
 		}
 	}
-	if st.up == upstream.EndpointChat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
+	if st.up == translate.Chat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
 		if v, _, isErr := upstream.ClassifyEvent(st.up, ev.Name, ev.Data); isErr {
 			st.failed = v
 			st.clean = true
@@ -281,7 +281,7 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 		raw := st.sc.Raw()
 		if st.tr != nil {
 			if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
-				st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+				st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
 				st.untranslatable = true
 				break
 			}
@@ -428,7 +428,7 @@ func (st *stream) finish(count bool) {
 	}
 	st.release.Do(func() { s.release(st.lease, st.resp.Status, v, st.start, st.ttft) })
 	if st.ttft > 0 {
-		s.metrics.ttft.WithLabelValues(c.endpoint.String()).Observe(st.ttft.Seconds())
+		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())
 	}
 	// What was served is billed, also when the client closed early or the
 	// stream broke (the upstream counted those tokens too).

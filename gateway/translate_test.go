@@ -49,26 +49,30 @@ func eventNames(t testing.TB, body []byte) []string {
 func TestProtocolPerProvider(t *testing.T) {
 	for _, tc := range []struct {
 		p          storage.Provider
-		client, up upstream.Endpoint
+		client, up translate.Protocol
 	}{
-		{storage.ProviderOpenAI, upstream.EndpointChat, upstream.EndpointChat},
-		{storage.ProviderOpenAI, upstream.EndpointResponses, upstream.EndpointResponses},
-		{storage.ProviderOpenAI, upstream.EndpointMessages, upstream.EndpointResponses},
-		{storage.ProviderCodex, upstream.EndpointChat, upstream.EndpointResponses},
-		{storage.ProviderCodex, upstream.EndpointMessages, upstream.EndpointResponses},
-		{storage.ProviderAnthropic, upstream.EndpointChat, upstream.EndpointMessages},
-		{storage.ProviderAnthropic, upstream.EndpointResponses, upstream.EndpointMessages},
-		{storage.ProviderAnthropic, upstream.EndpointMessages, upstream.EndpointMessages},
-		{storage.ProviderOpenAICompat, upstream.EndpointResponses, upstream.EndpointChat},
-		{storage.ProviderOpenAICompat, upstream.EndpointMessages, upstream.EndpointChat},
+		{storage.ProviderOpenAI, translate.Chat, translate.Chat},
+		{storage.ProviderOpenAI, translate.Responses, translate.Responses},
+		{storage.ProviderOpenAI, translate.Messages, translate.Responses},
+		{storage.ProviderCodex, translate.Chat, translate.Responses},
+		{storage.ProviderCodex, translate.Messages, translate.Responses},
+		{storage.ProviderAnthropic, translate.Chat, translate.Messages},
+		{storage.ProviderAnthropic, translate.Responses, translate.Messages},
+		{storage.ProviderAnthropic, translate.Messages, translate.Messages},
+		{storage.ProviderOpenAICompat, translate.Responses, translate.Chat},
+		{storage.ProviderOpenAICompat, translate.Messages, translate.Chat},
 	} {
 		if got := upstreamEndpoint(tc.p, tc.client); got != tc.up {
 			t.Errorf("%s for a %s client: %s, want %s", tc.p, tc.client, got, tc.up)
 		}
 	}
-	for _, e := range []upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages} {
-		if protocol(e).String() != map[upstream.Endpoint]string{upstream.EndpointChat: "chat", upstream.EndpointResponses: "responses", upstream.EndpointMessages: "messages"}[e] {
-			t.Errorf("protocol(%s) = %s", e, protocol(e))
+	// One type names a protocol for the translators and the endpoint's route
+	// for metrics, usage records and policies.
+	for e, names := range map[translate.Protocol][2]string{
+		translate.Chat: {"chat", "chat.completions"}, translate.Responses: {"responses", "responses"}, translate.Messages: {"messages", "messages"},
+	} {
+		if e.String() != names[0] || e.Route() != names[1] {
+			t.Errorf("protocol %d: %s, route %s; want %v", e, e, e.Route(), names)
 		}
 	}
 }
@@ -85,7 +89,7 @@ func TestChatClientOnAnthropicAccount(t *testing.T) {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
 	req := <-rec.reqs
-	if req.Endpoint != upstream.EndpointMessages || !gjson.GetBytes(req.Body, "max_tokens").Exists() || gjson.GetBytes(req.Body, "tools.0.input_schema").Type != gjson.JSON {
+	if req.Endpoint != translate.Messages || !gjson.GetBytes(req.Body, "max_tokens").Exists() || gjson.GetBytes(req.Body, "tools.0.input_schema").Type != gjson.JSON {
 		t.Errorf("upstream got %s %s", req.Endpoint, req.Body)
 	}
 	waitIdle(t, sys)
@@ -194,7 +198,7 @@ func TestPreviousResponseStaysNative(t *testing.T) {
 		if resp.StatusCode() != 200 {
 			t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 		}
-		if r := <-rec.reqs; r.Endpoint != upstream.EndpointResponses {
+		if r := <-rec.reqs; r.Endpoint != translate.Responses {
 			t.Fatalf("previous_response_id went to a %s upstream", r.Endpoint)
 		}
 	}

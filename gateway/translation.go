@@ -17,31 +17,18 @@ import (
 // upstream holds, and compaction is a Responses-only call.
 func needsNative(c *call) bool { return c.prevResp != "" || c.compact }
 
-// protocol is the translate.Protocol of endpoint e.
-func protocol(e upstream.Endpoint) translate.Protocol {
-	switch e {
-	case upstream.EndpointChat:
-		return translate.Chat
-	case upstream.EndpointResponses:
-		return translate.Responses
-	case upstream.EndpointMessages:
-		return translate.Messages
-	}
-	return 0
-}
-
 // upstreamBody is c's body in protocol up: the client's own bytes when up is
 // the client's protocol, else the translation (made once per protocol and
 // kept for failovers). A body that cannot be translated is a failure of
 // class request carrying the 400 the client gets.
-func (s *Server) upstreamBody(c *call, up upstream.Endpoint) ([]byte, *failure) {
+func (s *Server) upstreamBody(c *call, up translate.Protocol) ([]byte, *failure) {
 	if up == c.endpoint || int(up) >= len(c.translated) {
 		return c.body, nil
 	}
 	if b := c.translated[up]; b != nil {
 		return b, nil
 	}
-	b, err := translate.TranslateRequest(protocol(c.endpoint), protocol(up), c.body, translate.RequestOptions{Model: c.target})
+	b, err := translate.TranslateRequest(c.endpoint, up, c.body, translate.RequestOptions{Model: c.target})
 	if err != nil {
 		aerr := &APIError{Status: 400, Type: "invalid_request_error", Message: "The request could not be translated for the upstream: " + err.Error()}
 		var te *translate.Error
@@ -62,14 +49,14 @@ func (s *Server) upstreamBody(c *call, up upstream.Endpoint) ([]byte, *failure) 
 
 // translateAnswer converts a non-stream 2xx answer of protocol up into the
 // client's protocol, naming the model the client asked for.
-func translateAnswer(c *call, up upstream.Endpoint, body []byte) ([]byte, error) {
-	return translate.TranslateResponse(protocol(up), protocol(c.endpoint), body, translate.ResponseOptions{Model: c.model, Request: c.body})
+func translateAnswer(c *call, up translate.Protocol, body []byte) ([]byte, error) {
+	return translate.TranslateResponse(up, c.endpoint, body, translate.ResponseOptions{Model: c.model, Request: c.body})
 }
 
 // translateErrorBody converts an upstream error body of protocol up into the
 // client's error shape, keeping its status semantics.
-func translateErrorBody(c *call, up upstream.Endpoint, status int, body []byte) []byte {
-	return translate.TranslateError(protocol(up), protocol(c.endpoint), status, body)
+func translateErrorBody(c *call, up translate.Protocol, status int, body []byte) []byte {
+	return translate.TranslateError(up, c.endpoint, status, body)
 }
 
 // streamTranslator converts one upstream stream into the client's protocol,
@@ -82,6 +69,6 @@ type streamTranslator interface {
 
 // newStreamTranslator returns the translator of one stream of protocol up
 // for client c.
-func newStreamTranslator(c *call, up upstream.Endpoint) streamTranslator {
-	return translate.NewStream(protocol(up), protocol(c.endpoint), translate.StreamOptions{Model: c.model, IncludeUsage: c.clientUsage, Request: c.body})
+func newStreamTranslator(c *call, up translate.Protocol) streamTranslator {
+	return translate.NewStream(up, c.endpoint, translate.StreamOptions{Model: c.model, IncludeUsage: c.clientUsage, Request: c.body})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -24,7 +25,7 @@ const (
 // useUpstreamWS decides whether c goes to lease's account over its
 // upstream WebSocket.
 func (s *Server) useUpstreamWS(c *call, lease *actors.Lease) bool {
-	if c.endpoint != upstream.EndpointResponses || !c.stream || !upstream.SupportsWebSocket(lease.Transport) {
+	if c.endpoint != translate.Responses || !c.stream || !upstream.SupportsWebSocket(lease.Transport) {
 		return false
 	}
 	switch s.cfg.WebSocket.Upstream {
@@ -41,7 +42,7 @@ func (s *Server) useUpstreamWS(c *call, lease *actors.Lease) bool {
 // account's upstream WebSocket when useUpstreamWS says so, else (and once
 // more on the same lease when the WebSocket refused the frame with close
 // 1009, or had no free connection) over HTTP.
-func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up upstream.Endpoint, body []byte) (*upstream.Response, error) {
+func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, body []byte) (*upstream.Response, error) {
 	req := &upstream.Request{Endpoint: up, Stream: c.stream, Body: body, Header: c.header}
 	if up == c.endpoint {
 		req.RawQuery = c.rawQuery // the client's own query means something only in its own protocol

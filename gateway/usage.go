@@ -10,14 +10,14 @@ import (
 type usage struct{ input, cached, output, reasoning int64 }
 
 // usageFromBody reads usage from a non-stream answer of endpoint ep.
-func usageFromBody(ep upstream.Endpoint, body []byte) usage {
+func usageFromBody(ep translate.Protocol, body []byte) usage {
 	switch ep {
-	case upstream.EndpointChat:
+	case translate.Chat:
 		u, _ := chatUsage(body)
 		return u
-	case upstream.EndpointResponses:
+	case translate.Responses:
 		return responsesObjectUsage(gjson.GetBytes(body, "usage"))
-	case upstream.EndpointMessages:
+	case translate.Messages:
 		return messagesUsage(upstream.MessagesBodyUsage(body))
 	}
 	return usage{}
@@ -66,20 +66,20 @@ func responsesObjectUsage(u gjson.Result) usage {
 }
 
 // isContent reports whether ev carries answer content (for time to first token).
-func isContent(ep upstream.Endpoint, ev translate.Event) bool {
+func isContent(ep translate.Protocol, ev translate.Event) bool {
 	switch ep {
-	case upstream.EndpointChat:
+	case translate.Chat:
 		return gjson.GetBytes(ev.Data, "choices.0.delta.content").Str != "" ||
 			gjson.GetBytes(ev.Data, "choices.0.delta.tool_calls").Exists() ||
 			gjson.GetBytes(ev.Data, "choices.0.delta.reasoning_content").Str != ""
-	case upstream.EndpointResponses:
+	case translate.Responses:
 		switch string(ev.Name) {
 		case "response.output_text.delta", "response.function_call_arguments.delta",
 			"response.reasoning_summary_text.delta", "response.output_item.added",
 			"response.refusal.delta":
 			return true
 		}
-	case upstream.EndpointMessages:
+	case translate.Messages:
 		// message_start and ping carry no content; every content_block_delta
 		// (text, tool input, thinking) does, and a block that starts with
 		// content (tool_use).
@@ -95,13 +95,13 @@ func isContent(ep upstream.Endpoint, ev translate.Event) bool {
 // (https://platform.openai.com/docs/api-reference/responses-streaming/error).
 // Messages: `event: error` with Anthropic's error object, after which the
 // API sends nothing more (https://docs.claude.com/en/docs/build-with-claude/streaming).
-func appendStreamError(dst []byte, ep upstream.Endpoint, respID, reqID, msg string) []byte {
+func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg string) []byte {
 	switch ep {
-	case upstream.EndpointMessages:
+	case translate.Messages:
 		dst = append(dst, "event: error\ndata: "...)
 		dst = appendAnthropicError(dst, 502, msg, reqID)
 		return append(dst[:len(dst)-1], "\n\n"...) // appendAnthropicError ends with one newline
-	case upstream.EndpointResponses:
+	case translate.Responses:
 		if respID == "" {
 			respID = "resp_" + reqID
 		}

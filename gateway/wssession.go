@@ -205,7 +205,7 @@ func (ss *wsSession) create(frame []byte) {
 		_ = ss.writeError(aerr)
 		return
 	}
-	c := &call{id: newRequestID(), endpoint: upstream.EndpointResponses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
+	c := &call{id: newRequestID(), endpoint: translate.Responses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
 	s.metrics.inflight.Inc()
 	s.serving.Add(1)
 	status := ss.serve(c, f)
@@ -386,7 +386,7 @@ func (ss *wsSession) relay(st *stream) ([]byte, string) {
 			continue
 		}
 		if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
-			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.String(), "to", st.c.endpoint.String(), "err", err)
+			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
 			st.untranslatable = true
 			break
 		}
@@ -403,7 +403,7 @@ func (ss *wsSession) relay(st *stream) ([]byte, string) {
 		case !st.clean && st.tr != nil:
 			sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke))
 		case !st.clean:
-			sendAll(appendStreamError(nil, upstream.EndpointResponses, st.respID, st.c.id, msgStreamBroke))
+			sendAll(appendStreamError(nil, translate.Responses, st.respID, st.c.id, msgStreamBroke))
 		case st.tr != nil:
 			sendAll(st.tr.Finish(st.out[:0]))
 		}

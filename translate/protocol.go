@@ -2,14 +2,17 @@ package translate
 
 import "strconv"
 
-// Protocol is a wire protocol a client or an upstream speaks.
+// Protocol is a wire protocol a client or an upstream speaks, and so the
+// endpoint a request goes to: the gateway's client endpoints, the upstream
+// transports (upstream.Request.Endpoint) and the translators all name
+// protocols with it. The zero value is no protocol.
 type Protocol uint8
 
-// The three protocols Troupe translates among.
+// The three protocols Troupe speaks and translates among.
 const (
-	Chat      Protocol = iota + 1 // OpenAI Chat Completions (POST /v1/chat/completions)
-	Responses                     // OpenAI Responses (POST /v1/responses)
-	Messages                      // Anthropic Messages (POST /v1/messages)
+	Chat      Protocol = iota + 1 // OpenAI Chat Completions: POST /v1/chat/completions, upstream {base}/chat/completions
+	Responses                     // OpenAI Responses: POST /v1/responses, upstream {base}/responses
+	Messages                      // Anthropic Messages: POST /v1/messages, upstream {base}/messages
 )
 
 // String returns "chat", "responses" or "messages" ("protocol(N)" for an
@@ -24,6 +27,21 @@ func (p Protocol) String() string {
 		return "messages"
 	}
 	return "protocol(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Route returns the protocol's route name, "chat.completions", "responses"
+// or "messages" ("unknown" for another value): the label of the gateway's
+// metrics, the route of its usage records and the policy's request.protocol.
+func (p Protocol) Route() string {
+	switch p {
+	case Chat:
+		return "chat.completions"
+	case Responses:
+		return "responses"
+	case Messages:
+		return "messages"
+	}
+	return "unknown"
 }
 
 func (p Protocol) valid() bool { return p >= Chat && p <= Messages }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // DefaultAnthropicBaseURL is the base URL of provider anthropic accounts
@@ -105,7 +106,7 @@ func withBeta(u *url.URL) *url.URL {
 // Do sends req to {base}/v1/messages; see New for the headers. A client
 // query of beta=true (Request.RawQuery; Claude Code sends it) is kept.
 func (t *anthropic) Do(ctx context.Context, req *Request) (*Response, error) {
-	if req.Endpoint != EndpointMessages {
+	if req.Endpoint != translate.Messages {
 		return nil, unsupported(storage.ProviderAnthropic, req.Endpoint)
 	}
 	target := t.msgURL
@@ -123,9 +124,9 @@ func (t *anthropic) Do(ctx context.Context, req *Request) (*Response, error) {
 }
 
 // CountTokens sends req to {base}/v1/messages/count_tokens, always asking
-// for JSON; see TokenCounter. req.Endpoint must be EndpointMessages (or 0).
+// for JSON; see TokenCounter. req.Endpoint must be translate.Messages (or 0).
 func (t *anthropic) CountTokens(ctx context.Context, req *Request) (*Response, error) {
-	if req.Endpoint != EndpointMessages && req.Endpoint != 0 {
+	if req.Endpoint != translate.Messages && req.Endpoint != 0 {
 		return nil, unsupported(storage.ProviderAnthropic, req.Endpoint)
 	}
 	target := t.countURL

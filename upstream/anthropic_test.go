@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // servedHead turns a recorded .http response head into answer headers.
@@ -40,7 +41,7 @@ func TestAnthropicStreamRequest(t *testing.T) {
 	client.Set("X-App", "cli")
 	client.Set("X-Claude-Code-Session-Id", "sess-1")
 	client.Set("Anthropic-Dangerous-Direct-Browser-Access", "true")
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Stream: true, Body: body, Header: client, RawQuery: "beta=true"})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Stream: true, Body: body, Header: client, RawQuery: "beta=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestAnthropicJSONRequest(t *testing.T) {
 		{srv.URL + "/proxy?t=1", "x=2&beta=true", "/proxy/v1/messages", "t=1&beta=true"},
 	} {
 		tr := mustNew(t, account(storage.ProviderAnthropic, tc.base), Options{UserAgent: "my-agent/1"})
-		resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Body: []byte(`{"model":"m"}`), RawQuery: tc.query})
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Body: []byte(`{"model":"m"}`), RawQuery: tc.query})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestAnthropicVersionFallback(t *testing.T) {
 		if v != nil {
 			h["Anthropic-Version"] = v
 		}
-		resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Body: []byte(`{}`), Header: h})
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Body: []byte(`{}`), Header: h})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestAnthropicDefaultBaseURL(t *testing.T) {
 		a.msgBetaURL.String() != "https://api.anthropic.com/v1/messages?beta=true" {
 		t.Errorf("URLs %q %q %q", a.msgURL, a.countURL, a.msgBetaURL)
 	}
-	if !Supports(storage.ProviderAnthropic, EndpointMessages) || Supports(storage.ProviderAnthropic, EndpointChat) || Supports(storage.ProviderAnthropic, EndpointResponses) {
+	if !Supports(storage.ProviderAnthropic, translate.Messages) || Supports(storage.ProviderAnthropic, translate.Chat) || Supports(storage.ProviderAnthropic, translate.Responses) {
 		t.Error("anthropic must speak Messages only")
 	}
 }
@@ -157,7 +158,7 @@ func TestAnthropicCountTokens(t *testing.T) {
 	h.Set("Anthropic-Beta", "token-counting-2024-11-01")
 	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`)
 	// Stream is ignored: counting always answers JSON.
-	resp, err := tc.CountTokens(context.Background(), &Request{Endpoint: EndpointMessages, Stream: true, Body: body, Header: h, RawQuery: "beta=true"})
+	resp, err := tc.CountTokens(context.Background(), &Request{Endpoint: translate.Messages, Stream: true, Body: body, Header: h, RawQuery: "beta=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestAnthropicCountTokens(t *testing.T) {
 	if r.Header.Get("Accept") != "application/json" || r.Header.Get("X-Api-Key") != secretKey || r.Header.Get("Anthropic-Beta") != "token-counting-2024-11-01" {
 		t.Errorf("headers %v", r.Header)
 	}
-	if _, err := tc.CountTokens(context.Background(), &Request{Endpoint: EndpointChat, Body: body}); !errors.Is(err, ErrUnsupportedEndpoint) {
+	if _, err := tc.CountTokens(context.Background(), &Request{Endpoint: translate.Chat, Body: body}); !errors.Is(err, ErrUnsupportedEndpoint) {
 		t.Errorf("count tokens for chat: %v", err)
 	}
 	for _, p := range []storage.Provider{storage.ProviderOpenAI, storage.ProviderCodex} {
@@ -192,7 +193,7 @@ func TestAnthropicErrorsPassThrough(t *testing.T) {
 	srv, _ := recordServer(t, answer{status: status, header: hdr, body: errBody})
 	tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
 	for _, stream := range []bool{true, false} {
-		resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Stream: stream, Body: []byte(`{}`)})
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Stream: stream, Body: []byte(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func TestAnthropicWrongContentType(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := recordServer(t, tc.ans)
 			tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
-			_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Stream: tc.stream, Body: []byte(`{}`)})
+			_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Stream: tc.stream, Body: []byte(`{}`)})
 			if KindOf(err) != KindProtocol || !errors.Is(err, ErrWrongContentType) {
 				t.Fatalf("got %v", err)
 			}
@@ -234,7 +235,7 @@ func TestAnthropicWrongContentType(t *testing.T) {
 func TestAnthropicUnsupportedEndpoint(t *testing.T) {
 	srv, got := recordServer(t, jsonAnswer(200, []byte(`{}`)))
 	tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
-	for _, e := range []Endpoint{EndpointChat, EndpointResponses, 0} {
+	for _, e := range []translate.Protocol{translate.Chat, translate.Responses, 0} {
 		_, err := tr.Do(context.Background(), &Request{Endpoint: e, Body: []byte(`{}`)})
 		var ue *Error
 		if !errors.As(err, &ue) || ue.Kind != KindRequest || !errors.Is(err, ErrUnsupportedEndpoint) || ue.Sent() {
@@ -266,7 +267,7 @@ func TestAnthropicConformance(t *testing.T) {
 	t.Run("header timeout", func(t *testing.T) {
 		srv, _ := stallServer(t)
 		tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{HeaderTimeout: 100 * time.Millisecond})
-		_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Stream: true, Body: []byte(`{}`)})
+		_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Stream: true, Body: []byte(`{}`)})
 		if KindOf(err) != KindTimeout || !errors.Is(err, ErrHeaderTimeout) {
 			t.Fatalf("got %v", err)
 		}
@@ -277,7 +278,7 @@ func TestAnthropicConformance(t *testing.T) {
 		tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		resp, err := tr.Do(ctx, &Request{Endpoint: EndpointMessages, Stream: true, Body: []byte(`{}`)})
+		resp, err := tr.Do(ctx, &Request{Endpoint: translate.Messages, Stream: true, Body: []byte(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +305,7 @@ func TestAnthropicConformance(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		tr := mustNew(t, account(storage.ProviderAnthropic, "http://"+addr), Options{})
-		_, err = tr.Do(context.Background(), &Request{Endpoint: EndpointMessages, Stream: true, Body: []byte(`{}`)})
+		_, err = tr.Do(context.Background(), &Request{Endpoint: translate.Messages, Stream: true, Body: []byte(`{}`)})
 		var ue *Error
 		if !errors.As(err, &ue) || ue.Kind != KindDial || ue.Sent() {
 			t.Fatalf("got %v", err)
@@ -327,7 +328,7 @@ func BenchmarkAnthropicStreamInMemory(b *testing.B) {
 	tr := mustNew(b, account(storage.ProviderAnthropic, "https://api.example.com"), Options{}).(*anthropic)
 	tr.rt = rt // what New does with the shared client
 	client := http.Header{"Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"claude-code-20250219"}}
-	req := &Request{Endpoint: EndpointMessages, Stream: true, Body: []byte(`{"model":"m","stream":true}`), Header: client, RawQuery: "beta=true"}
+	req := &Request{Endpoint: translate.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true}`), Header: client, RawQuery: "beta=true"}
 	buf := make([]byte, 32<<10)
 	b.ReportAllocs()
 	for b.Loop() {

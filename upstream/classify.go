@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Class is a failure class: what a failed upstream attempt means for the
@@ -344,20 +345,20 @@ func tryAgainIn(msg string) time.Duration {
 // Sources: https://platform.openai.com/docs/api-reference/responses-streaming/error,
 // openai-python's _streaming.py and
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming#error-events.
-func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isError bool) {
+func ClassifyEvent(ep translate.Protocol, name, data []byte) (v Verdict, msg string, isError bool) {
 	var e gjson.Result
 	switch ep {
-	case EndpointMessages:
+	case translate.Messages:
 		if MessagesEventKind(name, data) != MessagesError {
 			return Verdict{}, "", false
 		}
 		return messagesErrorVerdict(gjson.GetBytes(data, "error"))
-	case EndpointChat:
+	case translate.Chat:
 		if !bytes.Contains(data, []byte(`"error"`)) {
 			return Verdict{}, "", false
 		}
 		e = gjson.GetBytes(data, "error")
-	case EndpointResponses:
+	case translate.Responses:
 		switch string(name) {
 		case "error":
 			e = gjson.GetBytes(data, "error")
@@ -373,7 +374,7 @@ func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isErr
 		return Verdict{}, "", false
 	}
 	if !e.IsObject() {
-		if ep == EndpointChat {
+		if ep == translate.Chat {
 			return Verdict{}, "", false
 		}
 	}
@@ -395,18 +396,18 @@ func ClassifyEvent(ep Endpoint, name, data []byte) (v Verdict, msg string, isErr
 // a Responses object whose status is "failed", or, for Messages, an
 // Anthropic error object ({"type":"error","error":{…}}) instead of a message. It reports whether the body
 // is an error and, if so, its verdict and message.
-func ClassifyBody(ep Endpoint, body []byte) (v Verdict, msg string, isError bool) {
+func ClassifyBody(ep translate.Protocol, body []byte) (v Verdict, msg string, isError bool) {
 	root := gjson.ParseBytes(body)
-	if ep == EndpointMessages {
+	if ep == translate.Messages {
 		if root.Get("type").Str != "error" {
 			return Verdict{}, "", false
 		}
 		return messagesErrorVerdict(root.Get("error"))
 	}
 	e := root.Get("error")
-	if ep == EndpointResponses && root.Get("status").String() == "failed" {
+	if ep == translate.Responses && root.Get("status").String() == "failed" {
 		isError = true
-	} else if e.IsObject() && ep != EndpointResponses {
+	} else if e.IsObject() && ep != translate.Responses {
 		isError = true
 	}
 	if !isError {

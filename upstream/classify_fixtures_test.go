@@ -227,36 +227,36 @@ func TestClassifyEventFixtures(t *testing.T) {
 	const quotaMsg = "You exceeded your current quota"
 	cases := []struct {
 		file string // under testdata/
-		ep   Endpoint
+		ep   translate.Protocol
 		want []want // one per event
 	}{
-		{"responses-stream-error-event.sse", EndpointResponses, []want{
+		{"responses-stream-error-event.sse", translate.Responses, []want{
 			ok, ok, // created, in_progress
 			{true, ClassQuota, 0, quotaMsg}, // event: error, nested error{type,code:insufficient_quota}
 			{true, ClassQuota, 0, quotaMsg}, // response.failed, response.error.code insufficient_quota
 		}},
-		{"responses-stream-failed.sse", EndpointResponses, []want{
+		{"responses-stream-failed.sse", translate.Responses, []want{
 			{true, ClassRate, 11054 * time.Millisecond, "Rate limit reached for gpt-5.1"},
 		}},
-		{"responses-stream-failed-context-length.sse", EndpointResponses, []want{
+		{"responses-stream-failed-context-length.sse", translate.Responses, []want{
 			{true, ClassRequest, 0, "Your input exceeds the context window"},
 		}},
-		{"errors/openai-chat/stream-midstream-error.sse", EndpointChat, []want{
+		{"errors/openai-chat/stream-midstream-error.sse", translate.Chat, []want{
 			ok, ok, // role chunk, "Hi"
 			{true, ClassTransient, 0, "The server had an error"},
 		}},
 		// Anthropic: `event: error` (overloaded_error) after a first delta.
-		{"errors/anthropic-messages/stream-error-overloaded.sse", EndpointMessages, []want{
+		{"errors/anthropic-messages/stream-error-overloaded.sse", translate.Messages, []want{
 			ok, ok, ok, // message_start, content_block_start, "Hello"
 			{true, ClassTransient, 0, "Overloaded"},
 		}},
-		{"messages-stream-text.sse", EndpointMessages, nil},
-		{"messages-stream-tooluse.sse", EndpointMessages, nil},
-		{"messages-stream-thinking.sse", EndpointMessages, nil},
+		{"messages-stream-text.sse", translate.Messages, nil},
+		{"messages-stream-tooluse.sse", translate.Messages, nil},
+		{"messages-stream-thinking.sse", translate.Messages, nil},
 		// Negative controls: normal streams carry no error.
-		{"chat-stream-text.sse", EndpointChat, nil},
-		{"responses-stream-text.sse", EndpointResponses, nil},
-		{"responses-stream-incomplete.sse", EndpointResponses, nil},
+		{"chat-stream-text.sse", translate.Chat, nil},
+		{"responses-stream-text.sse", translate.Responses, nil},
+		{"responses-stream-incomplete.sse", translate.Responses, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {

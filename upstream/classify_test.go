@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Bodies below are the shapes in testdata/ (see its README for sources).
@@ -43,18 +45,18 @@ func TestClassify(t *testing.T) {
 
 func TestClassifyEvent(t *testing.T) {
 	cases := []struct {
-		ep         Endpoint
+		ep         translate.Protocol
 		name, data string
 		isErr      bool
 		class      Class
 		retry      time.Duration
 	}{
-		{EndpointResponses, "error", `{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota","param":null}}`, true, ClassQuota, 0},
-		{EndpointResponses, "response.failed", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5.1. Please try again in 11.054s. Visit https://platform.openai.com"}}}`, true, ClassRate, 11054 * time.Millisecond},
-		{EndpointResponses, "response.failed", `{"type":"response.failed","response":{"error":{"code":"context_length_exceeded","message":"too long"}}}`, true, ClassRequest, 0},
-		{EndpointResponses, "response.output_text.delta", `{"delta":"error"}`, false, ClassNone, 0},
-		{EndpointChat, "", `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`, true, ClassTransient, 0},
-		{EndpointChat, "", `{"choices":[{"delta":{"content":"an \"error\" word"}}]}`, false, ClassNone, 0},
+		{translate.Responses, "error", `{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota","param":null}}`, true, ClassQuota, 0},
+		{translate.Responses, "response.failed", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5.1. Please try again in 11.054s. Visit https://platform.openai.com"}}}`, true, ClassRate, 11054 * time.Millisecond},
+		{translate.Responses, "response.failed", `{"type":"response.failed","response":{"error":{"code":"context_length_exceeded","message":"too long"}}}`, true, ClassRequest, 0},
+		{translate.Responses, "response.output_text.delta", `{"delta":"error"}`, false, ClassNone, 0},
+		{translate.Chat, "", `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`, true, ClassTransient, 0},
+		{translate.Chat, "", `{"choices":[{"delta":{"content":"an \"error\" word"}}]}`, false, ClassNone, 0},
 	}
 	for _, c := range cases {
 		v, _, isErr := ClassifyEvent(c.ep, []byte(c.name), []byte(c.data))
@@ -66,15 +68,15 @@ func TestClassifyEvent(t *testing.T) {
 
 func TestClassifyBody(t *testing.T) {
 	cases := []struct {
-		ep    Endpoint
+		ep    translate.Protocol
 		body  string
 		isErr bool
 		class Class
 	}{
-		{EndpointChat, `{"id":"c","choices":[{"message":{"content":"error"}}]}`, false, ClassNone},
-		{EndpointChat, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`, true, ClassTransient},
-		{EndpointResponses, `{"id":"r","status":"completed","error":null}`, false, ClassNone},
-		{EndpointResponses, `{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"slow down"}}`, true, ClassRate},
+		{translate.Chat, `{"id":"c","choices":[{"message":{"content":"error"}}]}`, false, ClassNone},
+		{translate.Chat, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`, true, ClassTransient},
+		{translate.Responses, `{"id":"r","status":"completed","error":null}`, false, ClassNone},
+		{translate.Responses, `{"id":"r","status":"failed","error":{"code":"rate_limit_exceeded","message":"slow down"}}`, true, ClassRate},
 	}
 	for _, c := range cases {
 		v, _, isErr := ClassifyBody(c.ep, []byte(c.body))

@@ -152,7 +152,7 @@ func newCodex(a storage.Account, b base, opts Options) (*codex, error) {
 // had no event at all. Non-2xx upstream answers are returned as they are,
 // stream or not.
 func (t *codex) Do(ctx context.Context, req *Request) (*Response, error) {
-	if req.Endpoint != EndpointResponses {
+	if req.Endpoint != translate.Responses {
 		return nil, unsupported(storage.ProviderCodex, req.Endpoint)
 	}
 	body, err := codexBody(req.Body)

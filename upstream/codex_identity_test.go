@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-gw/troupe/bench/codexmock"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 func TestCodexIdentityAgainstMock(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCodexIdentityAgainstMock(t *testing.T) {
 	defer cancel()
 	send := func(id string, h http.Header, body string) {
 		t.Helper()
-		resp, err := transports[id].Do(ctx, &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(body), Header: h})
+		resp, err := transports[id].Do(ctx, &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(body), Header: h})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func BenchmarkCodexIdentity(b *testing.B) {
 	client := headersFromFixture(b, "codex-request-headers.http")
 	id := NewIdentity([]byte("secret"))
 	t := &codex{identity: id, identityKey: "acct-1", installation: id.Installation("acct-1")}
-	req := &Request{Endpoint: EndpointResponses, Stream: true, Body: body, Header: client}
+	req := &Request{Endpoint: translate.Responses, Stream: true, Body: body, Header: client}
 	b.ReportAllocs()
 	for b.Loop() {
 		out, ids, err := t.applyIdentity(body, req)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Compactor is an optional capability of a Transport: compacting a
@@ -39,7 +40,7 @@ func (j jsonAccept) setHeader(h http.Header, req *Request) {
 // openai_compat accounts do not speak Responses: ErrUnsupportedEndpoint.
 func (t *openAI) Compact(ctx context.Context, req *Request) (*Response, error) {
 	if t.respURL == nil {
-		return nil, unsupported(t.provider, EndpointResponses)
+		return nil, unsupported(t.provider, translate.Responses)
 	}
 	return compact(ctx, &t.base, compactURL(t.respURL), t, req)
 }

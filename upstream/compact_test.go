@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // TestCompact checks where Compact sends the body and how: openai and codex
@@ -40,7 +41,7 @@ func TestCompact(t *testing.T) {
 		if !ok || !SupportsCompact(tc.p) {
 			t.Fatalf("%s: no Compactor", tc.p)
 		}
-		resp, err := c.Compact(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: in})
+		resp, err := c.Compact(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: in})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.p, err)
 		}

@@ -3,6 +3,8 @@ package upstream
 import (
 	"net/http"
 	"testing"
+
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // FuzzClassifyMessages feeds arbitrary bodies and event data to the
@@ -32,10 +34,10 @@ func FuzzClassifyMessages(f *testing.F) {
 				t.Fatalf("Classify(%d) = %+v", st, v)
 			}
 		}
-		if v, _, isErr := ClassifyEvent(EndpointMessages, []byte(name), data); isErr && v.Class == ClassNone {
+		if v, _, isErr := ClassifyEvent(translate.Messages, []byte(name), data); isErr && v.Class == ClassNone {
 			t.Fatal("an error event of class none")
 		}
-		if v, _, isErr := ClassifyBody(EndpointMessages, data); isErr && v.Class == ClassNone {
+		if v, _, isErr := ClassifyBody(translate.Messages, data); isErr && v.Class == ClassNone {
 			t.Fatal("an error body of class none")
 		}
 		k := MessagesEventKind([]byte(name), data)

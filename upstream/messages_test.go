@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Anthropic failure shapes without a recorded fixture: the statuses and
@@ -78,12 +80,12 @@ func TestClassifyMessagesEventAndBody(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, name := range []string{"error", ""} { // named, and unnamed with the type in the data
-			v, msg, isErr := ClassifyEvent(EndpointMessages, []byte(name), []byte(c.data))
+			v, msg, isErr := ClassifyEvent(translate.Messages, []byte(name), []byte(c.data))
 			if !isErr || v.Class != c.class || !strings.HasPrefix(msg, c.msg) {
 				t.Errorf("event %q %s: got %v %v %q", name, c.data, isErr, v.Class, msg)
 			}
 		}
-		v, msg, isErr := ClassifyBody(EndpointMessages, []byte(c.data))
+		v, msg, isErr := ClassifyBody(translate.Messages, []byte(c.data))
 		if !isErr || v.Class != c.class || !strings.HasPrefix(msg, c.msg) {
 			t.Errorf("body %s: got %v %v %q", c.data, isErr, v.Class, msg)
 		}
@@ -94,11 +96,11 @@ func TestClassifyMessagesEventAndBody(t *testing.T) {
 		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`},
 		{"ping", `{"type": "ping"}`},
 	} {
-		if _, _, isErr := ClassifyEvent(EndpointMessages, []byte(ev[0]), []byte(ev[1])); isErr {
+		if _, _, isErr := ClassifyEvent(translate.Messages, []byte(ev[0]), []byte(ev[1])); isErr {
 			t.Errorf("%s classified as an error", ev[0])
 		}
 	}
-	if _, _, isErr := ClassifyBody(EndpointMessages, testdata(t, "messages-nonstream-text.response.json")); isErr {
+	if _, _, isErr := ClassifyBody(translate.Messages, testdata(t, "messages-nonstream-text.response.json")); isErr {
 		t.Error("a message body classified as an error")
 	}
 }
@@ -163,7 +165,7 @@ func TestMessagesEventKindFixtures(t *testing.T) {
 func TestClassifyMessagesStreamFixture(t *testing.T) {
 	evs := sseEvents(t, testdata(t, "errors/anthropic-messages/stream-error-overloaded.sse"))
 	for i, ev := range evs {
-		v, msg, isErr := ClassifyEvent(EndpointMessages, ev.Name, ev.Data)
+		v, msg, isErr := ClassifyEvent(translate.Messages, ev.Name, ev.Data)
 		last := i == len(evs)-1
 		if isErr != last {
 			t.Errorf("event %d (%s): isErr %v", i, ev.Name, isErr)

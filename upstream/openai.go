@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // DefaultOpenAIBaseURL is the base URL of provider openai accounts that set none.
@@ -76,9 +77,9 @@ func newOpenAI(a storage.Account, b base, ua string) (*openAI, error) {
 func (t *openAI) Do(ctx context.Context, req *Request) (*Response, error) {
 	var target *url.URL
 	switch req.Endpoint {
-	case EndpointChat:
+	case translate.Chat:
 		target = t.chatURL
-	case EndpointResponses:
+	case translate.Responses:
 		target = t.respURL
 	}
 	if target == nil {

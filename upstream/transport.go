@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // DefaultHeaderTimeout is how long a streaming call waits for the upstream's
@@ -433,6 +434,6 @@ func absoluteHTTP(raw string) (*url.URL, bool) {
 }
 
 // unsupported is the error for an endpoint provider p does not speak.
-func unsupported(p storage.Provider, e Endpoint) error {
-	return &Error{Kind: KindRequest, Err: fmt.Errorf("%w: %s does not speak %s", ErrUnsupportedEndpoint, p, e)}
+func unsupported(p storage.Provider, e translate.Protocol) error {
+	return &Error{Kind: KindRequest, Err: fmt.Errorf("%w: %s does not speak %s", ErrUnsupportedEndpoint, p, e.Route())}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // Secrets used by every test account; no error string may contain them.
@@ -202,7 +203,7 @@ func TestOpenAIChatRequest(t *testing.T) {
 	client.Set("OpenAI-Organization", "org-client")
 	client.Set("X-Stainless-Os", "Linux")
 	client.Set("Cookie", "a=b")
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: body, Header: client})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: body, Header: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestOpenAIResponsesRequest(t *testing.T) {
 	srv, got := recordServer(t, jsonAnswer(200, []byte(`{"id":"resp_1","object":"response"}`)))
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL+"/v1?tenant=x"), Options{UserAgent: "my-agent/1"})
 	body := []byte(`{"model":"gpt-5","input":"hi"}`)
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Body: body})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestOpenAIErrorStatusPassesThrough(t *testing.T) {
 	errBody := []byte(`{"error":{"message":"Rate limit reached","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
 	srv, _ := recordServer(t, answer{status: 429, header: map[string]string{"Content-Type": "application/json", "Retry-After": "3"}, body: errBody})
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{})
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestWrongContentType(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := recordServer(t, tc.ans)
 			tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{})
-			_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: tc.stream, Body: []byte(`{}`)})
+			_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: tc.stream, Body: []byte(`{}`)})
 			if KindOf(err) != KindProtocol || !errors.Is(err, ErrWrongContentType) {
 				t.Fatalf("got %v", err)
 			}
@@ -299,14 +300,14 @@ func TestUnsupportedEndpoint(t *testing.T) {
 	srv, got := recordServer(t, jsonAnswer(200, []byte(`{}`)))
 	for _, tc := range []struct {
 		p storage.Provider
-		e Endpoint
+		e translate.Protocol
 	}{
-		{storage.ProviderOpenAICompat, EndpointResponses},
-		{storage.ProviderOpenAICompat, EndpointMessages},
-		{storage.ProviderOpenAI, EndpointMessages},
+		{storage.ProviderOpenAICompat, translate.Responses},
+		{storage.ProviderOpenAICompat, translate.Messages},
+		{storage.ProviderOpenAI, translate.Messages},
 		{storage.ProviderOpenAI, 0},
-		{storage.ProviderCodex, EndpointChat},
-		{storage.ProviderCodex, EndpointMessages},
+		{storage.ProviderCodex, translate.Chat},
+		{storage.ProviderCodex, translate.Messages},
 	} {
 		tr := mustNew(t, account(tc.p, srv.URL), Options{})
 		_, err := tr.Do(context.Background(), &Request{Endpoint: tc.e, Body: []byte(`{}`)})
@@ -336,7 +337,7 @@ func TestCodexRequest(t *testing.T) {
 	client.Set("Chatgpt-Account-Id", "client-account") // must not win over the account's
 	client.Set("Cookie", "a=b")
 	body := testdata(t, "codex-request-body.json")
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: body, Header: client})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: body, Header: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestCodexBodyRewriteOnTheWire(t *testing.T) {
 	fixture := testdata(t, "codex-request-body.json")
 	in := bytes.Replace(fixture, []byte(`"store": false`), []byte(`"store": true`), 1)
 	orig := bytes.Clone(in)
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: in})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: in})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestCodexBodyRewriteOnTheWire(t *testing.T) {
 	if !bytes.Equal(in, orig) {
 		t.Error("Request.Body was modified")
 	}
-	_, err = tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Body: []byte("[]")})
+	_, err = tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Body: []byte("[]")})
 	if KindOf(err) != KindRequest {
 		t.Errorf("non-object body: %v", err)
 	}
@@ -469,7 +470,7 @@ func TestCodexAccountIDFromJWT(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := account(storage.ProviderCodex, srv.URL)
 			a.Credentials = tc.c
-			resp, err := mustNew(t, a, Options{}).Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(`{}`)})
+			resp, err := mustNew(t, a, Options{}).Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -541,7 +542,7 @@ func TestCodexNonStream(t *testing.T) {
 			srv, got := recordServer(t, tc.ans)
 			tr := mustNew(t, account(storage.ProviderCodex, srv.URL), Options{})
 			in := []byte(`{"model":"gpt-5.4","input":"hi","stream":false,"store":true}`)
-			resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: false, Body: in})
+			resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: false, Body: in})
 			if sent := got(); len(sent) != 1 || string(sent[0].Body) != `{"model":"gpt-5.4","input":"hi","stream":true,"store":false}` {
 				t.Fatalf("sent %+v", sent)
 			}
@@ -621,7 +622,7 @@ func TestCodexStreamPassthrough(t *testing.T) {
 	text := testdata(t, "responses-stream-text.sse")
 	srv, _ := recordServer(t, sseAnswer(text))
 	tr := mustNew(t, account(storage.ProviderCodex, srv.URL), Options{})
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(`{}`)})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +666,7 @@ func TestCancelMidStream(t *testing.T) {
 			tr := mustNew(t, account(p, srv.URL), Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			resp, err := tr.Do(ctx, &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(`{}`)})
+			resp, err := tr.Do(ctx, &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -698,7 +699,7 @@ func TestCancelDuringAssembly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := tr.Do(ctx, &Request{Endpoint: EndpointResponses, Stream: false, Body: []byte(`{}`)})
+	_, err := tr.Do(ctx, &Request{Endpoint: translate.Responses, Stream: false, Body: []byte(`{}`)})
 	if KindOf(err) != KindCanceled || time.Since(start) > 3*time.Second {
 		t.Fatalf("got %v after %v", err, time.Since(start))
 	}
@@ -732,7 +733,7 @@ func TestHeaderTimeout(t *testing.T) {
 	for _, p := range []storage.Provider{storage.ProviderOpenAI, storage.ProviderCodex} {
 		tr := mustNew(t, account(p, srv.URL), Options{HeaderTimeout: 100 * time.Millisecond})
 		start := time.Now()
-		_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(`{}`)})
+		_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(`{}`)})
 		if KindOf(err) != KindTimeout || !errors.Is(err, ErrHeaderTimeout) {
 			t.Fatalf("%s: got %v", p, err)
 		}
@@ -753,7 +754,7 @@ func TestHeaderTimeoutDoesNotCutTheBody(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{HeaderTimeout: 100 * time.Millisecond})
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -786,7 +787,7 @@ func TestCallerDeadline(t *testing.T) {
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{HeaderTimeout: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := tr.Do(ctx, &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+	_, err := tr.Do(ctx, &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 	if KindOf(err) != KindTimeout || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v", err)
 	}
@@ -797,7 +798,7 @@ func TestCanceledBeforeDo(t *testing.T) {
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := tr.Do(ctx, &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+	_, err := tr.Do(ctx, &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 	if KindOf(err) != KindCanceled || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
@@ -815,7 +816,7 @@ func TestDialError(t *testing.T) {
 	ln.Close()
 	for _, p := range []storage.Provider{storage.ProviderOpenAI, storage.ProviderCodex} {
 		tr := mustNew(t, account(p, "http://"+addr+"/v1"), Options{})
-		_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Stream: true, Body: []byte(`{}`)})
+		_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Responses, Stream: true, Body: []byte(`{}`)})
 		var ue *Error
 		if !errors.As(err, &ue) || ue.Kind != KindDial || ue.Sent() {
 			t.Fatalf("%s: got %v", p, err)
@@ -830,7 +831,7 @@ func TestTLSError(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{}) // the shared client does not trust the test CA
-	_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Body: []byte(`{}`)})
+	_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
 	if KindOf(err) != KindTLS {
 		t.Fatalf("got %v (kind %s)", err, KindOf(err))
 	}
@@ -869,7 +870,7 @@ func TestHTTP2AndConnectionReuse(t *testing.T) {
 		mu.Unlock()
 		tr := mustNew(t, account(storage.ProviderOpenAI, tc.url), Options{Client: client})
 		for range 3 {
-			resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+			resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -891,7 +892,7 @@ func TestNoRedirects(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{})
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Body: []byte(`{}`)})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -939,7 +940,7 @@ func BenchmarkOpenAIChatStream(b *testing.B) {
 	defer srv.Close()
 	tr := mustNew(b, account(storage.ProviderOpenAI, srv.URL), Options{})
 	body := []byte(`{"model":"gpt-5-nano","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	req := &Request{Endpoint: EndpointChat, Stream: true, Body: body}
+	req := &Request{Endpoint: translate.Chat, Stream: true, Body: body}
 	ctx := context.Background()
 	buf := make([]byte, 32<<10)
 	b.ReportAllocs()
@@ -965,7 +966,7 @@ func BenchmarkCodexNonStream(b *testing.B) {
 	}))
 	defer srv.Close()
 	tr := mustNew(b, account(storage.ProviderCodex, srv.URL), Options{})
-	req := &Request{Endpoint: EndpointResponses, Body: testdata(b, "codex-request-body.json")}
+	req := &Request{Endpoint: translate.Responses, Body: testdata(b, "codex-request-body.json")}
 	b.ReportAllocs()
 	for b.Loop() {
 		resp, err := tr.Do(context.Background(), req)
@@ -992,7 +993,7 @@ func BenchmarkOpenAIChatStreamInMemory(b *testing.B) {
 		return &http.Response{StatusCode: 200, Header: hdr, Body: io.NopCloser(&rd), Request: r}, nil
 	})}
 	acct := account(storage.ProviderOpenAI, "https://api.example.com/v1")
-	req := &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{"model":"m","stream":true}`)}
+	req := &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{"model":"m","stream":true}`)}
 	buf := make([]byte, 32<<10)
 	run := func(b *testing.B, tr Transport) {
 		b.ReportAllocs()
@@ -1032,13 +1033,13 @@ func TestConnErrors(t *testing.T) {
 	defer srv.Close()
 	tr := mustNew(t, account(storage.ProviderOpenAI, srv.URL), Options{})
 
-	_, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`),
+	_, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`),
 		Header: http.Header{"X-Request-Id": {"hangup"}}})
 	if KindOf(err) != KindConn {
 		t.Errorf("hang-up before the head: %v (kind %s)", err, KindOf(err))
 	}
 
-	resp, err := tr.Do(context.Background(), &Request{Endpoint: EndpointChat, Stream: true, Body: []byte(`{}`)})
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1050,7 +1051,7 @@ func TestConnErrors(t *testing.T) {
 
 	// The same cut through the codex assembler.
 	ctr := mustNew(t, account(storage.ProviderCodex, srv.URL), Options{})
-	_, err = ctr.Do(context.Background(), &Request{Endpoint: EndpointResponses, Body: []byte(`{}`)})
+	_, err = ctr.Do(context.Background(), &Request{Endpoint: translate.Responses, Body: []byte(`{}`)})
 	if KindOf(err) != KindConn {
 		t.Errorf("codex body cut short: %v (kind %s)", err, KindOf(err))
 	}

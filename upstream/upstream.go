@@ -12,52 +12,30 @@ import (
 	"net/http"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
-// Endpoint is the protocol a request speaks.
-type Endpoint uint8
-
-// Endpoints Troupe proxies.
-const (
-	EndpointChat      Endpoint = iota + 1 // OpenAI Chat Completions: POST {base}/chat/completions
-	EndpointResponses                     // OpenAI Responses: POST {base}/responses
-	EndpointMessages                      // Anthropic Messages: POST {base}/messages
-)
-
-// String returns the endpoint's route name ("chat.completions", "responses", "messages").
-func (e Endpoint) String() string {
-	switch e {
-	case EndpointChat:
-		return "chat.completions"
-	case EndpointResponses:
-		return "responses"
-	case EndpointMessages:
-		return "messages"
-	}
-	return "unknown"
-}
-
-// Supports reports whether provider p speaks endpoint e natively, without translation.
-func Supports(p storage.Provider, e Endpoint) bool {
+// Supports reports whether provider p speaks protocol e natively, without translation.
+func Supports(p storage.Provider, e translate.Protocol) bool {
 	switch p {
 	case storage.ProviderOpenAI:
-		return e == EndpointChat || e == EndpointResponses
+		return e == translate.Chat || e == translate.Responses
 	case storage.ProviderOpenAICompat:
-		return e == EndpointChat
+		return e == translate.Chat
 	case storage.ProviderCodex:
-		return e == EndpointResponses
+		return e == translate.Responses
 	case storage.ProviderAnthropic:
-		return e == EndpointMessages
+		return e == translate.Messages
 	}
 	return false
 }
 
 // Request is one upstream call on behalf of one account.
 type Request struct {
-	Endpoint Endpoint
-	Stream   bool        // the client asked for a stream
-	Body     []byte      // request JSON in Endpoint's protocol; the transport may rewrite fields its provider requires
-	Header   http.Header // client headers worth passing on (may be nil); auth headers are always the account's own
+	Endpoint translate.Protocol // the protocol the request speaks, and so the upstream endpoint it goes to
+	Stream   bool               // the client asked for a stream
+	Body     []byte             // request JSON in Endpoint's protocol; the transport may rewrite fields its provider requires
+	Header   http.Header        // client headers worth passing on (may be nil); auth headers are always the account's own
 	// RawQuery is the client's query string, without "?" (may be empty).
 	// Only what a provider documents is kept: anthropic keeps beta=true;
 	// the others ignore it.

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // ResponsesWebSocketBeta is the OpenAI-Beta value of the Responses WebSocket
@@ -109,7 +110,7 @@ func dialWSWith(ctx context.Context, d *websocket.Dialer, target string, h http.
 // ResponsesWebSocketBeta, as the Codex CLI does.
 func (t *codex) DialWebSocket(ctx context.Context, header http.Header) (*websocket.Conn, *Response, error) {
 	h := make(http.Header, 12)
-	t.setHeader(h, &Request{Endpoint: EndpointResponses, Stream: true, Header: header})
+	t.setHeader(h, &Request{Endpoint: translate.Responses, Stream: true, Header: header})
 	if t.identity != nil { // the account's session ids, as on HTTP (codex_identity.go)
 		setIdentityHeaders(h, header, codexIDs{session: t.identity.Session(t.identityKey, sessionInput(nil, header))})
 	}
@@ -135,7 +136,7 @@ func (t *codex) CreateFrame(body []byte) ([]byte, error) {
 		}
 	}
 	if t.identity != nil { // prompt_cache_key and installation id, as on HTTP
-		if out, _, err = t.applyIdentity(out, &Request{Endpoint: EndpointResponses}); err != nil {
+		if out, _, err = t.applyIdentity(out, &Request{Endpoint: translate.Responses}); err != nil {
 			return nil, &Error{Kind: KindRequest, Err: err}
 		}
 	}
@@ -147,10 +148,10 @@ func (t *codex) CreateFrame(body []byte) ([]byte, error) {
 // required). openai_compat accounts do not speak it.
 func (t *openAI) DialWebSocket(ctx context.Context, header http.Header) (*websocket.Conn, *Response, error) {
 	if t.respURL == nil {
-		return nil, nil, unsupported(t.provider, EndpointResponses)
+		return nil, nil, unsupported(t.provider, translate.Responses)
 	}
 	h := make(http.Header, 6)
-	t.setHeader(h, &Request{Endpoint: EndpointResponses, Stream: true, Header: header})
+	t.setHeader(h, &Request{Endpoint: translate.Responses, Stream: true, Header: header})
 	delete(h, "Accept")
 	delete(h, "Content-Type")
 	return dialWS(ctx, wsURL(t.respURL), h)

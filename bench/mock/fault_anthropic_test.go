@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -157,7 +158,7 @@ func TestAnthropicFaultStreams(t *testing.T) {
 		if len(evs) != 1 || evs[0] != fx[len(fx)-1] {
 			t.Errorf("events %+v, want the recorded overloaded error event", evs)
 		}
-		v, _, isErr := upstream.ClassifyEvent(upstream.EndpointMessages, []byte(evs[0].event), []byte(evs[0].data))
+		v, _, isErr := upstream.ClassifyEvent(translate.Messages, []byte(evs[0].event), []byte(evs[0].data))
 		if !isErr || v.Class != upstream.ClassTransient {
 			t.Errorf("classified %v %v", isErr, v.Class)
 		}
@@ -166,7 +167,7 @@ func TestAnthropicFaultStreams(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%v %v", err, resp)
 		}
-		if v, _, isErr := upstream.ClassifyBody(upstream.EndpointMessages, body); !isErr || v.Class != upstream.ClassTransient {
+		if v, _, isErr := upstream.ClassifyBody(translate.Messages, body); !isErr || v.Class != upstream.ClassTransient {
 			t.Errorf("JSON %s classified %v %v", body, isErr, v.Class)
 		}
 	})

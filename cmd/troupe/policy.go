@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -351,7 +352,7 @@ func simulatePolicy(ctx context.Context, w io.Writer, p *scripts.Policy, n, requ
 		rng := rand.New(rand.NewPCG(seed+uint64(wk), seed^0x9e3779b97f4a7c15))
 		wg.Go(func() {
 			for range next {
-				l, err := sys.Acquire(ctx, actors.AcquireRequest{Endpoint: upstream.EndpointChat, Model: "m", MaxWait: 5 * time.Second})
+				l, err := sys.Acquire(ctx, actors.AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
 				if err != nil {
 					mu.Lock()
 					failed++

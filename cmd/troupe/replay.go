@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -96,9 +97,9 @@ func replayWindow(since time.Duration, from, to string, limit int, now time.Time
 }
 
 // replayEndpoint maps a usage record's route back to its endpoint.
-func replayEndpoint(route string) (upstream.Endpoint, bool) {
-	for _, e := range []upstream.Endpoint{upstream.EndpointChat, upstream.EndpointResponses, upstream.EndpointMessages} {
-		if e.String() == route {
+func replayEndpoint(route string) (translate.Protocol, bool) {
+	for _, e := range []translate.Protocol{translate.Chat, translate.Responses, translate.Messages} {
+		if e.Route() == route {
 			return e, true
 		}
 	}
@@ -353,9 +354,9 @@ func replayFailure(ctx context.Context, sys *actors.System, ev storage.ErrorEven
 	if !ok {
 		return
 	}
-	ep := upstream.EndpointResponses
+	ep := translate.Responses
 	if !upstream.Supports(v.Provider, ep) {
-		ep = upstream.EndpointChat
+		ep = translate.Chat
 	}
 	model := "*"
 	if len(v.Models) > 0 {
