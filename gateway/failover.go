@@ -200,7 +200,8 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	}
 	lat := s.now().Sub(start)
 	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
-	s.served(c, lease, usageFromBody(up, body), lat, 0)
+	u, _ := translate.BodyUsage(up, body)
+	s.served(c, lease, u, lat, 0)
 	if up != c.endpoint {
 		out, err := translateAnswer(c, up, body)
 		if err != nil {
@@ -236,8 +237,8 @@ func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start 
 // latency, TTFT) and charges its tokens to the key. Only that attempt is
 // billed; its request-log record is written when the request ends
 // (Server.logRequest), with the status the client got.
-func (s *Server) served(c *call, l *actors.Lease, u usage, latency, ttft time.Duration) {
-	s.chargeTokens(&c.key, u.input+u.output)
+func (s *Server) served(c *call, l *actors.Lease, u translate.Usage, latency, ttft time.Duration) {
+	s.chargeTokens(&c.key, u.InputTokens+u.OutputTokens)
 	c.servedBy, c.usage, c.latency, c.ttft = l.AccountID, u, latency, ttft
 }
 
@@ -270,7 +271,7 @@ func (s *Server) logRequest(c *call, status int) {
 		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: account,
 		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, ErrorClass: class, Attempts: c.attempts,
 		Latency: latency, TTFT: c.ttft,
-		InputTokens: c.usage.input, CachedTokens: c.usage.cached, OutputTokens: c.usage.output, ReasoningTokens: c.usage.reasoning,
+		InputTokens: c.usage.InputTokens, CachedTokens: c.usage.CachedTokens, OutputTokens: c.usage.OutputTokens, ReasoningTokens: c.usage.ReasoningTokens,
 		Decision: decisionText(c),
 	})
 }

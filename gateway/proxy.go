@@ -72,10 +72,10 @@ type call struct {
 
 	authed bool // the client was authenticated: the request is logged (Server.logRequest)
 	// The attempt that served the client (Server.served), for its request-log record.
-	servedBy string        // account id ("" while none served)
-	usage    usage         // tokens served and billed
-	latency  time.Duration // serving attempt: start to last byte
-	ttft     time.Duration // serving attempt: time to first content
+	servedBy string          // account id ("" while none served)
+	usage    translate.Usage // tokens served and billed
+	latency  time.Duration   // serving attempt: start to last byte
+	ttft     time.Duration   // serving attempt: time to first content
 
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
 	only    string // the only account that may serve it: the owner of prevResp's state

@@ -43,15 +43,12 @@ type stream struct {
 	cancel context.CancelFunc // cancels this attempt's upstream call
 	start  time.Time          // when the attempt started
 
-	held  []byte // raw events read while holding, not yet written
-	ttft  time.Duration
-	usage usage
-	// msgUsage accumulates a Messages stream's usage (message_start, then
-	// message_delta's cumulative counts).
-	msgUsage upstream.MessagesUsage
-	respID   string           // Responses id from response.created, for a synthesized response.failed
-	clean    bool             // the stream ended with its protocol's terminal event
-	failed   upstream.Verdict // an error event arrived after commit
+	held   []byte // raw events read while holding, not yet written
+	ttft   time.Duration
+	usage  translate.Usage  // from the upstream's events, in its protocol
+	respID string           // Responses id from response.created, for a synthesized response.failed
+	clean  bool             // the stream ended with its protocol's terminal event
+	failed upstream.Verdict // an error event arrived after commit
 	// untranslatable: an upstream event could not be translated after commit
 	// (translate.ErrBadEvent, a malformed upstream event); the client got a
 	// stream error and the account is charged a broken stream.
@@ -174,6 +171,7 @@ func (st *stream) observe(ev translate.Event) {
 	if st.ttft == 0 && isContent(st.up, ev) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
+	st.usage.AddEvent(st.up, ev.Name, ev.Data)
 	switch st.up {
 	case translate.Chat:
 		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
@@ -181,18 +179,12 @@ func (st *stream) observe(ev translate.Event) {
 			// chunk carrying finish_reason instead.
 			st.clean = true
 		}
-		if bytes.Contains(ev.Data, usageKey) {
-			if u, ok := chatUsage(ev.Data); ok {
-				st.usage = u
-			}
-		}
 	case translate.Responses:
 		switch string(ev.Name) {
 		case "response.created":
 			st.respID = gjson.GetBytes(ev.Data, "response.id").String()
 		case "response.completed", "response.incomplete":
 			st.clean = true
-			st.usage = responsesUsage(ev.Data)
 			// Remembered before the event is relayed: the client may name the
 			// response in its next request at once, on any instance. Only a
 			// Responses client sees this id (others get a translation).
@@ -206,10 +198,6 @@ func (st *stream) observe(ev translate.Event) {
 		}
 	case translate.Messages:
 		switch upstream.MessagesEventKind(ev.Name, ev.Data) {
-		case upstream.MessagesStart, upstream.MessagesDelta:
-			if st.msgUsage.Add(ev.Name, ev.Data) {
-				st.usage = messagesUsage(st.msgUsage)
-			}
 		case upstream.MessagesStop:
 			st.clean = true
 		case upstream.MessagesError:

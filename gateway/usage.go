@@ -6,65 +6,6 @@ import (
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// usage is the token count of one answer.
-type usage struct{ input, cached, output, reasoning int64 }
-
-// usageFromBody reads usage from a non-stream answer of endpoint ep.
-func usageFromBody(ep translate.Protocol, body []byte) usage {
-	switch ep {
-	case translate.Chat:
-		u, _ := chatUsage(body)
-		return u
-	case translate.Responses:
-		return responsesObjectUsage(gjson.GetBytes(body, "usage"))
-	case translate.Messages:
-		return messagesUsage(upstream.MessagesBodyUsage(body))
-	}
-	return usage{}
-}
-
-// messagesUsage is an Anthropic message's usage in the gateway's terms:
-// input counts the cached parts too (upstream.MessagesUsage.TotalInput),
-// cached is what was read from the prompt cache.
-func messagesUsage(u upstream.MessagesUsage) usage {
-	return usage{input: u.TotalInput(), cached: u.CacheReadInputTokens, output: u.OutputTokens}
-}
-
-// chatUsage reads a Chat Completions usage object (a response or the final
-// include_usage chunk): https://platform.openai.com/docs/api-reference/chat/object
-func chatUsage(data []byte) (usage, bool) {
-	u := gjson.GetBytes(data, "usage")
-	if !u.IsObject() {
-		return usage{}, false
-	}
-	return usage{
-		input:     u.Get("prompt_tokens").Int(),
-		cached:    u.Get("prompt_tokens_details.cached_tokens").Int(),
-		output:    u.Get("completion_tokens").Int(),
-		reasoning: u.Get("completion_tokens_details.reasoning_tokens").Int(),
-	}, true
-}
-
-// responsesUsage reads usage from a Responses terminal event
-// ({"type":"response.completed","response":{…,"usage":{…}}}).
-func responsesUsage(data []byte) usage {
-	return responsesObjectUsage(gjson.GetBytes(data, "response.usage"))
-}
-
-// responsesObjectUsage reads a Responses usage object:
-// https://platform.openai.com/docs/api-reference/responses/object
-func responsesObjectUsage(u gjson.Result) usage {
-	if !u.IsObject() {
-		return usage{}
-	}
-	return usage{
-		input:     u.Get("input_tokens").Int(),
-		cached:    u.Get("input_tokens_details.cached_tokens").Int(),
-		output:    u.Get("output_tokens").Int(),
-		reasoning: u.Get("output_tokens_details.reasoning_tokens").Int(),
-	}
-}
-
 // isContent reports whether ev carries answer content (for time to first token).
 func isContent(ep translate.Protocol, ev translate.Event) bool {
 	switch ep {

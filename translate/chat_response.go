@@ -35,7 +35,8 @@ func decodeChatResponse(root gjson.Result) (*response, error) {
 	})
 	rs.finish = chatFinish(ch.Get("finish_reason").Str)
 	if u := root.Get("usage"); u.IsObject() {
-		rs.usage, rs.hasUsage = chatUsage(u), true
+		rs.usage.set(Chat, u)
+		rs.hasUsage = true
 	}
 	return rs, nil
 }
@@ -68,15 +69,6 @@ func chatFinishName(f finish) string {
 		return "content_filter"
 	}
 	return "stop"
-}
-
-func chatUsage(u gjson.Result) Usage {
-	return Usage{
-		InputTokens:     u.Get("prompt_tokens").Int(),
-		OutputTokens:    u.Get("completion_tokens").Int(),
-		CachedTokens:    u.Get("prompt_tokens_details.cached_tokens").Int(),
-		ReasoningTokens: u.Get("completion_tokens_details.reasoning_tokens").Int(),
-	}
 }
 
 // appendChatUsage writes a Chat usage object.

@@ -68,7 +68,7 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 		dst = s.emit(dst, sev{kind: sevStart, id: id.Str, name: model.Str, created: created})
 	}
 	if usage.IsObject() {
-		s.usage = chatUsage(usage)
+		s.usage.set(Chat, usage)
 	}
 	var delta, fr gjson.Result
 	choices.ForEach(func(_, ch gjson.Result) bool {

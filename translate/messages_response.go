@@ -29,7 +29,8 @@ func decodeMessagesResponse(root gjson.Result) (*response, error) {
 	rs.finish = messagesFinish(root.Get("stop_reason").Str)
 	rs.stopSeq = root.Get("stop_sequence").Str
 	if u := root.Get("usage"); u.IsObject() {
-		rs.usage, rs.hasUsage = messagesUsage(u), true
+		rs.usage.set(Messages, u)
+		rs.hasUsage = true
 	}
 	return rs, nil
 }
@@ -66,19 +67,6 @@ func messagesStopReason(f finish) string {
 		return "stop_sequence"
 	}
 	return "end_turn"
-}
-
-// messagesUsage reads Anthropic usage into OpenAI's accounting (input
-// tokens include cache reads and writes).
-func messagesUsage(u gjson.Result) Usage {
-	read := u.Get("cache_read_input_tokens").Int()
-	write := u.Get("cache_creation_input_tokens").Int()
-	return Usage{
-		InputTokens:      u.Get("input_tokens").Int() + read + write,
-		OutputTokens:     u.Get("output_tokens").Int(),
-		CachedTokens:     read,
-		CacheWriteTokens: write,
-	}
 }
 
 // appendMessagesUsage writes an Anthropic usage object.

@@ -30,7 +30,7 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 	case "message_start":
 		m := gjson.Get(data, "message")
 		if u := m.Get("usage"); u.IsObject() {
-			s.usage = messagesUsage(u)
+			s.usage.set(Messages, u)
 		}
 		return s.emit(dst, sev{kind: sevStart, id: m.Get("id").Str, name: m.Get("model").Str}), nil
 	case "content_block_start":
@@ -81,7 +81,7 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		return d.close(s, dst), nil
 	case "message_delta":
 		if u := gjson.Get(data, "usage"); u.IsObject() {
-			d.mergeUsage(s, u)
+			s.usage.set(Messages, u) // cumulative counts: those present replace
 		}
 		if sr := gjson.Get(data, "delta.stop_reason"); sr.Type == gjson.String {
 			d.finish, d.finished = messagesFinish(sr.Str), true
@@ -100,16 +100,6 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		return s.emit(dst, sev{kind: sevError, errType: otype, errCode: code, text: msg}), nil
 	}
 	return dst, nil // ping and future event types
-}
-
-// mergeUsage applies a message_delta usage: output_tokens is cumulative;
-// input counts, when present, replace the message_start ones.
-func (d *messagesDecoder) mergeUsage(s *Stream, u gjson.Result) {
-	s.usage.OutputTokens = u.Get("output_tokens").Int()
-	if u.Get("input_tokens").Exists() || u.Get("cache_read_input_tokens").Exists() {
-		in := messagesUsage(u)
-		s.usage.InputTokens, s.usage.CachedTokens, s.usage.CacheWriteTokens = in.InputTokens, in.CachedTokens, in.CacheWriteTokens
-	}
 }
 
 func (d *messagesDecoder) close(s *Stream, dst []byte) []byte {

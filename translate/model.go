@@ -132,18 +132,6 @@ const (
 	finishStopSequence         // a stop sequence matched (Anthropic stop_sequence; Chat stop)
 )
 
-// Usage is token usage in OpenAI's accounting: InputTokens counts every
-// input token, cached ones included (Anthropic's input_tokens +
-// cache_read_input_tokens + cache_creation_input_tokens); CachedTokens are
-// input tokens read from the prompt cache (OpenAI cached_tokens, Anthropic
-// cache_read_input_tokens); CacheWriteTokens are input tokens written to it
-// (Anthropic cache_creation_input_tokens); ReasoningTokens are output tokens
-// spent on reasoning, part of OutputTokens. All counts are tokens.
-type Usage struct {
-	InputTokens, OutputTokens, CachedTokens, ReasoningTokens int64
-	CacheWriteTokens                                         int64
-}
-
 // response is the canonical non-stream answer.
 type response struct {
 	id, model string

@@ -21,7 +21,8 @@ func decodeResponsesResponse(root gjson.Result) (*response, error) {
 	})
 	rs.finish = responsesFinish(root.Get("status").Str, root.Get("incomplete_details.reason").Str, hasToolCall(rs.parts))
 	if u := root.Get("usage"); u.IsObject() {
-		rs.usage, rs.hasUsage = responsesUsage(u), true
+		rs.usage.set(Responses, u)
+		rs.hasUsage = true
 	}
 	return rs, nil
 }
@@ -74,15 +75,6 @@ func responsesFinish(status, incomplete string, tools bool) finish {
 		return finishStop
 	}
 	return finishStop
-}
-
-func responsesUsage(u gjson.Result) Usage {
-	return Usage{
-		InputTokens:     u.Get("input_tokens").Int(),
-		OutputTokens:    u.Get("output_tokens").Int(),
-		CachedTokens:    u.Get("input_tokens_details.cached_tokens").Int(),
-		ReasoningTokens: u.Get("output_tokens_details.reasoning_tokens").Int(),
-	}
 }
 
 func appendResponsesUsage(b []byte, u *Usage) []byte {

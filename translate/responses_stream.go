@@ -143,7 +143,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		dst = d.close(s, dst)
 		r := gjson.Get(data, "response")
 		if u := r.Get("usage"); u.IsObject() {
-			s.usage = responsesUsage(u)
+			s.usage.set(Responses, u)
 		}
 		tools := false
 		r.Get("output").ForEach(func(_, it gjson.Result) bool {
@@ -156,7 +156,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 	case "response.failed":
 		r := gjson.Get(data, "response")
 		if u := r.Get("usage"); u.IsObject() {
-			s.usage = responsesUsage(u)
+			s.usage.set(Responses, u)
 		}
 		code, msg := r.Get("error.code").Str, r.Get("error.message").Str
 		if msg == "" {

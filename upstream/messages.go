@@ -1,13 +1,11 @@
 package upstream
 
 import (
-	"bytes"
-
 	"github.com/tidwall/gjson"
 )
 
-// What the events of an Anthropic Messages stream mean to a gateway, and
-// the token usage they carry. The stream is, per
+// What the events of an Anthropic Messages stream mean to a gateway (the
+// usage they carry is read by translate.Usage.AddEvent). The stream is, per
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming:
 //
 //	message_start → (content_block_start → content_block_delta* → content_block_stop)*
@@ -27,7 +25,7 @@ const (
 	// event types this package does not know.
 	MessagesOther MessagesEvent = iota
 	// MessagesStart is message_start: the message id, model and the input
-	// side of the usage (see MessagesUsage.Add).
+	// side of the usage (see translate.Usage.AddEvent).
 	MessagesStart
 	// MessagesContent is answer content, the commit point of a held stream:
 	// any content_block_delta (text, thinking, signature, tool input), or a
@@ -85,80 +83,4 @@ func blockStartsContent(b gjson.Result) bool {
 		return false
 	}
 	return true
-}
-
-// MessagesUsage is the token usage of one Anthropic message
-// (https://docs.anthropic.com/en/api/messages#response-usage). InputTokens
-// excludes the cached parts: the prompt's total is TotalInput.
-type MessagesUsage struct {
-	InputTokens              int64 // input_tokens: uncached input
-	OutputTokens             int64 // output_tokens
-	CacheReadInputTokens     int64 // cache_read_input_tokens: input read from the prompt cache
-	CacheCreationInputTokens int64 // cache_creation_input_tokens: input written to the prompt cache
-}
-
-// TotalInput returns all the input tokens of the prompt: uncached, read
-// from and written to the cache (the figure OpenAI calls prompt_tokens).
-func (u MessagesUsage) TotalInput() int64 {
-	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-}
-
-// MessagesBodyUsage reads the usage of a non-stream Messages answer (the
-// message object's "usage"); zero when it has none.
-func MessagesBodyUsage(body []byte) MessagesUsage {
-	var u MessagesUsage
-	u.set(gjson.GetBytes(body, "usage"))
-	return u
-}
-
-var usageField = []byte(`"usage"`)
-
-// Add takes the usage of one stream event into u and reports whether the
-// event had any: message_start's message.usage (input and cache counts, a
-// first small output count) and message_delta's usage. message_delta counts
-// are cumulative, not increments, and may repeat the input and cache
-// counts, so each field present replaces the one seen before; absent fields
-// are kept. Other events are ignored without being parsed.
-func (u *MessagesUsage) Add(name, data []byte) bool {
-	var path string
-	switch MessagesEventKind(name, data) {
-	case MessagesStart:
-		path = "message.usage"
-	case MessagesDelta:
-		path = "usage"
-	default:
-		return false
-	}
-	if !bytes.Contains(data, usageField) {
-		return false
-	}
-	r := gjson.GetBytes(data, path)
-	if !r.IsObject() {
-		return false
-	}
-	u.set(r)
-	return true
-}
-
-// set replaces the fields of u that r (a usage object) has.
-func (u *MessagesUsage) set(r gjson.Result) {
-	if !r.IsObject() {
-		return
-	}
-	r.ForEach(func(k, v gjson.Result) bool {
-		if v.Type != gjson.Number {
-			return true
-		}
-		switch k.Str {
-		case "input_tokens":
-			u.InputTokens = v.Int()
-		case "output_tokens":
-			u.OutputTokens = v.Int()
-		case "cache_read_input_tokens":
-			u.CacheReadInputTokens = v.Int()
-		case "cache_creation_input_tokens":
-			u.CacheCreationInputTokens = v.Int()
-		}
-		return true
-	})
 }
