@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -173,64 +174,61 @@ func (b *batchLog) snapshot() ([]int, []time.Time) {
 
 // TestUsageBatching checks the two flush triggers the loss bound rests on:
 // a full batch is written at once, and a partial one interval after its
-// first record arrived (not later, not much sooner).
+// first record arrived. The system runs in a synctest bubble, so the times
+// are exact: synctest.Wait returns once the recorder and its writer wait.
 func TestUsageBatching(t *testing.T) {
-	const interval = 150 * time.Millisecond
-	w := &batchLog{}
-	sys, err := Start(Config{
-		Store: w, UsageBatch: 10, UsageInterval: interval, Logger: slog.New(slog.DiscardHandler),
-		Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("none") },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Stop(context.Background())
-	recs := storagetest.VariedUsage("batch", 0, 13)
-
-	// 10 records: a full batch, written without waiting for the interval.
-	start := time.Now()
-	for _, r := range recs[:10] {
-		sys.Record(r)
-	}
-	waitBatches := func(n int, within time.Duration) ([]int, []time.Time) {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			b, at := w.snapshot()
-			if len(b) >= n {
-				return b, at
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d batches written within %v, want %d", len(b), within, n)
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 150 * time.Millisecond
+		w := &batchLog{}
+		sys, err := Start(Config{
+			Store: w, UsageBatch: 10, UsageInterval: interval, Logger: slog.New(slog.DiscardHandler),
+			Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("none") },
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	b, at := waitBatches(1, 5*time.Second)
-	if b[0] != 10 {
-		t.Fatalf("first batch has %d records, want 10", b[0])
-	}
-	if d := at[0].Sub(start); d >= interval {
-		t.Errorf("a full batch waited %v: it should not wait for the %v interval", d, interval)
-	}
+		defer sys.Stop(context.Background())
+		recs := storagetest.VariedUsage("batch", 0, 13)
 
-	// 3 records: written together, interval after the first of them.
-	first := time.Now()
-	for _, r := range recs[10:] {
-		sys.Record(r)
-		time.Sleep(20 * time.Millisecond)
-	}
-	b, at = waitBatches(2, 5*time.Second)
-	if b[1] != 3 {
-		t.Errorf("second batch has %d records, want 3", b[1])
-	}
-	if d := at[1].Sub(first); d < interval-5*time.Millisecond || d > interval+500*time.Millisecond {
-		t.Errorf("a partial batch was written %v after its first record, want about %v", d, interval)
-	}
-	time.Sleep(2 * interval)
-	if b, _ := w.snapshot(); len(b) != 2 {
-		t.Errorf("%d batches written, want 2: %v", len(b), b)
-	}
+		// 10 records: a full batch, written without waiting for the interval.
+		start := time.Now()
+		for _, r := range recs[:10] {
+			sys.Record(r)
+		}
+		synctest.Wait()
+		b, at := w.snapshot()
+		if len(b) != 1 || b[0] != 10 {
+			t.Fatalf("batches %v, want one of 10 records", b)
+		}
+		if d := at[0].Sub(start); d != 0 {
+			t.Errorf("a full batch waited %v: it should not wait for the %v interval", d, interval)
+		}
+
+		// 3 records: written together, interval after the first of them.
+		first := time.Now()
+		for _, r := range recs[10:] {
+			sys.Record(r)
+			time.Sleep(20 * time.Millisecond)
+		}
+		synctest.Wait()
+		if b, _ := w.snapshot(); len(b) != 1 {
+			t.Fatalf("batches %v: a partial batch was written before its interval", b)
+		}
+		time.Sleep(time.Until(first.Add(interval)))
+		synctest.Wait()
+		b, at = w.snapshot()
+		if len(b) != 2 || b[1] != 3 {
+			t.Fatalf("batches %v, want a second one of 3 records", b)
+		}
+		if d := at[1].Sub(first); d != interval {
+			t.Errorf("a partial batch was written %v after its first record, want %v", d, interval)
+		}
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		if b, _ := w.snapshot(); len(b) != 2 {
+			t.Errorf("%d batches written, want 2: %v", len(b), b)
+		}
+	})
 }
 
 // BenchmarkUsageRecorder measures the recorder end to end on each backend:
