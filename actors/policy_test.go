@@ -15,6 +15,7 @@ import (
 
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/troupe-gw/troupe/scripts"
@@ -83,34 +84,41 @@ func TestSmartPrefersHealthy(t *testing.T) {
 	}
 }
 
-// A nil score excludes the account; recheck_after brings it back without an event.
+// A nil score excludes the account; recheck_after brings it back without an
+// event. The system runs in a synctest bubble, so the policy's clock is the
+// bubble's: the account is excluded for its first 1.5 s, and the recheck due
+// at 2 s (the one at 1 s still excludes it) brings it back on the scheduler's
+// next tick, with no request or view in between.
 func TestNilScoreAndRecheck(t *testing.T) {
-	s, _ := startSystem(t, 2, 4)
-	src := `
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := startSystem(t, 2, 4)
+		src := `
 local start = nil
 function score(a, now)
   start = start or now
   if a.id == "id-0000" and now - start < 1.5 then return nil, nil, 1 end
   return 1
 end`
-	setPolicyAndWait(t, s, luaPolicy(t, "gate", src))
-	for range 10 {
-		if id := acquireRelease(t, s, chatM, Outcome{Status: 200}); id == "id-0000" {
-			t.Fatal("excluded account picked")
+		setPolicyAndWait(t, s, luaPolicy(t, "gate", src))
+		for range 10 {
+			if id := acquireRelease(t, s, chatM, Outcome{Status: 200}); id == "id-0000" {
+				t.Fatal("excluded account picked")
+			}
 		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+		if st, _ := s.SchedulerStats(context.Background()); st.Excluded != 1 {
+			t.Fatalf("%d accounts excluded, want 1", st.Excluded)
+		}
+		time.Sleep(2*time.Second + 250*time.Millisecond) // past the second recheck and a scheduler tick
+		synctest.Wait()
+		if st, _ := s.SchedulerStats(context.Background()); st.Excluded != 0 {
+			t.Fatalf("%d accounts excluded after the recheck, want 0", st.Excluded)
+		}
 		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", Exclude: []string{"id-0001"}})
-		if err == nil {
-			s.Release(l, Outcome{Status: 200})
-			return // id-0000 came back by itself
+		if err != nil {
+			t.Fatalf("recheck_after did not bring the account back: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("recheck_after never brought the account back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		s.Release(l, Outcome{Status: 200})
+	})
 }
 
 // Tier caps: a risky account gets at most one lease at a time under smart.

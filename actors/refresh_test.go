@@ -23,6 +23,7 @@ type memAccounts struct {
 	mu   sync.Mutex
 	accs map[string]storage.Account
 	puts int
+	read func(storage.Account) // when set, called with every account GetAccount returns
 }
 
 func (m *memAccounts) GetAccount(_ context.Context, id string) (storage.Account, error) {
@@ -31,6 +32,9 @@ func (m *memAccounts) GetAccount(_ context.Context, id string) (storage.Account,
 	a, ok := m.accs[id]
 	if !ok {
 		return a, storage.ErrNotFound
+	}
+	if m.read != nil {
+		m.read(a)
 	}
 	return a, nil
 }
@@ -203,6 +207,17 @@ func TestRefreshAcrossInstancesUsesLease(t *testing.T) {
 	acc := storage.Account{ID: "t-acc-1", Name: "acc-1", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(),
 		Credentials: storage.Credentials{RefreshToken: rt, AccessToken: expired}}
 	store.accs[acc.ID] = acc
+	// The instance that waited for the lease adopts by reading the stored
+	// account with the rotated refresh token; after that it calls no one.
+	adopted := make(chan struct{}, 1)
+	store.read = func(a storage.Account) {
+		if a.Credentials.RefreshToken != rt {
+			select {
+			case adopted <- struct{}{}:
+			default:
+			}
+		}
+	}
 	var systems []*System
 	for i := range 2 {
 		sys, err := Start(Config{
@@ -228,7 +243,11 @@ func TestRefreshAcrossInstancesUsesLease(t *testing.T) {
 		g, _ := m.Grants()
 		return g >= 1
 	})
-	time.Sleep(600 * time.Millisecond) // let the waiting instance adopt
+	select {
+	case <-adopted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting instance never read the refreshed tokens")
+	}
 	if g, refused := m.Grants(); g != 1 || refused != 0 {
 		t.Fatalf("grants %d refused %d: the refresh ran in both instances", g, refused)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -139,72 +140,83 @@ func TestNeverOverAdmits(t *testing.T) {
 	})
 }
 
-func TestWaiterWokenOnRelease(t *testing.T) {
-	s, _ := startSystem(t, 1, 1)
-	ctx := context.Background()
-	l1, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Without waiting the second request is refused at once.
-	if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"}); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("got %v, want ErrUnavailable", err)
-	}
-	got := make(chan *Lease, 1)
-	go func() {
-		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	time.Sleep(20 * time.Millisecond)
-	select {
-	case <-got:
-		t.Fatal("second acquire granted while the account was full")
-	default:
-	}
-	s.Release(l1, Outcome{Status: 200})
-	select {
-	case l2 := <-got:
-		s.Release(l2, Outcome{Status: 200})
-	case <-time.After(2 * time.Second):
-		t.Fatal("waiter not woken by release")
-	}
-}
+// The system runs in a synctest bubble in the tests below: its timers and
+// the test's deadlines run on the bubble's clock, and synctest.Wait returns
+// once every goroutine is blocked, so a request that went to the scheduler
+// is parked (or answered) by then.
 
-func TestFIFOWakeUp(t *testing.T) {
-	s, _ := startSystem(t, 1, 1)
-	ctx := context.Background()
-	hold, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	order := make(chan int, 5)
-	for i := range 5 {
+func TestWaiterWokenOnRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := startSystem(t, 1, 1)
+		ctx := context.Background()
+		l1, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without waiting the second request is refused at once.
+		if _, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("got %v, want ErrUnavailable", err)
+		}
+		got := make(chan *Lease, 1)
 		go func() {
 			l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
 			if err != nil {
 				t.Error(err)
-				return
 			}
-			order <- i
-			time.Sleep(time.Millisecond)
-			s.Release(l, Outcome{Status: 200})
+			got <- l
 		}()
-		time.Sleep(10 * time.Millisecond) // park in order
-	}
-	s.Release(hold, Outcome{Status: 200})
-	for want := range 5 {
+		synctest.Wait()
 		select {
-		case got := <-order:
-			if got != want {
-				t.Fatalf("woken %d, want %d (FIFO)", got, want)
-			}
-		case <-time.After(3 * time.Second):
-			t.Fatal("timeout")
+		case <-got:
+			t.Fatal("second acquire granted while the account was full")
+		default:
 		}
-	}
+		if st, _ := s.SchedulerStats(ctx); st.Waiters != 1 {
+			t.Fatalf("%d waiters, want the second acquire parked", st.Waiters)
+		}
+		s.Release(l1, Outcome{Status: 200})
+		select {
+		case l2 := <-got:
+			s.Release(l2, Outcome{Status: 200})
+		case <-time.After(2 * time.Second):
+			t.Fatal("waiter not woken by release")
+		}
+	})
+}
+
+func TestFIFOWakeUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := startSystem(t, 1, 1)
+		ctx := context.Background()
+		hold, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := make(chan int, 5)
+		for i := range 5 {
+			go func() {
+				l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 5 * time.Second})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				order <- i
+				s.Release(l, Outcome{Status: 200})
+			}()
+			synctest.Wait() // request i is parked before i+1 is sent
+		}
+		s.Release(hold, Outcome{Status: 200})
+		for want := range 5 {
+			select {
+			case got := <-order:
+				if got != want {
+					t.Fatalf("woken %d, want %d (FIFO)", got, want)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("timeout")
+			}
+		}
+	})
 }
 
 func TestAbandonedAcquireLeaksNothing(t *testing.T) {
@@ -345,10 +357,11 @@ func TestEveryProtocolReachesEveryProvider(t *testing.T) {
 	}
 	s.Release(l, Outcome{})
 	// The only native account already tried: no waiting, it is not coming back.
-	start := time.Now()
+	before, _ := s.SchedulerStats(ctx)
 	_, err = s.Acquire(ctx, AcquireRequest{Endpoint: translate.Responses, Model: "m", Native: true, Exclude: []string{"id-0000"}, MaxWait: 5 * time.Second})
-	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 2*time.Second {
-		t.Fatalf("native responses without its account: %v after %v", err, time.Since(start))
+	after, _ := s.SchedulerStats(ctx)
+	if !errors.Is(err, ErrUnavailable) || after.Parked != before.Parked {
+		t.Fatalf("native responses without its account: %v, parked %d times, want ErrUnavailable without waiting", err, after.Parked-before.Parked)
 	}
 }
 
@@ -447,25 +460,27 @@ func TestGrantRescoresCounterReaders(t *testing.T) {
 // acquire on a stopped system ends at the stall clock's next tick instead of
 // waiting for a scheduler that will not answer.
 func TestAcquireWaitBounds(t *testing.T) {
-	s, _ := startSystem(t, 1, 1)
-	l, err := s.Acquire(context.Background(), chatM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 150 * time.Millisecond})
-	if waited := time.Since(start); !errors.Is(err, ErrBusy) || waited < 150*time.Millisecond || waited > 2*time.Second {
-		t.Fatalf("parked acquire: %v after %s, want ErrBusy after 150ms", err, waited)
-	}
-	s.Release(l, Outcome{Status: 200})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	start = time.Now()
-	_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 30 * time.Second})
-	if waited := time.Since(start); err == nil || waited > 2*stallTick {
-		t.Fatalf("acquire after Stop: %v after %s", err, waited)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := startSystem(t, 1, 1)
+		l, err := s.Acquire(context.Background(), chatM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 150 * time.Millisecond})
+		if waited := time.Since(start); !errors.Is(err, ErrBusy) || waited != 150*time.Millisecond {
+			t.Fatalf("parked acquire: %v after %s, want ErrBusy after 150ms", err, waited)
+		}
+		s.Release(l, Outcome{Status: 200})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		_, err = s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 30 * time.Second})
+		if waited := time.Since(start); err == nil || waited > stallTick {
+			t.Fatalf("acquire after Stop: %v after %s, want an error within a stall tick", err, waited)
+		}
+	})
 }
