@@ -130,7 +130,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if filepath.Base(ev.Name) == w.Active()+".lua" && !ev.Has(fsnotify.Chmod) {
+			if w.relevant(ev) {
 				quiet.Reset(w.debounce)
 			}
 		case err, ok := <-fw.Errors:
@@ -142,6 +142,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.reload()
 		}
 	}
+}
+
+// relevant reports whether ev changed the active policy's file: a change
+// to another file, or of permissions alone, loads nothing.
+func (w *Watcher) relevant(ev fsnotify.Event) bool {
+	return filepath.Base(ev.Name) == w.Active()+".lua" && !ev.Has(fsnotify.Chmod)
 }
 
 // reload loads the active policy, keeping the watch loop alive through any

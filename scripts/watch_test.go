@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -20,6 +22,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitUntil polls cond until it holds (true) or d passes (false).
+func waitUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 func TestWatcher(t *testing.T) {
@@ -54,11 +68,19 @@ func TestWatcher(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // let Run start watching
-
-	write("function score() return 2 end")
+	// Run starts watching on its own goroutine, at a moment the test cannot
+	// see: the new version is written again until the watcher reloads it
+	// (reloading the same source swaps nothing).
 	d1 := h.Status().Digest
-	waitFor(t, "the new version", func() bool { st := h.Status(); return st.OK && st.Digest != d1 })
+	for try := 0; ; try++ {
+		write("function score() return 2 end")
+		if waitUntil(200*time.Millisecond, func() bool { st := h.Status(); return st.OK && st.Digest != d1 }) {
+			break
+		}
+		if try == 25 {
+			t.Fatal("the watcher never reloaded the changed file")
+		}
+	}
 	d2 := h.Active().Digest()
 
 	write("function score() return 'broken' end")
@@ -66,25 +88,58 @@ func TestWatcher(t *testing.T) {
 	if st := h.Status(); st.Version != 0 || h.Active().Digest() != d2 || st.Line != 1 {
 		t.Fatalf("after a broken save: %+v", st)
 	}
+	loads := h.Status().Loads
 
-	// Another file in the directory is not the active policy.
+	// Another file in the directory is not the active policy (the filter
+	// itself is TestWatcherRelevant's): events are handled in order, so once
+	// the next save of mine.lua is loaded, the write of other.lua before it
+	// has been seen, and no load came of it beyond mine.lua's.
 	if err := os.WriteFile(filepath.Join(dir, "other.lua"), []byte("function score() return 3 end"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if st := h.Status(); st.Loads != 3 {
-		t.Fatalf("a change to other.lua reloaded: %+v", st)
+	write("function score() return 4 end")
+	waitFor(t, "the fourth version", func() bool { st := h.Status(); return st.OK && st.Digest != d2 })
+	if st := h.Status(); st.Loads != loads+1 {
+		t.Fatalf("%d loads after saving other.lua and mine.lua, want %d: a change to other.lua reloaded", st.Loads, loads+1)
 	}
 
 	// Switching to a built-in name without a file loads the shipped policy.
-	if p, err := w.SetActive("round_robin"); err != nil || p.Name() != "round_robin" || h.Status().Version != 0 || h.Status().Loads != 4 {
+	if p, err := w.SetActive("round_robin"); err != nil || p.Name() != "round_robin" || h.Status().Version != 0 || h.Status().Loads != loads+2 {
 		t.Fatalf("SetActive(round_robin) = %v, %v", p, err)
 	}
 	if _, err := w.SetActive("nowhere"); err == nil || h.Active().Name() != "round_robin" {
 		t.Fatalf("SetActive(nowhere) = %v, active %s", err, h.Active().Name())
 	}
-	if len(swapped) != 3 || swapped[2] != h.Active().Digest() {
+	if len(swapped) != 4 || swapped[3] != h.Active().Digest() {
 		t.Fatalf("OnSwap saw %v", swapped)
+	}
+}
+
+// TestWatcherRelevant: only changes to the active policy's own file reload.
+func TestWatcherRelevant(t *testing.T) {
+	dir := t.TempDir()
+	w := NewWatcher(NewHost(HostOptions{}), dir, "mine", nil)
+	for _, c := range []struct {
+		ev   fsnotify.Event
+		want bool
+	}{
+		{fsnotify.Event{Name: filepath.Join(dir, "mine.lua"), Op: fsnotify.Write}, true},
+		{fsnotify.Event{Name: filepath.Join(dir, "mine.lua"), Op: fsnotify.Create}, true},
+		{fsnotify.Event{Name: filepath.Join(dir, "mine.lua"), Op: fsnotify.Rename}, true},
+		{fsnotify.Event{Name: filepath.Join(dir, "mine.lua"), Op: fsnotify.Remove}, true},
+		{fsnotify.Event{Name: filepath.Join(dir, "mine.lua"), Op: fsnotify.Chmod}, false},
+		{fsnotify.Event{Name: filepath.Join(dir, "other.lua"), Op: fsnotify.Write}, false},
+		{fsnotify.Event{Name: filepath.Join(dir, ".mine.lua.tmp"), Op: fsnotify.Create}, false},
+	} {
+		if got := w.relevant(c.ev); got != c.want {
+			t.Errorf("relevant(%v) = %v, want %v", c.ev, got, c.want)
+		}
+	}
+	if _, err := w.SetActive("round_robin"); err != nil {
+		t.Fatal(err)
+	}
+	if !w.relevant(fsnotify.Event{Name: filepath.Join(dir, "round_robin.lua"), Op: fsnotify.Write}) {
+		t.Error("after SetActive, the new active policy's file is not followed")
 	}
 }
 
