@@ -60,14 +60,15 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
+// A dead Redis fails on the cache's own short timeouts, never on the
+// caller's deadline (here a generous one that only keeps the test from
+// hanging): the error is ErrCacheUnavailable, not the context's.
 func TestNewUnreachable(t *testing.T) {
-	start := time.Now()
-	_, err := New(t.Context(), "redis://"+deadAddr(t)+"/0", Options{})
-	if !errors.Is(err, storage.ErrCacheUnavailable) {
-		t.Fatalf("New on a dead port: err = %v, want ErrCacheUnavailable", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("New on a dead port took %v", d)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := New(ctx, "redis://"+deadAddr(t)+"/0", Options{})
+	if !errors.Is(err, storage.ErrCacheUnavailable) || ctx.Err() != nil {
+		t.Fatalf("New on a dead port: err = %v (caller's context: %v), want ErrCacheUnavailable on the cache's own timeout", err, ctx.Err())
 	}
 }
 
@@ -79,15 +80,18 @@ func TestNewInvalidURL(t *testing.T) {
 	}
 }
 
-// TestUnavailable checks that every method on a dead Redis fails quickly
-// with ErrCacheUnavailable, and that argument errors still come first.
+// TestUnavailable checks that every method on a dead Redis fails with
+// ErrCacheUnavailable on the cache's own timeouts (the caller's deadline,
+// generous, only keeps the test from hanging), and that argument errors
+// still come first.
 func TestUnavailable(t *testing.T) {
 	c, err := New(t.Context(), "redis://"+deadAddr(t)+"/0", Options{Lazy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	calls := map[string]func() error{
 		"Ping":   func() error { return c.Ping(ctx) },
 		"Get":    func() error { _, _, err := c.Get(ctx, "k"); return err },
@@ -105,13 +109,8 @@ func TestUnavailable(t *testing.T) {
 	}
 	for name, call := range calls {
 		for range 3 { // the first dials, later ones may fail from the pool's memory of it
-			start := time.Now()
-			err := call()
-			if !errors.Is(err, storage.ErrCacheUnavailable) {
-				t.Errorf("%s: err = %v, want ErrCacheUnavailable", name, err)
-			}
-			if d := time.Since(start); d > 600*time.Millisecond {
-				t.Errorf("%s on a dead Redis took %v", name, d)
+			if err := call(); !errors.Is(err, storage.ErrCacheUnavailable) || ctx.Err() != nil {
+				t.Fatalf("%s: err = %v (caller's context: %v), want ErrCacheUnavailable on the cache's own timeout", name, err, ctx.Err())
 			}
 		}
 	}
@@ -340,7 +339,8 @@ func TestSubscriptionSurvivesRestart(t *testing.T) {
 	if err := c.Publish(ctx, "policy", "during"); !errors.Is(err, storage.ErrCacheUnavailable) {
 		t.Fatalf("Publish with Redis down: err = %v, want ErrCacheUnavailable", err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the subscription notice and retry
+	// The kill broke the subscription's connection: whenever its reader
+	// notices, it must redial and resubscribe to the new server.
 	srv.Start()
 	restarted := time.Now()
 
