@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -246,90 +247,100 @@ func (h *harness) wantChange(t *testing.T, want bool) {
 	}
 }
 
+// The harness runs in a synctest bubble in the tests that wait for probes:
+// the probe interval passes on the bubble's clock, so "five probes failed"
+// is a fact, not a hope.
 func TestOutageAndRecovery(t *testing.T) {
-	h := newHarness(t, Options{})
-	c, ctx := h.c, t.Context()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Options{})
+		c, ctx := h.c, t.Context()
 
-	// Healthy: writes reach the primary and are mirrored locally.
-	must(t, c.Set(ctx, "before", "acct-1", time.Hour))
-	if _, err := c.Incr(ctx, "rpm", 3, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok, _ := h.primary.Cache.Get(ctx, "before"); !ok || v != "acct-1" {
-		t.Fatal("healthy Set did not reach the primary")
-	}
-	if v, ok, _ := h.local.Get(ctx, "before"); !ok || v != "acct-1" {
-		t.Fatal("healthy Set not mirrored locally")
-	}
+		// Healthy: writes reach the primary and are mirrored locally.
+		must(t, c.Set(ctx, "before", "acct-1", time.Hour))
+		if _, err := c.Incr(ctx, "rpm", 3, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok, _ := h.primary.Cache.Get(ctx, "before"); !ok || v != "acct-1" {
+			t.Fatal("healthy Set did not reach the primary")
+		}
+		if v, ok, _ := h.local.Get(ctx, "before"); !ok || v != "acct-1" {
+			t.Fatal("healthy Set not mirrored locally")
+		}
 
-	// Outage: no errors, served locally, one warning, OnChange(true).
-	h.primary.down.Store(true)
-	if v, ok, err := c.Get(ctx, "before"); err != nil || !ok || v != "acct-1" {
-		t.Fatalf("Get during outage of an entry written before = %q, %v, %v", v, ok, err)
-	}
-	h.wantChange(t, true)
-	if !c.Degraded() {
-		t.Fatal("not degraded after an unavailable primary")
-	}
-	if n, err := c.Incr(ctx, "rpm", 1, time.Hour); err != nil || n != 4 {
-		t.Fatalf("Incr during outage = %d, %v; want 4 (continuing the mirrored count)", n, err)
-	}
-	must(t, c.Set(ctx, "during", "acct-2", time.Hour))
-	must(t, c.Set(ctx, "short", "x", 30*time.Millisecond))
-	must(t, c.Delete(ctx, "before"))
-	if ok, err := c.AcquireLease(ctx, "l", "me", time.Hour); err != nil || !ok {
-		t.Fatalf("AcquireLease during outage = %v, %v", ok, err)
-	}
-	must(t, c.Publish(ctx, "ch", "m"))
-	calls := h.primary.calls.Load()
-	for range 100 {
-		c.Get(ctx, "during")
-	}
-	if d := h.primary.calls.Load() - calls; d > 10 { // probes only
-		t.Fatalf("%d primary calls for 100 degraded Gets: degraded calls must not touch the primary", d)
-	}
-	if st := c.Stats(); st.Pending != 3 || st.Outages != 1 || st.LocalCalls == 0 {
-		t.Fatalf("stats during outage %+v: want 3 pending writes, 1 outage, local calls", st)
-	}
-	time.Sleep(100 * time.Millisecond) // several failed probes: still one warning
+		// Outage: no errors, served locally, one warning, OnChange(true).
+		h.primary.down.Store(true)
+		if v, ok, err := c.Get(ctx, "before"); err != nil || !ok || v != "acct-1" {
+			t.Fatalf("Get during outage of an entry written before = %q, %v, %v", v, ok, err)
+		}
+		h.wantChange(t, true)
+		if !c.Degraded() {
+			t.Fatal("not degraded after an unavailable primary")
+		}
+		if n, err := c.Incr(ctx, "rpm", 1, time.Hour); err != nil || n != 4 {
+			t.Fatalf("Incr during outage = %d, %v; want 4 (continuing the mirrored count)", n, err)
+		}
+		must(t, c.Set(ctx, "during", "acct-2", time.Hour))
+		must(t, c.Set(ctx, "short", "x", 30*time.Millisecond))
+		must(t, c.Delete(ctx, "before"))
+		if ok, err := c.AcquireLease(ctx, "l", "me", time.Hour); err != nil || !ok {
+			t.Fatalf("AcquireLease during outage = %v, %v", ok, err)
+		}
+		must(t, c.Publish(ctx, "ch", "m"))
+		calls := h.primary.calls.Load()
+		for range 100 {
+			c.Get(ctx, "during")
+		}
+		if d := h.primary.calls.Load() - calls; d > 10 { // probes only
+			t.Fatalf("%d primary calls for 100 degraded Gets: degraded calls must not touch the primary", d)
+		}
+		if st := c.Stats(); st.Pending != 3 || st.Outages != 1 || st.LocalCalls == 0 {
+			t.Fatalf("stats during outage %+v: want 3 pending writes, 1 outage, local calls", st)
+		}
+		probed := h.primary.calls.Load()
+		time.Sleep(100 * time.Millisecond) // on the bubble's clock: five probes, all failing
+		synctest.Wait()
+		if n := h.primary.calls.Load() - probed; n != 5 {
+			t.Fatalf("%d probes in 100 ms of outage, want 5 (one per 20 ms ProbeInterval)", n)
+		}
 
-	// Recovery: the journal is copied, then OnChange(false), one info line.
-	h.primary.down.Store(false)
-	h.wantChange(t, false)
-	if c.Degraded() {
-		t.Fatal("still degraded after OnChange(false)")
-	}
-	waitFor(t, 3*time.Second, "outage writes copied", func() bool { return c.Stats().Pending == 0 })
-	if v, ok, _ := h.primary.Cache.Get(ctx, "during"); !ok || v != "acct-2" {
-		t.Fatalf("outage Set not copied to the primary: %q, %v", v, ok)
-	}
-	if _, ok, _ := h.primary.Cache.Get(ctx, "before"); ok {
-		t.Fatal("outage Delete not copied to the primary")
-	}
-	if _, ok, _ := h.primary.Cache.Get(ctx, "short"); ok {
-		t.Fatal("an outage Set whose TTL ran out was copied")
-	}
-	if v, ok, _ := c.Get(ctx, "during"); !ok || v != "acct-2" {
-		t.Fatal("entry written during the outage lost after recovery")
-	}
-	st := c.Stats()
-	if st.Degraded || st.Recoveries != 1 || st.Pending != 0 || st.Replayed < 2 {
-		t.Fatalf("stats after recovery %+v", st)
-	}
-	logs := h.logs.lines()
-	if len(logs) != 2 || !strings.HasPrefix(logs[0], "WARN") || !strings.HasPrefix(logs[1], "INFO") {
-		t.Fatalf("logs %q: want one warning and one recovery line", logs)
-	}
+		// Recovery: the journal is copied, then OnChange(false), one info line.
+		h.primary.down.Store(false)
+		h.wantChange(t, false)
+		if c.Degraded() {
+			t.Fatal("still degraded after OnChange(false)")
+		}
+		waitFor(t, 3*time.Second, "outage writes copied", func() bool { return c.Stats().Pending == 0 })
+		if v, ok, _ := h.primary.Cache.Get(ctx, "during"); !ok || v != "acct-2" {
+			t.Fatalf("outage Set not copied to the primary: %q, %v", v, ok)
+		}
+		if _, ok, _ := h.primary.Cache.Get(ctx, "before"); ok {
+			t.Fatal("outage Delete not copied to the primary")
+		}
+		if _, ok, _ := h.primary.Cache.Get(ctx, "short"); ok {
+			t.Fatal("an outage Set whose TTL ran out was copied")
+		}
+		if v, ok, _ := c.Get(ctx, "during"); !ok || v != "acct-2" {
+			t.Fatal("entry written during the outage lost after recovery")
+		}
+		st := c.Stats()
+		if st.Degraded || st.Recoveries != 1 || st.Pending != 0 || st.Replayed < 2 {
+			t.Fatalf("stats after recovery %+v", st)
+		}
+		logs := h.logs.lines()
+		if len(logs) != 2 || !strings.HasPrefix(logs[0], "WARN") || !strings.HasPrefix(logs[1], "INFO") {
+			t.Fatalf("logs %q: want one warning and one recovery line", logs)
+		}
 
-	// A second outage is logged again.
-	h.primary.down.Store(true)
-	c.Get(ctx, "x")
-	h.wantChange(t, true)
-	h.primary.down.Store(false)
-	h.wantChange(t, false)
-	if n := len(h.logs.lines()); n != 4 {
-		t.Fatalf("%d log lines after two outages, want 4", n)
-	}
+		// A second outage is logged again.
+		h.primary.down.Store(true)
+		c.Get(ctx, "x")
+		h.wantChange(t, true)
+		h.primary.down.Store(false)
+		h.wantChange(t, false)
+		if n := len(h.logs.lines()); n != 4 {
+			t.Fatalf("%d log lines after two outages, want 4", n)
+		}
+	})
 }
 
 func must(t *testing.T, err error) {
@@ -341,11 +352,13 @@ func must(t *testing.T, err error) {
 
 // TestProbeDetectsOutage: with no traffic, the prober notices the outage.
 func TestProbeDetectsOutage(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.primary.down.Store(true)
-	h.wantChange(t, true)
-	h.primary.down.Store(false)
-	h.wantChange(t, false)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Options{})
+		h.primary.down.Store(true)
+		h.wantChange(t, true)
+		h.primary.down.Store(false)
+		h.wantChange(t, false)
+	})
 }
 
 func TestPassThroughErrors(t *testing.T) {
@@ -419,29 +432,31 @@ func TestRecoveryUnderWrites(t *testing.T) {
 // TestSubscribeAcrossOutage: a subscription made while the primary is down
 // hears local broadcasts, then joins the primary after recovery.
 func TestSubscribeAcrossOutage(t *testing.T) {
-	h := newHarness(t, Options{})
-	c, ctx := h.c, t.Context()
-	h.primary.down.Store(true)
-	sub, err := c.Subscribe(ctx, "policy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.wantChange(t, true)
-	must(t, c.Publish(ctx, "policy", "local"))
-	if m := recv(t, sub); m != "local" {
-		t.Fatalf("got %q", m)
-	}
-	h.primary.down.Store(false)
-	h.wantChange(t, false)
-	// Another instance publishes on the primary directly.
-	waitFor(t, 3*time.Second, "subscription joins the primary", func() bool {
-		h.primary.Cache.Publish(ctx, "policy", "remote")
-		select {
-		case m := <-sub:
-			return m == "remote"
-		case <-time.After(20 * time.Millisecond):
-			return false
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Options{})
+		c, ctx := h.c, t.Context()
+		h.primary.down.Store(true)
+		sub, err := c.Subscribe(ctx, "policy")
+		if err != nil {
+			t.Fatal(err)
 		}
+		h.wantChange(t, true)
+		must(t, c.Publish(ctx, "policy", "local"))
+		if m := recv(t, sub); m != "local" {
+			t.Fatalf("got %q", m)
+		}
+		h.primary.down.Store(false)
+		h.wantChange(t, false)
+		// Another instance publishes on the primary directly.
+		waitFor(t, 3*time.Second, "subscription joins the primary", func() bool {
+			h.primary.Cache.Publish(ctx, "policy", "remote")
+			select {
+			case m := <-sub:
+				return m == "remote"
+			case <-time.After(20 * time.Millisecond):
+				return false
+			}
+		})
 	})
 }
 
