@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -11,15 +12,31 @@ import (
 // "data: [DONE]". Reference:
 // https://platform.openai.com/docs/api-reference/chat-streaming
 
-// chatDecoder reads an upstream Chat stream.
+// chatDecoder reads an upstream Chat stream. Chat never says when a block
+// ends: a text-like block (content, reasoning, refusal) ends when another
+// kind of content or a tool call begins; tool calls are told apart by their
+// index (by id, or the last one, for servers that send none) and stay open,
+// since their argument fragments may interleave, until finish_reason — or
+// until another block begins once their arguments are a complete JSON
+// object, so that sequential calls stream one after the other.
 type chatDecoder struct {
-	open     blockKind // kind of the open block, 0 for none
-	tool     int64     // Chat tool_calls index of the open tool block
+	text     blockKind // kind of the open text-like block, 0 for none
+	textSlot int32
+	tools    []chatTool // every tool call of the stream, in the order they began
 	finish   finish
 	finished bool // finish_reason seen
 }
 
-func (d *chatDecoder) reset() { *d = chatDecoder{tool: -1} }
+// chatTool is one tool call of an upstream Chat stream.
+type chatTool struct {
+	index int64  // tool_calls index; negative for a call without one
+	id    string // its id, for calls without an index
+	slot  int32
+	args  argsScan
+	open  bool
+}
+
+func (d *chatDecoder) reset() { *d = chatDecoder{} }
 
 var doneData = []byte("[DONE]")
 
@@ -93,69 +110,223 @@ func (d *chatDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 		}
 		switch k.Str {
 		case "reasoning_content", "reasoning":
-			dst = d.text(s, dst, blockReasoning, s.str(v))
+			dst = d.textDelta(s, dst, blockReasoning, s.str(v))
 		case "content":
-			dst = d.text(s, dst, blockText, s.str(v))
+			dst = d.textDelta(s, dst, blockText, s.str(v))
 		case "refusal":
-			dst = d.text(s, dst, blockRefusal, s.str(v))
+			dst = d.textDelta(s, dst, blockRefusal, s.str(v))
 		}
 		return true
 	})
+	var err error
 	if tcs.IsArray() {
 		tcs.ForEach(func(_, tc gjson.Result) bool {
-			idx := tc.Get("index").Int()
-			custom := tc.Get("type").Str == "custom"
-			if d.open != blockTool || idx != d.tool {
-				dst = d.close(s, dst)
-				name := tc.Get("function.name").Str
-				if custom {
-					name = tc.Get("custom.name").Str
-				}
-				d.open, d.tool = blockTool, idx
-				dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: tc.Get("id").Str, name: name, custom: custom})
-			}
-			frag := tc.Get("function.arguments")
-			if custom {
-				frag = tc.Get("custom.input")
-			}
-			if frag.Str != "" {
-				dst = s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: s.str(frag)})
-			}
-			return true
+			dst, err = d.toolCall(s, dst, tc)
+			return err == nil
 		})
 	}
+	if err != nil {
+		return dst, err
+	}
 	if fr.Type == gjson.String {
-		dst = d.close(s, dst)
+		dst = d.closeAll(s, dst)
 		d.finish, d.finished = chatFinish(fr.Str), true
 	}
 	return dst, nil
 }
 
-// text emits a text-like delta, opening a block of kind k first.
-func (d *chatDecoder) text(s *Stream, dst []byte, k blockKind, t string) []byte {
-	if d.open != k {
-		dst = d.close(s, dst)
-		d.open = k
-		dst = s.emit(dst, sev{kind: sevBlockStart, bk: k})
+// toolCall reads one tool_calls entry: a new call's start, or an argument
+// fragment of a call already open.
+func (d *chatDecoder) toolCall(s *Stream, dst []byte, tc gjson.Result) ([]byte, error) {
+	var index, id, typ, fn, custom gjson.Result
+	tc.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "index":
+			index = v
+		case "id":
+			id = v
+		case "type":
+			typ = v
+		case "function":
+			fn = v
+		case "custom":
+			custom = v
+		}
+		return true
+	})
+	isCustom := typ.Str == "custom"
+	frag := fn.Get("arguments")
+	if isCustom {
+		frag = custom.Get("input")
 	}
-	return s.emit(dst, sev{kind: sevDelta, bk: k, text: t})
+	t := d.find(index, id.Str)
+	if t == nil {
+		name := fn.Get("name").Str
+		if isCustom {
+			name = custom.Get("name").Str
+		}
+		dst = d.closeText(s, dst)
+		dst = d.settle(s, dst)
+		n := int64(-1 - len(d.tools))
+		if index.Type == gjson.Number {
+			n = index.Int()
+			for i := range d.tools {
+				if o := &d.tools[i]; o.open && o.index == n {
+					o.open = false // its index now names the new call
+					dst = s.emit(dst, sev{kind: sevBlockStop, bk: blockTool, slot: o.slot})
+				}
+			}
+		}
+		d.tools = append(d.tools, chatTool{index: n, id: strings.Clone(id.Str), slot: s.slot(), open: true})
+		t = &d.tools[len(d.tools)-1]
+		dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: t.slot, id: id.Str, name: name, custom: isCustom})
+	}
+	if frag.Str == "" {
+		return dst, nil
+	}
+	t.args.feed(frag.Str)
+	if !t.open {
+		// Closed early, its arguments already a complete JSON value: only
+		// whitespace may follow.
+		if t.args.state == argsBroken {
+			return dst, badEvent("chat tool call arguments go on after a complete JSON value")
+		}
+		return dst, nil
+	}
+	return s.emit(dst, sev{kind: sevDelta, bk: blockTool, slot: t.slot, text: s.str(frag)}), nil
 }
 
-func (d *chatDecoder) close(s *Stream, dst []byte) []byte {
-	if d.open == 0 {
+// find returns the tool call an entry belongs to: by index, else by id,
+// else the last one; nil for a new call.
+func (d *chatDecoder) find(index gjson.Result, id string) *chatTool {
+	for i := len(d.tools) - 1; i >= 0; i-- {
+		t := &d.tools[i]
+		switch {
+		case index.Type == gjson.Number:
+			if t.index == index.Int() {
+				if id != "" && t.id != "" && id != t.id {
+					return nil // a server that numbers every call 0
+				}
+				return t
+			}
+		case id != "":
+			if t.id == id {
+				return t
+			}
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// textDelta emits a text-like delta, opening a block of kind k first.
+func (d *chatDecoder) textDelta(s *Stream, dst []byte, k blockKind, t string) []byte {
+	if d.text != k {
+		dst = d.closeText(s, dst)
+		dst = d.settle(s, dst)
+		d.text, d.textSlot = k, s.slot()
+		dst = s.emit(dst, sev{kind: sevBlockStart, bk: k, slot: d.textSlot})
+	}
+	return s.emit(dst, sev{kind: sevDelta, bk: k, slot: d.textSlot, text: t})
+}
+
+func (d *chatDecoder) closeText(s *Stream, dst []byte) []byte {
+	if d.text == 0 {
 		return dst
 	}
-	k := d.open
-	d.open, d.tool = 0, -1
-	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
+	k := d.text
+	d.text = 0
+	return s.emit(dst, sev{kind: sevBlockStop, bk: k, slot: d.textSlot})
+}
+
+// settle closes the open tool calls whose arguments are complete, as
+// another block begins.
+func (d *chatDecoder) settle(s *Stream, dst []byte) []byte {
+	for i := range d.tools {
+		if t := &d.tools[i]; t.open && t.args.state == argsComplete {
+			t.open = false
+			dst = s.emit(dst, sev{kind: sevBlockStop, bk: blockTool, slot: t.slot})
+		}
+	}
+	return dst
+}
+
+// closeAll closes every open block.
+func (d *chatDecoder) closeAll(s *Stream, dst []byte) []byte {
+	dst = d.closeText(s, dst)
+	for i := range d.tools {
+		if t := &d.tools[i]; t.open {
+			t.open = false
+			dst = s.emit(dst, sev{kind: sevBlockStop, bk: blockTool, slot: t.slot})
+		}
+	}
+	return dst
 }
 
 func (d *chatDecoder) end(s *Stream, dst []byte) []byte {
 	if s.done || !d.finished {
 		return dst
 	}
-	dst = d.close(s, dst)
+	dst = d.closeAll(s, dst)
 	return s.emit(dst, sev{kind: sevFinish, finish: d.finish})
+}
+
+// argsScan follows a tool call's argument fragments just far enough to
+// tell when they form a complete JSON object or array.
+type argsScan struct {
+	depth int32
+	state argsState
+	inStr bool
+	esc   bool
+}
+
+type argsState uint8
+
+const (
+	argsEmpty    argsState = iota // only whitespace so far
+	argsOpen                      // inside the top-level object or array
+	argsComplete                  // the top-level value has ended (whitespace may follow)
+	argsBroken                    // not an object or array, or text after its end
+)
+
+func (a *argsScan) feed(p string) {
+	for i := 0; i < len(p) && a.state != argsBroken; i++ {
+		c := p[i]
+		switch a.state {
+		case argsEmpty:
+			switch c {
+			case ' ', '\t', '\n', '\r':
+			case '{', '[':
+				a.state, a.depth = argsOpen, 1
+			default:
+				a.state = argsBroken
+			}
+		case argsOpen:
+			switch {
+			case a.inStr && a.esc:
+				a.esc = false
+			case a.inStr && c == '\\':
+				a.esc = true
+			case a.inStr:
+				a.inStr = c != '"'
+			case c == '"':
+				a.inStr = true
+			case c == '{' || c == '[':
+				a.depth++
+			case c == '}' || c == ']':
+				if a.depth--; a.depth == 0 {
+					a.state = argsComplete
+				}
+			}
+		case argsComplete:
+			switch c {
+			case ' ', '\t', '\n', '\r':
+			default:
+				a.state = argsBroken
+			}
+		}
+	}
 }
 
 // chatEncoder writes a Chat stream to the client.

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -10,14 +11,22 @@ import (
 // per block, message_delta, message_stop; ping and error. Reference:
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming
 
-// messagesDecoder reads an upstream Messages stream.
+// messagesDecoder reads an upstream Messages stream. Blocks are told apart
+// by their index: Anthropic sends one after the other, but nothing in the
+// protocol's events depends on that.
 type messagesDecoder struct {
-	open     blockKind
-	index    int64 // Anthropic index of the open block
-	skip     bool  // the open block is of a kind Troupe does not translate
+	blocks   []messagesBlock // the open blocks, in the order they began
 	finish   finish
 	stopSeq  string
 	finished bool // message_delta with a stop_reason seen
+}
+
+// messagesBlock is an open content block of an upstream Messages stream.
+type messagesBlock struct {
+	index int64
+	slot  int32
+	kind  blockKind
+	skip  bool // a kind Troupe does not translate
 }
 
 func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
@@ -34,58 +43,60 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 		}
 		return s.emit(dst, sev{kind: sevStart, id: m.Get("id").Str, name: m.Get("model").Str}), nil
 	case "content_block_start":
-		dst = d.close(s, dst)
+		index := gjson.Get(data, "index").Int()
+		dst = d.close(s, dst, index) // a block that reuses an open block's index ends it
 		cb := gjson.Get(data, "content_block")
-		d.index = gjson.Get(data, "index").Int()
-		d.skip = false
+		b := messagesBlock{index: index, slot: s.slot()}
 		switch cb.Get("type").Str {
 		case "text":
-			d.open = blockText
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockText})
+			b.kind = blockText
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockText, slot: b.slot})
 			if t := s.str(cb.Get("text")); t != "" {
-				dst = s.emit(dst, sev{kind: sevDelta, bk: blockText, text: t})
+				dst = s.emit(dst, sev{kind: sevDelta, bk: blockText, slot: b.slot, text: t})
 			}
 		case "thinking":
-			d.open = blockReasoning
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning})
+			b.kind = blockReasoning
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, slot: b.slot})
 		case "redacted_thinking":
-			d.open = blockReasoning
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning})
-			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsRedacted, text: cb.Get("data").Str})
+			b.kind = blockReasoning
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, slot: b.slot})
+			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsRedacted, slot: b.slot, text: cb.Get("data").Str})
 		case "tool_use":
-			d.open = blockTool
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: cb.Get("id").Str, name: cb.Get("name").Str})
+			b.kind = blockTool
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: b.slot, id: cb.Get("id").Str, name: cb.Get("name").Str})
 		default:
-			d.skip = true // server tool blocks: never asked for by a translated request
+			b.skip = true // server tool blocks: never asked for by a translated request
 		}
+		d.blocks = append(d.blocks, b)
 		return dst, nil
 	case "content_block_delta":
-		if d.open == 0 || d.skip {
+		b := d.find(gjson.Get(data, "index").Int())
+		if b == nil || b.skip {
 			return dst, nil
 		}
 		delta := gjson.Get(data, "delta")
 		switch delta.Get("type").Str {
 		case "text_delta":
-			return s.emit(dst, sev{kind: sevDelta, bk: blockText, text: s.str(delta.Get("text"))}), nil
+			return s.emit(dst, sev{kind: sevDelta, bk: b.kind, slot: b.slot, text: s.str(delta.Get("text"))}), nil
 		case "thinking_delta":
-			return s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(delta.Get("thinking"))}), nil
+			return s.emit(dst, sev{kind: sevDelta, bk: b.kind, slot: b.slot, text: s.str(delta.Get("thinking"))}), nil
 		case "signature_delta":
-			return s.emit(dst, sev{kind: sevSignature, sig: sigIsSignature, text: s.str(delta.Get("signature"))}), nil
+			return s.emit(dst, sev{kind: sevSignature, sig: sigIsSignature, slot: b.slot, text: s.str(delta.Get("signature"))}), nil
 		case "input_json_delta":
 			if pj := s.str(delta.Get("partial_json")); pj != "" {
-				return s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: pj}), nil
+				return s.emit(dst, sev{kind: sevDelta, bk: b.kind, slot: b.slot, text: pj}), nil
 			}
 		}
 		return dst, nil
 	case "content_block_stop":
-		return d.close(s, dst), nil
+		return d.close(s, dst, gjson.Get(data, "index").Int()), nil
 	case "message_delta":
 		if u := gjson.Get(data, "usage"); u.IsObject() {
 			s.usage.set(Messages, u) // cumulative counts: those present replace
 		}
 		if sr := gjson.Get(data, "delta.stop_reason"); sr.Type == gjson.String {
 			d.finish, d.finished = messagesFinish(sr.Str), true
-			d.stopSeq = gjson.Get(data, "delta.stop_sequence").Str
+			d.stopSeq = strings.Clone(gjson.Get(data, "delta.stop_sequence").Str)
 		}
 		return dst, nil
 	case "message_stop":
@@ -102,23 +113,37 @@ func (d *messagesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error
 	return dst, nil // ping and future event types
 }
 
-func (d *messagesDecoder) close(s *Stream, dst []byte) []byte {
-	if d.open == 0 && !d.skip {
-		return dst
+// find returns the open block with index, nil for none.
+func (d *messagesDecoder) find(index int64) *messagesBlock {
+	for i := range d.blocks {
+		if d.blocks[i].index == index {
+			return &d.blocks[i]
+		}
 	}
-	k, skip := d.open, d.skip
-	d.open, d.skip = 0, false
-	if skip {
-		return dst
+	return nil
+}
+
+// close ends the open block with index, if any.
+func (d *messagesDecoder) close(s *Stream, dst []byte, index int64) []byte {
+	for i := range d.blocks {
+		if b := d.blocks[i]; b.index == index {
+			d.blocks = append(d.blocks[:i], d.blocks[i+1:]...)
+			if b.skip {
+				return dst
+			}
+			return s.emit(dst, sev{kind: sevBlockStop, bk: b.kind, slot: b.slot})
+		}
 	}
-	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
+	return dst
 }
 
 func (d *messagesDecoder) end(s *Stream, dst []byte) []byte {
 	if s.done {
 		return dst
 	}
-	dst = d.close(s, dst)
+	for len(d.blocks) > 0 {
+		dst = d.close(s, dst, d.blocks[0].index)
+	}
 	if !d.finished {
 		return dst // Finish turns this into a failure
 	}
@@ -191,7 +216,7 @@ func (e *messagesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 		dst = AppendString(dst, ev.text)
 		return endEvent(append(dst, '}'))
 	case sevSignature:
-		if e.open != blockReasoning {
+		if e.open != blockReasoning || ev.text == "" || e.sig {
 			return dst
 		}
 		sig := ev.text
@@ -246,15 +271,8 @@ func (e *messagesEncoder) stop(dst []byte) []byte {
 	if e.open == 0 {
 		return dst
 	}
-	if e.open == blockReasoning && !e.sig {
-		// Every thinking block ends in a signature_delta; a reasoning block
-		// from a provider with no reasoning state gets an empty one.
-		dst = msgEvent(dst, "content_block_delta")
-		dst = append(dst, `,"index":`...)
-		dst = strconv.AppendInt(dst, e.index, 10)
-		dst = append(dst, `,"delta":{"type":"signature_delta","signature":""}`...)
-		dst = endEvent(dst)
-	}
+	// A reasoning block from a provider with no reasoning state gets no
+	// signature_delta: an empty one would be sent back as a signature.
 	dst = msgEvent(dst, "content_block_stop")
 	dst = append(dst, `,"index":`...)
 	dst = strconv.AppendInt(dst, e.index, 10)

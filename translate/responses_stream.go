@@ -11,137 +11,131 @@ import (
 // with a sequence_number. Reference:
 // https://platform.openai.com/docs/api-reference/responses-streaming
 
-// responsesDecoder reads an upstream Responses stream.
+// responsesDecoder reads an upstream Responses stream. Blocks are output
+// items (reasoning, function and custom tool calls) and the content parts of
+// message items, told apart by output_index (and content_index), or by
+// item_id when an event lacks output_index; any number may be open at once.
 type responsesDecoder struct {
-	open    blockKind
-	out     int64 // output_index of the open block
-	sawArgs bool  // the open tool or reasoning block received deltas
-	summary int64 // summary_index of the open reasoning block's current part
+	blocks []responsesBlock // the open blocks, in the order they began
 }
 
-func (d *responsesDecoder) reset() { *d = responsesDecoder{out: -1} }
+// responsesBlock is an open block of an upstream Responses stream.
+type responsesBlock struct {
+	out      int64  // output_index
+	part     int64  // content_index of a message part, -1 for an item
+	itemID   string // item id
+	slot     int32
+	kind     blockKind
+	sawDelta bool  // a tool or reasoning block received deltas
+	summary  int64 // a reasoning block's current summary_index
+}
+
+// responsesEvent is what Troupe reads of an upstream Responses event, found
+// in one pass over its top level.
+type responsesEvent struct {
+	typ, itemID, delta           string
+	out, content, summary        int64
+	hasOut                       bool
+	item, part, response, errObj gjson.Result
+}
+
+func (d *responsesDecoder) reset() { *d = responsesDecoder{} }
 
 func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, error) {
 	if len(ev.Data) == 0 || !gjson.ValidBytes(ev.Data) {
 		return dst, badEvent("responses event is not JSON")
 	}
 	data := b2s(ev.Data)
-	typ := gjson.Get(data, "type").Str
-	if typ == "" {
-		typ = b2s(ev.Name)
+	var e responsesEvent
+	gjson.Parse(data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			e.typ = v.Str
+		case "item_id":
+			e.itemID = v.Str
+		case "delta":
+			e.delta = s.str(v)
+		case "output_index":
+			e.out, e.hasOut = v.Int(), v.Type == gjson.Number
+		case "content_index":
+			e.content = v.Int()
+		case "summary_index":
+			e.summary = v.Int()
+		case "item":
+			e.item = v
+		case "part":
+			e.part = v
+		case "response":
+			e.response = v
+		}
+		return true
+	})
+	if e.typ == "" {
+		e.typ = b2s(ev.Name)
 	}
-	switch typ {
+	switch e.typ {
 	case "response.created", "response.in_progress", "response.queued":
-		r := gjson.Get(data, "response")
+		r := e.response
 		return s.emit(dst, sev{kind: sevStart, id: r.Get("id").Str, name: r.Get("model").Str, created: r.Get("created_at").Int()}), nil
 	case "response.output_item.added":
-		it := gjson.Get(data, "item")
-		out := gjson.Get(data, "output_index").Int()
-		switch it.Get("type").Str {
+		it := e.item
+		switch t := it.Get("type").Str; t {
 		case "function_call", "custom_tool_call":
-			dst = d.close(s, dst)
-			d.open, d.out, d.sawArgs = blockTool, out, false
-			custom := it.Get("type").Str == "custom_tool_call"
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, id: it.Get("call_id").Str,
-				name: flatName(it.Get("namespace").Str, it.Get("name").Str), custom: custom, itemID: it.Get("id").Str})
+			id := it.Get("id").Str
+			if d.find(&e, -1, id) != nil {
+				return dst, nil // announced twice
+			}
+			b := d.open(s, &e, -1, id, blockTool)
+			return s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: b.slot, id: it.Get("call_id").Str,
+				name: flatName(it.Get("namespace").Str, it.Get("name").Str), custom: t == "custom_tool_call", itemID: id}), nil
 		case "reasoning":
-			dst = d.close(s, dst)
-			d.open, d.out, d.summary, d.sawArgs = blockReasoning, out, 0, false
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
+			_, dst = d.reasoning(s, dst, &e, it.Get("id").Str)
 		}
 		return dst, nil
 	case "response.content_part.added":
 		k := blockText
-		if gjson.Get(data, "part.type").Str == "refusal" {
+		if e.part.Get("type").Str == "refusal" {
 			k = blockRefusal
 		}
-		dst = d.close(s, dst)
-		d.open, d.out = k, gjson.Get(data, "output_index").Int()
-		return s.emit(dst, sev{kind: sevBlockStart, bk: k}), nil
+		_, dst = d.text(s, dst, &e, k)
+		return dst, nil
 	case "response.output_text.delta", "response.refusal.delta":
 		k := blockText
-		if typ == "response.refusal.delta" {
+		if e.typ == "response.refusal.delta" {
 			k = blockRefusal
 		}
-		if d.open != k {
-			dst = d.close(s, dst)
-			d.open, d.out = k, gjson.Get(data, "output_index").Int()
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: k})
-		}
-		return s.emit(dst, sev{kind: sevDelta, bk: k, text: s.str(gjson.Get(data, "delta"))}), nil
+		b, dst := d.text(s, dst, &e, k)
+		return s.emit(dst, sev{kind: sevDelta, bk: b.kind, slot: b.slot, text: e.delta}), nil
 	case "response.content_part.done":
-		if d.open == blockText || d.open == blockRefusal {
-			dst = d.close(s, dst)
+		if b := d.find(&e, e.content, e.itemID); b != nil {
+			dst = d.close(s, dst, b)
 		}
 		return dst, nil
 	case "response.reasoning_summary_part.added":
-		if d.open != blockReasoning {
-			dst = d.close(s, dst)
-			d.open, d.out, d.summary = blockReasoning, gjson.Get(data, "output_index").Int(), 0
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
-		}
-		if idx := gjson.Get(data, "summary_index").Int(); idx > d.summary {
-			d.summary = idx
-			dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
+		b, dst := d.reasoning(s, dst, &e, e.itemID)
+		if e.summary > b.summary {
+			b.summary = e.summary
+			dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, slot: b.slot, text: "\n\n"})
 		}
 		return dst, nil
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		if d.open != blockReasoning {
-			dst = d.close(s, dst)
-			d.open, d.out = blockReasoning, gjson.Get(data, "output_index").Int()
-			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: gjson.Get(data, "item_id").Str})
-		}
-		d.sawArgs = true
-		return s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(gjson.Get(data, "delta"))}), nil
+		b, dst := d.reasoning(s, dst, &e, e.itemID)
+		b.sawDelta = true
+		return s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, slot: b.slot, text: e.delta}), nil
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		if d.open != blockTool {
+		b := d.find(&e, -1, e.itemID)
+		if b == nil || b.kind != blockTool {
 			return dst, nil // a delta for an item never announced: nothing to attach it to
 		}
-		d.sawArgs = true
-		return s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: s.str(gjson.Get(data, "delta"))}), nil
+		b.sawDelta = true
+		return s.emit(dst, sev{kind: sevDelta, bk: blockTool, slot: b.slot, text: e.delta}), nil
 	case "response.output_item.done":
-		it := gjson.Get(data, "item")
-		switch it.Get("type").Str {
-		case "reasoning":
-			if d.open != blockReasoning {
-				dst = d.close(s, dst)
-				d.open = blockReasoning
-				dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, itemID: it.Get("id").Str})
-			}
-			if !d.sawArgs {
-				// Summaries that came only whole, in the done item.
-				n := 0
-				it.Get("summary").ForEach(func(_, sm gjson.Result) bool {
-					if n > 0 {
-						dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: "\n\n"})
-					}
-					n++
-					dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, text: s.str(sm.Get("text"))})
-					return true
-				})
-			}
-			if enc := it.Get("encrypted_content").Str; enc != "" {
-				dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsEncrypted, text: enc})
-			}
-			return d.close(s, dst), nil
-		case "function_call", "custom_tool_call":
-			if d.open == blockTool && !d.sawArgs {
-				args := s.str(it.Get("arguments"))
-				if it.Get("type").Str == "custom_tool_call" {
-					args = s.str(it.Get("input"))
-				}
-				if args != "" {
-					dst = s.emit(dst, sev{kind: sevDelta, bk: blockTool, text: args})
-				}
-			}
-			return d.close(s, dst), nil
-		case "message":
-			return d.close(s, dst), nil
-		}
-		return dst, nil
+		return d.itemDone(s, dst, &e), nil
 	case "response.completed", "response.incomplete":
-		dst = d.close(s, dst)
-		r := gjson.Get(data, "response")
+		for len(d.blocks) > 0 {
+			dst = d.close(s, dst, &d.blocks[0])
+		}
+		r := e.response
 		if u := r.Get("usage"); u.IsObject() {
 			s.usage.set(Responses, u)
 		}
@@ -154,7 +148,7 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 		f := responsesFinish(r.Get("status").Str, r.Get("incomplete_details.reason").Str, tools)
 		return s.emit(dst, sev{kind: sevFinish, finish: f}), nil
 	case "response.failed":
-		r := gjson.Get(data, "response")
+		r := e.response
 		if u := r.Get("usage"); u.IsObject() {
 			s.usage.set(Responses, u)
 		}
@@ -182,6 +176,113 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 	return dst, nil
 }
 
+// itemDone ends an output item: a reasoning item's summaries (when they
+// came only whole) and encrypted state, a call's arguments (when they came
+// only whole; a call never announced gets its start here), a message's
+// parts.
+func (d *responsesDecoder) itemDone(s *Stream, dst []byte, e *responsesEvent) []byte {
+	it := e.item
+	id := it.Get("id").Str
+	switch t := it.Get("type").Str; t {
+	case "reasoning":
+		b, dst := d.reasoning(s, dst, e, id)
+		if !b.sawDelta {
+			n := 0
+			it.Get("summary").ForEach(func(_, sm gjson.Result) bool {
+				if n > 0 {
+					dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, slot: b.slot, text: "\n\n"})
+				}
+				n++
+				dst = s.emit(dst, sev{kind: sevDelta, bk: blockReasoning, slot: b.slot, text: s.str(sm.Get("text"))})
+				return true
+			})
+		}
+		if enc := it.Get("encrypted_content").Str; enc != "" {
+			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsEncrypted, slot: b.slot, text: enc})
+		}
+		return d.close(s, dst, b)
+	case "function_call", "custom_tool_call":
+		b := d.find(e, -1, id)
+		if b == nil {
+			b = d.open(s, e, -1, id, blockTool)
+			dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: b.slot, id: it.Get("call_id").Str,
+				name: flatName(it.Get("namespace").Str, it.Get("name").Str), custom: t == "custom_tool_call", itemID: id})
+		}
+		if !b.sawDelta {
+			args := s.str(it.Get("arguments"))
+			if t == "custom_tool_call" {
+				args = s.str(it.Get("input"))
+			}
+			if args != "" {
+				dst = s.emit(dst, sev{kind: sevDelta, bk: blockTool, slot: b.slot, text: args})
+			}
+		}
+		return d.close(s, dst, b)
+	case "message":
+		for i := 0; i < len(d.blocks); {
+			if b := &d.blocks[i]; (e.hasOut && b.out == e.out) || (!e.hasOut && id != "" && b.itemID == id) {
+				dst = d.close(s, dst, b)
+				continue
+			}
+			i++
+		}
+	}
+	return dst
+}
+
+// find returns the open block an event names: by output_index and part
+// (-1: the item itself), or by item id when the event has no output_index.
+func (d *responsesDecoder) find(e *responsesEvent, part int64, itemID string) *responsesBlock {
+	for i := range d.blocks {
+		b := &d.blocks[i]
+		if b.part != part {
+			continue
+		}
+		if e.hasOut && b.out == e.out || !e.hasOut && itemID != "" && b.itemID == itemID {
+			return b
+		}
+	}
+	return nil
+}
+
+// open adds a block for the item or part an event names.
+func (d *responsesDecoder) open(s *Stream, e *responsesEvent, part int64, itemID string, k blockKind) *responsesBlock {
+	d.blocks = append(d.blocks, responsesBlock{out: e.out, part: part, itemID: strings.Clone(itemID), slot: s.slot(), kind: k})
+	return &d.blocks[len(d.blocks)-1]
+}
+
+// text returns the open text or refusal part an event names, opening it
+// first when it is new.
+func (d *responsesDecoder) text(s *Stream, dst []byte, e *responsesEvent, k blockKind) (*responsesBlock, []byte) {
+	if b := d.find(e, e.content, e.itemID); b != nil {
+		return b, dst
+	}
+	b := d.open(s, e, e.content, e.itemID, k)
+	return b, s.emit(dst, sev{kind: sevBlockStart, bk: k, slot: b.slot})
+}
+
+// reasoning returns the open reasoning item an event names, opening it
+// first when it is new.
+func (d *responsesDecoder) reasoning(s *Stream, dst []byte, e *responsesEvent, itemID string) (*responsesBlock, []byte) {
+	if b := d.find(e, -1, itemID); b != nil && b.kind == blockReasoning {
+		return b, dst
+	}
+	b := d.open(s, e, -1, itemID, blockReasoning)
+	return b, s.emit(dst, sev{kind: sevBlockStart, bk: blockReasoning, slot: b.slot, itemID: itemID})
+}
+
+// close ends block b (a pointer into d.blocks, invalid afterwards).
+func (d *responsesDecoder) close(s *Stream, dst []byte, b *responsesBlock) []byte {
+	for i := range d.blocks {
+		if &d.blocks[i] == b {
+			ev := sev{kind: sevBlockStop, bk: b.kind, slot: b.slot}
+			d.blocks = append(d.blocks[:i], d.blocks[i+1:]...)
+			return s.emit(dst, ev)
+		}
+	}
+	return dst
+}
+
 // responsesErrorType guesses the OpenAI error type for a Responses error code.
 func responsesErrorType(code string) string {
 	switch code {
@@ -193,15 +294,6 @@ func responsesErrorType(code string) string {
 		return "server_error"
 	}
 	return "invalid_request_error"
-}
-
-func (d *responsesDecoder) close(s *Stream, dst []byte) []byte {
-	if d.open == 0 {
-		return dst
-	}
-	k := d.open
-	d.open, d.out = 0, -1
-	return s.emit(dst, sev{kind: sevBlockStop, bk: k})
 }
 
 func (d *responsesDecoder) end(s *Stream, dst []byte) []byte { return dst }
@@ -339,13 +431,14 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 			return dst
 		}
 		p := &e.items[e.cur].p
+		// Copies: ev.text points into the upstream event, and "" + x is x.
 		switch ev.sig {
 		case sigIsEncrypted:
-			p.encrypted = ev.text
+			p.encrypted = strings.Clone(ev.text)
 		case sigIsRedacted:
-			p.redacted = ev.text
+			p.redacted = strings.Clone(ev.text)
 		default:
-			p.signature += ev.text
+			p.signature = strings.Clone(p.signature + ev.text)
 		}
 		return dst
 	case sevBlockStop:

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 
 // Stream translation: a decoder per upstream protocol turns each upstream
 // SSE event into canonical stream events (sev); an encoder per client
-// protocol turns those into client SSE bytes. Decoders keep at most one
-// content block open at a time, so every encoder can rely on
+// protocol turns those into client SSE bytes. Decoders keep any number of
+// blocks open, each under its own slot; the sequencer (sequence.go) hands
+// the encoders one block at a time, so every encoder can rely on
 // start → deltas → stop per block.
 
 // StreamOptions tune NewStream.
@@ -39,10 +41,10 @@ type sevKind uint8
 
 const (
 	sevStart      sevKind = iota + 1 // the answer begins: id, name (model), usage so far
-	sevBlockStart                    // block opens: bk; tool calls: id (call id), name, custom, itemID
-	sevDelta                         // text, reasoning text or argument fragment for the open block
-	sevSignature                     // reasoning block's opaque state: text is the signature/encrypted/redacted data
-	sevBlockStop                     // the open block closes
+	sevBlockStart                    // block slot opens: bk; tool calls: id (call id), name, custom, itemID
+	sevDelta                         // text, reasoning text or argument fragment for block slot
+	sevSignature                     // reasoning block slot's opaque state: text is the signature/encrypted/redacted data
+	sevBlockStop                     // block slot closes
 	sevFinish                        // the answer ends: finish, stopSeq; usage in Stream.usage
 	sevError                         // the answer fails: errType, errCode, text (message)
 )
@@ -73,6 +75,7 @@ type sev struct {
 	kind    sevKind
 	bk      blockKind
 	sig     sigKind
+	slot    int32 // the block of a block event (Stream.slot)
 	custom  bool
 	finish  finish
 	text    string
@@ -115,6 +118,8 @@ type Stream struct {
 	model    string
 	id       string
 	created  int64
+	slots    int32 // block slots handed out
+	seq      sequencer
 
 	toolArgs  bool   // the open block is a function tool call
 	sawArgs   bool   // it has received argument fragments
@@ -223,7 +228,8 @@ func (s *Stream) Done() bool { return s.done }
 // in OpenAI's accounting (see Usage).
 func (s *Stream) Usage() Usage { return s.usage }
 
-// emit passes a canonical event to the encoder.
+// emit passes a canonical event to the encoder, block events through the
+// sequencer.
 func (s *Stream) emit(dst []byte, e sev) []byte {
 	switch e.kind {
 	case sevStart:
@@ -242,45 +248,60 @@ func (s *Stream) emit(dst []byte, e sev) []byte {
 		} else if s.created == 0 {
 			s.created = time.Now().Unix()
 		}
+		return s.enc.put(s, dst, e)
 	case sevFinish, sevError:
 		if !s.started && e.kind == sevFinish {
 			dst = s.emit(dst, sev{kind: sevStart})
 		}
-		s.done = true
-	default:
-		if !s.started {
-			dst = s.emit(dst, sev{kind: sevStart})
+		if e.kind == sevFinish {
+			dst = s.flush(dst)
 		}
-		// A tool call whose upstream sent no argument fragments (a tool
-		// without parameters) gets "{}", as OpenAI itself sends.
+		s.done = true
+		return s.enc.put(s, dst, e)
+	}
+	if !s.started {
+		dst = s.emit(dst, sev{kind: sevStart})
+	}
+	return s.sequence(dst, e)
+}
+
+// put passes one block event of the one open block to the encoder.
+func (s *Stream) put(dst []byte, e sev) []byte {
+	// A tool call whose upstream sent no argument fragments (a tool
+	// without parameters) gets "{}", as OpenAI itself sends.
+	switch {
+	case e.kind == sevBlockStart:
+		s.toolArgs = e.bk == blockTool && !e.custom
+		s.sawArgs = false
+		if e.bk == blockTool && e.id == "" {
+			// An upstream call without an id (some OpenAI-compatible
+			// servers) gets one of its own, unique in the stream, so the
+			// client can answer it.
+			e.id = idWithPrefix("call_", s.id) + "_" + strconv.Itoa(int(e.slot))
+		}
+	case e.kind == sevDelta && s.toolArgs && e.text != "":
+		s.sawArgs = true
+	case e.kind == sevBlockStop && s.toolArgs:
+		s.toolArgs = false
+		if !s.sawArgs {
+			dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, slot: e.slot, text: "{}"})
+		}
+	}
+	if s.to != Responses {
+		// A custom (freeform) tool call has raw input; Chat and Messages
+		// clients get function-style JSON arguments {"input": "…"},
+		// sent whole when the call ends.
 		switch {
 		case e.kind == sevBlockStart:
-			s.toolArgs = e.bk == blockTool && !e.custom
-			s.sawArgs = false
-		case e.kind == sevDelta && s.toolArgs && e.text != "":
-			s.sawArgs = true
-		case e.kind == sevBlockStop && s.toolArgs:
-			s.toolArgs = false
-			if !s.sawArgs {
-				dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, text: "{}"})
-			}
-		}
-		if s.to != Responses {
-			// A custom (freeform) tool call has raw input; Chat and Messages
-			// clients get function-style JSON arguments {"input": "…"},
-			// sent whole when the call ends.
-			switch {
-			case e.kind == sevBlockStart:
-				s.custom = e.bk == blockTool && e.custom
-				s.customBuf = s.customBuf[:0]
-			case e.kind == sevDelta && s.custom:
-				s.customBuf = append(s.customBuf, e.text...)
-				return dst
-			case e.kind == sevBlockStop && s.custom:
-				s.custom = false
-				args := append([]byte(`{"input":`), AppendString(nil, b2s(s.customBuf))...)
-				dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, text: b2s(append(args, '}'))})
-			}
+			s.custom = e.bk == blockTool && e.custom
+			s.customBuf = s.customBuf[:0]
+		case e.kind == sevDelta && s.custom:
+			s.customBuf = append(s.customBuf, e.text...)
+			return dst
+		case e.kind == sevBlockStop && s.custom:
+			s.custom = false
+			args := append([]byte(`{"input":`), AppendString(nil, b2s(s.customBuf))...)
+			dst = s.enc.put(s, dst, sev{kind: sevDelta, bk: blockTool, slot: e.slot, text: b2s(append(args, '}'))})
 		}
 	}
 	return s.enc.put(s, dst, e)

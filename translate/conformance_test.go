@@ -1,0 +1,145 @@
+package translate
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// TestStreamsValid: every recorded upstream stream, translated into each
+// other protocol, is valid by that client protocol's rules.
+func TestStreamsValid(t *testing.T) {
+	for _, f := range files(t, "streams") {
+		name := filepath.Base(f)
+		from := protocolOf(t, name)
+		in, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range protocols {
+			if to == from {
+				continue
+			}
+			t.Run(name+"/"+to.String(), func(t *testing.T) {
+				out := translateStream(t, from, to, in, StreamOptions{IncludeUsage: true, Created: 1})
+				if _, err := validateStream(to, out, validateOpts{strictArgs: true, usageChunk: true}); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			})
+		}
+	}
+}
+
+// chunkReader returns its bytes in pieces of random size, so that lines
+// and UTF-8 characters are split across reads.
+type chunkReader struct {
+	r randSource
+	b []byte
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	n := 1 + c.r.IntN(min(len(c.b), len(p), 4096))
+	copy(p, c.b[:n])
+	c.b = c.b[n:]
+	return n, nil
+}
+
+// translateGen translates a generated upstream stream read in random
+// pieces; an Event error ends the client stream with Fail.
+func translateGen(r randSource, from, to Protocol, in []byte) ([]byte, error) {
+	sc := NewScanner(&chunkReader{r: r, b: in}, 1<<20)
+	st := NewStream(from, to, StreamOptions{IncludeUsage: true, Created: 1})
+	var out []byte
+	for {
+		ev, err := sc.Next()
+		if err == io.EOF {
+			return st.Finish(out), nil
+		}
+		if err != nil {
+			return st.Fail(out, "server_error", "", "read failed"), err
+		}
+		if out, err = st.Event(out, ev); err != nil {
+			return st.Fail(out, "server_error", "", "bad event"), err
+		}
+	}
+}
+
+// checkGenerated generates one upstream answer, translates it and checks
+// the client stream: valid by the client's rules, and saying what the
+// upstream said.
+func checkGenerated(r randSource, from, to Protocol) (a *genAnswer, out []byte, err error) {
+	a = genScript(r, from)
+	a.render(r, from)
+	out, err = translateGen(r, from, to, a.stream)
+	if err != nil {
+		return a, out, fmt.Errorf("translation: %w", err)
+	}
+	got, err := validateStream(to, out, validateOpts{strictArgs: true, usageChunk: true})
+	if err != nil {
+		return a, out, err
+	}
+	if a.failed {
+		if !got.Error {
+			return a, out, fmt.Errorf("the upstream failed, the client saw no error")
+		}
+		return a, out, nil
+	}
+	if got.Error {
+		return a, out, fmt.Errorf("the client saw an error the upstream did not send")
+	}
+	want := a.expect(from, to)
+	for i := range got.Tools {
+		got.Tools[i].ID = ""
+		got.Tools[i].Args = normJSONString(got.Tools[i].Args)
+	}
+	for i := range want.Tools {
+		want.Tools[i].Args = normJSONString(want.Tools[i].Args)
+	}
+	got.Signatures, got.ErrorCode = nil, ""
+	if !reflect.DeepEqual(got, want) {
+		return a, out, fmt.Errorf("the client learned\n%+v\nthe upstream said\n%+v", got, want)
+	}
+	return a, out, nil
+}
+
+// TestStreamProperty: generated upstream streams, in every event order
+// their protocol allows (parallel tool calls interleaved, blocks split
+// anywhere, reads split anywhere), translate in every direction into
+// client streams that are valid by the client protocol's own rules and
+// carry the same text, reasoning, calls, finish and usage.
+func TestStreamProperty(t *testing.T) {
+	n := 400
+	if testing.Short() {
+		n = 60
+	}
+	for _, from := range protocols {
+		for _, to := range protocols {
+			if from == to {
+				continue
+			}
+			t.Run(from.String()+"-to-"+to.String(), func(t *testing.T) {
+				for i := range n {
+					r := rand.New(rand.NewPCG(uint64(i), uint64(from)<<8|uint64(to)))
+					if a, out, err := checkGenerated(r, from, to); err != nil {
+						t.Fatalf("seed %d: %v\n--- upstream\n%s\n--- client\n%s", i, err, clip(a.stream), clip(out))
+					}
+				}
+			})
+		}
+	}
+}
+
+// clip shortens a long stream for a failure message.
+func clip(b []byte) []byte {
+	if len(b) > 20000 {
+		return append(b[:20000:20000], "…"...)
+	}
+	return b
+}
