@@ -4,9 +4,10 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"html/template"
+	"html"
 	"io"
 	"math"
+	"strings"
 )
 
 // uPlot 1.6.32 (MIT, https://github.com/leeoniya/uPlot), copied from the npm
@@ -104,20 +105,48 @@ func percentileX(q float64) float64 {
 	return math.Min(5, -math.Log10(math.Max(1-q, 1e-5)))
 }
 
-var page = template.Must(template.New("report").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>troupe bench: {{.R.Scenario.Name}}</title>
-<style>{{.CSS}}
+// HTML writes the report page: the text summary and the plots. It is put
+// together by hand, every report value escaped with html.EscapeString and
+// the chart data as JSON (which escapes <, > and &), rather than with
+// html/template: executing a template makes the linker keep every exported
+// method of every type in the binary, and the bench harness ships inside the
+// production troupe binary (docs/architecture.md).
+func (r *Report) HTML(w io.Writer) error {
+	cs, err := json.Marshal(r.charts())
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	e := func(v any) string { return html.EscapeString(fmt.Sprint(v)) }
+	name := e(r.Scenario.Name)
+	var b strings.Builder
+	b.WriteString("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>troupe bench: " + name + "</title>\n<style>")
+	b.WriteString(uplotCSS)
+	b.WriteString(pageStyle)
+	b.WriteString("<script>")
+	b.WriteString(uplotJS)
+	b.WriteString("</script></head><body>\n<h1>troupe bench: " + name + "</h1>\n")
+	fmt.Fprintf(&b, "<p>%s, mode %s, target %s; %s CPUs (%s), load average at start %s; troupe %s, %s.</p>\n",
+		e(r.StartedAt), e(r.Mode), e(r.Target), e(r.Machine.CPUs), e(r.Machine.CPUModel), e(r.Machine.LoadAvg), e(r.Versions.Troupe), e(r.Versions.Go))
+	b.WriteString("<pre>" + html.EscapeString(r.Text()) + "</pre>\n")
+	b.WriteString("<div id=\"charts\"></div>\n<p>Every figure is in report.json next to this file.</p>\n<script>\nconst charts = ")
+	b.Write(cs)
+	b.WriteString(";")
+	b.WriteString(pageScript)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("report: html: %w", err)
+	}
+	return nil
+}
+
+// pageStyle follows uPlot's CSS in the page's <style>.
+const pageStyle = `
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}
 pre{background:#f4f4f4;padding:1em;overflow-x:auto;font-size:13px}
 .chart{margin:1.5em 0}</style>
-<script>{{.JS}}</script></head><body>
-<h1>troupe bench: {{.R.Scenario.Name}}</h1>
-<p>{{.R.StartedAt}}, mode {{.R.Mode}}, target {{.R.Target}}; {{.R.Machine.CPUs}} CPUs ({{.R.Machine.CPUModel}}), load average at start {{.R.Machine.LoadAvg}}; troupe {{.R.Versions.Troupe}}, {{.R.Versions.Go}}.</p>
-<pre>{{.Text}}</pre>
-<div id="charts"></div>
-<p>Every figure is in report.json next to this file.</p>
-<script>
-const charts = {{.Charts}};
+`
+
+// pageScript draws the charts with uPlot; it follows "const charts = …;".
+const pageScript = `
 for (const c of charts) {
   const div = document.createElement("div"); div.className = "chart";
   document.getElementById("charts").appendChild(div);
@@ -136,23 +165,4 @@ for (const c of charts) {
   new uPlot({title: c.title, width: 1000, height: 320, series, axes, scales}, data, div);
 }
 </script></body></html>
-`))
-
-// HTML writes the report page: the text summary and the plots.
-func (r *Report) HTML(w io.Writer) error {
-	cs, err := json.Marshal(r.charts())
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	err = page.Execute(w, struct {
-		R      *Report
-		CSS    template.CSS
-		JS     template.JS
-		Charts template.JS
-		Text   string
-	}{r, template.CSS(uplotCSS), template.JS(uplotJS), template.JS(cs), r.Text()})
-	if err != nil {
-		return fmt.Errorf("report: html: %w", err)
-	}
-	return nil
-}
+`
