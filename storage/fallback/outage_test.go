@@ -22,7 +22,13 @@ func TestRedisOutage(t *testing.T) {
 	srv := cachetest.StartRedis(t)
 	ctx := t.Context()
 	const prefix = "troupe:"
-	r, err := rediscache.New(ctx, srv.URL(), rediscache.Options{Prefix: prefix, HealthCheckInterval: 200 * time.Millisecond})
+	// Timeouts well above the defaults (200 ms): on a loaded machine a stall
+	// of a few hundred milliseconds must not count as a second outage (it did
+	// in CI, two suites sharing two cores). The kill itself is seen at once:
+	// the dead server's connections are closed and new ones refused.
+	const slack = 2 * time.Second
+	r, err := rediscache.New(ctx, srv.URL(), rediscache.Options{Prefix: prefix, HealthCheckInterval: 200 * time.Millisecond,
+		DialTimeout: slack, ReadTimeout: slack, WriteTimeout: slack, PoolTimeout: slack})
 	if err != nil {
 		t.Fatal(err)
 	}
