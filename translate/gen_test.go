@@ -539,6 +539,13 @@ func (a *genAnswer) expect(from, to Protocol) clientDigest {
 			}
 		case blockReasoning:
 			d.Reasoning += strings.Join(b.parts, "\n\n")
+			switch {
+			case b.state == "" || to == Chat:
+			case from == Responses:
+				d.Signatures = append(d.Signatures, b.state)
+			case from == Messages:
+				d.Signatures = append(d.Signatures, sigAnthropic+b.state)
+			}
 		case blockTool:
 			args := b.parts[0]
 			if args == "" {

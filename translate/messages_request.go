@@ -180,7 +180,9 @@ func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
 			}
 			ps = append(ps, tr)
 		case t == "thinking" && r == roleAssistant:
-			ps = append(ps, part{typ: partReasoning, text: blk.Get("thinking").Str, signature: blk.Get("signature").Str})
+			rp := part{typ: partReasoning, text: blk.Get("thinking").Str, signature: blk.Get("signature").Str}
+			rp.item, rp.encrypted, _, err = openAIItem(rp.signature, path(bp, "signature"))
+			ps = append(ps, rp)
 		case t == "redacted_thinking" && r == roleAssistant:
 			ps = append(ps, part{typ: partReasoning, redacted: blk.Get("data").Str})
 		default:

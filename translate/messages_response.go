@@ -108,11 +108,14 @@ func appendMessagesBlock(b []byte, p *part) []byte {
 }
 
 // messagesSignature is the signature a reasoning part carries to an
-// Anthropic client: Anthropic's own, or OpenAI's encrypted reasoning tagged
-// with its origin.
+// Anthropic client: Anthropic's own, or OpenAI's reasoning item tagged with
+// its origin.
 func messagesSignature(p *part) string {
 	if p.signature != "" {
 		return p.signature
+	}
+	if p.item != "" {
+		return openAIItemSignature(p.item)
 	}
 	if p.encrypted != "" {
 		return sigOpenAI + p.encrypted

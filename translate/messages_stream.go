@@ -220,8 +220,10 @@ func (e *messagesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 			return dst
 		}
 		sig := ev.text
-		if ev.sig == sigIsEncrypted {
-			sig = sigOpenAI + sig
+		if ev.sig == sigIsReasoningItem {
+			if sig = openAIItemSignature(ev.text); sig == "" {
+				return dst
+			}
 		}
 		e.sig = true
 		dst = msgEvent(dst, "content_block_delta")

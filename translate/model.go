@@ -57,6 +57,10 @@ type part struct {
 	encrypted string
 	redacted  string
 	itemID    string // the Responses item id the client sent, if any
+	// item is a Responses reasoning item's JSON as the upstream sent it,
+	// carried in an Anthropic signature (sigOpenAIItem) so that it goes
+	// back to a Responses upstream byte for byte; "" for none.
+	item string
 }
 
 // message is one turn (Chat message, Responses message or item group,

@@ -1,6 +1,11 @@
 package translate
 
-import "strings"
+import (
+	"encoding/base64"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // Reasoning effort and thinking budgets. OpenAI names an effort
 // (reasoning_effort, reasoning.effort: minimal, low, medium, high, xhigh);
@@ -53,16 +58,21 @@ func openAIEffort(e string) string {
 // go back to the provider that made it:
 //   - an Anthropic thinking signature becomes a Responses encrypted_content
 //     sigAnthropic+signature (and redacted_thinking data sigRedacted+data);
-//   - a Responses encrypted_content becomes an Anthropic signature
-//     sigOpenAI+encrypted_content.
+//   - a Responses reasoning item with encrypted_content becomes an Anthropic
+//     signature sigOpenAIItem+base64(the item's JSON as the upstream sent
+//     it), so that the next turn sends the item back byte for byte (its id,
+//     summaries and encrypted_content); sigOpenAI+encrypted_content, the
+//     earlier form, is still read.
 //
 // Reasoning tagged for the other provider, or untagged reasoning of the
 // other provider, is dropped from the history sent upstream: it cannot be
 // verified there (docs/translation.md).
 const (
-	sigAnthropic = "troupe.anthropic.v1:"
-	sigRedacted  = "troupe.anthropic-redacted.v1:"
-	sigOpenAI    = "troupe.openai.v1:"
+	sigAnthropic  = "troupe.anthropic.v1:"
+	sigRedacted   = "troupe.anthropic-redacted.v1:"
+	sigOpenAI     = "troupe.openai.v1:"
+	sigOpenAIItem = "troupe.openai.v2:"
+	sigOpenAIAny  = "troupe.openai." // every version
 )
 
 // anthropicThinking returns the thinking block fields a reasoning part
@@ -71,7 +81,7 @@ func anthropicThinking(p *part) (thinking, signature, redacted string, ok bool) 
 	if p.redacted != "" {
 		return "", "", p.redacted, true
 	}
-	if p.signature != "" && !strings.HasPrefix(p.signature, sigOpenAI) {
+	if p.signature != "" && !strings.HasPrefix(p.signature, sigOpenAIAny) {
 		return p.text, p.signature, "", true
 	}
 	if s, found := strings.CutPrefix(p.encrypted, sigAnthropic); found {
@@ -93,4 +103,32 @@ func openAIReasoning(p *part) (encrypted string, ok bool) {
 		return s, true
 	}
 	return "", false
+}
+
+// openAIItemSignature returns the Anthropic signature that carries a
+// Responses reasoning item (its raw JSON); "" for an item without
+// encrypted_content, which holds no state to carry.
+func openAIItemSignature(item string) string {
+	if gjson.Get(item, "encrypted_content").Str == "" {
+		return ""
+	}
+	return sigOpenAIItem + base64.StdEncoding.EncodeToString([]byte(item))
+}
+
+// openAIItem reads a signature made by openAIItemSignature: the reasoning
+// item's raw JSON and its encrypted_content. ok is false when sig is not
+// of that form; err is a 400 about param when it is but does not hold a
+// reasoning item with encrypted_content (Troupe never makes one).
+func openAIItem(sig, param string) (item, encrypted string, ok bool, err error) {
+	b64, found := strings.CutPrefix(sig, sigOpenAIItem)
+	if !found {
+		return "", "", false, nil
+	}
+	raw, derr := base64.StdEncoding.DecodeString(b64)
+	it := gjson.ParseBytes(raw)
+	if derr != nil || DepthExceeds(raw, maxDepth) || !gjson.ValidBytes(raw) || !it.IsObject() ||
+		it.Get("type").Str != "reasoning" || it.Get("encrypted_content").Str == "" {
+		return "", "", true, badRequest(param, "the thinking signature is not one Troupe gave: it must be sent back unmodified")
+	}
+	return string(raw), it.Get("encrypted_content").Str, true, nil
 }

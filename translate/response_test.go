@@ -49,7 +49,7 @@ func TestTranslateResponseFields(t *testing.T) {
 				"output.1.encrypted_content": "troupe.anthropic-redacted.v1:R1", "output.2.content.0.text": "ok"}},
 		{name: "responses reasoning to messages thinking", from: Responses, to: Messages,
 			body: `{"id":"resp_1","status":"completed","model":"m","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}],"encrypted_content":"E"},{"type":"function_call","call_id":"call_1","name":"f","arguments":"{\"x\":1}"}]}`,
-			want: map[string]string{"content.0.type": "thinking", "content.0.thinking": "a\n\nb", "content.0.signature": "troupe.openai.v1:E",
+			want: map[string]string{"content.0.type": "thinking", "content.0.thinking": "a\n\nb", "content.0.signature": openAIItemSignature(`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}],"encrypted_content":"E"}`),
 				"content.1.type": "tool_use", "content.1.id": "toolu_1", "content.1.input.x": "1", "stop_reason": "tool_use"}},
 		{name: "chat reasoning_content to messages", from: Chat, to: Messages,
 			body: `{"id":"x","model":"m","choices":[{"message":{"content":"4","reasoning_content":"2+2"},"finish_reason":"stop"}]}`,

@@ -340,6 +340,10 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 					}
 					b = append(b, '}')
 				case partReasoning:
+					if p.item != "" {
+						b = append(elem(b), p.item...) // the upstream's own item, as it came
+						continue
+					}
 					enc, ok := openAIReasoning(p)
 					if !ok {
 						continue

@@ -49,7 +49,7 @@ func decodeResponsesItem(it gjson.Result) []part {
 		return []part{{typ: partToolCall, custom: true, callID: it.Get("call_id").Str, name: flatName(it.Get("namespace").Str, it.Get("name").Str),
 			args: it.Get("input").Str, itemID: it.Get("id").Str}}
 	case "reasoning":
-		rp := part{typ: partReasoning, encrypted: it.Get("encrypted_content").Str, itemID: it.Get("id").Str}
+		rp := part{typ: partReasoning, encrypted: it.Get("encrypted_content").Str, itemID: it.Get("id").Str, item: it.Raw}
 		it.Get("summary").ForEach(func(_, s gjson.Result) bool {
 			rp.summary = append(rp.summary, s.Get("text").Str)
 			return true

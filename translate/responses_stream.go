@@ -28,6 +28,12 @@ type responsesBlock struct {
 	kind     blockKind
 	sawDelta bool  // a tool or reasoning block received deltas
 	summary  int64 // a reasoning block's current summary_index
+	// A reasoning item's encrypted_content from output_item.added, used
+	// when output_item.done has none.
+	encrypted string
+	// awaitState: a reasoning item done without encrypted_content, held
+	// open until response.completed, whose output may carry it.
+	awaitState bool
 }
 
 // responsesEvent is what Troupe reads of an upstream Responses event, found
@@ -89,7 +95,11 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 			return s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: b.slot, id: it.Get("call_id").Str,
 				name: flatName(it.Get("namespace").Str, it.Get("name").Str), custom: t == "custom_tool_call", itemID: id}), nil
 		case "reasoning":
-			_, dst = d.reasoning(s, dst, &e, it.Get("id").Str)
+			var b *responsesBlock
+			b, dst = d.reasoning(s, dst, &e, it.Get("id").Str)
+			if enc := it.Get("encrypted_content").Str; enc != "" {
+				b.encrypted = strings.Clone(enc)
+			}
 		}
 		return dst, nil
 	case "response.content_part.added":
@@ -132,10 +142,23 @@ func (d *responsesDecoder) decode(s *Stream, dst []byte, ev Event) ([]byte, erro
 	case "response.output_item.done":
 		return d.itemDone(s, dst, &e), nil
 	case "response.completed", "response.incomplete":
+		r := e.response
+		for i := range d.blocks {
+			if b := &d.blocks[i]; b.awaitState {
+				r.Get("output").ForEach(func(_, it gjson.Result) bool {
+					if it.Get("type").Str != "reasoning" || it.Get("id").Str != b.itemID {
+						return true
+					}
+					if it.Get("encrypted_content").Str != "" {
+						dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsReasoningItem, slot: b.slot, text: it.Raw})
+					}
+					return false
+				})
+			}
+		}
 		for len(d.blocks) > 0 {
 			dst = d.close(s, dst, &d.blocks[0])
 		}
-		r := e.response
 		if u := r.Get("usage"); u.IsObject() {
 			s.usage.set(Responses, u)
 		}
@@ -197,8 +220,19 @@ func (d *responsesDecoder) itemDone(s *Stream, dst []byte, e *responsesEvent) []
 				return true
 			})
 		}
-		if enc := it.Get("encrypted_content").Str; enc != "" {
-			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsEncrypted, slot: b.slot, text: enc})
+		// The encrypted reasoning may come on this event, only on
+		// output_item.added, or only in response.completed's output.
+		switch {
+		case it.Get("encrypted_content").Str != "":
+			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsReasoningItem, slot: b.slot, text: it.Raw})
+		case b.encrypted != "":
+			dst = s.emit(dst, sev{kind: sevSignature, sig: sigIsReasoningItem, slot: b.slot, text: withEncrypted(it.Raw, b.encrypted)})
+		case s.to == Messages && s.wantsReasoningState():
+			// A Messages client's thinking block carries it in its
+			// signature, written just before the block stops: the block
+			// (and the blocks after it) wait for response.completed.
+			b.awaitState = true
+			return dst
 		}
 		return d.close(s, dst, b)
 	case "function_call", "custom_tool_call":
@@ -228,6 +262,23 @@ func (d *responsesDecoder) itemDone(s *Stream, dst []byte, e *responsesEvent) []
 		}
 	}
 	return dst
+}
+
+// withEncrypted returns a reasoning item's JSON with an encrypted_content
+// member added.
+func withEncrypted(item, encrypted string) string {
+	i := strings.LastIndexByte(item, '}')
+	if i < 0 {
+		return item
+	}
+	b := make([]byte, 0, len(item)+len(encrypted)+24)
+	b = append(b, strings.TrimRight(item[:i], " \t\r\n")...)
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"encrypted_content":`...)
+	b = AppendString(b, encrypted)
+	return string(append(b, '}'))
 }
 
 // find returns the open block an event names: by output_index and part
@@ -433,8 +484,8 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 		p := &e.items[e.cur].p
 		// Copies: ev.text points into the upstream event, and "" + x is x.
 		switch ev.sig {
-		case sigIsEncrypted:
-			p.encrypted = strings.Clone(ev.text)
+		case sigIsReasoningItem:
+			p.encrypted = strings.Clone(gjson.Get(ev.text, "encrypted_content").Str)
 		case sigIsRedacted:
 			p.redacted = strings.Clone(ev.text)
 		default:

@@ -63,9 +63,9 @@ const (
 type sigKind uint8
 
 const (
-	sigIsSignature sigKind = iota + 1 // Anthropic thinking signature
-	sigIsEncrypted                    // OpenAI encrypted_content
-	sigIsRedacted                     // Anthropic redacted_thinking data
+	sigIsSignature     sigKind = iota + 1 // Anthropic thinking signature
+	sigIsReasoningItem                    // OpenAI reasoning item (raw JSON) with encrypted_content
+	sigIsRedacted                         // Anthropic redacted_thinking data
 )
 
 // sev is one canonical stream event. Its strings may point into the
@@ -120,6 +120,9 @@ type Stream struct {
 	created  int64
 	slots    int32 // block slots handed out
 	seq      sequencer
+	// wantState: 0 not yet known, 1 the upstream was asked for reasoning
+	// state (encrypted_content), 2 it was not.
+	wantState uint8
 
 	toolArgs  bool   // the open block is a function tool call
 	sawArgs   bool   // it has received argument fragments
@@ -305,6 +308,27 @@ func (s *Stream) put(dst []byte, e sev) []byte {
 		}
 	}
 	return s.enc.put(s, dst, e)
+}
+
+// wantsReasoningState reports whether the upstream was asked for
+// encrypted reasoning: the request translation asks a Responses upstream
+// for it (include reasoning.encrypted_content) exactly when it asks for
+// reasoning, which for a Messages client is when its thinking or
+// output_config.effort is on. Without the client's request it assumes so.
+func (s *Stream) wantsReasoningState() bool {
+	if s.wantState == 0 {
+		s.wantState = 1
+		if s.to == Messages && len(s.opts.Request) > 0 {
+			var rq request
+			if decodeThinking(getB(s.opts.Request, "thinking"), &rq) == nil {
+				rq.reasoning.effort = openAIEffort(getB(s.opts.Request, "output_config.effort").Str)
+			}
+			if e, sum := responsesReasoning(&rq.reasoning); e == "" && sum == "" {
+				s.wantState = 2
+			}
+		}
+	}
+	return s.wantState == 1
 }
 
 // badEvent wraps ErrBadEvent with the event's name.
