@@ -11,7 +11,10 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // testOptions seed math.random and lengthen the wall-clock backstops, so
 // that a test is never failed by its goroutine being descheduled on a loaded
 // machine; the instruction budgets stop runaway code as usual.
-var testOptions = Options{Seed: 1, ScoreTimeout: 5 * time.Second, RouteTimeout: 5 * time.Second, LoadTimeout: 5 * time.Second}
+// The self-test's own budget too: under the race detector on a loaded
+// machine, the self-test of a deep-recursion policy took over the default
+// second (TestSelfTestBudget sets its own).
+var testOptions = Options{Seed: 1, ScoreTimeout: 5 * time.Second, RouteTimeout: 5 * time.Second, LoadTimeout: 5 * time.Second, SelfTestBudget: 30 * time.Second}
 
 func mustCompile(t testing.TB, name, src string) *Policy {
 	t.Helper()
