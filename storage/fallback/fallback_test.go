@@ -51,7 +51,9 @@ func TestContractOverMemory(t *testing.T) {
 func TestContractOverRedis(t *testing.T) {
 	url := cachetest.RedisURL(t)
 	cachetest.Run(t, func(t *testing.T) storage.Cache {
-		r, err := rediscache.New(t.Context(), url, rediscache.Options{Prefix: cachetest.RedisPrefix(t, url)})
+		sl := cachetest.SlackTimeout
+		r, err := rediscache.New(t.Context(), url, rediscache.Options{Prefix: cachetest.RedisPrefix(t, url),
+			DialTimeout: sl, ReadTimeout: sl, WriteTimeout: sl, PoolTimeout: sl})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,9 @@ func open(t testing.TB, opts Options) (*Cache, string) {
 	if opts.Prefix == "" {
 		opts.Prefix = cachetest.RedisPrefix(t, url)
 	}
+	if opts.ReadTimeout == 0 {
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = cachetest.SlackTimeout, cachetest.SlackTimeout, cachetest.SlackTimeout, cachetest.SlackTimeout
+	}
 	c, err := New(context.Background(), url, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +321,9 @@ func TestPrefixIsolation(t *testing.T) {
 // and starts it again: the subscriber keeps receiving without resubscribing.
 func TestSubscriptionSurvivesRestart(t *testing.T) {
 	srv := cachetest.StartRedis(t)
-	c, err := New(t.Context(), srv.URL(), Options{Prefix: "t:", HealthCheckInterval: 200 * time.Millisecond})
+	sl := cachetest.SlackTimeout
+	c, err := New(t.Context(), srv.URL(), Options{Prefix: "t:", HealthCheckInterval: 200 * time.Millisecond,
+		DialTimeout: sl, ReadTimeout: sl, WriteTimeout: sl, PoolTimeout: sl})
 	if err != nil {
 		t.Fatal(err)
 	}
