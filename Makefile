@@ -75,6 +75,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslateResponse$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslateError$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./translate/
+	$(GO) test -run '^$$' -fuzz '^FuzzStreamConformance$$' -fuzztime $(FUZZTIME) ./translate/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzEstimateInputTokens$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bench/scenario/

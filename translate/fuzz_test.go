@@ -132,6 +132,26 @@ func FuzzStream(f *testing.F) {
 			t.Fatal("stream not ended after Finish or Fail")
 		}
 		checkSSE(t, to, out)
+		if _, err := validateStream(to, out, validateOpts{loose: true, usageChunk: k&0x80 != 0}); err != nil {
+			t.Fatalf("%s→%s: %v\n%s", from, to, err, out)
+		}
+	})
+}
+
+// FuzzStreamConformance draws upstream streams from the generator
+// (gen_test.go) with the fuzzer's bytes as its randomness: answers in any
+// event order their protocol allows, read in pieces of any size. Each
+// translation must be valid by the client protocol's rules and say what
+// the upstream said (checkGenerated).
+func FuzzStreamConformance(f *testing.F) {
+	for i := range 12 {
+		f.Add(byte(i), []byte{byte(i * 37), 1, 2, 3, 250, 9, byte(i), 77, 3, 3, 3, 200, 1})
+	}
+	f.Fuzz(func(t *testing.T, k byte, seed []byte) {
+		from, to := pair(k)
+		if a, out, err := checkGenerated(&byteSource{b: seed}, from, to); err != nil {
+			t.Fatalf("%s→%s: %v\n--- upstream\n%s\n--- client\n%s", from, to, err, clip(a.stream), clip(out))
+		}
 	})
 }
 

@@ -38,6 +38,7 @@ import (
 // digest is what a client learns from an answer.
 type digest struct {
 	Text      string
+	Refusal   string
 	Reasoning string
 	Tools     []digestTool
 	Finish    string // stop, length, tool_calls, content_filter
@@ -181,7 +182,7 @@ func chatDigest(cc *openai.ChatCompletion) digest {
 	var d digest
 	if len(cc.Choices) > 0 {
 		m := cc.Choices[0].Message
-		d.Text = m.Content
+		d.Text, d.Refusal = m.Content, m.Refusal
 		for _, tc := range m.ToolCalls {
 			d.Tools = append(d.Tools, digestTool{tc.Function.Name, normJSON(tc.Function.Arguments)})
 		}
@@ -198,6 +199,7 @@ func responsesDigest(r *responses.Response) digest {
 		case "message":
 			for _, c := range it.Content {
 				d.Text += c.Text
+				d.Refusal += c.Refusal
 			}
 		case "function_call":
 			d.Tools = append(d.Tools, digestTool{it.Name, normJSON(it.Arguments.OfString)})
@@ -264,6 +266,9 @@ func compareDigests(t *testing.T, from, to translate.Protocol, up, got digest) {
 	}
 	if from == translate.Chat || to == translate.Chat {
 		up.Reasoning, got.Reasoning = "", "" // Chat has no reasoning field in its SDK
+	}
+	if to == translate.Messages {
+		up.Text, up.Refusal = up.Text+up.Refusal, "" // Messages has no refusal: it is text there
 	}
 	if !reflect.DeepEqual(up, got) {
 		t.Fatalf("the client's SDK saw\n%+v\nbut the upstream's SDK saw\n%+v", got, up)
