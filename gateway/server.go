@@ -136,7 +136,8 @@ type Server struct {
 	canaryRT       canaryRuntime  // the canary policy and per-version outcomes (canary.go)
 	adm            adminState     // the admin API's own state (admin_state.go)
 	now            func() time.Time
-	ws             wsHub // downstream Responses WebSocket connections (gateway/ws.go)
+	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
+	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)
 }
 
 // New builds a Server over a running actor system, a store and a cache (for
@@ -301,27 +302,6 @@ func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
 	writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
 	ctx.Response.Header.Set("Allow", "GET, HEAD")
 	return false
-}
-
-func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("application/json")
-	if !s.ready.Load() {
-		ctx.SetStatusCode(503)
-		ctx.SetBodyString(`{"status":"starting"}`)
-		return
-	}
-	active := 0
-	for _, v := range s.sys.Views() {
-		if v.Status == actors.StatusActive || v.Status == actors.StatusCooling {
-			active++
-		}
-	}
-	if active == 0 {
-		ctx.SetStatusCode(503)
-		ctx.SetBodyString(`{"status":"no accounts"}`)
-		return
-	}
-	ctx.SetBodyString(`{"status":"ready"}`)
 }
 
 // unauthenticatedBodyLimit caps the body fasthttp reads for a request

@@ -18,9 +18,7 @@ const probeKey = "troupe:fallback:probe"
 // Pinger is implemented by primaries that can check their connection
 // cheaply (rediscache.Cache: PING). Ping returns an error wrapping
 // storage.ErrCacheUnavailable when the backend cannot serve.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
+type Pinger = storage.Pinger
 
 // failed reports whether err from the primary is unavailability, turning
 // the cache degraded if so.
@@ -86,4 +84,15 @@ func (c *Cache) probe() {
 			c.recover()
 		}
 	}
+}
+
+// Health reports the shared cache's state for /readyz: degraded during an
+// outage (this instance serves from its local cache), never down.
+func (c *Cache) Health() storage.Health {
+	h := storage.Health{Name: "cache"}
+	if c.degraded.Load() {
+		h.Degraded, h.Since = true, time.Unix(0, c.since.Load())
+		h.Detail = "shared cache unavailable: affinity, per-key limits and leases are this instance's own until it returns"
+	}
+	return h
 }

@@ -111,6 +111,16 @@ func Open(ctx context.Context, dsn string, sealer *storage.Sealer) (*Store, erro
 	return &Store{pool: pool, sealer: sealer}, nil
 }
 
+// Ping checks that the database answers (a round trip on a pooled
+// connection); the error says why it does not. It is the cheap probe of an
+// outage wrapper (storage.Pinger).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
 // Close closes every connection of the pool, waiting for those in use to be
 // released. The Store must not be used after.
 func (s *Store) Close() error {

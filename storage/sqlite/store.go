@@ -121,6 +121,14 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 
 // Close closes the database. Pending work in other goroutines fails; the
 // Store must not be used after. On the last connection SQLite checkpoints
+// Ping checks that the database file answers a read (storage.Pinger).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
