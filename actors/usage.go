@@ -15,6 +15,7 @@ type usageConfig struct {
 	batchSize int           // flush when this many records are pending
 	interval  time.Duration // flush at least this often when records are pending
 	maxQueued int           // records held (pending + being written) before new ones are dropped
+	retryBase time.Duration // first backoff of a failed write, doubling up to retryCap; default 100 ms
 	log       *slog.Logger
 	onWritten func(n int, err error)
 }
@@ -24,25 +25,26 @@ type usageConfig struct {
 // mailbox. A batch is handed over when it holds batchSize records, or
 // interval after its first record arrived (a timer armed by that record), so
 // no record waits in memory longer than interval plus mailbox latency.
-// Batches are written in order; a failed batch is retried with backoff (up
-// to 5 times) until it is written or the recorder stops.
+// Batches are written in order; a failed batch is retried with backoff
+// until it is written (see retry).
 //
 // What a hard kill (SIGKILL, a crash) can lose is what is in memory:
 // the pending batch (at most batchSize-1 records, none older than interval)
 // and the batches handed to the writer but not committed — one batch when
 // storage keeps up with the traffic. docs/storage.md states the bound.
 type recorder struct {
-	cfg     usageConfig
-	batch   []storage.UsageRecord
-	events  []storage.ErrorEvent // pending error events, written after the batch's records
-	first   time.Time            // when the oldest pending record or event arrived
-	timer   *time.Timer          // fires interval after first; nil when nothing is pending
-	writes  chan usageBatch
-	queued  int // records and events handed to the writer and not yet written
-	dropped uint64
-	waiters []chan struct{}
-	stop    context.CancelFunc
-	done    chan struct{}
+	cfg      usageConfig
+	batch    []storage.UsageRecord
+	events   []storage.ErrorEvent // pending error events, written after the batch's records
+	first    time.Time            // when the oldest pending record or event arrived
+	timer    *time.Timer          // fires interval after first; nil when nothing is pending
+	writes   chan usageBatch
+	queued   int // records and events handed to the writer and not yet written
+	dropped  uint64
+	waiters  []chan struct{}
+	stop     context.CancelFunc
+	stopping chan struct{} // closed when the recorder stops: failing writes get stopAttempts more tries
+	done     chan struct{}
 }
 
 func newRecorder(cfg usageConfig) actor.Producer {
@@ -55,12 +57,14 @@ func (r *recorder) Receive(c *actor.Context) {
 	case actor.Started:
 		r.writes = make(chan usageBatch, 1024)
 		r.done = make(chan struct{})
+		r.stopping = make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stop = cancel
 		go r.writer(ctx, c.Engine(), c.PID())
 	case actor.Stopped:
 		r.flush()
 		close(r.writes)
+		close(r.stopping)
 		<-r.done // the writer drains what it was given; bounded by storage latency
 		r.stop()
 	case usageRecord:
@@ -162,20 +166,48 @@ func (r *recorder) writer(ctx context.Context, e *actor.Engine, self *actor.PID)
 	}
 }
 
-// retry runs write with a 30 s timeout, retrying a failure with backoff up to
-// 5 times (not after ctx ends), and logs a batch it lost.
+// Backoff of a failed usage write: 0.1 s doubling, capped at retryCap; once
+// the recorder is stopping, a batch gets stopAttempts more tries.
+const (
+	retryCap     = 5 * time.Second
+	stopAttempts = 5
+)
+
+func (r *recorder) retryBase() time.Duration {
+	if r.cfg.retryBase > 0 {
+		return r.cfg.retryBase
+	}
+	return 100 * time.Millisecond
+}
+
+// retry runs write with a 30 s timeout, retrying a failure with backoff
+// until it succeeds: a batch is never given up while the recorder runs
+// (the store in front of storage journals what storage refuses, so a
+// failure here means even that could not take it; the batch waits in
+// memory, bounded by maxQueued). Once the recorder is stopping, it gets
+// stopAttempts more tries, and a batch still failing is logged as lost.
 func (r *recorder) retry(ctx context.Context, what string, n int, write func(context.Context) error) error {
 	var err error
+	late := 0
 	for attempt := 0; ; attempt++ {
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = write(wctx)
 		cancel()
-		if err == nil || ctx.Err() != nil || attempt >= 5 {
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-r.stopping:
+			late++
+		default:
+		}
+		if late > stopAttempts {
 			break
 		}
 		r.cfg.log.Warn(what+" write failed; retrying", "rows", n, "attempt", attempt+1, "err", err)
 		select {
-		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		case <-time.After(min(r.retryBase()<<min(attempt, 16), retryCap)):
+		case <-r.stopping:
 		case <-ctx.Done():
 		}
 	}

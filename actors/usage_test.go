@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/postgres"
 	"github.com/troupe-gw/troupe/storage/sqlite"
@@ -267,5 +268,54 @@ func BenchmarkUsageRecorder(b *testing.B) {
 				b.Fatalf("%d records stored, want %d (%v)", n, b.N, err)
 			}
 		})
+	}
+}
+
+// refusing is a UsageWriter that refuses its first n calls (storage down,
+// and nothing in front of it that journals) and then writes.
+type refusing struct {
+	batchLog
+	n, calls atomic.Int64
+}
+
+func (r *refusing) InsertUsage(ctx context.Context, recs []storage.UsageRecord) error {
+	if r.calls.Add(1) <= r.n.Load() {
+		return errInjected
+	}
+	return r.batchLog.InsertUsage(ctx, recs)
+}
+
+// TestUsageNeverGivesUp: a batch whose writes keep failing is retried
+// until one succeeds, however many fail (the recorder used to give up and
+// log "usage batch lost" after 6 tries, about 3 s).
+func TestUsageNeverGivesUp(t *testing.T) {
+	w := &refusing{}
+	w.n.Store(10)
+	written := make(chan int, 16)
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.Spawn(newRecorder(usageConfig{
+		store: w, batchSize: 5, interval: time.Hour, maxQueued: 1000, retryBase: time.Millisecond,
+		log: slog.New(slog.DiscardHandler), onWritten: func(n int, err error) { written <- n },
+	}), "usage")
+	defer func() { <-e.Poison(pid).Done() }()
+	for _, r := range storagetest.VariedUsage("retry", 0, 5) {
+		e.Send(pid, usageRecord{rec: r})
+	}
+	select {
+	case n := <-written:
+		if n != 5 {
+			t.Fatalf("batch of %d written, want 5", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("batch not written within 30s after %d calls", w.calls.Load())
+	}
+	if c := w.calls.Load(); c != 11 {
+		t.Errorf("%d write calls, want 11 (10 refused, then the write)", c)
+	}
+	if b, _ := w.snapshot(); len(b) != 1 || b[0] != 5 {
+		t.Errorf("batches stored: %v", b)
 	}
 }
