@@ -18,6 +18,8 @@ import (
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/fallback"
+	"github.com/troupe-gw/troupe/storage/journal"
+	"github.com/troupe-gw/troupe/storage/lastknown"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/storage/postgres"
 	"github.com/troupe-gw/troupe/storage/rediscache"
@@ -52,6 +54,11 @@ type app struct {
 	live atomic.Pointer[gateway.Server]
 	// unwatch ends the subscription to API-key changes.
 	unwatch context.CancelFunc
+	// keys is store seen through the last known state of its API keys
+	// (a storage outage serves known keys); store is it once started.
+	keys *lastknown.Store
+	// journal takes the usage records storage does not (usage.journal).
+	journal *journal.Usage
 
 	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	admin    adminSetup       // the admin UI's first-start result (admin.go)
@@ -166,7 +173,33 @@ func startApp(ctx context.Context, cfg *Config, log *slog.Logger) (*app, error) 
 	return a, nil
 }
 
-func (a *app) start(ctx context.Context) error {
+// start wraps a.store for outages (lastknown; the usage journal) and
+// starts the rest. On error a.store is the caller's store again, open.
+func (a *app) start(ctx context.Context) (err error) {
+	cfg := a.cfg
+	backend := a.store
+	a.keys, err = lastknown.New(ctx, backend, lastknown.Options{Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.journal, err = journal.Open(filepath.Join(cfg.DataDir, "usage.journal"), backend,
+		journal.Options{MaxBytes: cfg.Storage.UsageJournalMaxBytes, Logger: a.log})
+	if err != nil {
+		a.keys.Stop()
+		return fmt.Errorf("usage journal: %w", err)
+	}
+	a.store = a.keys
+	defer func() {
+		if err != nil {
+			a.journal.Close()
+			a.keys.Stop()
+			a.store = backend
+		}
+	}()
+	return a.startWrapped(ctx)
+}
+
+func (a *app) startWrapped(ctx context.Context) error {
 	cfg := a.cfg
 	for _, ac := range cfg.Accounts {
 		acc := ac.account()
@@ -189,7 +222,7 @@ func (a *app) start(ctx context.Context) error {
 	a.codex = cx
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
-		Store: a.store,
+		Store: a.journal,
 		Transport: func(acc storage.Account) (upstream.Transport, error) {
 			return upstream.New(acc, cx.options(cfg, topts, acc))
 		},
@@ -212,6 +245,7 @@ func (a *app) start(ctx context.Context) error {
 			metrics.CacheDegraded(degraded)
 			if s := a.live.Load(); s != nil && !degraded {
 				// Key-change broadcasts sent during the outage were missed.
+				a.keys.KeysChanged()
 				s.InvalidateKeys()
 			}
 		})
@@ -244,6 +278,8 @@ func (a *app) start(ctx context.Context) error {
 		},
 	}, sys, a.store, a.cache, metrics, a.log)
 	a.server.SetModelCatalog(cx.catalog)
+	a.server.SetHealth(a.health()...)
+	registerOutageMetrics(metrics, a.keys, a.journal)
 	a.live.Store(a.server)
 	if err := a.watchKeys(); err != nil {
 		a.sys.Stop(context.Background())
@@ -295,6 +331,7 @@ func (a *app) watchKeys() error {
 	srv := a.server
 	go func() {
 		for msg := range ch {
+			a.keys.KeysChanged()
 			srv.InvalidateKeys()
 			a.log.Debug("api keys changed: key cache dropped", "change", msg)
 		}
@@ -339,6 +376,11 @@ func (a *app) shutdown(grace time.Duration) error {
 	if a.cache != nil {
 		if err := a.cache.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("cache: %w", err))
+		}
+	}
+	if a.journal != nil { // after the actors: the recorder's last batches went through it
+		if err := a.journal.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("usage journal: %w", err))
 		}
 	}
 	if err := a.store.Close(); err != nil {

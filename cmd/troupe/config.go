@@ -16,6 +16,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/journal"
 )
 
 // Config is troupe's configuration: defaults, then the YAML file, then
@@ -40,6 +41,9 @@ type Config struct {
 		// key rotation: values sealed with them still open; writes (and
 		// "troupe accounts reseal") seal with MasterKey. Env: a comma-separated list.
 		PreviousMasterKeys []string `koanf:"previous_master_keys"`
+		// UsageJournalMaxBytes bounds {data_dir}/usage.journal, where usage
+		// records wait while storage does not take them (docs/storage.md).
+		UsageJournalMaxBytes int64 `koanf:"usage_journal_max_bytes"`
 	} `koanf:"storage"`
 	Cache struct {
 		Driver string `koanf:"driver"` // memory (the embedded default) or redis
@@ -104,31 +108,32 @@ type AccountConfig struct {
 
 func defaults() map[string]any {
 	m := map[string]any{
-		"mode":                         modeDevelopment,
-		"admin.password":               "",
-		"listen":                       "127.0.0.1:8080",
-		"data_dir":                     "./data",
-		"log.level":                    "info",
-		"log.format":                   "text",
-		"storage.driver":               "sqlite",
-		"storage.dsn":                  "",
-		"storage.master_key":           "",
-		"cache.driver":                 "memory",
-		"policies.dir":                 "",
-		"policies.active":              defaultPolicy,
-		"cache.url":                    "",
-		"cache.prefix":                 "troupe:",
-		"gateway.max_body_bytes":       16 << 20,
-		"gateway.max_attempts":         3,
-		"gateway.max_wait":             "10s",
-		"gateway.request_timeout":      "10m",
-		"gateway.header_timeout":       "0s",
-		"gateway.nonstream_timeout":    "5m",
-		"gateway.first_token_timeout":  "60s",
-		"gateway.heartbeat_interval":   "15s",
-		"gateway.failover_budget":      "60s",
-		"gateway.hold_buffer_bytes":    1 << 20,
-		"gateway.quota_probe_interval": "1m",
+		"mode":                            modeDevelopment,
+		"admin.password":                  "",
+		"listen":                          "127.0.0.1:8080",
+		"data_dir":                        "./data",
+		"log.level":                       "info",
+		"log.format":                      "text",
+		"storage.driver":                  "sqlite",
+		"storage.dsn":                     "",
+		"storage.master_key":              "",
+		"storage.usage_journal_max_bytes": journal.DefaultMaxBytes,
+		"cache.driver":                    "memory",
+		"policies.dir":                    "",
+		"policies.active":                 defaultPolicy,
+		"cache.url":                       "",
+		"cache.prefix":                    "troupe:",
+		"gateway.max_body_bytes":          16 << 20,
+		"gateway.max_attempts":            3,
+		"gateway.max_wait":                "10s",
+		"gateway.request_timeout":         "10m",
+		"gateway.header_timeout":          "0s",
+		"gateway.nonstream_timeout":       "5m",
+		"gateway.first_token_timeout":     "60s",
+		"gateway.heartbeat_interval":      "15s",
+		"gateway.failover_budget":         "60s",
+		"gateway.hold_buffer_bytes":       1 << 20,
+		"gateway.quota_probe_interval":    "1m",
 		// Affinity and the Responses WebSocket.
 		"gateway.session_affinity_ttl":              "1h",
 		"gateway.websocket.upstream":                "auto",

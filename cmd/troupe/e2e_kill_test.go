@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/troupe-gw/troupe/storage/storagetest"
 )
 
 // buildTroupe builds the troupe binary into a temporary directory (with the
@@ -40,6 +44,74 @@ func buildTroupe(t *testing.T) string {
 	return bin
 }
 
+// demoChild is a `troupe demo` subprocess.
+type demoChild struct {
+	cmd          *exec.Cmd
+	base, secret string
+	stderr       *syncBuffer
+	drained      chan struct{} // closed when its stdout ends (it exited)
+	exited       bool
+}
+
+// startDemoChild runs bin as `troupe demo --accounts 20 --data dir` with
+// env added to a minimal environment, and waits until it prints its URL
+// and key. It is killed when t ends, if still running.
+func startDemoChild(t *testing.T, bin, dir string, env ...string) *demoChild {
+	t.Helper()
+	cmd := exec.Command(bin, "demo", "--listen", "127.0.0.1:0", "--accounts", "20", "--data", dir)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TROUPE_LOG_LEVEL=warn"}, env...)
+	c := &demoChild{cmd: cmd, stderr: &syncBuffer{}, drained: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.kill(t)
+		if t.Failed() {
+			t.Logf("troupe demo stderr:\n%s", c.stderr.String())
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	for (c.base == "" || c.secret == "") && sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "TROUPE_BASE_URL="); ok {
+			c.base = v
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "TROUPE_API_KEY="); ok {
+			c.secret = v
+		}
+	}
+	if c.base == "" || c.secret == "" {
+		t.Fatalf("troupe demo did not print its URL and key (scan: %v)\n%s", sc.Err(), c.stderr.String())
+	}
+	go func() {
+		defer close(c.drained)
+		for sc.Scan() { // drain the rest of stdout until the process dies
+		}
+	}()
+	return c
+}
+
+// kill kills the child with SIGKILL (no shutdown hook runs) and waits for
+// it; it checks the race detector's verdict.
+func (c *demoChild) kill(t *testing.T) {
+	if c.exited {
+		return
+	}
+	c.exited = true
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Error(err)
+	}
+	<-c.drained
+	c.cmd.Wait()
+	if strings.Contains(c.stderr.String(), "DATA RACE") {
+		t.Errorf("the race detector reported a data race in troupe demo")
+	}
+}
+
 // TestKillMidLoad runs `troupe demo` as a subprocess, drives load through it
 // from 8 goroutines counting successful answers, kills it with SIGKILL
 // mid-load, then counts the usage records in its database. Every successful
@@ -50,48 +122,8 @@ func buildTroupe(t *testing.T) string {
 func TestKillMidLoad(t *testing.T) {
 	bin := buildTroupe(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--listen", "127.0.0.1:0", "--accounts", "20", "--data", dir)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TROUPE_LOG_LEVEL=warn"}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("troupe demo stderr:\n%s", stderr.String())
-		}
-	}()
-	var base, secret string
-	sc := bufio.NewScanner(stdout)
-	for (base == "" || secret == "") && sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "TROUPE_BASE_URL="); ok {
-			base = v
-		}
-		if v, ok := strings.CutPrefix(sc.Text(), "TROUPE_API_KEY="); ok {
-			secret = v
-		}
-	}
-	if base == "" || secret == "" {
-		t.Fatalf("troupe demo did not print its URL and key (scan: %v)", sc.Err())
-	}
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		for sc.Scan() { // drain the rest of stdout until the process dies
-		}
-	}()
+	child := startDemoChild(t, bin, dir)
+	base, secret := child.base, child.secret
 
 	const workers = 8
 	var (
@@ -123,16 +155,8 @@ func TestKillMidLoad(t *testing.T) {
 	// SIGKILL: no shutdown hook runs, the recorder's memory is lost. (stop
 	// first, so that the requests the kill breaks are not counted as failures.)
 	stop.Store(true)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	child.kill(t)
 	elapsed := time.Since(start)
-	<-drained
-	cmd.Wait()
-	killed = true
-	if strings.Contains(stderr.String(), "DATA RACE") {
-		t.Errorf("the race detector reported a data race in troupe demo")
-	}
 	wg.Wait()
 	successes := ok.Load()
 	if f := failures.Load(); f > 0 {
@@ -165,5 +189,129 @@ func TestKillMidLoad(t *testing.T) {
 	// its client never got it: at most one per worker.
 	if records > successes+workers {
 		t.Errorf("%d records for %d successful answers (+%d in flight at most)", records, successes, workers)
+	}
+}
+
+// TestKillDuringOutage is the hard-kill bound during a storage outage: a
+// `troupe demo` child on a private PostgreSQL serves load; the database is
+// stopped, so usage records go to the journal; the child is killed with
+// SIGKILL mid-outage; the database is started and the child restarted on
+// the same data directory, which writes the journal to storage. Every
+// answer served before the kill must then have its record, except at most
+// the bound of docs/storage.md (rate × 0.25 s + 500) — the records the
+// recorder held in memory — and none twice.
+func TestKillDuringOutage(t *testing.T) {
+	pg := storagetest.StartPostgres(t)
+	bin := buildTroupe(t)
+	dir := t.TempDir()
+	env := []string{"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg.URL()}
+	child := startDemoChild(t, bin, dir, env...)
+
+	const workers = 8
+	var (
+		stop     atomic.Bool
+		mu       sync.Mutex
+		served   []string // X-Request-Id of each 200
+		failures atomic.Int64
+		tick     = make(chan struct{}, 1)
+		wg       sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			model := demoOpenAIModel
+			if w%2 == 1 {
+				model = demoCodexModel
+			}
+			for !stop.Load() {
+				st, h, _, err := callGateway(child.base, child.secret, model)
+				if err == nil && st == 200 {
+					mu.Lock()
+					served = append(served, h.Get("X-Request-Id"))
+					mu.Unlock()
+				} else if !stop.Load() {
+					failures.Add(1)
+				}
+				select {
+				case tick <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(served) }
+	waitServed := func(n int) {
+		t.Helper()
+		deadline := time.After(2 * time.Minute)
+		for count() < n {
+			select {
+			case <-tick:
+			case <-deadline:
+				t.Fatalf("%d of %d answers (%d failures)", count(), n, failures.Load())
+			}
+		}
+	}
+	waitServed(200)
+	pg.Stop()
+	outageFrom := count()
+	start := time.Now()
+	waitServed(outageFrom + 200 + rand.N(200)) // kill at a random moment of the recorder's cycle
+	stop.Store(true)
+	child.kill(t)
+	elapsed := time.Since(start)
+	wg.Wait()
+	journal, err := os.Stat(filepath.Join(dir, "usage.journal"))
+	if err != nil || journal.Size() == 0 {
+		t.Fatalf("no usage journal after a kill during the outage: %v, %v", journal, err)
+	}
+	if f := failures.Load(); f > 0 {
+		t.Errorf("%d requests failed before the kill", f)
+	}
+
+	pg.Start()
+	again := startDemoChild(t, bin, dir, env...)
+	eventually(t, 60*time.Second, "the restarted demo wrote the journal", func() (bool, string) {
+		fi, err := os.Stat(filepath.Join(dir, "usage.journal"))
+		return err == nil && fi.Size() == 0, fmt.Sprint(fi.Size())
+	})
+	again.kill(t)
+
+	ctx := t.Context()
+	db, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	rows, err := db.Query(ctx, "SELECT request_id FROM usage_records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		stored[id] = true
+	}
+	var records, rolled int64
+	if err := db.QueryRow(ctx, "SELECT count(*), (SELECT coalesce(sum(requests), 0) FROM usage_hourly) FROM usage_records").Scan(&records, &rolled); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, id := range served {
+		if !stored[id] {
+			lost++
+		}
+	}
+	during := len(served) - outageFrom
+	rate := float64(during) / elapsed.Seconds()
+	bound := int(rate*usageInterval.Seconds()) + usageBatch
+	t.Logf("kill -9 %v into a PostgreSQL outage: %d answers (%d during it, %.0f/s), journal %d bytes; after the restart %d records, %d lost (%.0f ms of traffic), %d counted twice; bound %d",
+		elapsed.Round(time.Millisecond), len(served), during, rate, journal.Size(), records, lost, float64(lost)/rate*1000, rolled-records, bound)
+	if lost > bound {
+		t.Errorf("lost %d usage records, more than the bound %d", lost, bound)
+	}
+	if rolled != records {
+		t.Errorf("rollups count %d requests for %d records", rolled, records)
 	}
 }

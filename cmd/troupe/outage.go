@@ -1,0 +1,57 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/journal"
+	"github.com/troupe-gw/troupe/storage/lastknown"
+)
+
+// health lists the dependencies /readyz reports: storage (through the last
+// known state of its keys), the shared cache when it tracks its outages,
+// and the usage journal.
+func (a *app) health() []storage.HealthReporter {
+	deps := []storage.HealthReporter{a.keys}
+	if h, ok := a.cache.(storage.HealthReporter); ok {
+		deps = append(deps, h)
+	}
+	return append(deps, a.journal)
+}
+
+// registerOutageMetrics exports the storage outage state and the usage
+// journal (docs/storage.md#outages), read at scrape time.
+func registerOutageMetrics(m *gateway.Metrics, keys *lastknown.Store, j *journal.Usage) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	m.Registry.MustRegister(
+		gauge("troupe_storage_degraded", "1 while storage (the database) is unavailable and API keys are answered from their last known state.",
+			func() float64 { return b(keys.Stats().Degraded) }),
+		counter("troupe_storage_outages_total", "Storage outages this instance has seen.",
+			func() float64 { return float64(keys.Stats().Outages) }),
+		counter("troupe_storage_stale_key_lookups_total", "API-key lookups answered from the last known state during a storage outage.",
+			func() float64 { return float64(keys.Stats().StaleAnswers) }),
+		counter("troupe_storage_unverified_key_lookups_total", "API-key lookups that failed during a storage outage: no current state for the key.",
+			func() float64 { return float64(keys.Stats().Unverified) }),
+		gauge("troupe_usage_journal_records", "Usage records and error events in the usage journal, waiting for storage.",
+			func() float64 { return float64(j.Stats().Pending) }),
+		gauge("troupe_usage_journal_bytes", "Size of the usage journal file.",
+			func() float64 { return float64(j.Stats().Bytes) }),
+		gauge("troupe_usage_journal_full", "1 while the usage journal is full: usage records wait in memory.",
+			func() float64 { return b(j.Stats().Full) }),
+		counter("troupe_usage_journalled_total", "Usage records and error events written to the usage journal because storage did not take them.",
+			func() float64 { return float64(j.Stats().Journalled) }),
+		counter("troupe_usage_replayed_total", "Journalled usage records and error events written to storage.",
+			func() float64 { return float64(j.Stats().Replayed) }),
+	)
+}
