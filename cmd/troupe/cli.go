@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -224,6 +225,12 @@ const keyHeader = "NAME\tPREFIX\tGROUP\tMODELS\tRPM\tRPD\tTOKENS/DAY\tEXPIRES\tS
 func keysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage client API keys"}
 	dataFlag(cmd)
+	cmd.AddCommand(keysCreateCmd(), keysUpdateCmd(), keysListCmd(), keysRevokeCmd())
+	return cmd
+}
+
+// keysCreateCmd is troupe keys create.
+func keysCreateCmd() *cobra.Command {
 	var name string
 	var disabled, admin bool
 	var cf keyLimitFlags
@@ -262,7 +269,11 @@ func keysCmd() *cobra.Command {
 	create.Flags().BoolVar(&disabled, "disabled", false, "create the key disabled")
 	create.Flags().BoolVar(&admin, "admin", false, "create an admin key: it may call /api/admin and ask for decision traces")
 	cf.register(create, false)
+	return create
+}
 
+// keysUpdateCmd is troupe keys update.
+func keysUpdateCmd() *cobra.Command {
 	var uf keyLimitFlags
 	var rename string
 	var disable, enable, grantAdmin, revokeAdmin bool
@@ -320,10 +331,7 @@ the admin right (/api/admin, decision traces). The secret never changes.`,
 				if err != nil {
 					return fmt.Errorf("update key %q: %w", args[0], err)
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, keyHeader)
-				fmt.Fprintln(w, keyRow(k, time.Now()))
-				if err := w.Flush(); err != nil {
+				if err := printKeys(cmd.OutOrStdout(), time.Now(), k); err != nil {
 					return err
 				}
 				announceKeys(cmd, cfg, "updated "+k.ID)
@@ -337,8 +345,12 @@ the admin right (/api/admin, decision traces). The secret never changes.`,
 	update.Flags().BoolVar(&enable, "enable", false, "accept the key again")
 	update.Flags().BoolVar(&grantAdmin, "admin", false, "let the key call /api/admin and ask for decision traces")
 	update.Flags().BoolVar(&revokeAdmin, "no-admin", false, "take the admin right away from the key")
+	return update
+}
 
-	list := &cobra.Command{
+// keysListCmd is troupe keys list.
+func keysListCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List API keys with their limits and state (never their secrets)",
 		Long: `List API keys: name, display prefix, group, model allowlist (* = every model),
@@ -350,17 +362,15 @@ limits (- = unlimited), expiry, state (enabled, disabled or expired), admin righ
 				if err != nil {
 					return err
 				}
-				now := time.Now()
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, keyHeader)
-				for _, k := range keys {
-					fmt.Fprintln(w, keyRow(k, now))
-				}
-				return w.Flush()
+				return printKeys(cmd.OutOrStdout(), time.Now(), keys...)
 			})
 		},
 	}
-	revoke := &cobra.Command{
+}
+
+// keysRevokeCmd is troupe keys revoke.
+func keysRevokeCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "revoke NAME|ID",
 		Short: "Delete an API key",
 		Args:  cobra.ExactArgs(1),
@@ -374,8 +384,16 @@ limits (- = unlimited), expiry, state (enabled, disabled or expired), admin righ
 			})
 		},
 	}
-	cmd.AddCommand(create, update, list, revoke)
-	return cmd
+}
+
+// printKeys writes keys as the table of troupe keys list, states as of now.
+func printKeys(out io.Writer, now time.Time, keys ...storage.APIKey) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, keyHeader)
+	for _, k := range keys {
+		fmt.Fprintln(w, keyRow(k, now))
+	}
+	return w.Flush()
 }
 
 func accountsCmd() *cobra.Command {
