@@ -77,29 +77,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Notes:        cfg.Notes,
 		WebSocket:    cfg.WebSocket,
 	}
-	gw, err := load.NewClient(cfg.Gateway, 16384)
+	tg, err := newTargets(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var direct *load.Client
-	if cfg.Direct != nil {
-		if direct, err = load.NewClient(*cfg.Direct, 16384); err != nil {
-			return nil, err
-		}
-	}
-	var wsGW, wsDirect *load.WSClient
-	if hasWS(s) {
-		if wsGW, err = load.NewWSClient(cfg.Gateway, wsConns); err != nil {
-			return nil, err
-		}
-		defer wsGW.Close()
-		if cfg.Direct != nil {
-			if wsDirect, err = load.NewWSClient(*cfg.Direct, wsConns); err != nil {
-				return nil, err
-			}
-			defer wsDirect.Close()
-		}
-	}
+	defer tg.close()
 	mem := &memWatch{pid: cfg.GatewayPID}
 	mem.sample()
 	if mem.ok {
@@ -119,63 +101,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			rep.Holds = append(rep.Holds, h)
 			continue
 		}
-		rp := report.Phase{Name: p.Name, API: string(p.API), Stream: p.Stream, Mode: string(p.Mode), Rate: p.Rate, Concurrency: p.Concurrency, DurationS: p.Duration.Seconds()}
-		pooled := map[string]*pool{}
-		for r := range s.Rounds {
-			round := report.Round{Round: r + 1}
-			order := []*load.Client{direct, gw}
-			if r%2 == 1 {
-				order = []*load.Client{gw, direct}
-			}
-			var last map[string][]float64
-			for _, c := range order {
-				if c == nil || (c == direct && p.GatewayOnly) {
-					continue
-				}
-				name := c.Target().Name
-				pid := 0
-				if c == gw {
-					pid = cfg.GatewayPID
-				}
-				var d doer = c
-				if p.API == scenario.ResponsesWS {
-					d = wsGW
-					if c == direct {
-						d = wsDirect
-					}
-				}
-				run, st := runPhase(ctx, d, s, p, pid)
-				if c == gw {
-					round.Gateway = run
-					mem.sample()
-				} else {
-					round.Direct = run
-				}
-				if pooled[name] == nil {
-					pooled[name] = newPool()
-				}
-				pooled[name].add(st, run)
-				if last == nil {
-					last = map[string][]float64{}
-				}
-				last[name] = st.Timeline
-				fmt.Fprintf(progress, "%s round %d %s: %d ok, %d errors, %.0f req/s, p50 %.0f µs, p99 %.0f µs\n",
-					p.Name, r+1, name, run.OK, st.ErrorCount(), run.RPS, run.Latency.P50us, run.Latency.P99us)
-				if ctx.Err() != nil {
-					break
-				}
-				// Let the run's connections close and the processes settle
-				// before the next run.
-				time.Sleep(settle)
-			}
-			if round.Direct != nil && round.Gateway != nil {
-				round.Added = added(round.Direct, round.Gateway, p.Stream)
-			}
-			rp.Rounds = append(rp.Rounds, round)
-			rp.Timeline = last
-		}
-		finishPhase(&rp, pooled)
-		rep.Phases = append(rep.Phases, rp)
+		rep.Phases = append(rep.Phases, runLoadPhase(ctx, cfg, p, tg, mem, progress))
 	}
 	if f := s.Failover; f != nil && ctx.Err() == nil {
 		fo, direct, err := runFailover(ctx, cfg, s, progress)
@@ -192,6 +118,111 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	rep.DurationS = time.Since(started).Seconds()
 	rep.Summary = summarize(rep)
 	return rep, ctx.Err()
+}
+
+// targets are the load clients of a run: the gateway's and, when the
+// scenario is also run directly against the mock fleet, the direct ones;
+// WebSocket clients only when a phase uses the Responses WebSocket.
+type targets struct {
+	gw, direct     *load.Client
+	wsGW, wsDirect *load.WSClient
+}
+
+func newTargets(cfg Config) (*targets, error) {
+	t := &targets{}
+	var err error
+	if t.gw, err = load.NewClient(cfg.Gateway, 16384); err != nil {
+		return nil, err
+	}
+	if cfg.Direct != nil {
+		if t.direct, err = load.NewClient(*cfg.Direct, 16384); err != nil {
+			return nil, err
+		}
+	}
+	if hasWS(cfg.Scenario) {
+		if t.wsGW, err = load.NewWSClient(cfg.Gateway, wsConns); err != nil {
+			return nil, err
+		}
+		if cfg.Direct != nil {
+			if t.wsDirect, err = load.NewWSClient(*cfg.Direct, wsConns); err != nil {
+				t.wsGW.Close()
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// close closes the WebSocket clients.
+func (t *targets) close() {
+	if t.wsGW != nil {
+		t.wsGW.Close()
+	}
+	if t.wsDirect != nil {
+		t.wsDirect.Close()
+	}
+}
+
+// runLoadPhase runs the rounds of load phase p, alternating which target
+// goes first, and returns the phase's figures pooled over the rounds.
+func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets, mem *memWatch, progress io.Writer) report.Phase {
+	rp := report.Phase{Name: p.Name, API: string(p.API), Stream: p.Stream, Mode: string(p.Mode), Rate: p.Rate, Concurrency: p.Concurrency, DurationS: p.Duration.Seconds()}
+	pooled := map[string]*pool{}
+	for r := range cfg.Scenario.Rounds {
+		round := report.Round{Round: r + 1}
+		order := []*load.Client{tg.direct, tg.gw}
+		if r%2 == 1 {
+			order = []*load.Client{tg.gw, tg.direct}
+		}
+		var last map[string][]float64
+		for _, c := range order {
+			if c == nil || (c == tg.direct && p.GatewayOnly) {
+				continue
+			}
+			name := c.Target().Name
+			pid := 0
+			if c == tg.gw {
+				pid = cfg.GatewayPID
+			}
+			var d doer = c
+			if p.API == scenario.ResponsesWS {
+				d = tg.wsGW
+				if c == tg.direct {
+					d = tg.wsDirect
+				}
+			}
+			run, st := runPhase(ctx, d, cfg.Scenario, p, pid)
+			if c == tg.gw {
+				round.Gateway = run
+				mem.sample()
+			} else {
+				round.Direct = run
+			}
+			if pooled[name] == nil {
+				pooled[name] = newPool()
+			}
+			pooled[name].add(st, run)
+			if last == nil {
+				last = map[string][]float64{}
+			}
+			last[name] = st.Timeline
+			fmt.Fprintf(progress, "%s round %d %s: %d ok, %d errors, %.0f req/s, p50 %.0f µs, p99 %.0f µs\n",
+				p.Name, r+1, name, run.OK, st.ErrorCount(), run.RPS, run.Latency.P50us, run.Latency.P99us)
+			if ctx.Err() != nil {
+				break
+			}
+			// Let the run's connections close and the processes settle
+			// before the next run.
+			time.Sleep(settle)
+		}
+		if round.Direct != nil && round.Gateway != nil {
+			round.Added = added(round.Direct, round.Gateway, p.Stream)
+		}
+		rp.Rounds = append(rp.Rounds, round)
+		rp.Timeline = last
+	}
+	finishPhase(&rp, pooled)
+	return rp
 }
 
 // runPhase runs phase p once against c and returns its figures. pid, when
