@@ -234,25 +234,30 @@ func (st *stream) Read([]byte) (int, error) {
 	return 0, errors.New("gateway: stream is written with WriteTo")
 }
 
-// WriteTo writes the held events, then relays the rest as they arrive. During
-// upstream silences longer than HeartbeatInterval it writes SSE comments, so
-// the connection stays alive and a client that left is noticed.
-func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			st.s.log.Error("stream panic", "request_id", st.c.id, "panic", r, "stack", string(debug.Stack()))
-			st.rerr = fmt.Errorf("panic: %v", r)
-			err = st.rerr
-		}
-	}()
-	st.began = true
-	st.startHeartbeat(w)
-	defer st.stopHeartbeat()
-	defer st.clearDeadline()
-	n, err = st.write(w, st.held)
+// sink is where a committed stream's client events go: the HTTP response
+// body (sseSink) or the Responses WebSocket (wsSink). A sink is used by one
+// relay at a time.
+type sink interface {
+	// event writes one upstream event passed through unchanged; raw is its
+	// SSE bytes as the upstream sent them.
+	event(ev translate.Event, raw []byte) error
+	// sse writes client events given as SSE bytes: the held events, a
+	// translator's output, the stream's end.
+	sse(b []byte) error
+}
+
+// relay is the one relay of a committed stream, whatever the sink: it
+// writes the held events, then each event as it arrives (translated when
+// the upstream speaks another protocol), then the end in the client's
+// protocol: a translated stream's Finish or Fail, and for a stream that
+// broke after commit a well-formed error rather than a silent truncation
+// (never another account's output). A failed write means the client went
+// away: the upstream call is cancelled and the error returned.
+func (st *stream) relay(k sink) error {
+	held := st.held
 	st.held = nil
-	if err != nil {
-		return n, err
+	if err := st.put(k.sse(held)); err != nil {
+		return err
 	}
 	for {
 		ev, err := st.sc.Next()
@@ -266,66 +271,103 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 		if st.dropUsage && isUsageChunk(ev.Data) {
 			continue
 		}
-		raw := st.sc.Raw()
-		if st.tr != nil {
-			if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
-				st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
-				st.untranslatable = true
-				break
-			}
-			raw = st.out
+		if st.tr == nil {
+			err = k.event(ev, st.sc.Raw())
+		} else if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
+			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
+			st.untranslatable = true
+			break
+		} else {
+			err = k.sse(st.out)
 		}
-		m, err := st.write(w, raw)
-		n += int64(m)
-		if err != nil {
-			return n, err
+		if err := st.put(err); err != nil {
+			return err
 		}
 	}
-	var tail []byte
+	return st.put(k.sse(st.tail()))
+}
+
+// put notes a failed write to the client: the client went away, so the
+// upstream call stops. It returns err.
+func (st *stream) put(err error) error {
+	if err != nil {
+		st.werr = err
+		st.cancel()
+	}
+	return err
+}
+
+// tail is the end of a relayed stream in the client's protocol, nil when
+// the upstream's own events ended it.
+func (st *stream) tail() []byte {
 	switch {
 	case st.untranslatable:
-		tail = st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol.")
+		return st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol.")
 	case !st.clean && st.tr != nil:
-		tail = st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke)
+		return st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke)
 	case !st.clean:
-		// The upstream broke after commit: end with a well-formed error in the
-		// client's protocol rather than a silent truncation, and never with
-		// another account's output.
-		tail = appendStreamError(nil, st.c.endpoint, st.respID, st.c.id, msgStreamBroke)
+		return appendStreamError(st.out[:0], st.c.endpoint, st.respID, st.c.id, msgStreamBroke)
 	case st.tr != nil:
-		tail = st.tr.Finish(st.out[:0])
+		return st.tr.Finish(st.out[:0])
 	}
-	if len(tail) > 0 {
-		m, err := st.write(w, tail)
-		n += int64(m)
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return nil
 }
 
 const msgStreamBroke = "The upstream stream ended unexpectedly."
 
-// write sends b as one chunk under the write lock.
-func (st *stream) write(w io.Writer, b []byte) (int64, error) {
+// WriteTo relays the stream into the HTTP response body (see relay), each
+// event one flushed chunk. During upstream silences longer than
+// HeartbeatInterval it writes SSE comments, so the connection stays alive
+// and a client that left is noticed.
+func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
+	k := sseSink{st: st, w: w}
+	defer func() {
+		if r := recover(); r != nil {
+			st.s.log.Error("stream panic", "request_id", st.c.id, "panic", r, "stack", string(debug.Stack()))
+			st.rerr = fmt.Errorf("panic: %v", r)
+			err = st.rerr
+		}
+		n = k.n
+	}()
+	st.began = true
+	st.startHeartbeat(w)
+	defer st.stopHeartbeat()
+	defer st.clearDeadline()
+	return k.n, st.relay(&k)
+}
+
+// sseSink writes client events into an HTTP response body, each as one
+// chunk under the stream's write lock (the heartbeat writes too).
+type sseSink struct {
+	st *stream
+	w  io.Writer
+	n  int64 // bytes written
+}
+
+func (k *sseSink) event(_ translate.Event, raw []byte) error { return k.sse(raw) }
+
+// sse writes b as one chunk, ending it with the blank line SSE needs when
+// the upstream left it out.
+func (k *sseSink) sse(b []byte) error {
 	if len(b) == 0 {
-		return 0, nil
+		return nil
 	}
 	if b[len(b)-1] != '\n' && b[len(b)-1] != '\r' {
 		b = append(b[:len(b):len(b)], '\n', '\n')
 	} else if !bytes.HasSuffix(b, []byte("\n\n")) && !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
 		b = append(b[:len(b):len(b)], '\n')
 	}
+	m, err := k.st.writeLocked(k.w, b)
+	k.n += int64(m)
+	return err
+}
+
+// writeLocked writes b to w under the write lock, with a fresh deadline.
+func (st *stream) writeLocked(w io.Writer, b []byte) (int, error) {
 	st.mu.Lock()
+	defer st.mu.Unlock() // a panicking writer must not leave it held: clearDeadline takes it after
 	st.setDeadline()
-	m, err := w.Write(b)
-	st.mu.Unlock()
-	if err != nil {
-		st.werr = err
-		st.cancel() // the client went away: stop the upstream call
-	}
-	return int64(m), err
+	return w.Write(b)
 }
 
 // clientWriteTimeout bounds one write to the client: a client that accepts

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
@@ -326,91 +326,75 @@ func (ss *wsSession) writeFailure(f *failure) int {
 	return aerr.Status
 }
 
-// relay writes the held stream's events, then the rest, as text frames (the
-// event's JSON, no SSE framing), and ends the stream (release, usage). A
-// stream from an upstream of another protocol is translated event by event
-// (the held events already are). It returns the output items of
-// response.completed ("[]" when none) and the response id the client saw.
+// relay relays the held stream to the client as text frames (see
+// stream.relay) and ends it (release, usage). It returns the output items
+// of response.completed ("[]" when none) and the response id the client
+// saw, for the transcript.
 func (ss *wsSession) relay(st *stream) ([]byte, string) {
 	st.began = true
-	output := []byte("[]")
-	respID := st.respID
-	send := func(ev translate.Event) bool {
-		switch typ := gjson.GetBytes(ev.Data, "type").Str; {
-		case string(ev.Name) == "response.completed" || typ == "response.completed":
-			if o := gjson.GetBytes(ev.Data, "response.output"); o.IsArray() {
-				output = []byte(o.Raw)
-			}
-		case st.tr != nil && (string(ev.Name) == "response.created" || typ == "response.created"):
-			respID = gjson.GetBytes(ev.Data, "response.id").Str
-		}
-		if len(bytes.TrimSpace(ev.Data)) == 0 {
-			return true
-		}
-		if err := ss.write(ev.Data); err != nil {
-			st.werr = err
-			st.cancel()
-			return false
-		}
-		return true
-	}
-	// sendAll sends every event of SSE bytes b.
-	sendAll := func(b []byte) bool {
-		sc := translate.NewScanner(bytes.NewReader(b), maxEvent)
-		for {
-			ev, err := sc.Next()
-			if err != nil {
-				return true
-			}
-			if !send(ev) {
-				return false
-			}
-		}
-	}
-	ok := true
-	if len(st.held) > 0 {
-		ok = sendAll(st.held)
-		st.held = nil
-	}
-	for ok {
-		ev, err := st.sc.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				st.rerr = err
-			}
-			break
-		}
-		st.observe(ev)
-		if st.tr == nil {
-			ok = send(ev)
-			continue
-		}
-		if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
-			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
-			st.untranslatable = true
-			break
-		}
-		ok = sendAll(st.out)
-	}
-	if ok {
-		// The end in the client's protocol: a translated stream's Finish or
-		// Fail; a passthrough stream that broke after commit gets error then
-		// response.failed, as the HTTP stream does.
-		// Nothing follows the end: a failed write is already kept in st.werr.
-		switch {
-		case st.untranslatable:
-			sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", "The upstream answer could not be translated into this protocol."))
-		case !st.clean && st.tr != nil:
-			sendAll(st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke))
-		case !st.clean:
-			sendAll(appendStreamError(nil, translate.Responses, st.respID, st.c.id, msgStreamBroke))
-		case st.tr != nil:
-			sendAll(st.tr.Finish(st.out[:0]))
-		}
-	}
+	k := wsSink{ss: ss, sc: scanners.Get().(*translate.Scanner), output: []byte("[]")}
+	_ = st.relay(&k)
+	scanners.Put(k.sc)
 	_ = st.Close()
-	return output, respID
+	return k.output, k.respID
 }
+
+// wsSink writes client events to the Responses WebSocket, one text frame
+// per event: its JSON data, without SSE framing. It notes what the
+// connection's transcript needs from the events it writes.
+type wsSink struct {
+	ss     *wsSession
+	sc     *translate.Scanner // splits SSE bytes into events
+	rd     bytes.Reader
+	output []byte // response.completed's output items
+	respID string // response.created's id
+}
+
+func (k *wsSink) event(ev translate.Event, _ []byte) error {
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		return nil
+	}
+	switch eventType(ev) {
+	case "response.completed":
+		if o := gjson.GetBytes(ev.Data, "response.output"); o.IsArray() {
+			k.output = []byte(o.Raw)
+		}
+	case "response.created":
+		k.respID = gjson.GetBytes(ev.Data, "response.id").Str
+	}
+	return k.ss.write(ev.Data)
+}
+
+// sse writes every event of SSE bytes b.
+func (k *wsSink) sse(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	k.rd.Reset(b)
+	k.sc.Reset(&k.rd)
+	for {
+		ev, err := k.sc.Next()
+		if err != nil {
+			return nil
+		}
+		if err := k.event(ev, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// eventType is a Responses event's type: its SSE name, else its data's
+// "type" (the API sets both; a WebSocket frame has only the latter).
+func eventType(ev translate.Event) string {
+	if len(ev.Name) > 0 {
+		return b2s(ev.Name)
+	}
+	return gjson.Get(b2s(ev.Data), "type").Str
+}
+
+// b2s views b as a string without copying it: valid while b is and not
+// changed, so only for strings compared or parsed at once, never kept.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // warmup answers generate:false itself, as the Responses WebSocket does:
 // response.created then response.completed with no output and zero usage
