@@ -1,17 +1,13 @@
 package actors
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
-	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -37,9 +33,9 @@ type WSRequest struct {
 	PreviousResponseID string
 	// Header holds the client headers for a new connection's upgrade.
 	Header http.Header
-	// FirstContentTimeout bounds the wait for the first frame after
-	// response.created / in_progress (0: 60 s).
-	FirstContentTimeout time.Duration
+	// FirstFrameTimeout bounds the wait for the connection's first frame
+	// (0: 60 s).
+	FirstFrameTimeout time.Duration
 }
 
 // wsPools keeps one wspool actor per account, spawned on first use.
@@ -99,37 +95,33 @@ func (s *System) stopWSPools(ctx context.Context) {
 
 // ResponseWS sends req over one of the lease's account's upstream WebSocket
 // connections (a wsconn actor; dialed on demand, reused while idle, at most
-// the account's concurrency of them) and returns the answer as Transport.Do
-// would for a stream: status 200 with the upgrade's headers and an SSE body
-// (`event: <type>` and `data: <frame>` per frame, as the HTTP stream looks),
-// ending at the terminal frame.
+// the account's concurrency of them) and returns the response's frames as
+// the connection delivers them, once the first one has arrived. It knows
+// nothing of what the frames say: the caller reads them (WSResponse.Next),
+// decides when the response ended and releases the connection with what it
+// learned (WSResponse.Release).
 //
-// It holds the frames before the first content frame (response.created,
-// response.in_progress, codex.rate_limits), so a failure before content is
-// an error or an error Response, never a half-read body: an error frame with
-// a status becomes a Response with that status and {"error":…} body
-// (upstream.WebSocketErrorResponse); a refused upgrade is returned as the
-// upstream answered it; a close 1009 is an *upstream.Error wrapping
+// A refused upgrade is returned as the upstream answered it, as a
+// *upstream.Response with its status, headers and body, and no WSResponse.
+// A close 1009 before the first frame is an *upstream.Error wrapping
 // upstream.ErrMessageTooBig. ErrWSUnavailable means the caller should use
-// HTTP. The returned Body must be closed; closing it before the terminal
-// frame closes the connection.
-func (s *System) ResponseWS(ctx context.Context, l *Lease, req WSRequest) (*upstream.Response, error) {
+// HTTP. A pooled connection that turns out to have died while idle is
+// replaced once by a new one, since that is no failure of the account.
+func (s *System) ResponseWS(ctx context.Context, l *Lease, req WSRequest) (*WSResponse, *upstream.Response, error) {
 	dialer, ok := l.Transport.(upstream.WebSocketDialer)
 	if !ok || !upstream.SupportsWebSocket(l.Transport) {
-		return nil, ErrWSUnavailable
+		return nil, nil, ErrWSUnavailable
 	}
 	limit := 1
 	if v, ok := s.View(l.AccountID); ok {
 		limit = v.MaxInFlight
 	}
 	pool := s.wsPool(l.AccountID)
-	resp, err, stale := s.responseWS(ctx, l.AccountID, pool, dialer, limit, req, false)
+	r, refused, err, stale := s.responseWS(ctx, pool, dialer, limit, req, false)
 	if stale {
-		// A pooled connection died while idle (the upstream closed it): that
-		// is no failure of the account; try once on a new connection.
-		resp, err, _ = s.responseWS(ctx, l.AccountID, pool, dialer, limit, req, true)
+		r, refused, err, _ = s.responseWS(ctx, pool, dialer, limit, req, true)
 	}
-	return resp, err
+	return r, refused, err
 }
 
 // staleWait bounds the wait for a pooled (already open) connection to take
@@ -138,39 +130,39 @@ const staleWait = 5 * time.Second
 
 // responseWS is one try of ResponseWS; stale reports that a reused
 // connection failed before answering anything.
-func (s *System) responseWS(ctx context.Context, account string, pool *actor.PID, dialer upstream.WebSocketDialer, limit int, req WSRequest, fresh bool) (*upstream.Response, error, bool) {
+func (s *System) responseWS(ctx context.Context, pool *actor.PID, dialer upstream.WebSocketDialer, limit int, req WSRequest, fresh bool) (r *WSResponse, refused *upstream.Response, err error, stale bool) {
 	reply := make(chan wspGot, 1)
 	s.engine.Send(pool, wspGet{prefer: req.PreviousResponseID, dialer: dialer, header: req.Header, max: limit, fresh: fresh, reply: reply})
 	var got wspGot
 	select {
 	case got = <-reply:
 	case <-ctx.Done():
-		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
+		return nil, nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
 	}
 	if got.pid == nil {
-		return nil, ErrWSUnavailable, false
+		return nil, nil, ErrWSUnavailable, false
 	}
 	body := req.Body
 	if req.Continuation != nil && req.PreviousResponseID != "" && got.last == req.PreviousResponseID {
 		body = req.Continuation
 	}
-	b := &wsBody{ctx: ctx, last: got.last}
-	b.release = func(clean bool) {
+	r = &WSResponse{ctx: ctx}
+	r.release = func(completed string) {
 		// The connection hears first, so it is idle before the pool can
 		// hand it to anyone else.
-		s.engine.Send(got.pid, wscRelease{clean: clean})
-		if clean {
-			s.engine.Send(pool, wspIdle{pid: got.pid, last: b.last})
+		s.engine.Send(got.pid, wscRelease{clean: completed != "", last: completed})
+		if completed != "" {
+			s.engine.Send(pool, wspIdle{pid: got.pid, last: completed})
 		}
 	}
 	frame, err := dialer.CreateFrame(body)
 	if err != nil {
-		s.engine.Send(got.pid, wscRelease{clean: true})
+		s.engine.Send(got.pid, wscRelease{clean: true, last: got.last})
 		s.engine.Send(pool, wspIdle{pid: got.pid, last: got.last})
-		return nil, err, false
+		return nil, nil, err, false
 	}
-	b.sink = newSink()
-	s.engine.Send(got.pid, wscSend{frame: frame, sink: b.sink})
+	r.sink = newSink()
+	s.engine.Send(got.pid, wscSend{frame: frame, sink: r.sink})
 	wait := wsDialTimeout + staleWait
 	if got.reused {
 		wait = staleWait
@@ -179,166 +171,95 @@ func (s *System) responseWS(ctx context.Context, account string, pool *actor.PID
 	defer rt.Stop()
 	var ready wsReady
 	select {
-	case ready = <-b.sink.ready:
+	case ready = <-r.sink.ready:
 	case <-ctx.Done():
-		b.Close()
-		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
+		r.Release("")
+		return nil, nil, &upstream.Error{Kind: upstream.KindCanceled, Err: ctx.Err()}, false
 	case <-rt.C:
-		b.Close()
+		r.Release("")
 		if got.reused {
-			return nil, nil, true
+			return nil, nil, nil, true
 		}
-		return nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errors.New("upstream websocket did not open in time")}, false
+		return nil, nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errors.New("upstream websocket did not open in time")}, false
 	}
 	if ready.err != nil || ready.resp != nil {
-		b.Close()
-		if ready.resp != nil {
-			return ready.resp, nil, false
-		}
-		return nil, ready.err, got.reused && upstream.KindOf(ready.err) == upstream.KindConn
+		r.Release("")
+		return nil, ready.resp, ready.err, ready.err != nil && got.reused && upstream.KindOf(ready.err) == upstream.KindConn
 	}
-	fw := req.FirstContentTimeout
+	// Wait for the connection to answer: a pooled connection that died
+	// while idle fails here, before anything was read.
+	fw := req.FirstFrameTimeout
 	if fw <= 0 {
 		fw = 60 * time.Second
 	}
 	t := time.NewTimer(fw)
 	defer t.Stop()
-hold:
-	for {
-		f, err := b.next(t.C)
-		if err != nil {
-			b.Close()
-			if len(b.held) == 0 && got.reused && upstream.KindOf(err) == upstream.KindConn {
-				return nil, nil, true
-			}
-			return nil, err, false
-		}
-		typ := gjson.GetBytes(f, "type").Str
-		if typ == "error" {
-			if r, ok := upstream.WebSocketErrorResponse(f, ready.header); ok {
-				b.Close()
-				return r, nil, false
-			}
-		}
-		b.held = append(b.held, f)
-		if typ == "codex.rate_limits" {
-			if rl, ok := upstream.ParseRateLimitsEvent(f, time.Now()); ok {
-				s.ReportRateLimits(account, rl, time.Now())
-			}
-		}
-		switch typ {
-		case "response.created", "response.in_progress", "codex.rate_limits", "responsesapi.websocket_timing":
-			continue
-		}
-		break hold
+	f, err := r.next(t.C)
+	if err != nil {
+		r.Release("")
+		return nil, nil, err, got.reused && upstream.KindOf(err) == upstream.KindConn
 	}
-	h := ready.header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Set("Content-Type", "text/event-stream")
-	return &upstream.Response{Status: 200, Header: h, Body: b}, nil, false
+	r.first = f
+	r.Header = ready.header
+	return r, nil, nil, false
 }
 
-// wsBody is the SSE view of one response's frames.
-type wsBody struct {
+// WSResponse is one response in flight on an upstream WebSocket connection:
+// its text frames, in order. Its methods are for one goroutine.
+type WSResponse struct {
+	// Header holds the headers of the connection's upgrade response.
+	Header http.Header
+
 	ctx     context.Context
 	sink    *wsSink
-	release func(clean bool)
-	held    [][]byte // frames read before the body was returned
-	buf     []byte   // SSE bytes not yet read
-	ended   bool     // the terminal frame was read
-	last    string   // the connection's last completed response: this one's id once it completed
-	ok      bool     // the terminal frame was a completion (the connection stays usable)
+	release func(completed string)
+	first   []byte // the frame ResponseWS waited for, not yet returned
 	closed  sync.Once
 }
 
-var errWSFirstContent = errors.New("no first content on the upstream websocket in time")
+var errWSFirstFrame = errors.New("no frame on the upstream websocket in time")
 
-// next returns the next frame; timeout (may be nil) bounds the wait.
-func (b *wsBody) next(timeout <-chan time.Time) ([]byte, error) {
-	if b.ended {
-		return nil, io.EOF
-	}
-	select {
-	case f := <-b.sink.ch:
-		b.observe(f)
+// Next returns the response's next text frame, waiting for it. Frames sent
+// before the connection failed come first; then the failure is returned
+// (an *upstream.Error: KindConn for a closed or broken connection, KindCanceled
+// when the request's context ended). The frame is the caller's to keep.
+func (r *WSResponse) Next() ([]byte, error) {
+	if f := r.first; f != nil {
+		r.first = nil
 		return f, nil
-	case err := <-b.sink.errc:
-		// Frames sent before the failure come first.
+	}
+	return r.next(nil)
+}
+
+// next is Next with a bound on the wait (timeout may be nil).
+func (r *WSResponse) next(timeout <-chan time.Time) ([]byte, error) {
+	select {
+	case f := <-r.sink.ch:
+		return f, nil
+	case err := <-r.sink.errc:
 		select {
-		case f := <-b.sink.ch:
-			b.sink.fail(err)
-			b.observe(f)
+		case f := <-r.sink.ch:
+			r.sink.fail(err)
 			return f, nil
 		default:
 		}
 		return nil, err
-	case <-b.ctx.Done():
-		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: b.ctx.Err()}
+	case <-r.ctx.Done():
+		return nil, &upstream.Error{Kind: upstream.KindCanceled, Err: r.ctx.Err()}
 	case <-timeout:
-		return nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errWSFirstContent}
+		return nil, &upstream.Error{Kind: upstream.KindTimeout, Err: errWSFirstFrame}
 	}
 }
 
-// observe notes the terminal frame: the response ended; a completed one
-// becomes the connection's last response.
-func (b *wsBody) observe(f []byte) {
-	if id, ok, terminal := terminalFrame(f); terminal {
-		b.ended, b.ok = true, ok
-		if ok {
-			b.last = id
-		}
-	}
-}
-
-// Read returns the frames as SSE events.
-func (b *wsBody) Read(p []byte) (int, error) {
-	for len(b.buf) == 0 {
-		var f []byte
-		if len(b.held) > 0 {
-			f, b.held = b.held[0], b.held[1:]
-		} else {
-			var err error
-			if f, err = b.next(nil); err != nil {
-				return 0, err
-			}
-		}
-		b.buf = AppendSSEFrame(b.buf[:0], f)
-	}
-	n := copy(p, b.buf)
-	b.buf = b.buf[n:]
-	return n, nil
-}
-
-// Close releases the connection: back to the pool after a terminal frame,
-// closed otherwise.
-func (b *wsBody) Close() error {
-	b.closed.Do(func() {
-		b.sink.leave()
-		b.release(b.ended && b.ok)
+// Release ends the response's use of its connection, once (later calls do
+// nothing). completed is the response's id when the caller read it to a
+// terminal event that completed it: the connection then goes back to its
+// pool, able to continue that response. "" (the response failed, broke or
+// was abandoned) closes the connection, as Codex does after a failed
+// response: the upstream's state for it is unknown.
+func (r *WSResponse) Release(completed string) {
+	r.closed.Do(func() {
+		r.sink.leave()
+		r.release(completed)
 	})
-	return nil
-}
-
-// AppendSSEFrame appends a Responses WebSocket frame as the SSE event the
-// HTTP stream carries for it: "event: <type>\ndata: <json>\n\n". A frame
-// spread over several lines is compacted first, so it stays one data line.
-func AppendSSEFrame(dst, frame []byte) []byte {
-	if bytes.ContainsAny(frame, "\r\n") {
-		var c bytes.Buffer
-		if json.Compact(&c, frame) == nil {
-			frame = c.Bytes()
-		} else {
-			frame = bytes.ReplaceAll(bytes.ReplaceAll(frame, []byte("\r"), nil), []byte("\n"), nil)
-		}
-	}
-	if typ := gjson.GetBytes(frame, "type").Str; typ != "" && !bytes.ContainsAny([]byte(typ), "\r\n") {
-		dst = append(dst, "event: "...)
-		dst = append(dst, typ...)
-		dst = append(dst, '\n')
-	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, frame...)
-	return append(dst, "\n\n"...)
 }

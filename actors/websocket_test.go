@@ -117,19 +117,53 @@ func wsLease(t *testing.T, ws *wsServer, idle time.Duration) (*System, *Lease) {
 	return s, l
 }
 
-// readAll reads a ResponseWS body whole, with a deadline.
-func readAll(t *testing.T, r *upstream.Response) string {
+// readFrames reads a ResponseWS answer's frames through its terminal frame
+// (or the first error), with a deadline, and releases it as the gateway
+// does: completed with its response id, else closing the connection.
+func readFrames(t *testing.T, r *WSResponse) ([]string, error) {
 	t.Helper()
-	done := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(r.Body); done <- string(b) }()
-	select {
-	case b := <-done:
-		r.Body.Close()
-		return b
-	case <-time.After(5 * time.Second):
-		t.Fatal("body read did not end")
-		return ""
+	type read struct {
+		frames []string
+		err    error
 	}
+	done := make(chan read, 1)
+	go func() {
+		var got read
+		for {
+			f, err := r.Next()
+			if err != nil {
+				got.err = err
+				r.Release("")
+				break
+			}
+			got.frames = append(got.frames, string(f))
+			if typ := gjson.GetBytes(f, "type").Str; typ == "response.completed" {
+				r.Release(gjson.GetBytes(f, "response.id").Str)
+				break
+			} else if typ == "response.failed" || typ == "error" {
+				r.Release("")
+				break
+			}
+		}
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		return got.frames, got.err
+	case <-time.After(5 * time.Second):
+		t.Fatal("frames did not end")
+		return nil, nil
+	}
+}
+
+// responseWS is ResponseWS for an answer the test expects to be frames.
+func responseWS(t *testing.T, s *System, l *Lease, req WSRequest) *WSResponse {
+	t.Helper()
+	r, refused, err := s.ResponseWS(context.Background(), l, req)
+	if err != nil || refused != nil {
+		t.Fatalf("ResponseWS: %v, refused %v", err, refused)
+	}
+	return r
 }
 
 func TestResponseWSReusesAndReplaces(t *testing.T) {
@@ -140,18 +174,14 @@ func TestResponseWSReusesAndReplaces(t *testing.T) {
 		return ok && i != 2 // the upstream drops the connection after the second response
 	})
 	s, l := wsLease(t, ws, time.Minute)
-	ctx := context.Background()
 	for i := range 4 {
-		r, err := s.ResponseWS(ctx, l, WSRequest{Body: []byte(`{"model":"m","input":"hi","stream":true}`)})
-		if err != nil {
-			t.Fatalf("response %d: %v", i, err)
+		r := responseWS(t, s, l, WSRequest{Body: []byte(`{"model":"m","input":"hi","stream":true}`)})
+		if r.Header.Get("X-Upgrade") != "yes" {
+			t.Fatalf("response %d: header %v", i, r.Header)
 		}
-		if r.Status != 200 || r.Header.Get("X-Upgrade") != "yes" || r.Header.Get("Content-Type") != "text/event-stream" {
-			t.Fatalf("response %d: status %d header %v", i, r.Status, r.Header)
-		}
-		body := readAll(t, r)
-		if !strings.Contains(body, "event: response.created\ndata: {") || !strings.HasSuffix(body, "\"output\":[]}}\n\n") {
-			t.Fatalf("response %d body:\n%s", i, body)
+		frames, err := readFrames(t, r)
+		if err != nil || len(frames) != 3 || !strings.HasPrefix(frames[0], `{"type":"response.created",`) || !strings.HasSuffix(frames[2], `"output":[]}}`) {
+			t.Fatalf("response %d: frames %q, err %v", i, frames, err)
 		}
 		if i == 0 {
 			f := ws.lastFrame()
@@ -171,19 +201,11 @@ func TestResponseWSContinuationOnItsConnection(t *testing.T) {
 	ws := newWSServer(t, completeAnswer("resp_A"))
 	s, l := wsLease(t, ws, time.Minute)
 	req := WSRequest{Body: []byte(`{"model":"m","input":[1,2,3]}`), Continuation: []byte(`{"model":"m","previous_response_id":"resp_A","input":[3]}`), PreviousResponseID: "resp_A"}
-	r, err := s.ResponseWS(context.Background(), l, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, r)
+	readFrames(t, responseWS(t, s, l, req))
 	if f := ws.lastFrame(); gjson.Get(f, "previous_response_id").Exists() {
 		t.Fatalf("a fresh connection got the continuation: %s", f)
 	}
-	r, err = s.ResponseWS(context.Background(), l, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, r)
+	readFrames(t, responseWS(t, s, l, req))
 	if f := ws.lastFrame(); gjson.Get(f, "previous_response_id").Str != "resp_A" {
 		t.Fatalf("the connection holding resp_A got the full body: %s", f)
 	}
@@ -192,11 +214,7 @@ func TestResponseWSContinuationOnItsConnection(t *testing.T) {
 func TestResponseWSIdleClose(t *testing.T) {
 	ws := newWSServer(t, completeAnswer("resp_1"))
 	s, l := wsLease(t, ws, 50*time.Millisecond)
-	r, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, r)
+	readFrames(t, responseWS(t, s, l, WSRequest{Body: []byte(`{"model":"m"}`)}))
 	waitFor(t, func() bool { return ws.closes.Load() == 1 })
 }
 
@@ -205,7 +223,7 @@ func TestResponseWSFailuresBeforeContent(t *testing.T) {
 		ws := newWSServer(t, completeAnswer("x"))
 		ws.limit = 64
 		s, l := wsLease(t, ws, time.Minute)
-		_, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m","input":"` + strings.Repeat("y", 200) + `"}`)})
+		_, _, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m","input":"` + strings.Repeat("y", 200) + `"}`)})
 		if !errors.Is(err, upstream.ErrMessageTooBig) {
 			t.Fatalf("err %v, want ErrMessageTooBig", err)
 		}
@@ -216,18 +234,13 @@ func TestResponseWSFailuresBeforeContent(t *testing.T) {
 			return true
 		})
 		s, l := wsLease(t, ws, time.Minute)
-		r, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m"}`)})
-		if err != nil {
-			t.Fatal(err)
+		// The frame is delivered as it came: what it means (a 429 here) is
+		// the gateway's to read (gateway TestUpstreamWSErrorFrameStatus).
+		frames, err := readFrames(t, responseWS(t, s, l, WSRequest{Body: []byte(`{"model":"m"}`)}))
+		if err != nil || len(frames) != 1 || gjson.Get(frames[0], "status").Int() != 429 {
+			t.Fatalf("frames %q, err %v", frames, err)
 		}
-		b, _ := io.ReadAll(r.Body)
-		if r.Status != 429 || gjson.GetBytes(b, "error.type").Str != "usage_limit_reached" || r.Header.Get("X-Codex-Primary-Used-Percent") != "100.0" {
-			t.Fatalf("status %d body %s header %v", r.Status, b, r.Header)
-		}
-		v := upstream.Classify(r.Status, r.Header, b)
-		if v.Class != upstream.ClassQuota {
-			t.Fatalf("classified %v, want quota", v.Class)
-		}
+		waitFor(t, func() bool { return ws.closes.Load() == 1 }) // released unclean: the connection closes
 	})
 	t.Run("refused upgrade", func(t *testing.T) {
 		ws := newWSServer(t, completeAnswer("x"))
@@ -245,13 +258,13 @@ func TestResponseWSFailuresBeforeContent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Release(l, Outcome{})
-		r, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m"}`)})
-		if err != nil {
-			t.Fatal(err)
+		r, refused, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m"}`)})
+		if err != nil || r != nil || refused == nil {
+			t.Fatalf("answer %v, refused %v, err %v", r, refused, err)
 		}
-		b, _ := io.ReadAll(r.Body)
-		if r.Status != 401 || gjson.GetBytes(b, "error.code").Str != "invalid_api_key" {
-			t.Fatalf("status %d body %s", r.Status, b)
+		b, _ := io.ReadAll(refused.Body)
+		if refused.Status != 401 || gjson.GetBytes(b, "error.code").Str != "invalid_api_key" {
+			t.Fatalf("status %d body %s", refused.Status, b)
 		}
 	})
 	t.Run("broken mid-response", func(t *testing.T) {
@@ -261,27 +274,12 @@ func TestResponseWSFailuresBeforeContent(t *testing.T) {
 			return false
 		})
 		s, l := wsLease(t, ws, time.Minute)
-		r, err := s.ResponseWS(context.Background(), l, WSRequest{Body: []byte(`{"model":"m"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(r.Body)
-		r.Body.Close()
-		if err == nil || !strings.Contains(string(b), "output_text.delta") {
-			t.Fatalf("read %q, err %v: want the delta then an error", b, err)
+		frames, err := readFrames(t, responseWS(t, s, l, WSRequest{Body: []byte(`{"model":"m"}`)}))
+		if err == nil || len(frames) != 2 || !strings.Contains(frames[1], "output_text.delta") {
+			t.Fatalf("read %q, err %v: want the delta then an error", frames, err)
 		}
 		if upstream.KindOf(err) != upstream.KindConn {
 			t.Fatalf("err %v, want KindConn", err)
 		}
 	})
-}
-
-func TestAppendSSEFrame(t *testing.T) {
-	got := string(AppendSSEFrame(nil, []byte("{\"type\":\"response.created\",\n \"a\":1}")))
-	if got != "event: response.created\ndata: {\"type\":\"response.created\",\"a\":1}\n\n" {
-		t.Fatalf("got %q", got)
-	}
-	if got := string(AppendSSEFrame(nil, []byte(`{"x":1}`))); got != "data: {\"x\":1}\n\n" {
-		t.Fatalf("got %q", got)
-	}
 }

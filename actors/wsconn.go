@@ -11,7 +11,6 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/fasthttp/websocket"
-	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -19,7 +18,7 @@ import (
 const wsDialTimeout = 30 * time.Second
 
 // wsSink is where one response's frames go: the caller (System.ResponseWS
-// and the body it returns) reads them. The connection's reader goroutine
+// and the WSResponse it returns) reads them. The connection's reader goroutine
 // writes to it; done tells the reader the caller left.
 type wsSink struct {
 	ready chan wsReady  // one: the upgrade's response headers, or why there is none
@@ -94,19 +93,16 @@ func (w *wsConn) Receive(c *actor.Context) {
 		w.send(c, m)
 	case wscDialed:
 		w.dialed(c, m)
-	case wscEnded:
-		if m.ok {
-			w.last = m.id
-		} else {
-			// After a failed response Codex drops the connection, and so do we:
-			// the upstream's state for it is unknown.
-			w.stop(c)
-		}
 	case wscRelease:
-		if !m.clean || w.closed || w.cur.Load() != nil {
-			w.stop(c) // the caller left mid-response: frames of it may still come
+		w.cur.Store(nil)
+		if !m.clean || w.closed {
+			// The response failed or the caller left mid-response (frames of
+			// it may still come): after a failed response Codex drops the
+			// connection, and so do we, the upstream's state being unknown.
+			w.stop(c)
 			return
 		}
+		w.last = m.last
 		w.busy = false
 		w.armIdle()
 	case wscBroken:
@@ -212,29 +208,11 @@ func (w *wsConn) reader(conn *websocket.Conn) {
 		if k == nil {
 			continue // between responses (a stray codex.rate_limits): nobody to tell
 		}
-		if id, ok, terminal := terminalFrame(data); terminal {
-			// Report before handing the frame over, so the end is in the
-			// mailbox before the caller can release the connection.
-			w.cur.Store(nil)
-			w.engine.Send(w.self, wscEnded{id: id, ok: ok})
-		}
 		select {
 		case k.ch <- data:
 		case <-k.done:
 		}
 	}
-}
-
-// terminalFrame reports whether a frame ends its response, whether it
-// completed (the connection stays usable) and the response id.
-func terminalFrame(data []byte) (id string, ok, terminal bool) {
-	switch gjson.GetBytes(data, "type").Str {
-	case "response.completed", "response.incomplete":
-		return gjson.GetBytes(data, "response.id").Str, true, true
-	case "response.failed", "error":
-		return "", false, true
-	}
-	return "", false, false
 }
 
 func (w *wsConn) armIdle() {

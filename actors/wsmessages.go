@@ -68,20 +68,16 @@ type wscDialed struct {
 	err  error
 }
 
-// wscEnded is the reader's report that the response in flight reached its
-// terminal frame; ok when it completed (the connection stays usable), id its
-// response id.
-type wscEnded struct {
-	id string
-	ok bool
-}
-
 // wscBroken is the reader's or writer's report that the connection failed.
 type wscBroken struct{ err error }
 
 // wscRelease is the caller's report that it is done with the response:
-// clean when it read through the terminal frame.
-type wscRelease struct{ clean bool }
+// clean when it read it to a terminal event that completed it, last then
+// that response's id (the connection can continue it).
+type wscRelease struct {
+	clean bool
+	last  string
+}
 
 // wscIdleEnd is the connection's own idle timer for generation gen.
 type wscIdleEnd struct{ gen uint64 }

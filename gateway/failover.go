@@ -142,7 +142,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			body, dropUsage = b, c.endpoint == translate.Chat
 		}
 	}
-	resp, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
+	resp, frames, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
 	if err != nil {
 		acancel()
 		v := upstream.ClassifyError(err)
@@ -151,6 +151,9 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		}
 		s.release(lease, 0, v, start, 0)
 		return result{}, &failure{verdict: v, err: err, up: up}
+	}
+	if frames != nil { // only streams go over the upstream WebSocket
+		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel), false)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -170,12 +173,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			s.release(lease, resp.Status, v, start, 0)
 			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType, up: up}
 		}
-		st := s.newStream(c, up, lease, resp, start, acancel)
-		st.dropUsage = dropUsage
-		if f := st.hold(); f != nil {
-			return result{}, f // hold released the lease
-		}
-		return result{status: resp.Status, header: resp.Header, stream: st, lease: lease}, nil
+		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel), dropUsage)
 	}
 	defer acancel()
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
@@ -215,6 +213,17 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	}
 	s.rememberSession(c, lease.AccountID)
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
+}
+
+// holdStream holds st until its first content (stream.hold): the result to
+// commit, or the failure to fail over from (the lease then released).
+// dropUsage: the gateway asked for the usage chunk the client did not.
+func (s *Server) holdStream(st *stream, dropUsage bool) (result, *failure) {
+	st.dropUsage = dropUsage
+	if f := st.hold(); f != nil {
+		return result{}, f
+	}
+	return result{status: st.status, stream: st, lease: st.lease}, nil
 }
 
 func isEventStream(h http.Header) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
@@ -38,8 +39,14 @@ type stream struct {
 	tr     streamTranslator   // converts upstream events to the client's protocol; nil: bytes pass through
 	out    []byte             // scratch for translated events
 	lease  *actors.Lease
-	resp   *upstream.Response
-	sc     *translate.Scanner
+	status int                // the upstream's HTTP status (200 for an upstream WebSocket)
+	body   io.Closer          // the upstream answer: closing it ends the upstream call
+	src    source             // the upstream events
+	sc     *translate.Scanner // src for an SSE answer (pooled); nil otherwise
+	// frames: src is an upstream WebSocket (wsSource), whose error events
+	// may carry an HTTP status and whose codex.rate_limits events the
+	// gateway reports (over HTTP the account's transport does).
+	frames bool
 	cancel context.CancelFunc // cancels this attempt's upstream call
 	start  time.Time          // when the attempt started
 
@@ -71,12 +78,31 @@ type stream struct {
 
 var scanners = sync.Pool{New: func() any { return translate.NewScanner(nil, maxEvent) }}
 
-// newStream wraps an upstream stream in protocol up; when up is not the
-// client's protocol, its events are translated.
+// source yields the events of one upstream answer: a translate.Scanner over
+// an SSE body, or an upstream WebSocket's frames (wsSource).
+type source interface {
+	// Next returns the next event, valid until the next call; io.EOF after
+	// the last.
+	Next() (translate.Event, error)
+	// Raw returns the last event's SSE bytes, nil when it did not come as
+	// SSE (a WebSocket frame).
+	Raw() []byte
+}
+
+// newStream wraps an upstream SSE answer in protocol up.
 func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
 	sc := scanners.Get().(*translate.Scanner)
 	sc.Reset(resp.Body)
-	st := &stream{s: s, c: c, up: up, lease: l, resp: resp, sc: sc, start: start, cancel: cancel}
+	return s.newStreamFrom(c, up, l, resp.Status, resp.Body, sc, start, cancel)
+}
+
+// newStreamFrom wraps upstream events src in protocol up, whose answer body
+// (closed when the stream ends) had HTTP status status; when up is not the
+// client's protocol, the events are translated.
+func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, status int, body io.Closer, src source, start time.Time, cancel context.CancelFunc) *stream {
+	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, cancel: cancel}
+	st.sc, _ = src.(*translate.Scanner)
+	_, st.frames = src.(*wsSource)
 	if up != c.endpoint {
 		st.tr = newStreamTranslator(c, up)
 	}
@@ -93,7 +119,7 @@ func (st *stream) hold() *failure {
 	t := time.AfterFunc(st.s.cfg.FirstTokenTimeout, func() { timedOut.Store(true); st.cancel() })
 	defer t.Stop()
 	for {
-		ev, err := st.sc.Next()
+		ev, err := st.src.Next()
 		if err != nil {
 			f := &failure{err: err, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
 			switch {
@@ -108,6 +134,11 @@ func (st *stream) hold() *failure {
 			return f
 		}
 		if v, msg, isErr := upstream.ClassifyEvent(st.up, ev.Name, ev.Data); isErr {
+			if st.frames {
+				if f := st.statusFailure(ev); f != nil {
+					return f
+				}
+			}
 			f := &failure{verdict: v, msg: msg, up: st.up, err: errors.New("error event before content")}
 			st.abort(v)
 			return f
@@ -117,7 +148,7 @@ func (st *stream) hold() *failure {
 			continue
 		}
 		if st.tr == nil {
-			st.held = appendRaw(st.held, st.sc.Raw())
+			st.held = st.appendEvent(st.held, ev)
 		} else if st.held, err = st.tr.Event(st.held, ev); err != nil {
 			// An event that is not what its protocol promises
 			// (translate.ErrBadEvent): a broken upstream stream, so fail over.
@@ -139,6 +170,32 @@ func (st *stream) hold() *failure {
 	}
 }
 
+// appendEvent appends upstream event ev as SSE: its raw bytes when it came
+// as SSE, else encoded.
+func (st *stream) appendEvent(dst []byte, ev translate.Event) []byte {
+	if raw := st.src.Raw(); raw != nil {
+		return appendRaw(dst, raw)
+	}
+	return translate.AppendEvent(dst, b2s(ev.Name), ev.Data)
+}
+
+// statusFailure is the failure of an upstream WebSocket error frame that
+// carries an HTTP status ({"type":"error","status":429,"error":{…},
+// "headers":{…}}, upstream.WebSocketErrorResponse) before content: the same
+// failure as that status over HTTP, classified and answered the same way.
+// nil when the frame has no status.
+func (st *stream) statusFailure(ev translate.Event) *failure {
+	r, ok := upstream.WebSocketErrorResponse(ev.Data, st.src.(*wsSource).header)
+	if !ok {
+		return nil
+	}
+	body, _ := io.ReadAll(r.Body)
+	v := upstream.Classify(r.Status, r.Header, body)
+	st.status = r.Status
+	st.abort(v)
+	return &failure{verdict: v, status: r.Status, header: r.Header, body: body, up: st.up}
+}
+
 // appendRaw appends an event's raw bytes, adding the blank line an event the
 // upstream ended without one is missing.
 func appendRaw(dst, raw []byte) []byte {
@@ -152,9 +209,9 @@ func appendRaw(dst, raw []byte) []byte {
 // abort ends a held stream that failed before commit.
 func (st *stream) abort(v upstream.Verdict) {
 	st.cancel()
-	st.resp.Body.Close()
+	st.body.Close()
 	st.putScanner()
-	st.release.Do(func() { st.s.release(st.lease, st.resp.Status, v, st.start, 0) })
+	st.release.Do(func() { st.s.release(st.lease, st.status, v, st.start, 0) })
 }
 
 func (st *stream) putScanner() {
@@ -168,6 +225,13 @@ func (st *stream) putScanner() {
 // usage, the response id, and whether the stream ended properly.
 func (st *stream) observe(ev translate.Event) {
 	st.events.Add(1)
+	if st.frames && st.lease.Provider == storage.ProviderCodex && eventType(ev) == "codex.rate_limits" {
+		// Over HTTP the account's transport reports these (actors/windows.go).
+		now := st.s.now()
+		if rl, ok := upstream.ParseRateLimitsEvent(ev.Data, now); ok {
+			st.s.sys.ReportRateLimits(st.lease.AccountID, rl, now)
+		}
+	}
 	if st.ttft == 0 && isContent(st.up, ev) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
@@ -260,7 +324,7 @@ func (st *stream) relay(k sink) error {
 		return err
 	}
 	for {
-		ev, err := st.sc.Next()
+		ev, err := st.src.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				st.rerr = err
@@ -272,7 +336,7 @@ func (st *stream) relay(k sink) error {
 			continue
 		}
 		if st.tr == nil {
-			err = k.event(ev, st.sc.Raw())
+			err = k.event(ev, st.src.Raw())
 		} else if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
 			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
 			st.untranslatable = true
@@ -344,7 +408,14 @@ type sseSink struct {
 	n  int64 // bytes written
 }
 
-func (k *sseSink) event(_ translate.Event, raw []byte) error { return k.sse(raw) }
+// event writes ev's own SSE bytes, or its encoding when it came otherwise.
+func (k *sseSink) event(ev translate.Event, raw []byte) error {
+	if raw == nil {
+		raw = translate.AppendEvent(k.st.out[:0], b2s(ev.Name), ev.Data)
+		k.st.out = raw
+	}
+	return k.sse(raw)
+}
 
 // sse writes b as one chunk, ending it with the blank line SSE needs when
 // the upstream left it out.
@@ -441,7 +512,7 @@ func (st *stream) Close() error {
 // client request's metrics (false when a pending body does that).
 func (st *stream) finish(count bool) {
 	st.cancel()
-	st.resp.Body.Close()
+	st.body.Close()
 	st.putScanner()
 	s, c := st.s, st.c
 	v := st.failed
@@ -456,14 +527,14 @@ func (st *stream) finish(count bool) {
 	case st.rerr != nil || !st.clean:
 		v = upstream.Verdict{Class: upstream.ClassTransient}
 	}
-	st.release.Do(func() { s.release(st.lease, st.resp.Status, v, st.start, st.ttft) })
+	st.release.Do(func() { s.release(st.lease, st.status, v, st.start, st.ttft) })
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())
 	}
 	// What was served is billed, also when the client closed early or the
 	// stream broke (the upstream counted those tokens too).
 	s.served(c, st.lease, st.usage, s.now().Sub(st.start), st.ttft)
-	status := st.resp.Status
+	status := st.status
 	switch {
 	case v.Class == upstream.ClassNone:
 		s.rememberSession(c, st.lease.AccountID)

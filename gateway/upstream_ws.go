@@ -3,7 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"unsafe"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -41,32 +45,80 @@ func (s *Server) useUpstreamWS(c *call, lease *actors.Lease) bool {
 // up's protocol): the compaction call for /v1/responses/compact; over the
 // account's upstream WebSocket when useUpstreamWS says so, else (and once
 // more on the same lease when the WebSocket refused the frame with close
-// 1009, or had no free connection) over HTTP.
-func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, body []byte) (*upstream.Response, error) {
+// 1009, or had no free connection) over HTTP. An answer on the WebSocket is
+// a *wsSource (resp nil); every other answer, a refused upgrade included,
+// is resp.
+func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, body []byte) (*upstream.Response, *wsSource, error) {
 	req := &upstream.Request{Endpoint: up, Stream: c.stream, Body: body, Header: c.header}
 	if up == c.endpoint {
 		req.RawQuery = c.rawQuery // the client's own query means something only in its own protocol
 	}
 	if c.compact {
-		return compact(ctx, lease, req)
+		resp, err := compact(ctx, lease, req)
+		return resp, nil, err
 	}
 	if up == c.endpoint && s.useUpstreamWS(c, lease) {
-		resp, err := s.sys.ResponseWS(ctx, lease, actors.WSRequest{
+		r, refused, err := s.sys.ResponseWS(ctx, lease, actors.WSRequest{
 			Body: body, Continuation: c.wsCont, PreviousResponseID: c.prevResp,
-			Header: c.header, FirstContentTimeout: s.cfg.FirstTokenTimeout,
+			Header: c.header, FirstFrameTimeout: s.cfg.FirstTokenTimeout,
 		})
 		switch {
 		case err == nil:
 			s.metrics.upstreamWS.WithLabelValues("websocket").Inc()
-			return resp, nil
+			if refused != nil {
+				return refused, nil, nil
+			}
+			return nil, &wsSource{r: r, header: r.Header}, nil
 		case errors.Is(err, upstream.ErrMessageTooBig):
 			s.metrics.upstreamWS.WithLabelValues("fallback_1009").Inc()
 			s.log.Info("upstream websocket refused the frame (1009); sending over HTTP", "request_id", c.id, "account", lease.Name)
 		case errors.Is(err, actors.ErrWSUnavailable):
 			s.metrics.upstreamWS.WithLabelValues("fallback_busy").Inc()
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return lease.Transport.Do(ctx, req)
+	resp, err := lease.Transport.Do(ctx, req)
+	return resp, nil, err
+}
+
+// wsSource reads a Responses answer from an upstream WebSocket: each text
+// frame is one event, named by its "type" (as the SSE stream names it). The
+// answer ends at its terminal event (response.completed, .incomplete,
+// .failed, error): Next returns io.EOF after it. Closing it releases the
+// connection, back to its pool when the answer completed.
+type wsSource struct {
+	r         *actors.WSResponse
+	header    http.Header // the upgrade response's headers
+	ended     bool        // the terminal event was returned
+	completed string      // the response id, when the terminal event completed it
+}
+
+// Next returns the next frame as an event; its Name points into its Data.
+func (w *wsSource) Next() (translate.Event, error) {
+	if w.ended {
+		return translate.Event{}, io.EOF
+	}
+	f, err := w.r.Next()
+	if err != nil {
+		return translate.Event{}, err
+	}
+	typ := gjson.Get(b2s(f), "type").Str
+	switch typ {
+	case "response.completed", "response.incomplete":
+		w.ended = true
+		w.completed = gjson.GetBytes(f, "response.id").Str
+	case "response.failed", "error":
+		w.ended = true
+	}
+	return translate.Event{Name: unsafe.Slice(unsafe.StringData(typ), len(typ)), Data: f}, nil
+}
+
+// Raw is nil: a frame is no SSE.
+func (w *wsSource) Raw() []byte { return nil }
+
+// Close releases the connection.
+func (w *wsSource) Close() error {
+	w.r.Release(w.completed)
+	return nil
 }

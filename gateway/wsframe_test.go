@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 func readFixture(t testing.TB, name string) []byte {
@@ -152,7 +153,7 @@ func fixtureSocket(t *testing.T) (lines []string, sys *actors.System, conn *webs
 	lines = strings.Split(strings.TrimSpace(string(jsonl)), "\n")
 	var sse []byte
 	for _, l := range lines {
-		sse = actors.AppendSSEFrame(sse, []byte(l))
+		sse = translate.AppendEvent(sse, gjson.Get(l, "type").Str, []byte(l))
 	}
 	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
 	ln := serveTCP(t, s)
