@@ -116,7 +116,8 @@ func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, 
 // caller can try another account.
 func (st *stream) hold() *failure {
 	var timedOut atomic.Bool
-	t := time.AfterFunc(st.s.cfg.FirstTokenTimeout, func() { timedOut.Store(true); st.cancel() })
+	cancel := st.cancel // read now: a commit may chain more onto st.cancel while the timer runs
+	t := time.AfterFunc(st.s.cfg.FirstTokenTimeout, func() { timedOut.Store(true); cancel() })
 	defer t.Stop()
 	for {
 		ev, err := st.src.Next()
