@@ -138,7 +138,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		// Without usage a streamed chat answer cannot be billed or counted
 		// against token limits: ask OpenAI for it. A Chat client that did not
 		// ask gets the extra chunk dropped; a translated stream consumes it.
-		if b, err := sjson.SetBytes(append([]byte(nil), body...), "stream_options.include_usage", true); err == nil {
+		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil { // a new slice: body is c's
 			body, dropUsage = b, c.endpoint == translate.Chat
 		}
 	}

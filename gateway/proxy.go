@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -55,6 +56,7 @@ type call struct {
 	sticky      string           // stickiness key
 	clientUsage bool             // a chat stream asked for stream_options.include_usage itself
 	prevResp    string           // Responses previous_response_id
+	cacheKey    string           // the body's prompt_cache_key ("" when none)
 	prefer      string           // the account that served prevResp, from the affinity cache
 	maxAttempts int              // attempts for this request (0 = the gateway's setting)
 	// native limits candidates to providers speaking the client's protocol
@@ -146,7 +148,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 	c.group = c.key.Group
-	c.session = sessionKey(ctx, c.body)
+	if c.session = sessionKey(ctx, nil); c.session == "" {
+		c.session = c.cacheKey
+	}
 	if aerr := s.pin(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -219,13 +223,14 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
 	return body, nil
 }
 
-// parseBody reads what routing needs from a request body (decompressed) and
-// resolves the model alias.
+// parseBody reads what routing needs from a request body (decompressed) in
+// one pass over its top-level members, without decoding it, and resolves
+// the model alias (the body's one copy, when an alias applies).
 func (s *Server) parseBody(c *call, body []byte) *APIError {
 	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) {
 		return errBadJSON()
 	}
-	root := gjson.ParseBytes(body)
+	root := gjson.Parse(b2s(body)) // strings kept past the request are cloned
 	if !root.IsObject() {
 		return errBadJSON()
 	}
@@ -233,12 +238,23 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// a body that repeats a key the gateway routes on would be routed (and
 	// allowed, and billed) as one thing and served as another.
 	var models, streams int
-	root.ForEach(func(k, _ gjson.Result) bool {
+	var m, st, maxTokens, prev, cacheKey gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
 			models++
+			m = v
 		case "stream":
 			streams++
+			st = v
+		case "stream_options":
+			c.clientUsage = v.Get("include_usage").Type == gjson.True
+		case "max_tokens":
+			maxTokens = v
+		case "previous_response_id":
+			prev = v
+		case "prompt_cache_key":
+			cacheKey = v
 		}
 		return true
 	})
@@ -249,24 +265,23 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
 	}
-	m := root.Get("model")
 	switch {
 	case !m.Exists() || m.Type == gjson.Null || (m.Type == gjson.String && m.Str == ""):
 		return errMissingModel()
 	case m.Type != gjson.String:
 		return errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
-	c.model = m.Str
+	c.model = strings.Clone(m.Str)
 	if c.endpoint == translate.Messages {
-		if aerr := checkMaxTokens(root.Get("max_tokens")); aerr != nil {
+		if aerr := checkMaxTokens(maxTokens); aerr != nil {
 			return aerr
 		}
 	}
-	c.clientUsage = root.Get("stream_options.include_usage").Type == gjson.True
 	if c.endpoint == translate.Responses {
-		c.prevResp = root.Get("previous_response_id").String()
+		c.prevResp = strings.Clone(prev.String())
 	}
-	if st := root.Get("stream"); st.Exists() && st.Type != gjson.Null {
+	c.cacheKey = strings.Clone(cacheKey.String())
+	if st.Exists() && st.Type != gjson.Null {
 		if st.Type != gjson.True && st.Type != gjson.False {
 			return errBadParam("stream", "Invalid type for 'stream': expected a boolean.")
 		}
@@ -279,7 +294,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	c.body = body
 	if t, ok := s.cfg.Aliases[c.model]; ok {
 		c.target = t
-		b, err := sjson.SetBytes(append([]byte(nil), body...), "model", t)
+		b, err := sjson.SetBytes(body, "model", t) // a new slice: body is not changed
 		if err != nil {
 			return errBadJSON()
 		}

@@ -37,7 +37,7 @@ func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 // logged and the request routed without constraints (fail open: the
 // policy's score still applies).
 func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {
-	return s.routeWith(c, sessionKey(ctx, c.body), ctx.RemoteIP().String())
+	return s.routeWith(c, c.session, ctx.RemoteIP().String())
 }
 
 // routeWith is route for a request whose session key and client address

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"strings"
+
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/translate"
@@ -31,7 +33,7 @@ func parseCreateFrame(frame []byte) (createFrame, *APIError) {
 	if translate.DepthExceeds(frame, maxJSONDepth) || !gjson.ValidBytes(frame) {
 		return f, errBadJSON()
 	}
-	root := gjson.ParseBytes(frame)
+	root := gjson.Parse(b2s(frame)) // strings kept are copied
 	if !root.IsObject() {
 		return f, errBadJSON()
 	}
@@ -70,12 +72,12 @@ func parseCreateFrame(frame []byte) (createFrame, *APIError) {
 	case m.Type != gjson.String:
 		return f, errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
-	f.model = m.Str
+	f.model = strings.Clone(m.Str)
 	if p := root.Get("previous_response_id"); p.Exists() && p.Type != gjson.Null {
 		if p.Type != gjson.String {
 			return f, errBadParam("previous_response_id", "Invalid type for 'previous_response_id': expected a string.")
 		}
-		f.prevResp = p.Str
+		f.prevResp = strings.Clone(p.Str)
 	}
 	if g := root.Get("generate"); g.Exists() {
 		if g.Type != gjson.True && g.Type != gjson.False {
@@ -95,7 +97,7 @@ func parseCreateFrame(frame []byte) (createFrame, *APIError) {
 	default:
 		return f, errBadParam("input", "Invalid type for 'input': expected a string or an array of input items.")
 	}
-	body, err := sjson.DeleteBytes(append([]byte(nil), frame...), "type")
+	body, err := sjson.DeleteBytes(frame, "type") // a new slice: frame is not changed
 	if err == nil && root.Get("generate").Exists() {
 		body, err = sjson.DeleteBytes(body, "generate")
 	}

@@ -255,7 +255,7 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 	}
 	c.stream = true
 	if c.wsCont != nil && c.target != c.model {
-		if b, err := sjson.SetBytes(append([]byte(nil), c.wsCont...), "model", c.target); err == nil {
+		if b, err := sjson.SetBytes(c.wsCont, "model", c.target); err == nil { // a new slice
 			c.wsCont = b
 		}
 	}
@@ -266,7 +266,7 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 	c.group = c.key.Group
 	c.session = ss.session
 	if c.session == "" {
-		c.session = gjson.GetBytes(body, "prompt_cache_key").String()
+		c.session = c.cacheKey
 	}
 	switch {
 	case prev != nil:
