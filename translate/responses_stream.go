@@ -39,10 +39,10 @@ type responsesBlock struct {
 // responsesEvent is what Troupe reads of an upstream Responses event, found
 // in one pass over its top level.
 type responsesEvent struct {
-	typ, itemID, delta           string
-	out, content, summary        int64
-	hasOut                       bool
-	item, part, response, errObj gjson.Result
+	typ, itemID, delta    string
+	out, content, summary int64
+	hasOut                bool
+	item, part, response  gjson.Result
 }
 
 func (d *responsesDecoder) reset() { *d = responsesDecoder{} }
