@@ -11,7 +11,7 @@ CLAUDE_BIN := $(NPM_DIR)/node_modules/.bin/claude
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: demo test build unit clients fuzz bench-go bench vet staticcheck clean
+.PHONY: demo test build unit clients fuzz bench-go bench vet staticcheck clean sdk-node
 
 ## demo: run the gateway in front of the built-in mock fleet (Ctrl-C to stop)
 demo: build
@@ -28,6 +28,7 @@ test: vet staticcheck clients
 	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
 	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_REQUIRE_CLIENTS=1 \
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(MAKE) sdk-node
 	$(MAKE) fuzz FUZZTIME=150000x
 	$(MAKE) admin-ui-test admin-ui-e2e
 
@@ -61,6 +62,25 @@ $(CLAUDE_BIN):
 	@command -v npm >/dev/null || { echo "npm is required for the real-client tests: apt-get install -y nodejs npm"; exit 1; }
 	mkdir -p $(NPM_DIR)
 	npm install --no-audit --no-fund --prefix $(NPM_DIR) @anthropic-ai/claude-code@$(CLAUDE_VER)
+
+## sdk-node: the official Node SDKs (openai, @anthropic-ai/sdk; pinned in translate/sdkcheck/node,
+## installed into .cache/sdkcheck-node) read every golden client transcript of package translate
+## and every client stream of its property test
+SDK_NODE_SRC := translate/sdkcheck/node
+SDK_NODE_DIR := $(CACHE)/sdkcheck-node
+SDK_NODE_DEPS := $(SDK_NODE_DIR)/node_modules/.package-lock.json
+
+$(SDK_NODE_DEPS): $(SDK_NODE_SRC)/package.json $(SDK_NODE_SRC)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is required for the Node SDK check: apt-get install -y nodejs npm"; exit 1; }
+	mkdir -p $(SDK_NODE_DIR)
+	cp $(SDK_NODE_SRC)/package.json $(SDK_NODE_SRC)/package-lock.json $(SDK_NODE_DIR)/
+	cd $(SDK_NODE_DIR) && npm ci --no-audit --no-fund
+
+sdk-node: $(SDK_NODE_DEPS)
+	cp $(SDK_NODE_SRC)/check.mjs $(SDK_NODE_DIR)/
+	rm -rf $(SDK_NODE_DIR)/generated && mkdir -p $(SDK_NODE_DIR)/generated
+	$(GO) test -count=1 -run '^TestStreamProperty$$' ./translate/ -args -dump-streams $(SDK_NODE_DIR)/generated
+	node $(SDK_NODE_DIR)/check.mjs $(CURDIR)/translate/testdata/golden $(SDK_NODE_DIR)/generated
 
 ## unit: Go tests only, no real clients
 unit:

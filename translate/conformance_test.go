@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -124,6 +125,10 @@ func checkGenerated(r randSource, from, to Protocol) (a *genAnswer, out []byte, 
 // anywhere, reads split anywhere), translate in every direction into
 // client streams that are valid by the client protocol's own rules and
 // carry the same text, reasoning, calls, finish and usage.
+//
+// With -dump-streams DIR it also writes every client stream it checked into
+// DIR (stream-gen-<from>-<seed>.to-<client>.sse), for the Node SDKs to read
+// (make sdk-node).
 func TestStreamProperty(t *testing.T) {
 	n := 400
 	if testing.Short() {
@@ -137,14 +142,23 @@ func TestStreamProperty(t *testing.T) {
 			t.Run(from.String()+"-to-"+to.String(), func(t *testing.T) {
 				for i := range n {
 					r := rand.New(rand.NewPCG(uint64(i), uint64(from)<<8|uint64(to)))
-					if a, out, err := checkGenerated(r, from, to); err != nil {
+					a, out, err := checkGenerated(r, from, to)
+					if err != nil {
 						t.Fatalf("seed %d: %v\n--- upstream\n%s\n--- client\n%s", i, err, clip(a.stream), clip(out))
+					}
+					if *dumpStreams != "" {
+						name := fmt.Sprintf("stream-gen-%s-%d.to-%s.sse", from, i, to)
+						if err := os.WriteFile(filepath.Join(*dumpStreams, name), out, 0o644); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 			})
 		}
 	}
 }
+
+var dumpStreams = flag.String("dump-streams", "", "write the client streams TestStreamProperty checked into this directory")
 
 // clip shortens a long stream for a failure message.
 func clip(b []byte) []byte {
