@@ -203,7 +203,7 @@ func TestContained(t *testing.T) {
 // a pool sample is refused, and the last good policy keeps serving.
 func TestSelfTestBudget(t *testing.T) {
 	sample := benchViews(1000, testNow)
-	opts := Options{SelfTestBudget: 500 * time.Millisecond, ScoreTimeout: 10 * time.Second}
+	opts := Options{SelfTestBudget: 500 * time.Millisecond, ScoreTimeout: 10 * time.Second, LoadTimeout: 10 * time.Second}
 	h := NewHost(HostOptions{Options: opts, Sample: func() []AccountView { return sample }})
 	good, err := h.LoadBuiltin("smart")
 	if err != nil {
