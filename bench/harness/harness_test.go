@@ -105,9 +105,15 @@ phases:
 	if sm.HeadlinePhase != "chat" || sm.StreamPhase != "stream" || sm.ThroughputPhase != "max" || sm.GatewayRPS <= 0 || sm.DirectRPS <= 0 {
 		t.Fatalf("summary %+v", sm)
 	}
-	// Same server on both sides: the "added" median is noise around 0.
-	if math.Abs(sm.AddedP50us) > 5000 {
-		t.Fatalf("added p50 %v µs between two identical targets", sm.AddedP50us)
+	// The headline "added" figure is the median over the chat phase's rounds
+	// of gateway minus direct (the arithmetic is TestAdded…'s; its size is
+	// timing, which a test on a shared machine does not judge).
+	var perRound []float64
+	for _, r := range chat.Rounds {
+		perRound = append(perRound, r.Added["p50_us"])
+	}
+	if want := report.SpreadOf(perRound).Median; sm.AddedP50us != want || math.IsNaN(sm.AddedP50us) {
+		t.Fatalf("added p50 %v µs, want the median of the rounds' %v", sm.AddedP50us, perRound)
 	}
 	if len(sm.Missing) == 0 || !strings.Contains(strings.Join(sm.Missing, ";"), "CPU") {
 		t.Fatalf("missing CPU (no pid) not reported: %v", sm.Missing)
