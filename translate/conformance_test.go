@@ -11,30 +11,6 @@ import (
 	"testing"
 )
 
-// TestStreamsValid: every recorded upstream stream, translated into each
-// other protocol, is valid by that client protocol's rules.
-func TestStreamsValid(t *testing.T) {
-	for _, f := range files(t, "streams") {
-		name := filepath.Base(f)
-		from := protocolOf(t, name)
-		in, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, to := range protocols {
-			if to == from {
-				continue
-			}
-			t.Run(name+"/"+to.String(), func(t *testing.T) {
-				out := translateStream(t, from, to, in, StreamOptions{IncludeUsage: true, Created: 1})
-				if _, err := validateStream(to, out, validateOpts{strictArgs: true, usageChunk: true}); err != nil {
-					t.Fatalf("%v\n%s", err, out)
-				}
-			})
-		}
-	}
-}
-
 // chunkReader returns its bytes in pieces of random size, so that lines
 // and UTF-8 characters are split across reads.
 type chunkReader struct {
@@ -52,33 +28,13 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// translateGen translates a generated upstream stream read in random
-// pieces; an Event error ends the client stream with Fail.
-func translateGen(r randSource, from, to Protocol, in []byte) ([]byte, error) {
-	sc := NewScanner(&chunkReader{r: r, b: in}, 1<<20)
-	st := NewStream(from, to, StreamOptions{IncludeUsage: true, Created: 1})
-	var out []byte
-	for {
-		ev, err := sc.Next()
-		if err == io.EOF {
-			return st.Finish(out), nil
-		}
-		if err != nil {
-			return st.Fail(out, "server_error", "", "read failed"), err
-		}
-		if out, err = st.Event(out, ev); err != nil {
-			return st.Fail(out, "server_error", "", "bad event"), err
-		}
-	}
-}
-
 // checkGenerated generates one upstream answer, translates it and checks
 // the client stream: valid by the client's rules, and saying what the
 // upstream said.
 func checkGenerated(r randSource, from, to Protocol) (a *genAnswer, out []byte, err error) {
 	a = genScript(r, from)
 	a.render(r, from)
-	out, err = translateGen(r, from, to, a.stream)
+	out, err = runStream(from, to, &chunkReader{r: r, b: a.stream}, StreamOptions{IncludeUsage: true, Created: 1})
 	if err != nil {
 		return a, out, fmt.Errorf("translation: %w", err)
 	}

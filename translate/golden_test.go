@@ -143,20 +143,29 @@ func translateStream(t testing.TB, from, to Protocol, in []byte, opts StreamOpti
 
 // translateStreamFrom runs a whole upstream stream read from r.
 func translateStreamFrom(t testing.TB, from, to Protocol, r io.Reader, opts StreamOptions) []byte {
+	out, err := runStream(from, to, r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runStream translates the upstream stream read from r, as the gateway
+// does: Finish at its end; on a read or Event error, Fail, and the error.
+func runStream(from, to Protocol, r io.Reader, opts StreamOptions) ([]byte, error) {
 	sc := NewScanner(r, 0)
 	st := NewStream(from, to, opts)
 	var out []byte
 	for {
 		ev, err := sc.Next()
 		if err == io.EOF {
-			return st.Finish(out)
+			return st.Finish(out), nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return st.Fail(out, "server_error", "", "read failed"), err
 		}
-		out, err = st.Event(out, ev)
-		if err != nil {
-			t.Fatal(err)
+		if out, err = st.Event(out, ev); err != nil {
+			return st.Fail(out, "server_error", "", "bad event"), err
 		}
 	}
 }
@@ -176,6 +185,10 @@ func TestGoldenStreams(t *testing.T) {
 			t.Run(name+"/"+to.String(), func(t *testing.T) {
 				out := translateStream(t, from, to, in, StreamOptions{IncludeUsage: true, Created: 1700000000})
 				checkSSE(t, to, out)
+				// Valid by the client protocol's own rules (validate_test.go).
+				if _, err := validateStream(to, out, validateOpts{strictArgs: true, usageChunk: true}); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
 				golden(t, "stream-"+strings.TrimSuffix(name, ".sse")+".to-"+to.String()+".sse", out)
 			})
 		}

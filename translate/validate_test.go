@@ -93,6 +93,20 @@ func validateStream(p Protocol, out []byte, o validateOpts) (clientDigest, error
 	}
 }
 
+// namedEvent parses event i of a Responses or Messages stream, whose data
+// must be JSON with a "type" equal to the event's name.
+func namedEvent(i int, ev Event) (gjson.Result, string, error) {
+	if !gjson.ValidBytes(ev.Data) {
+		return gjson.Result{}, "", fmt.Errorf("event %d is not JSON: %s", i, ev.Data)
+	}
+	x := gjson.ParseBytes(ev.Data)
+	typ := x.Get("type").Str
+	if typ != string(ev.Name) {
+		return x, typ, fmt.Errorf("event %q has type %q", ev.Name, typ)
+	}
+	return x, typ, nil
+}
+
 // checkTools checks ids, names and arguments of the calls a client saw.
 func checkTools(d *clientDigest, o validateOpts) error {
 	if o.loose {
@@ -263,13 +277,9 @@ func validateResponses(evs []Event, o validateOpts) (clientDigest, error) {
 		if terminal {
 			return d, fmt.Errorf("event after the terminal event: %s", ev.Name)
 		}
-		if !gjson.ValidBytes(ev.Data) {
-			return d, fmt.Errorf("event %d is not JSON: %s", i, ev.Data)
-		}
-		x := gjson.ParseBytes(ev.Data)
-		typ := x.Get("type").Str
-		if typ != string(ev.Name) {
-			return d, fmt.Errorf("event %q has type %q", ev.Name, typ)
+		x, typ, err := namedEvent(i, ev)
+		if err != nil {
+			return d, err
 		}
 		if sn := x.Get("sequence_number"); sn.Type != gjson.Number || sn.Int() != int64(i) {
 			return d, fmt.Errorf("event %d (%s) has sequence_number %s", i, typ, sn.Raw)
@@ -494,13 +504,9 @@ func validateMessages(evs []Event, o validateOpts) (clientDigest, error) {
 		if stopped || d.Error {
 			return d, fmt.Errorf("event after the end: %s", ev.Name)
 		}
-		if !gjson.ValidBytes(ev.Data) {
-			return d, fmt.Errorf("event %d is not JSON: %s", i, ev.Data)
-		}
-		x := gjson.ParseBytes(ev.Data)
-		typ := x.Get("type").Str
-		if typ != string(ev.Name) {
-			return d, fmt.Errorf("event %q has type %q", ev.Name, typ)
+		x, typ, err := namedEvent(i, ev)
+		if err != nil {
+			return d, err
 		}
 		if !started && typ != "message_start" && typ != "error" && typ != "ping" {
 			return d, fmt.Errorf("%s before message_start", typ)
