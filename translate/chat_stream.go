@@ -34,6 +34,9 @@ type chatTool struct {
 	slot  int32
 	args  argsScan
 	open  bool
+	// custom: a custom tool's raw input, which only finish_reason ends
+	// (it may look like JSON and go on).
+	custom bool
 }
 
 func (d *chatDecoder) reset() { *d = chatDecoder{} }
@@ -154,12 +157,15 @@ func (d *chatDecoder) toolCall(s *Stream, dst []byte, tc gjson.Result) ([]byte, 
 		}
 		return true
 	})
+	t := d.find(index, id.Str)
 	isCustom := typ.Str == "custom"
+	if t != nil {
+		isCustom = t.custom // later fragments may leave out the type
+	}
 	frag := fn.Get("arguments")
 	if isCustom {
 		frag = custom.Get("input")
 	}
-	t := d.find(index, id.Str)
 	if t == nil {
 		name := fn.Get("name").Str
 		if isCustom {
@@ -177,7 +183,7 @@ func (d *chatDecoder) toolCall(s *Stream, dst []byte, tc gjson.Result) ([]byte, 
 				}
 			}
 		}
-		d.tools = append(d.tools, chatTool{index: n, id: strings.Clone(id.Str), slot: s.slot(), open: true})
+		d.tools = append(d.tools, chatTool{index: n, id: strings.Clone(id.Str), slot: s.slot(), open: true, custom: isCustom})
 		t = &d.tools[len(d.tools)-1]
 		dst = s.emit(dst, sev{kind: sevBlockStart, bk: blockTool, slot: t.slot, id: id.Str, name: name, custom: isCustom})
 	}
@@ -244,7 +250,7 @@ func (d *chatDecoder) closeText(s *Stream, dst []byte) []byte {
 // another block begins.
 func (d *chatDecoder) settle(s *Stream, dst []byte) []byte {
 	for i := range d.tools {
-		if t := &d.tools[i]; t.open && t.args.state == argsComplete {
+		if t := &d.tools[i]; t.open && !t.custom && t.args.state == argsComplete {
 			t.open = false
 			dst = s.emit(dst, sev{kind: sevBlockStop, bk: blockTool, slot: t.slot})
 		}

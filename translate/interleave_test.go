@@ -125,4 +125,16 @@ func TestStreamChatToolQuirks(t *testing.T) {
 	if err == nil {
 		t.Fatal("arguments after a complete JSON value were taken")
 	}
+	// A custom tool's raw input may look like JSON and go on: it stays
+	// open until finish_reason.
+	out, err = run(
+		`{"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"patch","input":"{x}"}}]}`,
+		`{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"b","arguments":"{}"}}]}`,
+		`{"tool_calls":[{"index":0,"custom":{"input":" and more"}}]}`)
+	if err != nil {
+		t.Fatalf("custom input after a JSON-looking start: %v", err)
+	}
+	if d, err := validateStream(Messages, out, validateOpts{strictArgs: true}); err != nil || len(d.Tools) != 2 || normJSONString(d.Tools[0].Args) != `{"input":"{x} and more"}` {
+		t.Fatalf("custom input: %v %+v\n%s", err, d, out)
+	}
 }
