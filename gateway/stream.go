@@ -66,7 +66,8 @@ type stream struct {
 	// dropUsage: the gateway added include_usage for billing; the usage-only
 	// chunk it brings is observed but not relayed.
 	dropUsage bool
-	conn      net.Conn // the client connection, for per-write deadlines
+	conn      net.Conn  // the client connection, for per-write deadlines
+	deadline  time.Time // under mu: the write deadline set on conn (setDeadline)
 
 	mu      sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
 	events  atomic.Uint64
@@ -447,11 +448,26 @@ func (st *stream) writeLocked(w io.Writer, b []byte) (int, error) {
 const clientWriteTimeout = 30 * time.Second
 
 // setDeadline arms the connection's write deadline for the next write.
+// It moves the deadline at most once per deadlineSlack: a stream writes
+// many events a second, and each move is a runtime timer change (on some
+// connections an allocation), while a deadline up to deadlineSlack early
+// changes nothing for a client that accepts nothing for half a minute.
+// Called under mu.
 func (st *stream) setDeadline() {
-	if st.conn != nil {
-		_ = st.conn.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
+	if st.conn == nil {
+		return
 	}
+	now := time.Now()
+	if st.deadline.Sub(now) > clientWriteTimeout-deadlineSlack {
+		return
+	}
+	st.deadline = now.Add(clientWriteTimeout)
+	_ = st.conn.SetWriteDeadline(st.deadline)
 }
+
+// deadlineSlack is how much earlier than clientWriteTimeout after a write a
+// write deadline may fall (setDeadline).
+const deadlineSlack = time.Second
 
 // clearDeadline removes the write deadline, so it does not outlive the
 // response on a kept-alive connection.
@@ -460,6 +476,7 @@ func (st *stream) clearDeadline() {
 	defer st.mu.Unlock()
 	if st.conn != nil {
 		_ = st.conn.SetWriteDeadline(time.Time{})
+		st.deadline = time.Time{}
 	}
 }
 
