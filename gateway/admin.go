@@ -16,24 +16,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// PolicyControl is what the admin API needs of the routing-policy host:
-// implemented by the wiring in cmd/troupe around a scripts.Host.
-type PolicyControl interface {
-	// Status is the host's last reload attempt and the serving policy.
-	Status() scripts.ReloadStatus
-	// Validate compiles source as policy name and runs its self-test,
-	// without activating it; the error carries the line.
-	Validate(name, source string) error
-	// Activate compiles, self-tests and swaps in source as stored version
-	// version of policy name (storage.PolicyVersion.Version; the serving
-	// policy then reports that version everywhere); on error the serving
-	// policy is unchanged.
-	Activate(ctx context.Context, name, source string, version int) error
-}
-
-// SetPolicies installs the policy host behind /api/admin/policies.
-func (s *Server) SetPolicies(p PolicyControl) { s.policies = p }
-
 // admin serves /api/admin/*: JSON, Cache-Control: no-store. Login is open;
 // every other route takes an admin API key or a logged-in session
 // (adminAuth). The routes are listed in docs/admin-api.md.
@@ -195,8 +177,8 @@ func (s *Server) ops(ctx *fasthttp.RequestCtx) {
 		v.Tiers["healthy"], v.Tiers["warm"], v.Tiers["risky"], v.Tiers["excluded"] = st.Tiers[0], st.Tiers[1], st.Tiers[2], st.Excluded
 		v.Policy = OpsPolicy{Name: st.Policy, Version: st.PolicyVersion, Rescoring: st.Rescoring}
 	}
-	if s.policies != nil {
-		v.Policy.Reload = s.policies.Status()
+	if s.routing != nil {
+		v.Policy.Reload = s.routing.Status()
 	}
 	v.UsageWindows = usageWindowsOps(s.sys.Views(), now)
 	writeJSON(ctx, 200, v)
@@ -258,7 +240,7 @@ func validPolicyName(n string) bool {
 // Rolling back is activating an older version. The list also shows the
 // running canary and every policy version's outcomes side by side (canary.go).
 func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []string) {
-	if s.policies == nil {
+	if s.routing == nil {
 		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Routing policies are not available on this instance."})
 		return
 	}
@@ -278,9 +260,9 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 		for _, p := range stored {
 			list = append(list, toPolicyJSON(p, false))
 		}
-		resp := map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.policies.Status(),
-			"canary": s.canaryStatus(), "outcomes": s.policyOutcomes()}
-		if f := s.canaryRT.failed.Load(); f != nil {
+		resp := map[string]any{"policies": list, "builtins": scripts.Builtins(), "status": s.routing.Status(),
+			"canary": s.canaryStatus(), "outcomes": s.routing.Outcomes()}
+		if f := s.routing.CanaryNotLoaded(); f != nil {
 			resp["canary_not_loaded"] = map[string]any{"name": f.Name, "stored_version": f.Version}
 		}
 		writeJSON(ctx, 200, resp)
@@ -311,7 +293,7 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 			writeError(ctx, errBadParam("source", "The body must be JSON {\"source\": \"<lua>\"}."))
 			return
 		}
-		if err := s.policies.Validate(name, body.Source); err != nil {
+		if err := s.routing.Validate(name, body.Source); err != nil {
 			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
 				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": "source", "line": errorLine(err)}})
 			return
@@ -370,7 +352,7 @@ func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		s.storageError(ctx, err)
 		return
 	}
-	if err := s.policies.Activate(rctx, name, p.Source, p.Version); err != nil {
+	if err := s.routing.Activate(name, p.Source, p.Version); err != nil {
 		writeJSON(ctx, 400, map[string]any{"error": map[string]any{
 			"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
 		return
@@ -380,18 +362,10 @@ func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		s.storageError(ctx, err)
 		return
 	}
-	if s.cache != nil {
-		if err := s.cache.Publish(rctx, PolicyChannel, name); err != nil {
-			s.log.Warn("policy broadcast failed; other instances reload on their next start", "err", err)
-		}
-	}
+	s.routing.Broadcast(rctx, name)
 	s.log.Info("admin: policy activated", "policy", name, "version", act.Version)
-	writeJSON(ctx, 200, map[string]any{"activated": toPolicyJSON(act, false), "status": s.policies.Status()})
+	writeJSON(ctx, 200, map[string]any{"activated": toPolicyJSON(act, false), "status": s.routing.Status()})
 }
-
-// PolicyChannel is the cache pub/sub channel on which an activated policy's
-// name is broadcast, so every instance loads the stored active policy.
-const PolicyChannel = "policies"
 
 // errorLine returns the Lua line of a policy error, 0 when unknown.
 func errorLine(err error) int {

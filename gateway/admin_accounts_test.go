@@ -2,11 +2,12 @@ package gateway
 
 import (
 	"fmt"
-	"github.com/tidwall/gjson"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // noSecrets fails t if any answer body holds an upstream credential.

@@ -9,13 +9,12 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
-	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/storage/sqlite"
@@ -35,46 +34,7 @@ type adminEnv struct {
 	base     string // http://127.0.0.1:port
 	adminKey string
 	key      string // a client key
-	policies *testPolicies
-}
-
-// testPolicies is a PolicyControl over the system's scheduler: it compiles
-// and self-tests against the scripts sample views, and activating swaps the
-// scheduler's policy.
-type testPolicies struct {
-	sys    *actors.System
-	mu     sync.Mutex
-	status scripts.ReloadStatus
-}
-
-func (p *testPolicies) Status() scripts.ReloadStatus {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status
-}
-
-func (p *testPolicies) Validate(name, source string) error {
-	pol, err := scripts.Compile(name, source, scripts.Options{})
-	if err != nil {
-		return err
-	}
-	defer pol.Close()
-	return scripts.SelfTest(pol, scripts.SampleViews(time.Now()))
-}
-
-func (p *testPolicies) Activate(_ context.Context, name, source string, _ int) error {
-	if err := p.Validate(name, source); err != nil {
-		return err
-	}
-	pol, err := scripts.Compile(name, source, scripts.Options{})
-	if err != nil {
-		return err
-	}
-	p.sys.SetPolicy(actors.NewLuaPolicy(pol))
-	p.mu.Lock()
-	p.status = scripts.ReloadStatus{}
-	p.mu.Unlock()
-	return nil
+	policies *routing.Runtime
 }
 
 // okChat is an upstream that answers every request with a Chat Completion.
@@ -116,8 +76,8 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 	cache := memcache.New(memcache.Options{})
 	t.Cleanup(func() { cache.Close() })
 	srv := New(Config{MaxWait: 200 * time.Millisecond}, sys, store, cache, nil, nil)
-	pol := &testPolicies{sys: sys}
-	srv.SetPolicies(pol)
+	pol := routing.New(sys, routing.Options{Store: store, Cache: cache})
+	srv.SetRouting(pol)
 	srv.SetAdminUI(fstest.MapFS{
 		"index.html":         {Data: []byte("<!doctype html><title>Troupe admin</title>")},
 		"assets/app-123.js":  {Data: []byte("console.log(1)")},

@@ -156,7 +156,7 @@ func (s *Server) policyValidate(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		writeError(ctx, aerr)
 		return
 	}
-	if err := s.policies.Validate(name, src); err != nil {
+	if err := s.routing.Validate(name, src); err != nil {
 		writePolicyError(ctx, err)
 		return
 	}

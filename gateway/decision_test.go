@@ -29,29 +29,3 @@ func TestAppendDecision(t *testing.T) {
 		t.Errorf("no decision: %q", got)
 	}
 }
-
-func TestInCanary(t *testing.T) {
-	s := &Server{}
-	c := &call{key: storage.APIKey{Group: "beta"}}
-	if s.inCanary(c) {
-		t.Fatal("in a canary when none runs")
-	}
-	s.canaryRT.cur.Store(&canary{group: "beta"})
-	if !s.inCanary(c) {
-		t.Error("a key of the canary's group is not routed by it")
-	}
-	c.key.Group = "other"
-	if s.inCanary(c) {
-		t.Error("another group's key is routed by a group-only canary")
-	}
-	s.canaryRT.cur.Store(&canary{percent: 30})
-	n := 0
-	for range 10000 {
-		if s.inCanary(c) {
-			n++
-		}
-	}
-	if n < 2500 || n > 3500 {
-		t.Errorf("30 %% canary took %d of 10,000 requests", n)
-	}
-}

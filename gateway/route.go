@@ -3,15 +3,17 @@ package gateway
 import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
 
-// SetRouter installs the router of the active routing policy; the gateway
-// calls its route() for every request when the policy defines one. nil
-// removes it. Safe for concurrent use.
-func (s *Server) SetRouter(r *scripts.Router) { s.router.Store(r) }
+// SetRouting installs the routing-policy runtime: the gateway calls the
+// route() of its active policy (or canary) for every request when the
+// policy defines one, counts outcomes by policy version, and serves
+// /api/admin/policies with it. Call it before Serve.
+func (s *Server) SetRouting(rt *routing.Runtime) { s.routing = rt }
 
 // sessionHeaders are the client headers that name a session, in order of
 // preference (Codex sends session-id; older clients session_id).

@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/troupe-gw/troupe/actors"
-	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -128,13 +128,11 @@ type Server struct {
 	srv            *fasthttp.Server
 	metricsHandler fasthttp.RequestHandler
 	ready          atomic.Bool
-	router         atomic.Pointer[scripts.Router]
-	classes        classWindow    // attempt outcomes by class, per minute (ops view)
-	failovers      failoverCounts // requests by failovers needed (ops view)
-	policies       PolicyControl  // the routing policy host; nil disables /api/admin/policies
-	catalog        ModelCatalog   // upstream models lists for /v1/models (catalog.go); nil: none
-	canaryRT       canaryRuntime  // the canary policy and per-version outcomes (canary.go)
-	adm            adminState     // the admin API's own state (admin_state.go)
+	classes        classWindow      // attempt outcomes by class, per minute (ops view)
+	failovers      failoverCounts   // requests by failovers needed (ops view)
+	routing        *routing.Runtime // the routing policy and canary (route.go); nil: no route(), no /api/admin/policies
+	catalog        ModelCatalog     // upstream models lists for /v1/models (catalog.go); nil: none
+	adm            adminState       // the admin API's own state (admin_state.go)
 	now            func() time.Time
 	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
 	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)

@@ -17,11 +17,18 @@ type HostOptions struct {
 	// from Load's goroutine and must be safe there (e.g. read the accounts'
 	// published snapshots). Nil: self-tests use the synthetic views only.
 	Sample func() []AccountView
-	// OnSwap, when set, is called with each policy Load swaps in, after the
-	// swap and in swap order, from Load's goroutine with the load lock held:
-	// it must be quick and must not call Load. The scheduler integration
-	// uses it to hand the new policy to the scheduler actor (a message send).
-	OnSwap func(*Policy)
+	// Install, when set, readies each policy that passed compile and
+	// self-test for service: it does whatever may fail and returns commit,
+	// which must not fail. The host then makes the policy active, records
+	// it, and calls commit; when Install returns an error instead, nothing
+	// changes (the last good policy keeps serving) and the load fails with
+	// that error. Both run on the loading goroutine with the load lock held,
+	// in load order, must be quick and must not call back into the host.
+	// The routing runtime (package routing) uses it to put the policy into
+	// the scheduler and the router together, so the host never reports a
+	// policy that does not run, and a scheduler running a policy implies
+	// the host reports it.
+	Install func(*Policy) (commit func(), err error)
 	// Log receives one line per reload attempt. Nil discards.
 	Log *slog.Logger
 }
@@ -113,15 +120,28 @@ func (h *Host) LoadVersion(name, source string, version uint64) (*Policy, error)
 		return nil, err
 	}
 	p.version = version
+	commit, err := h.ready(p)
+	if err != nil {
+		p.Close()
+		h.failed(name, err, took, cur)
+		return nil, err
+	}
 	h.active.Store(p)
 	h.record(&ReloadStatus{OK: true, Name: name, Digest: p.digest, Took: took}, p)
-	if h.opts.OnSwap != nil {
-		h.opts.OnSwap(p)
-	}
+	commit()
 	if h.opts.Log != nil {
 		h.opts.Log.Info("policy loaded", "policy", name, "version", p.version, "digest", p.digest[:12], "took", took)
 	}
 	return p, nil
+}
+
+// ready runs HostOptions.Install for p; without one, commit does nothing.
+// h.mu is held.
+func (h *Host) ready(p *Policy) (commit func(), err error) {
+	if h.opts.Install == nil {
+		return func() {}, nil
+	}
+	return h.opts.Install(p)
 }
 
 // failed records a reload of name that failed with err after took, cur

@@ -114,7 +114,7 @@ end`
 // prepared policy under its version; a bad source is refused by Prepare.
 func TestHostPrepareInstall(t *testing.T) {
 	var swapped []string
-	h := NewHost(HostOptions{OnSwap: func(p *Policy) { swapped = append(swapped, p.Name()) }})
+	h := NewHost(HostOptions{Install: func(p *Policy) (func(), error) { return func() { swapped = append(swapped, p.Name()) }, nil }})
 	if _, err := h.LoadBuiltin("round_robin"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,53 @@ func TestHostPrepareInstall(t *testing.T) {
 	if h.Active().Name() != "round_robin" || p.Version() != 2 {
 		t.Fatalf("after Prepare: active %s, prepared version %d; want round_robin and 2", h.Active().Name(), p.Version())
 	}
-	h.Install(p)
+	if err := h.Install(p); err != nil {
+		t.Fatal(err)
+	}
 	if h.Active() != p || h.Status().Version != 2 || len(swapped) != 2 || swapped[1] != "least_inflight" {
 		t.Errorf("after Install: active %s@%d, swaps %v", h.Active().Name(), h.Status().Version, swapped)
 	}
 	if _, err := h.Prepare("bad", "function score( return 1 end", 0); err == nil {
 		t.Error("Prepare accepted a syntax error")
+	}
+}
+
+// A policy that HostOptions.Install refuses is not swapped in: Load and
+// Install fail with its error, the last good policy keeps serving and the
+// status counts the failure.
+func TestHostInstallRefused(t *testing.T) {
+	refuse := errors.New("the scheduler cannot take it")
+	var refusing bool
+	var committed []string
+	h := NewHost(HostOptions{Install: func(p *Policy) (func(), error) {
+		if refusing {
+			return nil, refuse
+		}
+		return func() { committed = append(committed, p.Name()) }, nil
+	}})
+	if _, err := h.LoadBuiltin("round_robin"); err != nil {
+		t.Fatal(err)
+	}
+	refusing = true
+	if _, err := h.LoadBuiltin("least_inflight"); !errors.Is(err, refuse) {
+		t.Fatalf("Load = %v, want the Install error", err)
+	}
+	st := h.Status()
+	if h.Active().Name() != "round_robin" || st.OK || st.Active != "round_robin" || st.Failures != 1 || st.Error != refuse.Error() {
+		t.Fatalf("after a refused Load: active %s, status %+v", h.Active().Name(), st)
+	}
+	src, _ := Builtin("sticky")
+	p, err := h.Prepare("sticky", src, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Install(p); !errors.Is(err, refuse) {
+		t.Fatalf("Install = %v, want the Install error", err)
+	}
+	if st := h.Status(); h.Active().Name() != "round_robin" || st.Failures != 2 || st.Version != 0 {
+		t.Fatalf("after a refused Install: active %s, status %+v", h.Active().Name(), st)
+	}
+	if len(committed) != 1 || committed[0] != "round_robin" {
+		t.Errorf("committed %v, want only round_robin", committed)
 	}
 }

@@ -1,7 +1,5 @@
 package scripts
 
-import "time"
-
 // Prepare compiles source as policy name and self-tests it like Load, and
 // gives it version (its stored version, 0 when not stored), but does not
 // make it active: a canary is run
@@ -27,18 +25,24 @@ func (h *Host) Prepare(name, source string, version uint64) (*Policy, error) {
 }
 
 // Install makes p, from Prepare, the active policy, keeping its version (so
-// a promoted canary is counted under the version it ran as). It calls
-// HostOptions.OnSwap like a Load.
-func (h *Host) Install(p *Policy) {
+// a promoted canary is counted under the version it ran as). Like a Load it
+// goes through HostOptions.Install: when that fails, the active policy is
+// unchanged and the failure is counted and returned. p is not closed either
+// way (it may still serve as a canary).
+func (h *Host) Install(p *Policy) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.loads++
-	h.active.Store(p)
-	h.record(&ReloadStatus{OK: true, Name: p.name, Digest: p.digest, Took: time.Duration(0)}, p)
-	if h.opts.OnSwap != nil {
-		h.opts.OnSwap(p)
+	commit, err := h.ready(p)
+	if err != nil {
+		h.failed(p.name, err, 0, h.active.Load())
+		return err
 	}
+	h.active.Store(p)
+	h.record(&ReloadStatus{OK: true, Name: p.name, Digest: p.digest}, p)
+	commit()
 	if h.opts.Log != nil {
 		h.opts.Log.Info("policy installed", "policy", p.name, "version", p.version, "digest", p.digest[:12])
 	}
+	return nil
 }

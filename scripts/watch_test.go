@@ -53,7 +53,7 @@ func TestWatcher(t *testing.T) {
 	write("function score() return 1 end")
 
 	var swapped []string // digests: a file is no stored version, every load of it is version 0
-	h := NewHost(HostOptions{Options: testOptions, OnSwap: func(p *Policy) { swapped = append(swapped, p.Digest()) }})
+	h := NewHost(HostOptions{Options: testOptions, Install: func(p *Policy) (func(), error) { return func() { swapped = append(swapped, p.Digest()) }, nil }})
 	w := NewWatcher(h, dir, "mine", nil)
 	w.debounce = 20 * time.Millisecond
 	if _, err := w.Load(); err != nil {
@@ -111,7 +111,7 @@ func TestWatcher(t *testing.T) {
 		t.Fatalf("SetActive(nowhere) = %v, active %s", err, h.Active().Name())
 	}
 	if len(swapped) != 4 || swapped[3] != h.Active().Digest() {
-		t.Fatalf("OnSwap saw %v", swapped)
+		t.Fatalf("Install saw %v", swapped)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/cachetest"
 	"github.com/troupe-gw/troupe/storage/storagetest"
@@ -211,7 +212,7 @@ func TestCanaryAcrossInstances(t *testing.T) {
 	if err := a.app.cache.Set(ctx, "policy:canary", bogus, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.app.cache.Publish(ctx, gateway.CanaryChannel, "bogus"); err != nil {
+	if err := a.app.cache.Publish(ctx, routing.CanaryChannel, "bogus"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "no canary on B", func() (bool, string) { return canaryOf(b) == "", canaryOf(b) })

@@ -15,7 +15,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/gateway"
-	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/fallback"
 	"github.com/troupe-gw/troupe/storage/journal"
@@ -62,8 +62,7 @@ type app struct {
 
 	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	admin    adminSetup       // the admin UI's first-start result (admin.go)
-	policies *scripts.Host    // the routing policy host (compile, self-test, swap)
-	watcher  *scripts.Watcher // follows policies.dir/ACTIVE.lua
+	policies *routing.Runtime // the routing policy and canary: host, file watcher, scheduler and router
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -20,144 +19,36 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupe-gw/troupe/actors"
-	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// startPolicies loads the active routing policy (policies.dir/NAME.lua, or the
-// built-in NAME) into a host whose every swap reaches the scheduler (a clone
-// of the policy, owned by the actor) and the gateway (a router for route()).
-// It fails when the active policy does not compile or pass its self-test.
+// startPolicies starts the routing-policy runtime and loads the policy that
+// should serve (routing.Runtime.Load): the one activated through the admin
+// API, else policies.active from policies.dir or the built-ins. It fails
+// when that policy does not compile, pass its self-test or install.
 func (a *app) startPolicies() error {
-	a.policies = scripts.NewHost(scripts.HostOptions{
-		Sample: a.policySample,
-		Log:    a.log,
-		OnSwap: func(p *scripts.Policy) {
-			clone, err := p.Clone()
-			if err != nil {
-				a.log.Error("policy clone for the scheduler", "policy", p.Name(), "err", err)
-				return
-			}
-			a.sys.SetPolicy(actors.NewLuaPolicy(clone))
-			if a.server != nil {
-				a.server.SetRouter(scripts.NewRouter(p, 0))
-			}
-		},
+	a.policies = routing.New(a.sys, routing.Options{
+		Dir: a.cfg.Policies.Dir, Active: a.cfg.Policies.Active, Default: defaultPolicy,
+		Store: a.store, Cache: a.cache, Registry: a.metrics.Registry, Log: a.log,
 	})
-	a.watcher = scripts.NewWatcher(a.policies, a.cfg.Policies.Dir, a.cfg.Policies.Active, a.log)
-	if err := a.loadActivePolicy(context.Background()); err != nil {
+	if err := a.policies.Load(context.Background()); err != nil {
 		return fmt.Errorf("routing policy: %w", err)
 	}
-	a.server.SetPolicies(policyControl{a})
+	a.server.SetRouting(a.policies)
 	a.metrics.WatchPolicies(a.policies.Status)
 	return nil
 }
 
-// loadActivePolicy loads the policy that should serve: the one activated
-// through the admin API (stored; it takes precedence), else policies.active
-// from policies.dir or the built-ins.
-func (a *app) loadActivePolicy(ctx context.Context) error {
-	p, err := a.store.ActivePolicy(ctx)
-	switch {
-	case err == nil:
-		a.watcher.Pause()
-		if want := a.cfg.Policies.Active; want != "" && want != p.Name {
-			level := slog.LevelWarn
-			if want == defaultPolicy {
-				level = slog.LevelInfo // the default, most likely not asked for
-			}
-			a.log.Log(context.Background(), level, "policies.active (--policy, TROUPE_POLICIES_ACTIVE) is not used: the policy activated through the admin API serves; activate the other one there to switch",
-				"serving", p.Name, "version", p.Version, "ignored", want)
-		}
-		_, err = a.policies.LoadVersion(p.Name, p.Source, uint64(max(p.Version, 0)))
-		return err
-	case !errors.Is(err, storage.ErrNotFound):
-		return err
-	}
-	_, err = a.watcher.Load()
-	return err
-}
-
-// policyControl gives the admin API the policy host.
-type policyControl struct{ a *app }
-
-func (c policyControl) Status() scripts.ReloadStatus { return c.a.policies.Status() }
-
-func (c policyControl) Validate(name, source string) error {
-	p, err := scripts.Compile(name, source, scripts.Options{})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	return scripts.SelfTest(p, c.a.policySample())
-}
-
-// Activate loads source; from then on the stored policy serves and file
-// changes in policies.dir are ignored until the next start without one.
-func (c policyControl) Activate(_ context.Context, name, source string, version int) error {
-	if _, err := c.a.policies.LoadVersion(name, source, uint64(max(version, 0))); err != nil {
-		return err
-	}
-	c.a.watcher.Pause()
-	return nil
-}
-
-// Prepare compiles and self-tests source as a canary under its stored version (0: a built-in).
-func (c policyControl) Prepare(name, source string, version int) (*scripts.Policy, error) {
-	return c.a.policies.Prepare(name, source, uint64(max(version, 0)))
-}
-
-// Install makes a prepared canary the active policy; as with Activate, file
-// changes in policies.dir are ignored from then on.
-func (c policyControl) Install(_ context.Context, p *scripts.Policy) error {
-	c.a.policies.Install(p)
-	c.a.watcher.Pause()
-	return nil
-}
-
-// policySample returns up to 200 live account views for policy self-tests.
-func (a *app) policySample() []scripts.AccountView {
-	views := a.sys.Views()
-	if len(views) > 200 {
-		views = views[:200]
-	}
-	out := make([]scripts.AccountView, len(views))
-	for i := range views {
-		actors.FillAccountView(&out[i], &views[i])
-	}
-	return out
-}
-
-// watchPolicies reloads the active policy when its file changes (when
-// policies.dir is set), on SIGHUP and when another instance activates one,
-// and follows the shared canary, until ctx ends. A failed reload keeps the
-// last good policy serving; the host logs the error with its line.
+// watchPolicies keeps the routing policy in step until ctx ends: file
+// changes in policies.dir, policies and canaries of other instances
+// (routing.Runtime.Follow), and SIGHUP, which reloads the active policy. A
+// failed reload keeps the last good policy serving and is logged.
 func (a *app) watchPolicies(ctx context.Context) {
-	if a.cfg.Policies.Dir != "" {
-		go func() {
-			if err := a.watcher.Run(ctx); err != nil {
-				a.log.Error("policy watcher stopped", "err", err)
-			}
-		}()
-	}
-	// Another instance activated a policy: load the stored active one.
-	if msgs, err := a.cache.Subscribe(ctx, gateway.PolicyChannel); err == nil {
-		go func() {
-			for name := range msgs {
-				if err := a.loadActivePolicy(ctx); err != nil {
-					a.log.Error("policy broadcast: reload failed; the previous policy keeps serving", "policy", name, "err", err)
-				}
-			}
-		}()
-	} else {
-		a.log.Warn("policy broadcasts unavailable", "err", err)
-	}
-	// A canary started, ended or promoted on another instance (or running
-	// before this one started) runs here too.
-	a.server.WatchCanary(ctx)
+	a.policies.Follow(ctx)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -167,7 +58,7 @@ func (a *app) watchPolicies(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if err := a.loadActivePolicy(ctx); err != nil {
+				if err := a.policies.Load(ctx); err != nil {
 					a.log.Error("policy reload on SIGHUP failed; the previous policy keeps serving", "err", err)
 				}
 			}

@@ -122,7 +122,7 @@ func TestPolicySwitchesThroughGateway(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for switched < switches && time.Now().Before(deadline) {
 		if done.Load() >= int64(switched*total/switches) {
-			if _, err := d.app.watcher.SetActive(names[switched%len(names)]); err != nil {
+			if _, err := d.app.policies.SetActive(names[switched%len(names)]); err != nil {
 				t.Fatal(err)
 			}
 			switched++
