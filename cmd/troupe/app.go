@@ -243,8 +243,10 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.cache, err = openCache(ctx, cfg, a.log, func(degraded bool) {
 			metrics.CacheDegraded(degraded)
 			if s := a.live.Load(); s != nil && !degraded {
-				// Key-change broadcasts sent during the outage were missed.
-				a.keys.KeysChanged()
+				// Key-change broadcasts sent during the outage were missed:
+				// read the keys again, trusting what is known meanwhile (the
+				// database may be down too).
+				a.keys.Refresh()
 				s.InvalidateKeys()
 			}
 		})

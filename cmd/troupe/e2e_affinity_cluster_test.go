@@ -41,20 +41,7 @@ func startInstance(t *testing.T, cfg *Config, accounts int) *app {
 		store.Close()
 		t.Fatalf("second instance: %v", err)
 	}
-	a.serve()
-	t.Cleanup(func() {
-		if err := a.shutdown(10 * time.Second); err != nil {
-			t.Errorf("second instance shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("second instance log:\n%s", logs.String())
-		}
-	})
-	waitHealthy(t, a)
-	eventually(t, 10*time.Second, "the second instance loaded the pool", func() (bool, string) {
-		n := len(a.sys.Views())
-		return n == accounts, fmt.Sprintf("%d of %d views", n, accounts)
-	})
+	serveTestApp(t, a, logs, accounts, "second instance")
 	return a
 }
 

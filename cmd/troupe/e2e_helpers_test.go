@@ -152,6 +152,26 @@ func startTestDemo(t *testing.T, cfg *Config, accounts accountsFunc) *testDemo {
 	return td
 }
 
+// serveTestApp serves a started app, stops it when t ends (logging what
+// it logged if t failed), and waits until it answers and its pool holds n
+// accounts. what names it in failures ("second instance").
+func serveTestApp(t *testing.T, a *app, logs *syncBuffer, n int, what string) {
+	t.Helper()
+	a.serve()
+	t.Cleanup(func() {
+		if err := a.shutdown(10 * time.Second); err != nil {
+			t.Errorf("%s shutdown: %v", what, err)
+		}
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, logs.String())
+		}
+	})
+	waitHealthy(t, a)
+	eventually(t, 10*time.Second, what+"'s pool", func() (bool, string) {
+		return len(a.sys.Views()) == n, fmt.Sprintf("%d of %d views", len(a.sys.Views()), n)
+	})
+}
+
 // eventually polls cond every 10 ms until it holds, failing the test after
 // timeout with cond's last description of the state. Call it from the test
 // goroutine only.

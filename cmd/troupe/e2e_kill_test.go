@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -126,41 +124,20 @@ func TestKillMidLoad(t *testing.T) {
 	base, secret := child.base, child.secret
 
 	const workers = 8
-	var (
-		stop     atomic.Bool
-		ok       atomic.Int64
-		failures atomic.Int64
-		wg       sync.WaitGroup
-	)
 	start := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			model := demoOpenAIModel
-			if w%2 == 1 {
-				model = demoCodexModel
-			}
-			for !stop.Load() {
-				st, _, _, err := callGateway(base, secret, model)
-				if err == nil && st == 200 {
-					ok.Add(1)
-				} else if !stop.Load() {
-					failures.Add(1)
-				}
-			}
-		})
-	}
+	l := startLoad(base, secret, workers, false)
 	// Kill at a random moment of the recorder's flush cycle.
 	load := 1500*time.Millisecond + rand.N(time.Second)
 	time.Sleep(load)
 	// SIGKILL: no shutdown hook runs, the recorder's memory is lost. (stop
 	// first, so that the requests the kill breaks are not counted as failures.)
-	stop.Store(true)
+	l.stop.Store(true)
 	child.kill(t)
 	elapsed := time.Since(start)
-	wg.Wait()
-	successes := ok.Load()
-	if f := failures.Load(); f > 0 {
-		t.Errorf("%d requests failed before the kill", f)
+	l.halt()
+	successes := l.servedCount()
+	if f := l.failed.Load(); f > 0 {
+		t.Errorf("%d requests failed before the kill: %v", f, l.statuses)
 	}
 	if successes < 50 {
 		t.Fatalf("only %d successful answers in %v: too little load to measure", successes, load)
@@ -207,64 +184,22 @@ func TestKillDuringOutage(t *testing.T) {
 	env := []string{"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg.URL()}
 	child := startDemoChild(t, bin, dir, env...)
 
-	const workers = 8
-	var (
-		stop     atomic.Bool
-		mu       sync.Mutex
-		served   []string // X-Request-Id of each 200
-		failures atomic.Int64
-		tick     = make(chan struct{}, 1)
-		wg       sync.WaitGroup
-	)
-	for w := range workers {
-		wg.Go(func() {
-			model := demoOpenAIModel
-			if w%2 == 1 {
-				model = demoCodexModel
-			}
-			for !stop.Load() {
-				st, h, _, err := callGateway(child.base, child.secret, model)
-				if err == nil && st == 200 {
-					mu.Lock()
-					served = append(served, h.Get("X-Request-Id"))
-					mu.Unlock()
-				} else if !stop.Load() {
-					failures.Add(1)
-				}
-				select {
-				case tick <- struct{}{}:
-				default:
-				}
-			}
-		})
-	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(served) }
-	waitServed := func(n int) {
-		t.Helper()
-		deadline := time.After(2 * time.Minute)
-		for count() < n {
-			select {
-			case <-tick:
-			case <-deadline:
-				t.Fatalf("%d of %d answers (%d failures)", count(), n, failures.Load())
-			}
-		}
-	}
-	waitServed(200)
+	l := startLoad(child.base, child.secret, 8, false)
+	l.waitServed(t, 200)
 	pg.Stop()
-	outageFrom := count()
+	outageFrom := l.servedCount()
 	start := time.Now()
-	waitServed(outageFrom + 200 + rand.N(200)) // kill at a random moment of the recorder's cycle
-	stop.Store(true)
+	l.waitServed(t, outageFrom+200+rand.N(int64(200))) // kill at a random moment of the recorder's cycle
+	l.stop.Store(true)
 	child.kill(t)
 	elapsed := time.Since(start)
-	wg.Wait()
+	l.halt()
 	journal, err := os.Stat(filepath.Join(dir, "usage.journal"))
 	if err != nil || journal.Size() == 0 {
 		t.Fatalf("no usage journal after a kill during the outage: %v, %v", journal, err)
 	}
-	if f := failures.Load(); f > 0 {
-		t.Errorf("%d requests failed before the kill", f)
+	if f := l.failed.Load(); f > 0 {
+		t.Errorf("%d requests failed before the kill: %v", f, l.statuses)
 	}
 
 	pg.Start()
@@ -298,12 +233,13 @@ func TestKillDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := 0
+	served := l.servedIDs()
 	for _, id := range served {
 		if !stored[id] {
 			lost++
 		}
 	}
-	during := len(served) - outageFrom
+	during := int64(len(served)) - outageFrom
 	rate := float64(during) / elapsed.Seconds()
 	bound := int(rate*usageInterval.Seconds()) + usageBatch
 	t.Logf("kill -9 %v into a PostgreSQL outage: %d answers (%d during it, %.0f/s), journal %d bytes; after the restart %d records, %d lost (%.0f ms of traffic), %d counted twice; bound %d",

@@ -280,19 +280,7 @@ func startPeer(t *testing.T, cfg *Config, n int) *app {
 	if err != nil {
 		t.Fatalf("second instance: %v", err)
 	}
-	a.serve()
-	t.Cleanup(func() {
-		if err := a.shutdown(10 * time.Second); err != nil {
-			t.Errorf("second instance shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("second instance log:\n%s", logs.String())
-		}
-	})
-	waitHealthy(t, a)
-	eventually(t, 10*time.Second, "second instance's pool", func() (bool, string) {
-		return len(a.sys.Views()) == n, strconv.Itoa(len(a.sys.Views()))
-	})
+	serveTestApp(t, a, logs, n, "second instance")
 	return a
 }
 

@@ -17,34 +17,57 @@ import (
 )
 
 // outageLoad drives requests at a gateway from several goroutines and
-// keeps what the fault suite reports: every request sent, the request ids
-// of those served (200), the others by status.
+// keeps what the fault suite and the kill tests report: every request
+// sent, the request ids of those served (200), the others by status.
 type outageLoad struct {
 	base, secret string
+	streams      bool // every third request asks for a stream
 	stop         atomic.Bool
 	sent, failed atomic.Int64
 	tick         chan struct{} // a request finished
+	wg           sync.WaitGroup
 
 	mu       sync.Mutex
 	served   map[string]bool // X-Request-Id of each 200
 	statuses map[string]int  // "503", "transport", … → count
 }
 
-// run sends requests until stop: non-stream and stream, Chat Completions
-// and Responses, alternately.
+// startLoad starts workers sending requests to the gateway at base with
+// secret until halt.
+func startLoad(base, secret string, workers int, streams bool) *outageLoad {
+	l := &outageLoad{base: base, secret: secret, streams: streams, tick: make(chan struct{}, 1),
+		served: map[string]bool{}, statuses: map[string]int{}}
+	for w := range workers {
+		l.wg.Go(func() { l.run(w) })
+	}
+	return l
+}
+
+// halt stops the workers and waits for them; requests cut by a kill meanwhile
+// are not counted as failures.
+func (l *outageLoad) halt() {
+	l.stop.Store(true)
+	l.wg.Wait()
+}
+
+// run sends requests until stop: Chat Completions and Responses
+// alternately, non-stream and (with streams) stream.
 func (l *outageLoad) run(w int) {
 	for i := 0; !l.stop.Load(); i++ {
 		path, body := "/chat/completions", `{"model":"`+demoOpenAIModel+`","messages":[{"role":"user","content":"hi"}]`
 		if (w+i)%2 == 1 {
 			path, body = "/responses", `{"model":"`+demoCodexModel+`","input":"hi"`
 		}
-		if i%3 == 0 {
+		if l.streams && i%3 == 0 {
 			body += `,"stream":true}`
 		} else {
 			body += `}`
 		}
-		l.sent.Add(1)
 		id, status := l.one(path, body)
+		if status != "200" && l.stop.Load() {
+			return // cut by the end of the run
+		}
+		l.sent.Add(1)
 		l.mu.Lock()
 		if status == "200" {
 			if l.served[id] {
@@ -90,18 +113,46 @@ func (l *outageLoad) one(path, body string) (id, status string) {
 	return resp.Header.Get("X-Request-Id"), fmt.Sprint(resp.StatusCode)
 }
 
-// waitSent waits until n more requests have finished.
-func (l *outageLoad) waitSent(t *testing.T, n int64) {
+// servedIDs returns the request ids of the served requests.
+func (l *outageLoad) servedIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.served))
+	for id := range l.served {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (l *outageLoad) servedCount() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.served))
+}
+
+// waitFor waits until count reaches target, failing t after two minutes.
+func (l *outageLoad) waitFor(t *testing.T, what string, count func() int64, target int64) {
 	t.Helper()
-	target := l.sent.Load() + n
 	deadline := time.After(2 * time.Minute)
-	for l.sent.Load() < target {
+	for count() < target {
 		select {
 		case <-l.tick:
 		case <-deadline:
-			t.Fatalf("load stalled: %d of %d requests sent", l.sent.Load(), target)
+			t.Fatalf("load stalled: %d of %d %s (%d failed: %v)", count(), target, what, l.failed.Load(), l.statuses)
 		}
 	}
+}
+
+// waitSent waits until n more requests have finished.
+func (l *outageLoad) waitSent(t *testing.T, n int64) {
+	t.Helper()
+	l.waitFor(t, "requests sent", l.sent.Load, l.sent.Load()+n)
+}
+
+// waitServed waits until n requests in all have been served.
+func (l *outageLoad) waitServed(t *testing.T, n int64) {
+	t.Helper()
+	l.waitFor(t, "requests served", l.servedCount, n)
 }
 
 // TestOutageFaultSuite is issue 16's fault suite: load through PostgreSQL
@@ -123,13 +174,8 @@ func TestOutageFaultSuite(t *testing.T) {
 		k.Limits = storage.KeyLimits{RPM: big, RPD: big, TokensPerDay: big}
 	})
 
-	l := &outageLoad{base: d.base, secret: secret, tick: make(chan struct{}, 1), served: map[string]bool{}, statuses: map[string]int{}}
-	const workers = 8
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() { l.run(w) })
-	}
-	defer func() { l.stop.Store(true); wg.Wait() }()
+	l := startLoad(d.base, secret, 8, true)
+	defer l.halt()
 
 	expire := func() { d.app.server.InvalidateKeys() } // the key cache's 30 s, run out
 	phase := func(name string, n int64, during func()) {
@@ -139,7 +185,7 @@ func TestOutageFaultSuite(t *testing.T) {
 			during()
 		}
 		l.waitSent(t, n)
-		t.Logf("%-22s %4d sent, %3d failed", name, l.sent.Load()-before, l.failed.Load()-failedBefore)
+		t.Logf("%-22s %4d sent, %3d failed; journal %+v", name, l.sent.Load()-before, l.failed.Load()-failedBefore, d.app.journal.Stats())
 	}
 	phase("warm-up", 200, nil)
 	phase("postgres stopped", 150, pg.Stop)
@@ -150,8 +196,7 @@ func TestOutageFaultSuite(t *testing.T) {
 	phase("both stopped", 150, func() { pg.Stop(); rd.Kill() })
 	phase("  key cache expired", 250, expire)
 	phase("both started", 300, func() { pg.Start(); rd.Start() })
-	l.stop.Store(true)
-	wg.Wait()
+	l.halt()
 
 	eventually(t, 60*time.Second, "storage healthy and the usage journal written", func() (bool, string) {
 		s := d.app.journal.Stats()

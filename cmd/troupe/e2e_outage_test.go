@@ -104,19 +104,7 @@ func startOverStore(t *testing.T, cfg *Config, wrap func(storage.Store) *downSto
 		store.Close()
 		t.Fatal(err)
 	}
-	a.serve()
-	t.Cleanup(func() {
-		if err := a.shutdown(10 * time.Second); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	waitHealthy(t, a)
-	eventually(t, 10*time.Second, "every account published its view", func() (bool, string) {
-		return len(a.sys.Views()) == n, ""
-	})
+	serveTestApp(t, a, logs, n, "gateway")
 	return a, store, secret, logs
 }
 

@@ -358,10 +358,16 @@ func (u *Usage) run() {
 	}
 }
 
+// replayTries is how many failures in a row a replay round takes before it
+// waits for the next: a database that just restarted fails once per dead
+// pooled connection before a fresh one serves.
+const replayTries = 8
+
 // replay writes the journal's frames to storage in order, from the cursor,
-// until it is empty (then truncates it) or storage fails (the rest waits
-// for the next round).
+// until it is empty (then truncates it) or storage fails replayTries times
+// in a row (the rest waits for the next round).
 func (u *Usage) replay() {
+	fails := 0
 	for u.ctx.Err() == nil {
 		u.mu.Lock()
 		off, end := u.cursor, u.size
@@ -388,10 +394,14 @@ func (u *Usage) replay() {
 			u.rejected.Add(uint64(fr.count()))
 			u.log.Error("usage journal: storage refused a journalled batch as invalid; skipped", "records", fr.count(), "err", err.Error())
 		case err != nil:
-			return // storage still down: the next round retries this frame
+			if fails++; fails >= replayTries {
+				return // storage still down: the next round retries this frame
+			}
+			continue
 		default:
 			u.replayed.Add(uint64(fr.count()))
 		}
+		fails = 0
 		u.mu.Lock()
 		u.cursor = off + n
 		u.pending -= int64(fr.count())

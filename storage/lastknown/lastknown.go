@@ -230,6 +230,13 @@ func (s *Store) KeysChanged() {
 	s.mu.Lock()
 	s.gen++
 	s.mu.Unlock()
+	s.Refresh()
+}
+
+// Refresh asks for every key to be read again soon, without distrusting
+// the state held: for when changes may have been missed rather than made
+// (the channel announcing them was down). It does not block.
+func (s *Store) Refresh() {
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -236,3 +236,21 @@ func waitCurrent(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefreshDuringOutageTrusts: a refresh asked for because announcements
+// may have been missed (the cache recovered) leaves known keys serving
+// while storage is still down.
+func TestRefreshDuringOutageTrusts(t *testing.T) {
+	h := newHarness(t)
+	good := h.key(t, "good")
+	waitCurrent(t, h.store)
+	h.backend.down.Store(true)
+	if _, err := h.store.APIKeyByHash(t.Context(), good.Hash); err != nil {
+		t.Fatal(err)
+	}
+	h.wantChange(t, true)
+	h.store.Refresh()
+	if k, err := h.store.APIKeyByHash(t.Context(), good.Hash); err != nil || k.ID != good.ID {
+		t.Fatalf("known key after a refresh request during the outage: %+v, %v", k, err)
+	}
+}
