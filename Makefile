@@ -11,7 +11,11 @@ CLAUDE_BIN := $(NPM_DIR)/node_modules/.bin/claude
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: demo test build unit clients fuzz bench-go bench vet staticcheck clean sdk-node
+.PHONY: demo test test-quick go-test build unit clients fuzz bench-go bench vet staticcheck clean sdk-node
+
+# STAGE runs one step with a start line and its duration (.ci/stage).
+STAGE := .ci/stage
+SUBMAKE := $(MAKE) --no-print-directory
 
 ## demo: run the gateway in front of the built-in mock fleet (Ctrl-C to stop)
 demo: build
@@ -19,18 +23,41 @@ demo: build
 
 ## build: compile bin/troupe (with the admin UI when npm is installed; see admin-ui)
 build: admin-ui-if-npm
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
+	@$(STAGE) step "go build: bin/troupe$(if $(wildcard bin/troupe),, (the first build downloads and compiles the Go dependencies: a few minutes))" \
+		$(GO) build -ldflags "$(LDFLAGS)" -o bin/troupe ./cmd/troupe
 
-## test: everything — vet, staticcheck, unit and end-to-end tests (race detector), real clients, short fuzz runs.
-## PostgreSQL and Redis are started (or installed) by .ci/services when missing.
-test: vet staticcheck clients
+## test: everything — vet, staticcheck, unit and end-to-end tests (race detector), real clients, short fuzz runs,
+## the admin UI's tests in Chromium. Each stage prints a start line and its duration, and a table
+## of the stages' times closes the run. PostgreSQL and Redis are started (or installed) by
+## .ci/services when missing.
+test:
+	@$(STAGE) begin "make test"
+	@$(STAGE) run "vet, gofmt" $(SUBMAKE) vet
+	@$(STAGE) run "staticcheck" $(SUBMAKE) staticcheck
+	@$(STAGE) run "real clients (npm, first run only)" $(SUBMAKE) clients
+	@$(STAGE) run "go test -race ./... (unit, end-to-end, real clients)" $(SUBMAKE) go-test
+	@$(STAGE) run "official Node SDKs' stream helpers" $(SUBMAKE) sdk-node
+	@$(STAGE) run "fuzz (every target, 150000 runs each)" $(SUBMAKE) fuzz FUZZTIME=150000x
+	@$(STAGE) run "admin UI unit tests (Vitest)" $(SUBMAKE) admin-ui-test
+	@$(STAGE) run "admin UI end to end (Chromium)" $(SUBMAKE) admin-ui-e2e
+	@$(STAGE) end
+
+## test-quick: the edit-run loop, a few minutes: vet, gofmt and go test -short without the race
+## detector (no real clients, no browsers, no fuzzing; the long end-to-end suites skip themselves
+## under -short; PostgreSQL and Redis tests run when those are up, else skip). make test is the gate.
+test-quick:
+	@$(STAGE) begin "make test-quick"
+	@$(STAGE) run "vet, gofmt" $(SUBMAKE) vet
+	@$(STAGE) run "go test -short ./... (no race detector)" $(GO) test -short -count=1 ./...
+	@$(STAGE) end
+
+# go-test: make test's Go stage: every package with the race detector, the
+# services and the real clients required.
+go-test:
 	@set -a; eval "$$(.ci/services)"; set +a; \
-	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL"; \
+	echo "go test: PostgreSQL $$TROUPE_TEST_PG_URL, Redis $$TROUPE_TEST_REDIS_URL; a line per package as it finishes"; \
 	TROUPE_REQUIRE_SERVICES=1 TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_REQUIRE_CLIENTS=1 \
 	$(GO) test -race -count=1 -timeout 25m ./...
-	$(MAKE) sdk-node
-	$(MAKE) fuzz FUZZTIME=150000x
-	$(MAKE) admin-ui-test admin-ui-e2e
 
 vet:
 	$(GO) vet ./...
@@ -87,28 +114,20 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 FUZZTIME ?= 30s
-## fuzz: run every fuzz target for FUZZTIME each
+# FUZZ_TARGETS: every fuzz target, as package-directory:FuzzName.
+FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzTranslateRequest \
+	translate:FuzzTranslateResponse translate:FuzzTranslateError translate:FuzzStream translate:FuzzStreamConformance \
+	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens bench/scenario:FuzzParse bench/load:FuzzReadStream \
+	gateway:FuzzAdminImport gateway:FuzzUsageCursor upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile \
+	upstream:FuzzParseRateLimitsEvent bench/mock:FuzzParseRequest gateway:FuzzParseCreateFrame \
+	upstream:FuzzCreateFrame scripts:FuzzCompile
+## fuzz: run every fuzz target for FUZZTIME each, with a line saying which one of how many
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzTranslateRequest$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzTranslateResponse$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzTranslateError$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzStreamConformance$$' -fuzztime $(FUZZTIME) ./translate/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzEstimateInputTokens$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./bench/scenario/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME) ./bench/load/
-	$(GO) test -run '^$$' -fuzz '^FuzzAdminImport$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzUsageCursor$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzClassifyMessages$$' -fuzztime $(FUZZTIME) ./upstream/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCodexFile$$' -fuzztime $(FUZZTIME) ./upstream/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimitsEvent$$' -fuzztime $(FUZZTIME) ./upstream/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./bench/mock/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateFrame$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzCreateFrame$$' -fuzztime $(FUZZTIME) ./upstream/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./scripts/
+	@set -e; n=0; total=$(words $(FUZZ_TARGETS)); for t in $(FUZZ_TARGETS); do \
+		n=$$((n+1)); pkg=$${t%%:*}; fn=$${t#*:}; \
+		echo "fuzz $$n/$$total: $$fn in ./$$pkg/ ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/; \
+	done
 
 ## bench: the load-test harness (docs/bench.md): make bench ARGS="--scenario smoke --out /tmp/bench"
 bench: build
@@ -140,10 +159,12 @@ admin-ui-if-npm:
 	else echo "npm not found: building without the admin UI (it serves a page saying how to build it)"; fi
 
 $(UI_DEPS): $(UI_DIR)/package-lock.json
-	cd $(UI_DIR) && npm ci --no-audit --no-fund
+	@$(STAGE) step "admin UI: npm ci (its dependencies into $(UI_DIR)/node_modules; from the npm registry, a minute or more the first time)" \
+		sh -c 'cd $(UI_DIR) && npm ci --no-audit --no-fund'
 
 $(UI_DIST): $(UI_DEPS) $(UI_SRC)
-	cd $(UI_DIR) && npm run build
+	@$(STAGE) step "admin UI: vite build (into $(UI_DIR)/web/dist, which bin/troupe embeds)" \
+		sh -c 'cd $(UI_DIR) && npm run build'
 
 ## admin-ui-test: the UI's unit tests (Vitest, jsdom)
 admin-ui-test: $(UI_DEPS)

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-gw/troupe/bench/load"
 	"github.com/troupe-gw/troupe/bench/report"
 	"github.com/troupe-gw/troupe/bench/scenario"
+	"github.com/troupe-gw/troupe/internal/progress"
 )
 
 // runFailover measures, for every k of the scenario, the time to first
@@ -32,7 +33,7 @@ import (
 // each k the harness waits until troupe_inflight_requests is 0, so streams
 // of earlier phases that end late (a hold's streams are released when the
 // gateway next writes to their closed connection) are not counted.
-func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress io.Writer) ([]report.Failover, *hist.Summary, error) {
+func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, lines io.Writer, bar *progress.Bar) ([]report.Failover, *hist.Summary, error) {
 	f := s.Failover
 	var out []report.Failover
 	call := load.Call{API: scenario.Chat, Stream: f.Streamed(), Model: s.Model, Timeout: 30 * time.Second}
@@ -52,6 +53,7 @@ func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress
 		direct = &sum
 	}
 	for _, k := range f.Ks {
+		bar.Describe(fmt.Sprintf("failover k=%d", k))
 		keys := cfg.FailoverKeys[k]
 		if len(keys) != f.Requests {
 			return out, direct, fmt.Errorf("harness: failover k=%d needs %d API keys (one per group), have %d", k, f.Requests, len(keys))
@@ -87,7 +89,8 @@ func runFailover(ctx context.Context, cfg Config, s *scenario.Scenario, progress
 		if after, err := attempts(ctx, cfg.MetricsURL); err == nil && mErr == nil {
 			fo.AttemptsPerRequest = (after - before) / float64(f.Requests)
 		}
-		fmt.Fprintf(progress, "failover k=%d: %d ok, attempts/request %.2f, TTFT p50 %.0f µs p99 %.0f µs\n", k, ttft.Count(), fo.AttemptsPerRequest, fo.TTFT.P50us, fo.TTFT.P99us)
+		bar.Add(1)
+		fmt.Fprintf(lines, "failover k=%d: %d ok, attempts/request %.2f, TTFT p50 %.0f µs p99 %.0f µs\n", k, ttft.Count(), fo.AttemptsPerRequest, fo.TTFT.P50us, fo.TTFT.P99us)
 		out = append(out, fo)
 	}
 	return out, direct, nil

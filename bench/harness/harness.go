@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-gw/troupe/bench/proc"
 	"github.com/troupe-gw/troupe/bench/report"
 	"github.com/troupe-gw/troupe/bench/scenario"
+	"github.com/troupe-gw/troupe/internal/progress"
 )
 
 // Config is one harness run.
@@ -53,7 +54,9 @@ type Config struct {
 	WebSocket report.WebSocket
 	// Notes are added to the report as they are.
 	Notes []string
-	// Progress receives one line per run; nil discards.
+	// Progress receives one line per run; nil discards. On a terminal a
+	// progress bar of the runs (package internal/progress) is drawn under
+	// the lines.
 	Progress io.Writer
 }
 
@@ -62,10 +65,13 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	started := time.Now()
 	s := cfg.Scenario
-	progress := cfg.Progress
-	if progress == nil {
-		progress = io.Discard
+	lines := cfg.Progress
+	if lines == nil {
+		lines = io.Discard
 	}
+	bar := progress.New(lines, runSteps(cfg), "bench "+s.Name)
+	defer bar.Finish()
+	lines = bar.Writer(lines)
 	rep := &report.Report{
 		Scenario:     s,
 		ScenarioYAML: string(cfg.ScenarioYAML),
@@ -93,18 +99,20 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			break
 		}
 		if p.Mode == scenario.Hold {
+			bar.Describe("hold " + p.Name)
 			h, err := runHold(ctx, cfg, p, mem)
 			if err != nil {
 				return rep, err
 			}
-			fmt.Fprintf(progress, "hold %s: %d/%d streams open, %.1f KiB per stream\n", p.Name, h.Open, h.Streams, h.BytesPerStream/1024)
+			bar.Add(1)
+			fmt.Fprintf(lines, "hold %s: %d/%d streams open, %.1f KiB per stream\n", p.Name, h.Open, h.Streams, h.BytesPerStream/1024)
 			rep.Holds = append(rep.Holds, h)
 			continue
 		}
-		rep.Phases = append(rep.Phases, runLoadPhase(ctx, cfg, p, tg, mem, progress))
+		rep.Phases = append(rep.Phases, runLoadPhase(ctx, cfg, p, tg, mem, lines, bar))
 	}
 	if f := s.Failover; f != nil && ctx.Err() == nil {
-		fo, direct, err := runFailover(ctx, cfg, s, progress)
+		fo, direct, err := runFailover(ctx, cfg, s, lines, bar)
 		rep.Failover, rep.FailoverDirect = fo, direct
 		if err != nil {
 			return rep, err
@@ -165,7 +173,7 @@ func (t *targets) close() {
 
 // runLoadPhase runs the rounds of load phase p, alternating which target
 // goes first, and returns the phase's figures pooled over the rounds.
-func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets, mem *memWatch, progress io.Writer) report.Phase {
+func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets, mem *memWatch, lines io.Writer, bar *progress.Bar) report.Phase {
 	rp := report.Phase{Name: p.Name, API: string(p.API), Stream: p.Stream, Mode: string(p.Mode), Rate: p.Rate, Concurrency: p.Concurrency, DurationS: p.Duration.Seconds()}
 	pooled := map[string]*pool{}
 	for r := range cfg.Scenario.Rounds {
@@ -191,7 +199,9 @@ func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets
 					d = tg.wsDirect
 				}
 			}
+			bar.Describe(fmt.Sprintf("%s round %d/%d %s", p.Name, r+1, cfg.Scenario.Rounds, name))
 			run, st := runPhase(ctx, d, cfg.Scenario, p, pid)
+			bar.Add(1)
 			if c == tg.gw {
 				round.Gateway = run
 				mem.sample()
@@ -206,7 +216,7 @@ func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets
 				last = map[string][]float64{}
 			}
 			last[name] = st.Timeline
-			fmt.Fprintf(progress, "%s round %d %s: %d ok, %d errors, %.0f req/s, p50 %.0f µs, p99 %.0f µs\n",
+			fmt.Fprintf(lines, "%s round %d %s: %d ok, %d errors, %.0f req/s, p50 %.0f µs, p99 %.0f µs\n",
 				p.Name, r+1, name, run.OK, st.ErrorCount(), run.RPS, run.Latency.P50us, run.Latency.P99us)
 			if ctx.Err() != nil {
 				break
@@ -223,6 +233,28 @@ func runLoadPhase(ctx context.Context, cfg Config, p scenario.Phase, tg *targets
 	}
 	finishPhase(&rp, pooled)
 	return rp
+}
+
+// runSteps is the number of steps of cfg's run that its progress bar
+// counts: every run of a phase against a target, every hold phase, every k
+// of the failover measurement.
+func runSteps(cfg Config) int {
+	s := cfg.Scenario
+	n := 0
+	for _, p := range s.Phases {
+		switch {
+		case p.Mode == scenario.Hold:
+			n++
+		case cfg.Direct != nil && !p.GatewayOnly:
+			n += 2 * s.Rounds
+		default:
+			n += s.Rounds
+		}
+	}
+	if s.Failover != nil {
+		n += len(s.Failover.Ks)
+	}
+	return n
 }
 
 // runPhase runs phase p once against c and returns its figures. pid, when

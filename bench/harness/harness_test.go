@@ -133,3 +133,18 @@ other 5
 		t.Fatalf("%v, %v; want 42", got, err)
 	}
 }
+
+// The progress bar counts every run: rounds × targets per phase (one
+// target for a gateway_only phase or without a baseline), one per hold
+// phase, one per failover k.
+func TestRunSteps(t *testing.T) {
+	s := &scenario.Scenario{Rounds: 3, Phases: []scenario.Phase{
+		{Mode: scenario.Open}, {Mode: scenario.Closed, GatewayOnly: true}, {Mode: scenario.Hold},
+	}, Failover: &scenario.Failover{Ks: []int{0, 1, 2}}}
+	if n := runSteps(Config{Scenario: s, Direct: &load.Target{}}); n != 6+3+1+3 {
+		t.Errorf("with a baseline: %d steps, want 13", n)
+	}
+	if n := runSteps(Config{Scenario: s}); n != 3+3+1+3 {
+		t.Errorf("without a baseline: %d steps, want 10", n)
+	}
+}

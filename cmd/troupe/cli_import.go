@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/internal/progress"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -37,7 +38,9 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 				return err
 			}
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
-				rep, err := gateway.ImportCodexAccounts(ctx, s, data, opts)
+				st := importBar(cmd.ErrOrStderr(), s, data)
+				rep, err := gateway.ImportCodexAccounts(ctx, st, data, opts)
+				st.bar.Finish()
 				if err != nil {
 					return err
 				}
@@ -66,6 +69,29 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 	f.StringSliceVar(&opts.Tags, "tags", nil, "routing tags of new accounts")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would happen, store nothing")
 	return cmd
+}
+
+// barStore counts an import's writes on a progress bar.
+type barStore struct {
+	gateway.ImportAccounts
+	bar *progress.Bar
+}
+
+func (s barStore) PutAccount(ctx context.Context, a storage.Account) (storage.Account, error) {
+	defer s.bar.Add(1)
+	return s.ImportAccounts.PutAccount(ctx, a)
+}
+
+// importBar returns s with a progress bar on w over the entries of data,
+// when w is a terminal (the entries are counted only then); without one,
+// the bar is nil and draws nothing.
+func importBar(w io.Writer, s gateway.ImportAccounts, data []byte) barStore {
+	st := barStore{ImportAccounts: s}
+	if progress.IsTerminal(w) {
+		entries, _ := upstream.ParseCodexFile(data)
+		st.bar = progress.New(w, len(entries), "import: storing accounts")
+	}
+	return st
 }
 
 func readImportFile(stdin io.Reader, path string) ([]byte, error) {

@@ -19,9 +19,13 @@ import (
 // test fails), else the copy `make clients` installs under the module root's
 // .cache/npm/node_modules/.bin/name. Without either the test is skipped, or
 // fails when required (what names the client in the messages, e.g. "Codex
-// CLI").
+// CLI"). With -short (make test-quick) the test is skipped unless required:
+// a real client takes seconds to start.
 func Bin(t testing.TB, env, name, what string, required bool) string {
 	t.Helper()
+	if testing.Short() && !required {
+		t.Skipf("-short: %s runs in make test", what)
+	}
 	bin := os.Getenv(env)
 	if bin == "" {
 		if root, err := moduleRoot(); err == nil {
