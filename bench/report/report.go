@@ -232,12 +232,18 @@ type WebSocket struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// Write writes report.json and report.html into dir (created if needed).
+// Write writes report.json (with the verdict, Report.Verdict, under
+// "verdict") and report.html into dir (created if needed).
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	// The verdict is derived from the figures; it is written for readers
+	// of report.json (and ignored when one is read back).
+	b, err := json.MarshalIndent(struct {
+		*Report
+		Verdict Verdict `json:"verdict"`
+	}{r, r.Verdict()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

@@ -11,7 +11,8 @@ import (
 
 // Text returns the human summary printed on stdout: per phase the pooled
 // figures of each target and the added latency (median [min … max] over
-// rounds), then holds, failover, memory and the notes.
+// rounds, or noise(±floor) below the noise floor), then holds, failover,
+// memory, the verdict (Verdict.Lines) and the notes.
 func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "troupe bench %s: %s (mode %s, target %s)\n", r.Scenario.Name, r.StartedAt, r.Mode, r.Target)
@@ -43,7 +44,8 @@ func (r *Report) Text() string {
 			continue
 		}
 		if !any {
-			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs):\n")
+			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs;\n" +
+				"noise(±N): below the noise floor N, how much the direct baseline itself moved between rounds):\n")
 			any = true
 		}
 		fmt.Fprintf(&b, "  %s:\n", p.Name)
@@ -54,7 +56,12 @@ func (r *Report) Text() string {
 					if n == 0 {
 						b.WriteString("   ")
 					}
-					fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", strings.TrimSuffix(k, "_us"), s.Median, s.Min, s.Max)
+					name := strings.TrimSuffix(k, "_us")
+					if f, _ := p.Figure(k); f.Noise {
+						fmt.Fprintf(&b, "  %s noise(±%.0f) [%.0f … %.0f]", name, f.Bound(), s.Min, s.Max)
+					} else {
+						fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", name, s.Median, s.Min, s.Max)
+					}
 					n++
 				}
 			}
@@ -80,18 +87,11 @@ func (r *Report) Text() string {
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(&b, "\ngateway RSS: %.1f MiB at start, %.1f MiB max seen, %.1f MiB after load\n", mib(m.RSSStart), mib(m.RSSMax), mib(m.RSSAfterLoad))
 	}
-	s := r.Summary
-	if s.HeadlinePhase == "" {
-		goto rest
-	}
-	fmt.Fprintf(&b, "\nsummary: added p50 %.0f µs, p99 %.0f µs (%s); added TTFT p99 %.0f µs (%s); throughput gateway %.0f req/s, direct %.0f req/s, ratio %.3f (%s); gateway CPU %.0f µs/request\n",
-		s.AddedP50us, s.AddedP99us, s.HeadlinePhase, s.AddedTTFTP99us, s.StreamPhase, s.GatewayRPS, s.DirectRPS, s.ThroughputRatio, s.ThroughputPhase, s.CPUusPerRequest)
-rest:
-	if s.WSPhase != "" {
-		fmt.Fprintf(&b, "Responses WebSocket (%s): added p50 %.0f µs, p99 %.0f µs, TTFT p99 %.0f µs\n", s.WSPhase, s.AddedWSP50us, s.AddedWSP99us, s.AddedWSTTFTP99us)
-	}
-	if len(s.Missing) > 0 {
-		fmt.Fprintf(&b, "not measured: %s\n", strings.Join(s.Missing, "; "))
+	if lines := r.Verdict().Lines(); len(lines) > 0 {
+		b.WriteString("\nverdict:\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

@@ -75,7 +75,77 @@ gateway points at) for the direct baseline, and --pid for its CPU and memory.`,
 	fs.IntVar(&f.pid, "pid", 0, "with --target: the gateway's process id, for CPU and memory")
 	fs.StringVar(&f.troupeBin, "troupe-bin", "", "troupe binary to start the mock and the gateway with (default: this one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (data, configs, logs of the processes)")
+	cmd.AddCommand(benchCompareCmd())
 	return cmd
+}
+
+// benchCompareCmd is `troupe bench compare A B…`.
+func benchCompareCmd() *cobra.Command {
+	var htmlOut string
+	cmd := &cobra.Command{
+		Use:   "compare REPORT REPORT…",
+		Short: "Compare the verdicts of several bench runs (report.json files or their directories)",
+		Long: `Read two or more report.json files (or the directories troupe bench wrote them
+into) and print one table: per phase the added latency and time to first content
+at p50 and p99, throughput against direct and gateway CPU per request; then
+memory, memory per open stream, failover cost and errors. Every run after the
+first gets a column of its change against the first; a change smaller than
+either run's noise floor is marked noise. --html also writes the table as a page.`,
+		Example: `  troupe bench compare bench-out/steady-20261201T080000Z bench-out/steady-20261202T080000Z
+  troupe bench compare before/report.json after/report.json --html compare.html`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var reps []*report.Report
+			for _, a := range args {
+				r, err := report.Read(a)
+				if err != nil {
+					return err
+				}
+				reps = append(reps, r)
+			}
+			c := report.Compare(runNames(args), reps)
+			fmt.Fprint(cmd.OutOrStdout(), c.Text())
+			if htmlOut == "" {
+				return nil
+			}
+			f, err := os.Create(htmlOut)
+			if err != nil {
+				return err
+			}
+			if err := c.HTML(f); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", htmlOut)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the table as an HTML page to this file")
+	return cmd
+}
+
+// runNames names compared runs by their directory (report.json's parent,
+// else the path), numbered when two would read the same.
+func runNames(paths []string) []string {
+	names := make([]string, len(paths))
+	count := map[string]int{}
+	for i, p := range paths {
+		p = filepath.Clean(p)
+		if filepath.Base(p) == "report.json" {
+			p = filepath.Dir(p)
+		}
+		names[i] = filepath.Base(p)
+		count[names[i]]++
+	}
+	for i := range names {
+		if count[names[i]] > 1 {
+			names[i] = fmt.Sprintf("%d:%s", i+1, names[i])
+		}
+	}
+	return names
 }
 
 // loadScenario reads a shipped scenario by name or a YAML file.

@@ -116,10 +116,10 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("failover k=%d: %+v", f.K, f)
 		}
 	}
-	if !strings.Contains(stdout.String(), "summary: added p50") {
-		t.Errorf("no text summary on stdout:\n%s", stdout.String())
+	if !strings.Contains(stdout.String(), "verdict:\n  chat-open (100 req/s): the gateway adds p50 ") {
+		t.Errorf("no verdict on stdout:\n%s", stdout.String())
 	}
-	if page, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !bytes.Contains(page, []byte("uPlot")) {
-		t.Errorf("report.html: %v", err)
+	if page, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !bytes.Contains(page, []byte("uPlot")) || !bytes.Contains(page, []byte("<h2>Verdict</h2>")) {
+		t.Errorf("report.html: %v (or no verdict)", err)
 	}
 }
