@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
@@ -37,9 +38,11 @@ type simResult struct {
 	DurationMs   float64        `json:"duration_ms"`   // time spent scoring
 }
 
-func tierName(sc *actors.Scored) string {
+// servingTier is the serving policy's verdict as the admin API names it
+// ("" when the account has not been scored yet).
+func servingTier(sc actors.Scored, found bool) string {
 	switch {
-	case sc == nil:
+	case !found:
 		return ""
 	case !sc.OK:
 		return "excluded"
@@ -47,63 +50,45 @@ func tierName(sc *actors.Scored) string {
 	return sc.Tier.String()
 }
 
-// simulate scores every account of the live pool with policy p and
-// compares the verdicts with the serving policy's. The pool is not changed.
+// simulate ranks every account of the live pool with policy p
+// (routing.Rank) and compares the verdicts with the serving policy's. The
+// pool is not changed.
 func (s *Server) simulate(ctx context.Context, p *scripts.Policy) (simResult, error) {
-	views, serving := s.liveIndex(ctx)
-	now := s.now()
-	res := simResult{Policy: p.Name(), Description: p.Knobs().Description, Accounts: len(views),
+	live, serving := s.liveIndex(ctx)
+	res := simResult{Policy: p.Name(), Description: p.Knobs().Description, Accounts: len(live),
 		Tiers: map[string]int{"healthy": 0, "warm": 0, "risky": 0, "excluded": 0}, ServingTiers: map[string]int{"healthy": 0, "warm": 0, "risky": 0, "excluded": 0}}
-	type ranked struct {
-		a  simAccount
-		sc actors.Scored
+	views := make([]actors.View, 0, len(live))
+	for _, v := range live {
+		views = append(views, *v)
 	}
-	all := make([]ranked, 0, len(views))
-	var av scripts.AccountView
+	slices.SortFunc(views, func(a, b actors.View) int { return cmp.Compare(a.Name, b.Name) }) // ties rank by name
 	start := time.Now()
-	for id, v := range views {
-		actors.FillAccountView(&av, v)
-		score, ok, tier, _, err := p.Score(&av, now)
-		if err != nil {
-			return res, err
-		}
-		sc := actors.Scored{Score: score, OK: ok, Tier: tier}
-		r := ranked{a: simAccount{ID: v.ID, Name: v.Name, Status: v.Status.String(), Tier: tierName(&sc)}, sc: sc}
-		if ok {
-			r.a.Score = &score
-		}
-		if cur, found := serving[id]; found {
-			r.a.ServingTier = tierName(&cur)
-			if cur.OK {
-				c := cur.Score
-				r.a.ServingScore = &c
-			}
-			res.ServingTiers[r.a.ServingTier]++
-		}
-		if r.a.ServingTier != "" && r.a.ServingTier != r.a.Tier {
-			res.Changed++
-		}
-		res.Tiers[r.a.Tier]++
-		all = append(all, r)
+	ranked, err := routing.Rank(p, routing.AccountViews(views), s.now())
+	if err != nil {
+		return res, err
 	}
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
-	slices.SortFunc(all, func(x, y ranked) int {
-		switch {
-		case x.sc.OK != y.sc.OK:
-			if x.sc.OK {
-				return -1
-			}
-			return 1
-		case x.sc.Tier != y.sc.Tier:
-			return cmp.Compare(x.sc.Tier, y.sc.Tier)
-		case x.sc.Score != y.sc.Score:
-			return cmp.Compare(y.sc.Score, x.sc.Score)
+	res.Top = make([]simAccount, 0, min(20, len(ranked)))
+	for i := range ranked {
+		v := &ranked[i]
+		a := simAccount{ID: v.View.ID, Name: v.View.Name, Status: v.View.Status, Tier: v.TierName()}
+		if v.OK {
+			a.Score = &v.Score
 		}
-		return cmp.Compare(x.a.Name, y.a.Name)
-	})
-	res.Top = make([]simAccount, 0, 20)
-	for _, r := range all[:min(20, len(all))] {
-		res.Top = append(res.Top, r.a)
+		cur, found := serving[v.View.ID]
+		if a.ServingTier = servingTier(cur, found); found {
+			if cur.OK {
+				a.ServingScore = &cur.Score
+			}
+			res.ServingTiers[a.ServingTier]++
+		}
+		if a.ServingTier != "" && a.ServingTier != a.Tier {
+			res.Changed++
+		}
+		res.Tiers[a.Tier]++
+		if len(res.Top) < 20 {
+			res.Top = append(res.Top, a)
+		}
 	}
 	return res, nil
 }

@@ -216,10 +216,5 @@ const sampleSize = 200
 // Sample returns up to 200 live account views for policy self-tests.
 func (r *Runtime) Sample() []scripts.AccountView {
 	views := r.sys.Views()
-	views = views[:min(len(views), sampleSize)]
-	out := make([]scripts.AccountView, len(views))
-	for i := range views {
-		actors.FillAccountView(&out[i], &views[i])
-	}
-	return out
+	return AccountViews(views[:min(len(views), sampleSize)])
 }

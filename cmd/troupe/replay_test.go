@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -119,7 +120,7 @@ func TestPolicyReplayExplainsNoAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mustCLI(t, "policy", "replay", pol, "--data", dir, "--since", "2h")
-	for _, want := range []string{"no account: 5 (50.0%)", "  no account, 5: " + causeResting} {
+	for _, want := range []string{"no account: 5 (50.0%)", "  no account, 5: " + routing.CauseResting} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay output lacks %q:\n%s", want, out)
 		}
