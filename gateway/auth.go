@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
@@ -21,37 +23,61 @@ type keyCache struct {
 	negativeTTL time.Duration
 	entries     sync.Map // hash → *cachedKey
 	size        atomic.Int64
+	gen         atomic.Uint64 // bumped by invalidate: entries of older generations are stale
 	now         func() time.Time
 }
 
+// cachedKey is one lookup's result. It is never changed once cached.
 type cachedKey struct {
+	hash    string // storage.HashKey of the secret
 	key     storage.APIKey
 	found   bool
 	expires time.Time
+	gen     uint64 // the cache's generation when it was looked up
 }
 
-func (c *keyCache) lookup(ctx context.Context, hash string) (storage.APIKey, bool, error) {
-	now := c.now()
+// fresh reports whether ck may still be used at now: not expired, and
+// not dropped by an invalidation since it was looked up.
+func (c *keyCache) fresh(ck *cachedKey, now time.Time) bool {
+	return now.Before(ck.expires) && ck.gen == c.gen.Load()
+}
+
+// cached returns the fresh entry of hash, or nil.
+func (c *keyCache) cached(hash string) *cachedKey {
 	if v, ok := c.entries.Load(hash); ok {
-		ck := v.(*cachedKey)
-		if now.Before(ck.expires) {
-			return ck.key, ck.found, nil
+		if ck := v.(*cachedKey); c.fresh(ck, c.now()) {
+			return ck
 		}
 	}
+	return nil
+}
+
+// lookup returns the fresh entry of hash, asking the store (bounded by ctx)
+// when there is none.
+func (c *keyCache) lookup(ctx context.Context, hash string) (*cachedKey, error) {
+	if ck := c.cached(hash); ck != nil {
+		return ck, nil
+	}
+	gen, now := c.gen.Load(), c.now()
 	k, err := c.store.APIKeyByHash(ctx, hash)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		c.put(hash, &cachedKey{expires: now.Add(c.negativeTTL)})
-		return storage.APIKey{}, false, nil
+		ck := &cachedKey{hash: hash, expires: now.Add(c.negativeTTL), gen: gen}
+		c.put(hash, ck)
+		return ck, nil
 	case err != nil:
-		return storage.APIKey{}, false, err
+		return nil, err
 	}
-	c.put(hash, &cachedKey{key: k, found: true, expires: now.Add(c.positiveTTL)})
-	return k, true, nil
+	ck := &cachedKey{hash: hash, key: k, found: true, expires: now.Add(c.positiveTTL), gen: gen}
+	c.put(hash, ck)
+	return ck, nil
 }
 
-// invalidate drops every cached entry (after a key was created, changed or removed).
+// invalidate drops every cached entry (after a key was created, changed or
+// removed), and with them the entries handed to requests in flight
+// (keyHints).
 func (c *keyCache) invalidate() {
+	c.gen.Add(1)
 	c.entries.Clear()
 	c.size.Store(0)
 }
@@ -68,6 +94,78 @@ func (c *keyCache) put(hash string, v *cachedKey) {
 	}
 }
 
+// keyHints carries the key lookup that headerReceived made for a request's
+// secret to the handler of the same request, so the secret is hashed once
+// per request. An entry is filed under the address of the request's header
+// (fasthttp passes headerReceived the header of the RequestCtx the handler
+// then gets) with a fingerprint of the secret; headerReceived files or
+// clears the entry of every request, and the handler takes it. An entry
+// whose handler never ran (the body failed to arrive) is overwritten by the
+// next request on the same RequestCtx; the address is not a pointer, so it
+// keeps nothing alive. A hint is only a shortcut: when there is none, or
+// its fingerprint differs from the secret the handler reads, or it is
+// stale, the handler hashes and looks up the secret itself.
+type keyHints struct {
+	seed   maphash.Seed
+	shards [16]hintShard
+}
+
+type hintShard struct {
+	mu sync.Mutex
+	m  map[uintptr]keyHint
+	_  [40]byte // keep neighbouring shards' locks off one cache line
+}
+
+type keyHint struct {
+	ck *cachedKey
+	fp uint64 // maphash of the secret
+}
+
+// maxHintsPerShard bounds a shard; entries past it are left behind by
+// requests whose body never arrived, so dropping them all costs nothing
+// but a hash each for the requests in flight.
+const maxHintsPerShard = 1024
+
+func newKeyHints() *keyHints { return &keyHints{seed: maphash.MakeSeed()} }
+
+func (h *keyHints) shard(hdr *fasthttp.RequestHeader) (*hintShard, uintptr) {
+	p := uintptr(unsafe.Pointer(hdr))
+	return &h.shards[(p>>6)%uintptr(len(h.shards))], p
+}
+
+// put files ck as the lookup of secret for the request whose header is hdr;
+// a nil ck clears the request's entry.
+func (h *keyHints) put(hdr *fasthttp.RequestHeader, secret []byte, ck *cachedKey) {
+	sh, p := h.shard(hdr)
+	sh.mu.Lock()
+	switch {
+	case ck == nil:
+		delete(sh.m, p)
+	case sh.m == nil || len(sh.m) >= maxHintsPerShard:
+		sh.m = make(map[uintptr]keyHint, 64)
+		fallthrough
+	default:
+		sh.m[p] = keyHint{ck: ck, fp: maphash.Bytes(h.seed, secret)}
+	}
+	sh.mu.Unlock()
+}
+
+// take removes and returns the lookup filed for hdr's request when it was
+// made for secret, else nil.
+func (h *keyHints) take(hdr *fasthttp.RequestHeader, secret []byte) *cachedKey {
+	sh, p := h.shard(hdr)
+	sh.mu.Lock()
+	e, ok := sh.m[p]
+	if ok {
+		delete(sh.m, p)
+	}
+	sh.mu.Unlock()
+	if !ok || e.fp != maphash.Bytes(h.seed, secret) {
+		return nil
+	}
+	return e.ck
+}
+
 var (
 	bearerPrefix = []byte("Bearer ")
 	headerAPIKey = []byte("x-api-key")
@@ -75,15 +173,26 @@ var (
 
 // clientSecret returns the API key the client sent: "Authorization: Bearer K"
 // (OpenAI) or "x-api-key: K" (Anthropic).
-func clientSecret(ctx *fasthttp.RequestCtx) []byte {
-	if a := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) &&
+func clientSecret(ctx *fasthttp.RequestCtx) []byte { return headerSecret(&ctx.Request.Header) }
+
+// headerSecret is clientSecret of a request head.
+func headerSecret(h *fasthttp.RequestHeader) []byte {
+	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) &&
 		bytes.EqualFold(a[:len(bearerPrefix)], bearerPrefix) {
 		return bytes.TrimSpace(a[len(bearerPrefix):])
 	}
-	return bytes.TrimSpace(ctx.Request.Header.PeekBytes(headerAPIKey))
+	return bytes.TrimSpace(h.PeekBytes(headerAPIKey))
 }
 
-// authenticate resolves the client's key; errors are client-facing.
+// validSecret reports whether secret can be a Troupe key at all (checked
+// before anything is hashed or looked up).
+func validSecret(secret []byte) bool {
+	return len(secret) <= 256 && bytes.HasPrefix(secret, []byte(KeyPrefix))
+}
+
+// authenticate resolves the client's key; errors are client-facing. The
+// lookup headerReceived made for the request is used when it is still
+// fresh (keyHints), so the secret is hashed once per request.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIError) {
 	secret := clientSecret(ctx)
 	if len(secret) == 0 {
@@ -93,15 +202,25 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 		}
 		return storage.APIKey{}, errMissingKey()
 	}
-	if !bytes.HasPrefix(secret, []byte(KeyPrefix)) || len(secret) > 256 {
+	if !validSecret(secret) {
 		return storage.APIKey{}, errInvalidKey()
 	}
-	k, found, err := s.keys.lookup(ctx, storage.HashKey(string(secret)))
-	if err != nil {
-		s.log.Error("api key lookup", "err", err)
-		return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
+	ck := s.hints.take(&ctx.Request.Header, secret)
+	if ck == nil || !s.keys.fresh(ck, s.keys.now()) {
+		hash := ""
+		if ck != nil {
+			hash = ck.hash // stale, but of this secret: no need to hash it again
+		} else {
+			hash = storage.HashKeyBytes(secret)
+		}
+		var err error
+		if ck, err = s.keys.lookup(ctx, hash); err != nil {
+			s.log.Error("api key lookup", "err", err)
+			return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
+		}
 	}
-	if !found || k.Disabled || (k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt)) {
+	k := ck.key
+	if !ck.found || k.Disabled || (k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt)) {
 		return storage.APIKey{}, errInvalidKey()
 	}
 	return k, nil

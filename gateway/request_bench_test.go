@@ -93,9 +93,10 @@ func readBench(b *testing.B, path string) []byte {
 	return data
 }
 
-// benchRequest sends body to path with key through s.handle until b ends,
-// writing the response out as the server would (a stream's WriteTo and
-// Close included); header, when set, adds headers to each request.
+// benchRequest sends body to path with key through s.headerReceived and
+// s.handle until b ends, as the server calls them, writing the response out
+// as the server would (a stream's WriteTo and Close included); header, when
+// set, adds headers to each request.
 func benchRequest(b *testing.B, s *Server, path, key string, body []byte, header func(*fasthttp.RequestCtx)) {
 	auth := "Bearer " + key
 	var ctx fasthttp.RequestCtx
@@ -114,6 +115,7 @@ func benchRequest(b *testing.B, s *Server, path, key string, body []byte, header
 		if header != nil {
 			header(&ctx)
 		}
+		s.headerReceived(&ctx.Request.Header)
 		ctx.Request.SetBody(body)
 		s.handle(&ctx)
 		if ctx.Response.StatusCode() != 200 {

@@ -123,6 +123,7 @@ type Server struct {
 	store          storage.Store
 	cache          storage.Cache // counters for per-key limits; nil disables them
 	keys           *keyCache
+	hints          *keyHints // headerReceived's key lookups for the handlers (auth.go)
 	metrics        *Metrics
 	log            *slog.Logger
 	srv            *fasthttp.Server
@@ -152,6 +153,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
+	s.hints = newKeyHints()
 	s.metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
@@ -308,29 +310,45 @@ func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
 const unauthenticatedBodyLimit = 64 << 10
 
 // headerReceived runs once a request's head is read, before its body: a
-// request without a valid key gets a small body limit.
+// request without a valid key gets a small body limit. The key's lookup is
+// handed to the request's handler (keyHints), which need not hash the
+// secret again.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if h.ContentLength() < 0 && !h.IsGet() {
 		s.unsized.Store(h, anthropicHeader(h))
 	}
-	var secret []byte
-	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) && bytes.EqualFold(a[:len(bearerPrefix)], bearerPrefix) {
-		secret = bytes.TrimSpace(a[len(bearerPrefix):])
-	} else {
-		secret = bytes.TrimSpace(h.PeekBytes(headerAPIKey))
-	}
-	if len(secret) > 0 && len(secret) <= 256 && bytes.HasPrefix(secret, []byte(KeyPrefix)) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		k, found, err := s.keys.lookup(ctx, storage.HashKey(string(secret)))
-		cancel()
-		if err != nil || (found && !k.Disabled) {
-			return fasthttp.RequestConfig{} // a storage error is decided by the handler
-		}
+	if ck, err := s.lookupHeader(h); err != nil || (ck != nil && ck.found && !ck.key.Disabled) {
+		return fasthttp.RequestConfig{} // a storage error is decided by the handler
 	}
 	if s.adminSessionHeader(h) {
 		return fasthttp.RequestConfig{} // a logged-in admin (account imports are large)
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit}
+}
+
+// lookupHeader looks up the key the head h carries and files the lookup
+// for the request's handler; nil when h carries no key (or none that can
+// be valid).
+func (s *Server) lookupHeader(h *fasthttp.RequestHeader) (*cachedKey, error) {
+	secret := headerSecret(h)
+	if len(secret) == 0 || !validSecret(secret) {
+		s.hints.put(h, nil, nil) // nothing to hand over: clear a stale entry
+		return nil, nil
+	}
+	hash := storage.HashKeyBytes(secret)
+	ck := s.keys.cached(hash)
+	if ck == nil { // a context (and its timer) only when the store is asked
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		ck, err = s.keys.lookup(ctx, hash)
+		cancel()
+		if err != nil {
+			s.hints.put(h, nil, nil)
+			return nil, err
+		}
+	}
+	s.hints.put(h, secret, ck)
+	return ck, nil
 }
 
 // handleTransportError answers requests fasthttp could not read (too large,

@@ -14,3 +14,10 @@ func HashKey(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
 }
+
+// HashKeyBytes is HashKey of a secret held in bytes (as a request header
+// holds it), without copying it into a string first.
+func HashKeyBytes(secret []byte) string {
+	sum := sha256.Sum256(secret)
+	return hex.EncodeToString(sum[:])
+}
