@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -55,8 +56,7 @@ func (a *account) quotaCooling(gen uint64) bool {
 	return gen == a.coolGen && a.view.Status == StatusCooling && a.view.CooldownReason == upstream.ClassQuota.String()
 }
 
-// probe sends one minimal request (max 1 output token; 16 on Responses,
-// its minimum) to the upstream on a goroutine the actor owns (cancelled
+// probe sends one minimal request (probeRequest) to the upstream on a goroutine the actor owns (cancelled
 // when it stops), so no I/O runs in Receive; the answer comes back as
 // accountProbed. Only a request for a model the account serves is
 // meaningful: the model of its last lease, else its first configured one;
@@ -72,14 +72,8 @@ func (a *account) probe(m accountProbe) {
 	if model == "" || a.transport == nil {
 		return
 	}
-	req := &upstream.Request{Endpoint: translate.Responses}
-	switch {
-	case upstream.Supports(a.view.Provider, translate.Chat):
-		req.Endpoint = translate.Chat
-		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"messages":[{"role":"user","content":"ping"}],"max_completion_tokens":1}`)
-	case upstream.Supports(a.view.Provider, translate.Responses):
-		req.Body = []byte(`{"model":` + strconv.Quote(model) + `,"input":"ping","max_output_tokens":16,"store":false}`)
-	default:
+	req := probeRequest(a.view.Provider, model)
+	if req == nil {
 		return
 	}
 	if a.probeCtx == nil {
@@ -112,6 +106,24 @@ func (a *account) probe(m accountProbe) {
 		}
 		out.verdict = upstream.Classify(resp.Status, resp.Header, body)
 	}()
+}
+
+// probeRequest is the quota probe of an account of provider p for model:
+// a Chat request for one output token where the provider speaks Chat, else
+// a Responses request with a one-word input and no token limit — the only
+// provider speaking Responses alone is codex, whose backend refuses
+// max_output_tokens (docs/codex.md#request-body) — else nil (nothing to
+// probe with).
+func probeRequest(p storage.Provider, model string) *upstream.Request {
+	switch {
+	case upstream.Supports(p, translate.Chat):
+		return &upstream.Request{Endpoint: translate.Chat,
+			Body: []byte(`{"model":` + strconv.Quote(model) + `,"messages":[{"role":"user","content":"ping"}],"max_completion_tokens":1}`)}
+	case upstream.Supports(p, translate.Responses):
+		return &upstream.Request{Endpoint: translate.Responses,
+			Body: []byte(`{"model":` + strconv.Quote(model) + `,"input":"ping","store":false}`)}
+	}
+	return nil
 }
 
 // probed applies a probe's answer: a 2xx is the upstream's evidence that the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/bench/codexmock"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
@@ -158,5 +159,32 @@ func TestLimitsTransportKeepsWebSocket(t *testing.T) {
 	a.setTransport(tr)
 	if _, ok := a.transport.(upstream.WebSocketDialer); !ok || !upstream.SupportsWebSocket(a.transport) {
 		t.Fatal("the wrapper hides the WebSocket capability")
+	}
+}
+
+// The quota probe of every provider asks nothing its upstream refuses: a
+// codex account's probe carries only members the Codex backend takes (it
+// refuses max_output_tokens), the others a Chat request for one token.
+func TestProbeRequestPerProvider(t *testing.T) {
+	for _, p := range []storage.Provider{storage.ProviderCodex, storage.ProviderOpenAI, storage.ProviderOpenAICompat, storage.ProviderAnthropic} {
+		req := probeRequest(p, "m")
+		if p == storage.ProviderAnthropic {
+			if req != nil {
+				t.Errorf("%s: a probe %s; anthropic speaks neither Chat nor Responses", p, req.Body)
+			}
+			continue
+		}
+		if req == nil || !upstream.Supports(p, req.Endpoint) || !gjson.ValidBytes(req.Body) {
+			t.Fatalf("%s: probe %+v", p, req)
+		}
+		if p != storage.ProviderCodex {
+			continue
+		}
+		gjson.ParseBytes(req.Body).ForEach(func(k, _ gjson.Result) bool {
+			if !upstream.CodexAccepts(k.Str) {
+				t.Errorf("codex probe sends %q, which the Codex backend refuses: %s", k.Str, req.Body)
+			}
+			return true
+		})
 	}
 }

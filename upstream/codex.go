@@ -14,7 +14,6 @@ import (
 
 	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
@@ -136,9 +135,9 @@ func newCodex(a storage.Account, b base, opts Options) (*codex, error) {
 // Do sends req to {base}/responses with the account's access token and
 // ChatGPT-Account-ID, Codex's identity headers (originator, User-Agent,
 // version) and the client's session headers (codexPassHeaders). The body
-// gets "stream": true and "store": false (set with sjson only when they
-// differ, so every other byte is unchanged; req.Body itself is never
-// modified).
+// carries only the members the Codex backend accepts, with "stream": true
+// and "store": false (requestBody, codexbody.go: one pass, no copy when
+// nothing changes; req.Body itself is never modified).
 //
 // When req.Stream, a 2xx answer is the upstream SSE stream as is. Otherwise
 // Do reads the stream and answers like the Responses API without stream:
@@ -155,16 +154,12 @@ func (t *codex) Do(ctx context.Context, req *Request) (*Response, error) {
 	if req.Endpoint != translate.Responses {
 		return nil, unsupported(storage.ProviderCodex, req.Endpoint)
 	}
-	body, err := codexBody(req.Body)
+	body, ids, err := t.requestBody(req.Body, req.Header, false)
 	if err != nil {
 		return nil, &Error{Kind: KindRequest, Err: err}
 	}
 	var hs headerSetter = t
 	if t.identity != nil {
-		var ids codexIDs
-		if body, ids, err = t.applyIdentity(body, req); err != nil {
-			return nil, &Error{Kind: KindRequest, Err: err}
-		}
 		hs = &codexCall{t: t, ids: ids}
 	}
 	resp, err := t.send(ctx, t.url, body, true, hs, req)
@@ -203,29 +198,6 @@ type codexCall struct {
 func (c *codexCall) setHeader(h http.Header, req *Request) {
 	c.t.setHeader(h, req)
 	setIdentityHeaders(h, req.Header, c.ids)
-}
-
-// codexBody returns b with top-level "stream": true and "store": false. It
-// returns b itself when both are already so, else a new slice in which only
-// those values changed (or were appended to the object).
-func codexBody(b []byte) ([]byte, error) {
-	trimmed := bytes.TrimLeft(b, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, errors.New("codex: request body is not a JSON object")
-	}
-	out := b
-	var err error
-	if gjson.GetBytes(out, "stream").Type != gjson.True {
-		if out, err = sjson.SetBytes(out, "stream", true); err != nil {
-			return nil, fmt.Errorf("codex: set stream: %w", err)
-		}
-	}
-	if gjson.GetBytes(out, "store").Type != gjson.False {
-		if out, err = sjson.SetBytes(out, "store", false); err != nil {
-			return nil, fmt.Errorf("codex: set store: %w", err)
-		}
-	}
-	return out, nil
 }
 
 // chatGPTAccountID returns the ChatGPT-Account-ID for c: AccountID, or else

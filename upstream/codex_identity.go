@@ -57,18 +57,19 @@ func sessionInput(body []byte, h http.Header) string {
 // becomes the account's key for the session and
 // client_metadata["x-codex-installation-id"] the account's installation id,
 // as the Codex CLI sends them (fixture request-body.json). body must be a
-// JSON object; the result is a new slice when anything changed.
+// JSON object; the result is a new slice when anything changed. Do and
+// CreateFrame make the same change within requestBody's one pass.
 func (t *codex) applyIdentity(body []byte, req *Request) ([]byte, codexIDs, error) {
-	in := sessionInput(body, req.Header)
-	ids := codexIDs{session: t.identity.Session(t.identityKey, in)}
-	var err error
-	if body, err = sjson.SetBytes(body, "prompt_cache_key", t.identity.PromptCacheKey(t.identityKey, in)); err != nil {
-		return nil, ids, fmt.Errorf("codex: set prompt_cache_key: %w", err)
+	ms, ids, err := t.identityMembers(body, req.Header)
+	if err != nil {
+		return nil, ids, err
 	}
-	if body, err = sjson.SetBytes(body, `client_metadata.x-codex-installation-id`, t.installation); err != nil {
-		return nil, ids, fmt.Errorf("codex: set client_metadata: %w", err)
+	p := bodyPatch{set: ms[:]}
+	out, _, err := p.apply(body)
+	if err != nil {
+		return nil, ids, fmt.Errorf("codex: %w", err)
 	}
-	return body, ids, nil
+	return out, ids, nil
 }
 
 // setIdentityHeaders sets the session headers the Codex CLI sends on every

@@ -392,44 +392,6 @@ func headersFromFixture(t testing.TB, name string) http.Header {
 	return h
 }
 
-func TestCodexBody(t *testing.T) {
-	fixture := testdata(t, "codex-request-body.json")
-	flipped := bytes.Replace(fixture, []byte(`"store": false`), []byte(`"store": true`), 1)
-	flipped = bytes.Replace(flipped, []byte(`"stream": true`), []byte(`"stream": false`), 1)
-	if bytes.Equal(flipped, fixture) {
-		t.Fatal("fixture changed: no store/stream to flip")
-	}
-	tests := []struct{ name, in, want string }{
-		{"fixture flipped back", string(flipped), string(fixture)},
-		{"already right", string(fixture), string(fixture)},
-		{"missing both", `{"model":"x"}`, `{"model":"x","stream":true,"store":false}`},
-		{"nested keys untouched", `{"stream":false,"store":true,"input":[{"stream":false,"store":true}]}`, `{"stream":true,"store":false,"input":[{"stream":false,"store":true}]}`},
-		{"wrong types", `{"stream":"yes","store":null}`, `{"stream":true,"store":false}`},
-		{"whitespace kept", "{\n  \"a\" : 1 ,\n  \"stream\" :  false\n}", "{\n  \"a\" : 1 ,\n  \"stream\" :  true\n,\"store\":false}"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			in := []byte(tc.in)
-			orig := bytes.Clone(in)
-			out, err := codexBody(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(out) != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", out, tc.want)
-			}
-			if !bytes.Equal(in, orig) {
-				t.Errorf("input was modified")
-			}
-		})
-	}
-	for _, bad := range []string{"", "  ", "[1]", `"x"`, "null"} {
-		if _, err := codexBody([]byte(bad)); err == nil {
-			t.Errorf("codexBody(%q) accepted", bad)
-		}
-	}
-}
-
 func TestCodexBodyRewriteOnTheWire(t *testing.T) {
 	srv, got := recordServer(t, sseAnswer(testdata(t, "responses-stream-text.sse")))
 	tr := mustNew(t, account(storage.ProviderCodex, srv.URL), Options{})

@@ -123,22 +123,15 @@ func (t *codex) DialWebSocket(ctx context.Context, header http.Header) (*websock
 	return dialWS(ctx, wsURL(t.url), h)
 }
 
-// CreateFrame returns body as a response.create frame with "store": false,
-// which the Codex backend requires ("stream" is not used on a WebSocket).
+// CreateFrame returns body as a response.create frame the Codex backend
+// takes: "type":"response.create" first, "store": false, only the members
+// it accepts (codexAcceptsFrame: no "stream", which the WebSocket mode does
+// not use), and the account's identity, as on HTTP — in one pass
+// (requestBody).
 func (t *codex) CreateFrame(body []byte) ([]byte, error) {
-	out, err := createFrame(body)
+	out, _, err := t.requestBody(body, nil, true)
 	if err != nil {
-		return nil, err
-	}
-	if gjson.GetBytes(out, "store").Type != gjson.False {
-		if out, err = sjson.SetBytes(out, "store", false); err != nil {
-			return nil, &Error{Kind: KindRequest, Err: fmt.Errorf("codex: set store: %w", err)}
-		}
-	}
-	if t.identity != nil { // prompt_cache_key and installation id, as on HTTP
-		if out, _, err = t.applyIdentity(out, &Request{Endpoint: translate.Responses}); err != nil {
-			return nil, &Error{Kind: KindRequest, Err: err}
-		}
+		return nil, &Error{Kind: KindRequest, Err: err}
 	}
 	return out, nil
 }

@@ -26,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,6 +393,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 400, `{"detail":"Store must be set to false"}`)
 		return
 	}
+	if k := refusedParam(body); k != "" {
+		s.mu.Unlock()
+		b, _ := json.Marshal(map[string]string{"detail": "Unsupported parameter: " + k})
+		writeJSON(w, 400, string(b))
+		return
+	}
 	s.setLimitHeaders(w.Header(), a)
 	if a.used >= 100 {
 		resetIn := int64(a.resetAt.Sub(s.cfg.Now()) / time.Second)
@@ -477,4 +484,29 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	b, _ := json.Marshal(map[string]any{"models": keep})
 	w.Header().Set("ETag", etag)
 	writeJSON(w, 200, string(b))
+}
+
+// refusedParam returns the first top-level member of body the Codex backend
+// refuses ("Unsupported parameter: max_output_tokens"): any member the
+// Codex CLI does not send itself (fixtures clients/codex-cli, 0.169.0);
+// "" when there is none.
+func refusedParam(body []byte) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return ""
+	}
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		switch k {
+		case "model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
+			"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return keys[0]
 }

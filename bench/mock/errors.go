@@ -20,6 +20,7 @@ const (
 	failMissingVersion                       // anthropic: no anthropic-version header
 	failMissingMaxTokens                     // anthropic: no "max_tokens" number
 	failMissingMessages                      // anthropic: no "messages" array
+	failUnsupportedParam                     // codex: a top-level member the backend refuses; arg: its key
 )
 
 // failure is a refusal decided by the router, the request checks or an
@@ -61,6 +62,8 @@ func (f *failure) openAI() openAIError {
 		return openAIError{400, "Stream must be set to true", "invalid_request_error", "stream", ""}
 	case failStoreRequired:
 		return openAIError{400, "Store must be set to false", "invalid_request_error", "store", ""}
+	case failUnsupportedParam:
+		return openAIError{400, "Unsupported parameter: " + f.arg, "invalid_request_error", f.arg, "unsupported_parameter"}
 	case failShutdown:
 		return openAIError{503, "The server is shutting down. Please retry your request.", "server_error", "", ""}
 	}
@@ -89,6 +92,8 @@ func (f *failure) codex() (status int, detail string) {
 		return 400, "Stream must be set to true"
 	case failStoreRequired:
 		return 400, "Store must be set to false"
+	case failUnsupportedParam:
+		return 400, "Unsupported parameter: " + f.arg
 	case failShutdown:
 		return 503, "Service Unavailable"
 	}

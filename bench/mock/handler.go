@@ -91,7 +91,10 @@ type request struct {
 	cacheHint     bool // the body asks for prompt caching ("cache_control" anywhere)
 	maxTokensSet  bool // "max_tokens" is a number (Messages requires it)
 	messagesSet   bool // "messages" is an array (Messages requires it)
-	script        script
+	// codexRefused is the first top-level key the Codex backend refuses
+	// (codexAccepts); "" when none.
+	codexRefused string
+	script       script
 }
 
 // parseRequest fills r from body, a JSON object, scanning it twice (validate,
@@ -141,6 +144,9 @@ func parseRequest(body []byte, r *request) bool {
 				r.cacheKeyJSON = strings.Clone(v.Raw)
 			}
 		}
+		if r.codexRefused == "" && !codexAccepts(k.Str) {
+			r.codexRefused = strings.Clone(k.Str)
+		}
 		return true
 	})
 	r.script = parseScript(tools, conv)
@@ -150,6 +156,25 @@ func parseRequest(body []byte, r *request) bool {
 }
 
 var cacheControlKey = []byte(`"cache_control"`)
+
+// codexAccepts reports whether the ChatGPT Codex backend takes top-level
+// request member key: what the Codex CLI sends (fixtures clients/codex-cli,
+// 0.169.0: model, instructions, input, tools, tool_choice,
+// parallel_tool_calls, reasoning, store, stream, include,
+// prompt_cache_key, text, client_metadata; on the WebSocket also
+// previous_response_id and generate). The backend refuses the rest with
+// 400 {"detail":"Unsupported parameter: <key>"} (max_output_tokens,
+// temperature, …), and so does the mock, so a gateway that forwards them
+// fails its tests as it would fail in production. Kept apart from
+// Troupe's own list on purpose: the mock is the judge.
+func codexAccepts(key string) bool {
+	switch key {
+	case "model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
+		"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id", "generate":
+		return true
+	}
+	return false
+}
 
 // handle is the fasthttp handler of the fleet.
 func (f *Fleet) handle(ctx *fasthttp.RequestCtx) {
@@ -340,6 +365,9 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 		}
 		if s.req.store {
 			return &failure{kind: failStoreRequired}
+		}
+		if s.req.codexRefused != "" {
+			return &failure{kind: failUnsupportedParam, arg: s.req.codexRefused}
 		}
 	}
 	s.p = s.acc.plan(&s.req)

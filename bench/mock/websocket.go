@@ -159,6 +159,11 @@ func (w *wsSession) create(frame []byte) bool {
 		putStream(s)
 		return w.errorFrame(400, `{"type":"invalid_request_error","code":null,"message":"Store must be set to false","param":"store"}`)
 	}
+	if w.rt == routeCodex && s.req.codexRefused != "" {
+		k := string(appendJSONEscaped(nil, s.req.codexRefused))
+		putStream(s)
+		return w.errorFrame(400, `{"type":"invalid_request_error","code":"unsupported_parameter","message":"Unsupported parameter: `+k+`","param":"`+k+`"}`)
+	}
 	s.req.stream = true
 	if gjson.GetBytes(body, "generate").Type == gjson.False {
 		return w.warmup(s)
