@@ -63,7 +63,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	target := m.Str
 	if t, ok := s.cfg.Aliases[m.Str]; ok {
 		target = t
-		if b, err := sjson.SetBytes(append([]byte(nil), body...), "model", t); err == nil {
+		if b, err := sjson.SetBytes(body, "model", t); err == nil {
 			body = b
 		}
 	}

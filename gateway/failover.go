@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
@@ -118,7 +117,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	start := s.now()
 	c.decision, c.decided = lease.Decision, true
 	up := upstreamEndpoint(lease.Provider, c.endpoint)
-	body, f := s.upstreamBody(c, up)
+	body, usage, f := s.upstreamBody(c, up, lease.Provider == storage.ProviderOpenAI)
 	if f != nil {
 		// The client's request cannot be said in this upstream's protocol:
 		// the client's fault, so no penalty for the account.
@@ -132,16 +131,9 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	} else {
 		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
 	}
-	dropUsage := false
-	if up == translate.Chat && c.stream && lease.Provider == storage.ProviderOpenAI &&
-		(c.endpoint != translate.Chat || !c.clientUsage) && gjson.GetBytes(body, "stream_options.include_usage").Type != gjson.True {
-		// Without usage a streamed chat answer cannot be billed or counted
-		// against token limits: ask OpenAI for it. A Chat client that did not
-		// ask gets the extra chunk dropped; a translated stream consumes it.
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil { // a new slice: body is c's
-			body, dropUsage = b, c.endpoint == translate.Chat
-		}
-	}
+	// usage: the gateway asked for the usage chunk the client did not; the
+	// relay drops it (a translated stream consumes its own).
+	dropUsage := usage
 	resp, frames, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
 	if err != nil {
 		acancel()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
@@ -63,12 +62,19 @@ type call struct {
 	// themselves: a previous_response_id names state only a Responses
 	// upstream holds.
 	native bool
-	// translated caches the request body translated per upstream protocol
-	// (indexed by translate.Protocol), so failovers translate once.
+	// translated caches the request body per upstream protocol (indexed by
+	// translate.Protocol): translated, or patched in the client's protocol
+	// (gateway/patch.go), so failovers make it once; usageBody is the
+	// client's protocol's body that asks for include_usage.
 	translated [4][]byte
+	usageBody  []byte
 	compact    bool   // POST /v1/responses/compact (gateway/compact.go)
 	rawQuery   string // the client's query string (Messages clients send beta=true)
 	hook       func(*call) *APIError
+	// Where the body's model value (quotes included) is, for patchBody;
+	// modelAt is -1 when unknown. streamOptions: the body has the member.
+	modelAt, modelLen int
+	streamOptions     bool
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 
@@ -83,7 +89,8 @@ type call struct {
 	only    string // the only account that may serve it: the owner of prevResp's state
 	session string // the client's session key (session headers, prompt_cache_key)
 	ws      bool   // the client is on the Responses WebSocket
-	wsCont  []byte // the client's own continuation, sent as is on an upstream connection holding prevResp
+	wsCont  []byte // the client's own continuation, sent on an upstream connection holding prevResp
+	wsUp    []byte // wsCont with the target model (continuation), made once
 
 	decision actors.Decision // why the last attempt's account was chosen (gateway/decision.go)
 	decided  bool            // decision is set
@@ -225,7 +232,8 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
 
 // parseBody reads what routing needs from a request body (decompressed) in
 // one pass over its top-level members, without decoding it, and resolves
-// the model alias (the body's one copy, when an alias applies).
+// the model alias. The body is not copied: an alias is written into the
+// body each upstream gets (upstreamBody).
 func (s *Server) parseBody(c *call, body []byte) *APIError {
 	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) {
 		return errBadJSON()
@@ -249,6 +257,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			st = v
 		case "stream_options":
 			c.clientUsage = v.Get("include_usage").Type == gjson.True
+			c.streamOptions = true
 		case "max_tokens":
 			maxTokens = v
 		case "previous_response_id":
@@ -272,6 +281,10 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return errBadParam("model", "Invalid type for 'model': expected a string.")
 	}
 	c.model = strings.Clone(m.Str)
+	c.modelAt, c.modelLen = -1, 0
+	if at := len(body) - len(root.Raw) + m.Index; m.Index > 0 && at+len(m.Raw) <= len(body) && b2s(body[at:at+len(m.Raw)]) == m.Raw {
+		c.modelAt, c.modelLen = at, len(m.Raw)
+	}
 	if c.endpoint == translate.Messages {
 		if aerr := checkMaxTokens(maxTokens); aerr != nil {
 			return aerr
@@ -291,15 +304,10 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return errModelNotAllowed(c.model)
 	}
 	c.target = c.model
-	c.body = body
 	if t, ok := s.cfg.Aliases[c.model]; ok {
 		c.target = t
-		b, err := sjson.SetBytes(body, "model", t) // a new slice: body is not changed
-		if err != nil {
-			return errBadJSON()
-		}
-		c.body = b
 	}
+	c.body = body
 	c.native = needsNative(c)
 	return nil
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
@@ -33,7 +32,7 @@ func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 // route runs the policy's route(request) and applies what it returns:
 // constraints only narrow. A group applies only to keys of the default group
 // (a key with a group stays in it); a model replaces the routing target and
-// the body's model; provider and tags filter candidates; a sticky key and
+// the model the upstream is asked for; provider and tags filter candidates; a sticky key and
 // max_attempts go to the scheduler and the failover loop. A request the
 // canary routes (gateway/canary.go) runs the canary's route(). A route error is
 // logged and the request routed without constraints (fail open: the
@@ -63,12 +62,8 @@ func (s *Server) routeWith(c *call, session, clientIP string) *APIError {
 	if res.Group != "" && c.key.Group == "" {
 		c.group = res.Group
 	}
-	if res.Model != "" && res.Model != c.target {
-		b, err := sjson.SetBytes(append([]byte(nil), c.body...), "model", res.Model)
-		if err != nil {
-			return errBadJSON()
-		}
-		c.body, c.target = b, res.Model
+	if res.Model != "" {
+		c.target = res.Model // written into the body each upstream gets (upstreamBody)
 	}
 	c.provider = storage.Provider(res.Provider)
 	c.tags = res.Tags

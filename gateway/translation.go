@@ -17,34 +17,54 @@ import (
 // upstream holds, and compaction is a Responses-only call.
 func needsNative(c *call) bool { return c.prevResp != "" || c.compact }
 
-// upstreamBody is c's body in protocol up: the client's own bytes when up is
-// the client's protocol, else the translation (made once per protocol and
-// kept for failovers). A body that cannot be translated is a failure of
-// class request carrying the 400 the client gets.
-func (s *Server) upstreamBody(c *call, up translate.Protocol) ([]byte, *failure) {
+// upstreamBody is c's body in protocol up for an account that is of the
+// openai provider or not: in the client's own protocol its bytes, patched
+// when the model or usage must change (patchBody; usage: the gateway asks
+// for the usage chunk the client did not), else the translation. Each is
+// made once and kept for failovers. A body that cannot be translated is a
+// failure of class request carrying the 400 the client gets.
+func (s *Server) upstreamBody(c *call, up translate.Protocol, openai bool) (body []byte, usage bool, f *failure) {
 	if up == c.endpoint || int(up) >= len(c.translated) {
-		return c.body, nil
+		usage = wantsUsage(c, up, openai)
+		slot := &c.translated[c.endpoint]
+		if usage {
+			slot = &c.usageBody
+		}
+		if *slot == nil {
+			b, err := patchBody(c, c.body, usage)
+			if err != nil {
+				return nil, false, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err, answer: errBadJSON()}
+			}
+			*slot = b
+		}
+		return *slot, usage, nil
 	}
 	if b := c.translated[up]; b != nil {
-		return b, nil
+		return b, false, nil
 	}
 	b, err := translate.TranslateRequest(c.endpoint, up, c.body, translate.RequestOptions{Model: c.target})
 	if err != nil {
-		aerr := &APIError{Status: 400, Type: "invalid_request_error", Message: "The request could not be translated for the upstream: " + err.Error()}
-		var te *translate.Error
-		if errors.As(err, &te) {
-			aerr = &APIError{Status: te.Status, Type: te.Type, Param: te.Param, Message: te.Message}
-			if aerr.Status < 400 || aerr.Status > 499 {
-				aerr.Status = 400
-			}
-			if aerr.Type == "" {
-				aerr.Type = "invalid_request_error"
-			}
-		}
-		return nil, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err, answer: aerr}
+		return nil, false, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err, answer: translateRequestError(err)}
 	}
 	c.translated[up] = b
-	return b, nil
+	return b, false, nil
+}
+
+// translateRequestError is the client's 400 for a request body that cannot
+// be translated (err from translate.TranslateRequest).
+func translateRequestError(err error) *APIError {
+	aerr := &APIError{Status: 400, Type: "invalid_request_error", Message: "The request could not be translated for the upstream: " + err.Error()}
+	var te *translate.Error
+	if errors.As(err, &te) {
+		aerr = &APIError{Status: te.Status, Type: te.Type, Param: te.Param, Message: te.Message}
+		if aerr.Status < 400 || aerr.Status > 499 {
+			aerr.Status = 400
+		}
+		if aerr.Type == "" {
+			aerr.Type = "invalid_request_error"
+		}
+	}
+	return aerr
 }
 
 // translateAnswer converts a non-stream 2xx answer of protocol up into the

@@ -59,7 +59,7 @@ func (s *Server) send(ctx context.Context, c *call, lease *actors.Lease, up tran
 	}
 	if up == c.endpoint && s.useUpstreamWS(c, lease) {
 		r, refused, err := s.sys.ResponseWS(ctx, lease, actors.WSRequest{
-			Body: body, Continuation: c.wsCont, PreviousResponseID: c.prevResp,
+			Body: body, Continuation: continuation(c), PreviousResponseID: c.prevResp,
 			Header: c.header, FirstFrameTimeout: s.cfg.FirstTokenTimeout,
 		})
 		switch {

@@ -254,11 +254,6 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 		return aerr.Status
 	}
 	c.stream = true
-	if c.wsCont != nil && c.target != c.model {
-		if b, err := sjson.SetBytes(c.wsCont, "model", c.target); err == nil { // a new slice
-			c.wsCont = b
-		}
-	}
 	if aerr := s.admit(ss.ctx, &c.key); aerr != nil {
 		_ = ss.writeError(aerr)
 		return aerr.Status
