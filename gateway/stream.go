@@ -61,8 +61,12 @@ type stream struct {
 	// stream error and the account is charged a broken stream.
 	untranslatable bool
 	werr           error // a write to the client failed: the client went away
-	rerr           error // the upstream stream broke
-	began          bool  // fasthttp called WriteTo (false: the head could not even be sent)
+	rerr           error // the upstream stream broke (after a clean end: only the reader noticing the end)
+	// left, when set, reports whether the client has gone (the Responses
+	// WebSocket's connection ended): a stream cut short by that is the
+	// client's doing, not the account's.
+	left  func() bool
+	began bool // fasthttp called WriteTo (false: the head could not even be sent)
 	// dropUsage: the gateway added include_usage for billing; the usage-only
 	// chunk it brings is observed but not relayed.
 	dropUsage bool
@@ -535,16 +539,20 @@ func (st *stream) finish(count bool) {
 	s, c := st.s, st.c
 	v := st.failed
 	switch {
-	case st.werr != nil || !st.began:
-		// The client went away: a failed write, or a connection that broke
-		// before the head was even sent (fasthttp then never calls WriteTo).
+	case st.werr != nil || !st.began || (!st.clean && st.left != nil && st.left()):
+		// The client went away: a failed write, a connection that broke
+		// before the head was even sent (fasthttp then never calls WriteTo),
+		// or a WebSocket client that left before the end.
 		v = upstream.Verdict{Class: upstream.ClassCanceled}
 	case st.untranslatable:
 		v = upstream.Verdict{Class: upstream.ClassTransient}
 	case v.Class != upstream.ClassNone:
-	case st.rerr != nil || !st.clean:
+	case !st.clean:
 		v = upstream.Verdict{Class: upstream.ClassTransient}
 	}
+	// A read error after the protocol's terminal event (st.clean; the
+	// client closing its WebSocket right after response.completed cancels
+	// the read of the upstream's end) is no failure: the answer was whole.
 	st.release.Do(func() { s.release(st.lease, st.status, v, st.start, st.ttft) })
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())

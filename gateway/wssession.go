@@ -327,6 +327,7 @@ func (ss *wsSession) writeFailure(f *failure) int {
 // saw, for the transcript.
 func (ss *wsSession) relay(st *stream) ([]byte, string) {
 	st.began = true
+	st.left = func() bool { return ss.ctx.Err() != nil }
 	k := wsSink{ss: ss, sc: scanners.Get().(*translate.Scanner), output: []byte("[]")}
 	_ = st.relay(&k)
 	scanners.Put(k.sc)
