@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -120,4 +122,45 @@ func TestBreakAfterCommitKeepsResponseID(t *testing.T) {
 		t.Fatalf("body %q", resp.Body())
 	}
 	waitIdle(t, sys)
+}
+
+// The events the gateway adds to a Responses stream carry sequence_number,
+// going on from the last the client saw: after a stream broken after
+// commit (the upstream's own numbers, here from 7), and after heartbeats
+// alone (from 0) (issue #15, defect 6). The client's stream stays one
+// sequence without gaps, as every Responses stream is.
+func TestInjectedEventsContinueTheSequence(t *testing.T) {
+	broken := []byte("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":5,\"response\":{\"id\":\"resp_abc\"}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":6,\"delta\":\"Hi\"}\n\n")
+	s, sys, key := testServer(t, 1, sse(broken))
+	resp := do(s, "POST", "/v1/responses", key, []byte(`{"model":"m","stream":true}`))
+	checkSequence(t, resp.Body(), 5, []string{"response.created", "response.output_text.delta", "error", "response.failed"})
+	waitIdle(t, sys)
+
+	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: 200 * time.Millisecond, body: respErrFirst}}}
+	s, sys, key = testServerCfg(t, 1, tr, Config{MaxWait: 100 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
+	resp = do(s, "POST", "/v1/responses", key, []byte(`{"model":"m","stream":true}`))
+	checkSequence(t, resp.Body(), 0, []string{"error", "response.failed"})
+	waitIdle(t, sys)
+}
+
+// checkSequence checks that the events of an SSE body are named names and
+// number from first on without gaps.
+func checkSequence(t *testing.T, body []byte, first int64, names []string) {
+	t.Helper()
+	sc := translate.NewScanner(bytes.NewReader(body), 1<<20)
+	var got []string
+	for want := first; ; want++ {
+		ev, err := sc.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, string(ev.Name))
+		if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type != gjson.Number || n.Int() != want {
+			t.Errorf("event %s: sequence_number %s, want %d", ev.Name, n.Raw, want)
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Errorf("events %v, want %v", got, names)
+	}
 }

@@ -52,10 +52,13 @@ type stream struct {
 
 	held   []byte // raw events read while holding, not yet written
 	ttft   time.Duration
-	usage  translate.Usage  // from the upstream's events, in its protocol
-	respID string           // Responses id from response.created, for a synthesized response.failed
-	clean  bool             // the stream ended with its protocol's terminal event
-	failed upstream.Verdict // an error event arrived after commit
+	usage  translate.Usage // from the upstream's events, in its protocol
+	respID string          // Responses id from response.created, for a synthesized response.failed
+	// nextSeq is the sequence_number after the last Responses event
+	// relayed as it came, for the events the gateway adds (appendStreamError).
+	nextSeq int64
+	clean   bool             // the stream ended with its protocol's terminal event
+	failed  upstream.Verdict // an error event arrived after commit
 	// untranslatable: an upstream event could not be translated after commit
 	// (translate.ErrBadEvent, a malformed upstream event); the client got a
 	// stream error and the account is charged a broken stream.
@@ -250,6 +253,11 @@ func (st *stream) observe(ev translate.Event) {
 			st.clean = true
 		}
 	case translate.Responses:
+		if st.tr == nil {
+			if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
+				st.nextSeq = n.Int() + 1
+			}
+		}
 		switch string(ev.Name) {
 		case "response.created":
 			st.respID = gjson.GetBytes(ev.Data, "response.id").String()
@@ -376,7 +384,7 @@ func (st *stream) tail() []byte {
 	case !st.clean && st.tr != nil:
 		return st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke)
 	case !st.clean:
-		return appendStreamError(st.out[:0], st.c.endpoint, st.respID, st.c.id, msgStreamBroke)
+		return appendStreamError(st.out[:0], st.c.endpoint, st.respID, st.c.id, msgStreamBroke, st.nextSeq)
 	case st.tr != nil:
 		return st.tr.Finish(st.out[:0])
 	}
@@ -673,7 +681,7 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 			}
 			msg := aerr.Message
 			p.status = aerr.Status
-			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg))
+			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg, 0)) // only heartbeats came before
 			return int64(n), err
 		case <-tick.C:
 			if p.conn != nil {

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"strconv"
+
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -36,7 +38,10 @@ func isContent(ep translate.Protocol, ev translate.Event) bool {
 // (https://platform.openai.com/docs/api-reference/responses-streaming/error).
 // Messages: `event: error` with Anthropic's error object, after which the
 // API sends nothing more (https://docs.claude.com/en/docs/build-with-claude/streaming).
-func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg string) []byte {
+// seq is the sequence_number of the first Responses event written, the
+// next of the stream the client has seen (0 when it has seen none): every
+// Responses event carries one, rising by 1.
+func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg string, seq int64) []byte {
 	switch ep {
 	case translate.Messages:
 		dst = append(dst, "event: error\ndata: "...)
@@ -49,9 +54,13 @@ func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg str
 		// The wire shape nests the error object, as recorded from the API
 		// (shared fixture openai-responses/stream-error-event.sse); the SDKs
 		// raise on it.
-		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"server_error\",\"code\":\"upstream_error\",\"message\":"...)
+		dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":"...)
+		dst = strconv.AppendInt(dst, seq, 10)
+		dst = append(dst, ",\"error\":{\"type\":\"server_error\",\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)
-		dst = append(dst, ",\"param\":null}}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":"...)
+		dst = append(dst, ",\"param\":null}}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"...)
+		dst = strconv.AppendInt(dst, seq+1, 10)
+		dst = append(dst, ",\"response\":{\"id\":"...)
 		dst = translate.AppendString(dst, respID)
 		dst = append(dst, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -151,5 +152,32 @@ func TestWebSocketClientClosing(t *testing.T) {
 				t.Fatalf("successes %d, want 1", v.Successes)
 			}
 		})
+	}
+}
+
+// A warm-up (generate:false), with input or with none (the Codex CLI's
+// built-in provider sends "input":[]), is recorded with its model (issue
+// #15, defect 6).
+func TestWebSocketWarmupRecordsModel(t *testing.T) {
+	s, sys, key, store := testServerStore(t, 1, cannedTransport{200, "text/event-stream", readFile(t, "responses-stream-text.sse")})
+	conn := wsClient(t, s, key)
+	for _, frame := range []string{
+		`{"type":"response.create","model":"m","generate":false,"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"x"}]}]}`,
+		`{"type":"response.create","model":"m","generate":false,"input":[]}`,
+	} {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		readUntil(t, conn, "response.completed")
+	}
+	leave(conn)
+	recs := requestRecords(t, s, sys, store)
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, r := range recs {
+		if r.Model != "m" || r.Status != 200 || r.Route != translate.Responses.Route() {
+			t.Errorf("warm-up record %+v", r)
+		}
 	}
 }

@@ -398,6 +398,7 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // upstream; the warm-up's input joins the transcript, so the next frame
 // can continue it with previous_response_id.
 func (ss *wsSession) warmup(c *call, f createFrame, input []byte) int {
+	c.model, c.target = f.model, f.model // the request log names the warm-up's model
 	if !modelAllowed(&ss.key, f.model) {
 		aerr := errModelNotAllowed(f.model)
 		_ = ss.writeError(aerr)
