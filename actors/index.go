@@ -72,16 +72,16 @@ func newCandidates(slot int) *candidates {
 }
 
 // better orders candidates: tier first (healthy before warm before risky),
-// then score, then the policy's tie-break, then least recently granted, then
-// join order.
+// then score (its band, when the policy sets score_band), then the policy's
+// tie-break, then least recently granted, then join order.
 // Slot sl picks the verdict compared (0: the policy's, 1: the canary's).
 func better(a, b *entry, sl int) bool {
 	va, vb := &a.v[sl], &b.v[sl]
 	if va.scored.Tier != vb.scored.Tier {
 		return va.scored.Tier < vb.scored.Tier
 	}
-	if va.scored.Score != vb.scored.Score {
-		return va.scored.Score > vb.scored.Score
+	if va.band != vb.band {
+		return va.band > vb.band
 	}
 	if va.tie != vb.tie {
 		return va.tie > vb.tie

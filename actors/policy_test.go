@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,8 +78,9 @@ func TestSmartPrefersHealthy(t *testing.T) {
 	for range 60 {
 		counts[acquireRelease(t, s, chatM, Outcome{Status: 200})]++
 	}
-	// smart concentrates on the best account and jitters among the top 3
-	// 15 % of the time: the failed account only ever gets jitter picks.
+	// smart spreads over the accounts of the best score band and jitters
+	// among the top 3 15 % of the time: the failed account, two bands
+	// lower, only ever gets jitter picks.
 	if counts["id-0000"] > 15 || counts["id-0001"]+counts["id-0002"] < 45 {
 		t.Fatalf("the failed account was not ranked last: %v", counts)
 	}
@@ -178,6 +180,33 @@ function score(a, now) return order[a.id] end`
 	for _, id := range []string{"id-0000", "id-0001", "id-0002"} {
 		if counts[id] < 50 {
 			t.Fatalf("top-3 jitter uneven: %v", counts)
+		}
+	}
+}
+
+// score_band: scores within one band are equally good, so the accounts of
+// the best band take turns (least recently granted first) however their
+// exact scores differ; an account a band lower gets nothing while they are
+// free. Without the knob the best exact score takes every request.
+func TestScoreBandSpreads(t *testing.T) {
+	const src = `
+local score_of = { ["id-0000"] = 99, ["id-0001"] = 97.5, ["id-0002"] = 95, ["id-0003"] = 91, ["id-0004"] = 85 }
+function score(a, now) return score_of[a.id] end`
+	for _, c := range []struct {
+		knobs string
+		want  map[string]int
+	}{
+		{"policy = { score_band = 10 }", map[string]int{"id-0000": 50, "id-0001": 50, "id-0002": 50, "id-0003": 50}},
+		{"", map[string]int{"id-0000": 200}},
+	} {
+		s, _ := startSystem(t, 5, 4)
+		setPolicyAndWait(t, s, luaPolicy(t, "band", c.knobs+src))
+		counts := map[string]int{}
+		for range 200 {
+			counts[acquireRelease(t, s, chatM, Outcome{Status: 200})]++
+		}
+		if !maps.Equal(counts, c.want) {
+			t.Errorf("%q: picks %v, want %v", c.knobs, counts, c.want)
 		}
 	}
 }

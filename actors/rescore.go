@@ -214,6 +214,7 @@ func (s *scheduler) judgeAll(e *entry, now time.Time) {
 func (s *scheduler) judge(e *entry, sl int, p Policy, now time.Time) time.Duration {
 	v := &e.v[sl]
 	v.scored = p.Score(&e.view, now)
+	v.band = p.Knobs().Band(v.scored.Score)
 	v.limit = e.view.MaxInFlight
 	if v.scored.OK {
 		v.limit = p.Knobs().Limit(v.scored.Tier, e.view.MaxInFlight)

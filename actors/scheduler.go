@@ -47,6 +47,7 @@ type entry struct {
 // verdict is one policy's judgement of an account.
 type verdict struct {
 	scored Scored
+	band   float64 // the score as the heap compares it (scripts.Knobs.Band)
 	limit  int     // concurrency cap from the tier (<= view.MaxInFlight)
 	tie    float64 // secondary key from the policy's tie_break (higher first)
 }

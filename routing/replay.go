@@ -63,6 +63,23 @@ type ReplayReport struct {
 	ByAccount        []AccountShift // most requests first
 	Differences      []Difference   // the first differing requests, up to the limit asked for
 	UnservedRequests int            // requests that got no account (the sum of Unserved)
+	// Served and Replayed are how evenly the replayed requests spread over
+	// the accounts that could serve them, as they were served and as the
+	// policy routed them: the enabled accounts serving any model the
+	// requests asked for (after route()), and every account that served
+	// or was replayed on. Served counts every replayed request, Replayed
+	// those the replay found an account for.
+	Served, Replayed Spread
+}
+
+// ReplayOptions tune Replay.
+type ReplayOptions struct {
+	Show int // differing requests to list one by one (ReplayReport.Differences)
+	// Progress, when set, is called with (0, total) once the log is read
+	// and the simulation started, and then with the steps done (recorded
+	// requests and failed attempts) after each; total is their number. It
+	// runs on Replay's goroutine.
+	Progress func(done, total int)
 }
 
 // Total is the number of requests replayed.
@@ -105,13 +122,14 @@ type Difference struct {
 // the scheduler. The failed attempts are fed to their accounts as they
 // happened, and the Sim's clock stands at the record or failed attempt
 // being replayed, so health, cooldowns, failure decay and recheck_after
-// evolve on the window's timeline. At most show differences are listed.
-func Replay(ctx context.Context, s ReplayStore, p *scripts.Policy, q storage.RequestLogQuery, show int) (*ReplayReport, error) {
+// evolve on the window's timeline. At most o.Show differences are listed.
+func Replay(ctx context.Context, s ReplayStore, p *scripts.Policy, q storage.RequestLogQuery, o ReplayOptions) (*ReplayReport, error) {
 	in, err := readReplay(ctx, s, q)
 	if err != nil {
 		return nil, err
 	}
-	rp := &replay{in: in, show: show, moves: map[move]int{}, served: map[string]int{}, replayed: map[string]int{}, unserved: map[string]int{}}
+	rp := &replay{in: in, show: o.Show, progress: o.Progress, moves: map[move]int{}, served: map[string]int{}, replayed: map[string]int{},
+		unserved: map[string]int{}, models: map[string]bool{}}
 	rp.clock.Store(in.start().UnixNano())
 	sim, err := NewSim(ctx, in.accounts, p, rp.now)
 	if err != nil {
@@ -172,15 +190,17 @@ func (in *replayInput) start() time.Time {
 
 // replay is one run of Replay: the Sim, its clock and the tallies.
 type replay struct {
-	in    *replayInput
-	sim   *Sim
-	clock atomic.Int64 // unix nanoseconds; only moves forward
-	show  int
+	in       *replayInput
+	sim      *Sim
+	clock    atomic.Int64 // unix nanoseconds; only moves forward
+	show     int
+	progress func(done, total int) // nil: none
 
 	same, different, skipped, failed int
 	moves                            map[move]int
-	served, replayed                 map[string]int // by account id
-	unserved                         map[string]int // by cause
+	served, replayed                 map[string]int  // by account id
+	unserved                         map[string]int  // by cause
+	models                           map[string]bool // the models the replayed requests asked for
 	listed                           []Difference
 }
 
@@ -197,19 +217,32 @@ func (rp *replay) advance(t time.Time) {
 
 // run replays every request, preceded by the failed attempts that happened
 // before it started, then the failed attempts after the last one.
+// It reports its progress after each step.
 func (rp *replay) run(ctx context.Context) {
 	ei, events := 0, rp.in.events
+	total, done := len(rp.in.recs)+len(events), 0
+	step := func() {
+		if done++; rp.progress != nil {
+			rp.progress(done, total)
+		}
+	}
+	if rp.progress != nil {
+		rp.progress(0, total)
+	}
 	for _, r := range rp.in.recs {
 		for ; ei < len(events) && !events[ei].At.After(r.At); ei++ {
 			rp.advance(events[ei].At)
 			rp.feedFailure(ctx, events[ei])
+			step()
 		}
 		rp.advance(r.At)
 		rp.request(ctx, r)
+		step()
 	}
 	for ; ei < len(events); ei++ {
 		rp.advance(events[ei].At)
 		rp.feedFailure(ctx, events[ei])
+		step()
 	}
 }
 
@@ -247,6 +280,7 @@ func (rp *replay) request(ctx context.Context, r storage.UsageRecord) {
 	rp.sim.Route(&acq, &scripts.RequestView{Model: r.Model, Protocol: r.Route, Stream: r.Stream,
 		APIKey: scripts.APIKeyView{ID: k.ID, Name: k.Name, Group: k.Group}}, k.Group)
 	rp.served[r.AccountID]++
+	rp.models[acq.Model] = true
 	l, err := rp.sim.Acquire(ctx, acq)
 	if err != nil {
 		rp.unserved[unservedCause(err)]++
@@ -322,7 +356,33 @@ func (rp *replay) report(policy string, q storage.RequestLogQuery) *ReplayReport
 		d.ServedBy, d.Replayed = name(d.ServedBy), name(d.Replayed)
 		rep.Differences = append(rep.Differences, d)
 	}
+	rep.Served, rep.Replayed = rp.spreads()
 	return rep
+}
+
+// spreads returns how evenly the requests spread as served and as
+// replayed, over the accounts that could serve them (ReplayReport.Served).
+func (rp *replay) spreads() (served, replayed Spread) {
+	could := map[string]bool{}
+	for _, a := range rp.in.accounts {
+		if !a.Disabled && (len(a.Models) == 0 || slices.ContainsFunc(a.Models, func(m string) bool { return rp.models[m] })) {
+			could[a.ID] = true
+		}
+	}
+	for id := range rp.served {
+		could[id] = true
+	}
+	for id := range rp.replayed {
+		could[id] = true
+	}
+	counts := func(by map[string]int) []int {
+		out := make([]int, 0, len(by))
+		for _, n := range by {
+			out = append(out, n)
+		}
+		return out
+	}
+	return SpreadOf(counts(rp.served), len(could)), SpreadOf(counts(rp.replayed), len(could))
 }
 
 // shiftedAccounts returns the ids of the accounts that served or were

@@ -22,6 +22,10 @@ type SimulateOptions struct {
 	Requests    int    // requests to route, at least 1
 	Concurrency int    // requests in flight at once (each holds its lease about 1 ms), at least 1
 	Seed        uint64 // random seed of the synthetic outcomes
+	// Healthy makes every account behave as a healthy one (no failures,
+	// no slow answers): equally good accounts, to see how the policy
+	// spreads load among them.
+	Healthy bool
 }
 
 // SimReport is what Simulate saw.
@@ -32,6 +36,7 @@ type SimReport struct {
 	Unserved  int            // requests that got no account
 	Tiers     map[string]int // the policy's verdicts on the final views: healthy, warm, risky, excluded
 	ByAccount []SimAccount   // every account that served, most requests first
+	Spread    Spread         // how evenly the served requests spread over all Accounts
 }
 
 // SimAccount is one synthetic account's share of a simulation.
@@ -43,9 +48,11 @@ type SimAccount struct {
 }
 
 // Synthetic account profiles: every 10th account fails half its requests
-// with a 5xx, every 7th one in five with a 429, every 5th is slow.
-func simProfile(i int) string {
+// with a 5xx, every 7th one in five with a 429, every 5th is slow; with
+// healthy (SimulateOptions.Healthy) every account is healthy.
+func simProfile(i int, healthy bool) string {
 	switch {
+	case healthy:
 	case i%10 == 0:
 		return "50% 5xx"
 	case i%7 == 0:
@@ -56,10 +63,12 @@ func simProfile(i int) string {
 	return "healthy"
 }
 
-// simOutcome is the outcome of a request to synthetic account i.
-func simOutcome(i int, rng *rand.Rand) actors.Outcome {
+// simOutcome is the outcome of a request to synthetic account i (of
+// profile simProfile(i, healthy)).
+func simOutcome(i int, healthy bool, rng *rand.Rand) actors.Outcome {
 	out := actors.Outcome{Status: 200, Latency: 800 * time.Millisecond, TTFT: 300 * time.Millisecond}
 	switch {
+	case healthy:
 	case i%10 == 0 && rng.IntN(2) == 0:
 		out = actors.Outcome{Status: 500, Verdict: upstream.Verdict{Class: upstream.ClassTransient}}
 	case i%7 == 0 && rng.IntN(5) == 0:
@@ -73,7 +82,7 @@ func simOutcome(i int, rng *rand.Rand) actors.Outcome {
 // Simulate routes o.Requests synthetic requests with p through a Sim of
 // o.Accounts synthetic accounts (named sim-00000…, each with the profile
 // simProfile gives its number), o.Concurrency at a time, feeding back the
-// profiles' outcomes, and reports where they went.
+// profiles' outcomes, and reports where they went and how evenly.
 func Simulate(ctx context.Context, p *scripts.Policy, o SimulateOptions) (*SimReport, error) {
 	if o.Accounts < 1 || o.Requests < 1 || o.Concurrency < 1 {
 		return nil, errors.New("simulation: accounts, requests and concurrency must be at least 1")
@@ -103,8 +112,13 @@ func Simulate(ctx context.Context, p *scripts.Policy, o SimulateOptions) (*SimRe
 		byName[verdicts[i].View.Name] = &verdicts[i]
 	}
 	for name, n := range picks {
-		rep.ByAccount = append(rep.ByAccount, SimAccount{Name: name, Requests: n, Verdict: byName[name], Profile: simProfile(index[name])})
+		rep.ByAccount = append(rep.ByAccount, SimAccount{Name: name, Requests: n, Verdict: byName[name], Profile: simProfile(index[name], o.Healthy)})
 	}
+	counts := make([]int, len(rep.ByAccount))
+	for i, a := range rep.ByAccount {
+		counts[i] = a.Requests
+	}
+	rep.Spread = SpreadOf(counts, o.Accounts)
 	slices.SortFunc(rep.ByAccount, func(a, b SimAccount) int { return b.Requests - a.Requests })
 	return rep, nil
 }
@@ -132,7 +146,7 @@ func simRun(ctx context.Context, sim *Sim, index map[string]int, o SimulateOptio
 					continue
 				}
 				time.Sleep(time.Millisecond) // the lease is held, as a request would
-				sim.Release(l, simOutcome(index[l.Name], rng))
+				sim.Release(l, simOutcome(index[l.Name], o.Healthy, rng))
 			}
 		})
 	}

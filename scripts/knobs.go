@@ -24,8 +24,15 @@ type Knobs struct {
 	// best one (policy.top_k, default 1, 1–100; policy.jitter, default 0, 0–1).
 	TopK   int
 	Jitter float64
-	// TieBreak orders candidates whose tier and score are equal
-	// (policy.tie_break, default {"least_recent"}). The scheduler's last
+	// ScoreBand, when positive, makes scores within the same band of that
+	// many points equally good: the scheduler orders candidates of a tier by
+	// Band(score) instead of the score itself, so the tie-break (least
+	// recently granted, by default) spreads the requests over every account
+	// of the best band instead of sending them all to the single best score
+	// (policy.score_band, default 0: exact scores; 0–1000).
+	ScoreBand float64
+	// TieBreak orders candidates whose tier and score (or score band) are
+	// equal (policy.tie_break, default {"least_recent"}). The scheduler's last
 	// resort after these is the order accounts joined the index.
 	TieBreak []TieBreak
 	// Concurrency caps the leases an account may hold by its tier
@@ -107,6 +114,16 @@ func (k *Knobs) PickRank(n int, r *rand.Rand) int {
 	return r.IntN(top)
 }
 
+// Band is the key by which the scheduler compares score within a tier:
+// the score itself without a ScoreBand, else ⌈score / ScoreBand⌉, so with a
+// band of 10 the scores in (90, 100] are one band, (80, 90] the next.
+func (k *Knobs) Band(score float64) float64 {
+	if k.ScoreBand <= 0 {
+		return score
+	}
+	return math.Ceil(score / k.ScoreBand)
+}
+
 // defaultKnobs are the knobs of a policy without a policy table.
 func defaultKnobs() Knobs {
 	k := Knobs{TopK: 1, TieBreak: []TieBreak{TieLeastRecent}, StickyTTL: DefaultStickyTTL}
@@ -172,6 +189,12 @@ func parseKnob(k *Knobs, name string, v lua.LValue) error {
 			err = fmt.Errorf("policy.jitter: want a probability in [0, 1], got %s", v.String())
 		}
 		k.Jitter = float64(n)
+	case "score_band":
+		n, ok := v.(lua.LNumber)
+		if !ok || float64(n) < 0 || float64(n) > 1000 || math.IsNaN(float64(n)) {
+			err = fmt.Errorf("policy.score_band: want a number of points in [0, 1000], got %s", v.String())
+		}
+		k.ScoreBand = float64(n)
 	case "tie_break":
 		k.TieBreak, err = tieBreakKnob(v)
 	case "concurrency":
@@ -183,7 +206,7 @@ func parseKnob(k *Knobs, name string, v lua.LValue) error {
 	case "max_attempts":
 		k.MaxAttempts, err = intKnob("policy.max_attempts", v, 1, 20)
 	default:
-		err = fmt.Errorf("policy table: unknown knob %q (known: description, top_k, jitter, tie_break, concurrency, sticky_ttl, max_attempts)", name)
+		err = fmt.Errorf("policy table: unknown knob %q (known: description, top_k, jitter, score_band, tie_break, concurrency, sticky_ttl, max_attempts)", name)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ policy = {
   description = "test",
   top_k = 5,
   jitter = 0.25,
+  score_band = 10,
   tie_break = { "priority", "least_inflight", "id" },
   concurrency = { healthy = "max", warm = "50%", risky = 2 },
   sticky_ttl = 600,
@@ -21,7 +22,7 @@ policy = {
 }
 function score() return 1 end`)
 	k := p.Knobs()
-	if k.Description != "test" || k.TopK != 5 || k.Jitter != 0.25 || k.StickyTTL != 10*time.Minute || k.MaxAttempts != 4 {
+	if k.Description != "test" || k.TopK != 5 || k.Jitter != 0.25 || k.ScoreBand != 10 || k.StickyTTL != 10*time.Minute || k.MaxAttempts != 4 {
 		t.Fatalf("knobs = %+v", k)
 	}
 	if want := []TieBreak{TiePriority, TieLeastInflight, TieID}; !slices.Equal(k.TieBreak, want) {
@@ -31,7 +32,17 @@ function score() return 1 end`)
 		t.Fatalf("concurrency = %+v", k.Concurrency)
 	}
 
+	// score_band 10: (90, 100] is one band, (80, 90] the next.
+	for score, band := range map[float64]float64{100: 10, 99.5: 10, 90.01: 10, 90: 9, 81: 9, 0: 0, -5: 0, -15: -1} {
+		if got := k.Band(score); got != band {
+			t.Errorf("Band(%v) = %v, want %v", score, got, band)
+		}
+	}
+
 	d := mustCompile(t, "defaults", "function score() return 1 end").Knobs()
+	if d.ScoreBand != 0 || d.Band(97.25) != 97.25 {
+		t.Fatalf("default score_band %v: Band(97.25) = %v, want the score", d.ScoreBand, d.Band(97.25))
+	}
 	if d.TopK != 1 || d.Jitter != 0 || !slices.Equal(d.TieBreak, []TieBreak{TieLeastRecent}) || d.StickyTTL != DefaultStickyTTL || d.MaxAttempts != 0 {
 		t.Fatalf("defaults = %+v", d)
 	}

@@ -11,7 +11,7 @@ import (
 
 // pool is a tiny stand-in for the scheduler's index: it scores every account
 // with Score, keeps those under their tier's concurrency cap, orders them by
-// tier, score and the policy's tie-breaks, applies top-k jitter with
+// tier, score (its band: Knobs.Band) and the policy's tie-breaks, applies top-k jitter with
 // PickRank, and honours stickiness keys from Route. The real index is the
 // scheduler's; this one scans, which is fine for a handful of accounts.
 type pool struct {
@@ -50,7 +50,7 @@ func (pl *pool) candidates() []cand {
 			pl.t.Fatalf("score(%s): %v", a.Name, err)
 		}
 		if ok && a.InFlight < k.Limit(tier, a.MaxInFlight) {
-			cs = append(cs, cand{i, s, tier})
+			cs = append(cs, cand{i, k.Band(s), tier})
 		}
 	}
 	slices.SortStableFunc(cs, func(x, y cand) int {
@@ -160,8 +160,12 @@ func TestSmartScores(t *testing.T) {
 		recheck time.Duration
 	}{
 		{acct("fresh"), 100, TierHealthy, 0},
-		{with("streak-3", func(a *AccountView) { a.SuccessStreak = 3 }), 106, TierHealthy, 0},
-		{with("streak-capped", func(a *AccountView) { a.SuccessStreak = 40 }), 112, TierHealthy, 0},
+		// A success streak wins back penalties but never lifts an account
+		// above a fresh one (it would take every request: issue 18).
+		{with("streak-3", func(a *AccountView) { a.SuccessStreak = 3 }), 100, TierHealthy, 0},
+		{with("streak-capped", func(a *AccountView) { a.SuccessStreak = 40 }), 100, TierHealthy, 0},
+		{with("streak-after-5xx", func(a *AccountView) { a.SuccessStreak, a.LastFailure.Transient = 3, ago(10*time.Second) }), 94, TierHealthy, 65 * time.Second},
+		{with("streak-after-429", func(a *AccountView) { a.SuccessStreak, a.LastFailure.Rate = 40, ago(30*time.Second) }), 90, TierHealthy, secs(3600.0/22 - 30)},
 		// 401 a minute ago: −50 (one point per 1728 s), −6 for the streak of one.
 		{with("401", func(a *AccountView) { a.LastFailure.Auth, a.FailureStreak = ago(time.Minute), 1 }), 44, TierRisky, 1728*time.Second - time.Minute},
 		// 12 hours later half the 401 penalty is gone (25 steps of 1728 s = 43200 s).
@@ -178,7 +182,7 @@ func TestSmartScores(t *testing.T) {
 		{with("5xx-14min", func(a *AccountView) { a.LastFailure.Transient = ago(14 * time.Minute) }), 99, TierHealthy, 60 * time.Second},
 		{with("5xx-15min", func(a *AccountView) { a.LastFailure.Transient = ago(15 * time.Minute) }), 100, TierHealthy, 0},
 		{with("streak-of-failures", func(a *AccountView) { a.FailureStreak = 9 }), 76, TierWarm, 0},
-		{with("usage-70", func(a *AccountView) { a.Windows = week(70, 10*time.Hour) }), 92, TierHealthy, 10 * time.Hour},
+		{with("usage-70", func(a *AccountView) { a.Windows = week(70, 10*time.Hour) }), 90, TierHealthy, 10 * time.Hour},
 		{with("usage-100", func(a *AccountView) { a.Windows = week(100, 2*time.Hour) }), 60, TierWarm, 2 * time.Hour},
 		{with("usage-69", func(a *AccountView) { a.Windows = week(69, 2*time.Hour) }), 100, TierHealthy, 0},
 		{with("usage-reset-passed", func(a *AccountView) { a.Windows = week(100, -time.Minute) }), 100, TierHealthy, 0},
@@ -247,12 +251,12 @@ func TestSmartRecheckSteps(t *testing.T) {
 }
 
 // TestSmartTiersAndJitter: a warm account gets half its limit, a risky one a
-// single lease; 15 % of picks go to one of the best three.
+// single lease; the accounts of the best score band share the picks.
 func TestSmartTiersAndJitter(t *testing.T) {
 	p := mustBuiltin(t, "smart")
 	k := p.Knobs()
-	if k.TopK != 3 || k.Jitter != 0.15 {
-		t.Fatalf("knobs top_k %d jitter %v", k.TopK, k.Jitter)
+	if k.TopK != 3 || k.Jitter != 0.15 || k.ScoreBand != 10 || !slices.Equal(k.TieBreak, []TieBreak{TieLeastInflight, TieLeastRecent}) {
+		t.Fatalf("knobs top_k %d jitter %v score_band %v tie_break %v", k.TopK, k.Jitter, k.ScoreBand, k.TieBreak)
 	}
 	for tier, want := range map[Tier]int{TierHealthy: 8, TierWarm: 4, TierRisky: 1} {
 		if got := k.Limit(tier, 8); got != want {
@@ -274,24 +278,30 @@ func TestSmartTiersAndJitter(t *testing.T) {
 		t.Fatalf("picks without releases = %v, want %v (warm capped at 2 of 4, risky at 1)", got, want)
 	}
 
-	// Five healthy accounts with distinct scores; every lease is released at once.
+	// Four healthy accounts whose scores differ within the top band of 10
+	// points, and one a band lower; every lease is released at once.
 	var accts []AccountView
-	for i, name := range []string{"s0", "s1", "s2", "s3", "s4"} {
+	for i, name := range []string{"s0", "s1", "s2", "s3"} {
 		a := acct(name)
-		a.SuccessStreak = 5 - i // 110, 108, 106, 104, 102
+		a.LastFailure.Transient = testNow.Add(-time.Duration(15-3*i) * time.Minute) // 100, 97, 94, 91
 		accts = append(accts, a)
 	}
+	low := acct("low")
+	low.LastFailure.Transient = testNow // 88
+	accts = append(accts, low)
 	pl = newPool(t, p, accts...)
 	counts := map[string]int{}
 	const n = 10000
 	for range n {
 		name := pl.pick(nil)
 		counts[name]++
-		pl.byName(name).InFlight-- // release without changing the streaks
+		pl.byName(name).InFlight-- // release without changing the scores
 	}
-	// Best: 85 % + 15 %/3 = 90 %; second and third 5 % each; the rest never.
-	for name, want := range map[string]float64{"s0": 0.90, "s1": 0.05, "s2": 0.05, "s3": 0, "s4": 0} {
-		if got := float64(counts[name]) / n; math.Abs(got-want) > 0.015 {
+	// The top band takes turns (least recently used first): a quarter each;
+	// the jitter picks among the best three of the same band. The account a
+	// band lower is never picked while four better ones are free.
+	for name, want := range map[string]float64{"s0": 0.25, "s1": 0.25, "s2": 0.25, "s3": 0.25, "low": 0} {
+		if got := float64(counts[name]) / n; math.Abs(got-want) > 0.02 {
 			t.Errorf("%s picked %.3f of the time, want %.2f", name, got, want)
 		}
 	}

@@ -129,6 +129,8 @@ func TestSandboxRefusals(t *testing.T) {
 		{"bad knobs, the first by name", "policy = {\n  zeta = 1,\n  top_k = -5,\n  attempts = 2,\n}\nfunction score() return 1 end", ErrKnobs, `unknown knob "attempts"`, 4},
 		{"bad top_k", "policy = { top_k = 0 }\nfunction score() return 1 end", ErrKnobs, "policy.top_k", 0},
 		{"bad jitter", "policy = { jitter = 1.5 }\nfunction score() return 1 end", ErrKnobs, "policy.jitter", 0},
+		{"bad score_band", "policy = { score_band = -1 }\nfunction score() return 1 end", ErrKnobs, "policy.score_band", 0},
+		{"score_band not a number", "policy = { score_band = \"10\" }\nfunction score() return 1 end", ErrKnobs, "policy.score_band", 0},
 		{"bad tie_break", "policy = { tie_break = { 'fastest' } }\nfunction score() return 1 end", ErrKnobs, `unknown rule "fastest"`, 0},
 		{"bad concurrency tier", "policy = { concurrency = { great = 'max' } }\nfunction score() return 1 end", ErrKnobs, "unknown tier great", 0},
 		{"bad concurrency share", "policy = { concurrency = { warm = 'half' } }\nfunction score() return 1 end", ErrKnobs, "policy.concurrency.warm", 0},

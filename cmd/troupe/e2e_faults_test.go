@@ -125,8 +125,9 @@ func faultyPool(n int, fraction float64, mix []mock.FaultKind, seed int64, fault
 // for a first token and a non-stream answer, small heartbeats, room to fail
 // over, and the least_inflight policy, which spreads requests over the whole
 // pool (least recently granted first) so that every faulted account is met.
-// (The default policy, smart, keeps traffic on accounts with a success
-// streak: a pool where 30 % fail would then hardly exercise failover.)
+// (Under the default policy, smart, an account that failed drops a score
+// band and rests while better ones are free: a pool where 30 % fail would
+// then exercise failover less.)
 func suiteConfig(cfg *Config) *Config {
 	cfg.Policies.Active = "least_inflight"
 	cfg.Gateway.FirstTokenTimeout = suiteFirstToken

@@ -81,13 +81,16 @@ func policyCmd() *cobra.Command {
 	}
 	var accounts, requests, concurrency int
 	var seed uint64
+	var healthy bool
 	simulate := &cobra.Command{
 		Use:   "simulate FILE|BUILTIN",
 		Short: "Run requests through the real scheduler with the policy and print where they went",
 		Long: `Start the scheduler and account actors in memory with N synthetic accounts — some
-healthy, some failing now and then with 5xx, 429 or timeouts, some slow — route M
-requests through them with the policy, and print the distribution over accounts
-and tiers. Nothing leaves the process.`,
+healthy, some failing now and then with 5xx, 429 or timeouts, some slow (with
+--all-healthy, all alike) — route M requests through them with the policy, and
+print how evenly they spread (the busiest account's and the busiest 1 %'s share,
+the Gini coefficient) and the distribution over accounts and tiers. Nothing
+leaves the process.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := compileFile(args[0])
@@ -97,7 +100,7 @@ and tiers. Nothing leaves the process.`,
 			if accounts < 1 || requests < 1 || concurrency < 1 {
 				return fmt.Errorf("--accounts, --requests and --concurrency must be at least 1")
 			}
-			rep, err := routing.Simulate(cmd.Context(), p, routing.SimulateOptions{Accounts: accounts, Requests: requests, Concurrency: concurrency, Seed: seed})
+			rep, err := routing.Simulate(cmd.Context(), p, routing.SimulateOptions{Accounts: accounts, Requests: requests, Concurrency: concurrency, Seed: seed, Healthy: healthy})
 			if err != nil {
 				return err
 			}
@@ -108,6 +111,7 @@ and tiers. Nothing leaves the process.`,
 	simulate.Flags().IntVar(&requests, "requests", 10000, "requests to route")
 	simulate.Flags().IntVar(&concurrency, "concurrency", 16, "requests in flight at once (each holds its lease about 1 ms)")
 	simulate.Flags().Uint64Var(&seed, "seed", 1, "random seed for the synthetic outcomes")
+	simulate.Flags().BoolVar(&healthy, "all-healthy", false, "every account healthy and alike (no failures, none slow): how the policy spreads over equal accounts")
 	cmd.AddCommand(policyNewCmd(), check, simulate, replayCmd())
 	return cmd
 }
@@ -164,6 +168,7 @@ func printRanking(w io.Writer, p *scripts.Policy, views []scripts.AccountView, n
 // than 20.
 func printSimulation(w io.Writer, rep *routing.SimReport) error {
 	fmt.Fprintf(w, "policy %s: %d requests over %d accounts, %d not served\n", rep.Policy, rep.Requests, rep.Accounts, rep.Unserved)
+	fmt.Fprintf(w, "spread: %s\n", rep.Spread)
 	fmt.Fprintf(w, "tiers now: healthy %d, warm %d, risky %d, excluded %d\n", rep.Tiers["healthy"], rep.Tiers["warm"], rep.Tiers["risky"], rep.Tiers["excluded"])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tREQUESTS\tSHARE\tTIER\tSCORE\tPROFILE")

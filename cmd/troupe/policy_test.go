@@ -177,4 +177,13 @@ func TestPolicyCheckCommand(t *testing.T) {
 	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "500 requests over 20 accounts, 0 not served") {
 		t.Fatalf("simulate: %v\n%s", err, out.String())
 	}
+	// The default policy over equal accounts: every one used, a low Gini.
+	out.Reset()
+	cmd = rootCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"policy", "simulate", "smart", "--accounts", "50", "--requests", "1000", "--concurrency", "4", "--all-healthy"})
+	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "\nspread: busiest account ") ||
+		!strings.Contains(out.String(), "Gini 0.0") || !strings.Contains(out.String(), "50 of 50 accounts used") {
+		t.Fatalf("simulate --all-healthy: %v\n%s", err, out.String())
+	}
 }

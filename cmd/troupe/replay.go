@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troupe-gw/troupe/internal/progress"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
@@ -28,8 +29,11 @@ order, with the policy in FILE: its route() with the request's model, protocol,
 stream flag and API key, then its score(). The failed attempts recorded in the
 window are fed to their accounts as they happened, so health evolves as it did.
 Prints how many requests the policy would send to the account that served them,
-the moves between accounts, and per account the requests served and replayed.
-Nothing is sent upstream and nothing is written.`,
+how evenly the requests spread over the accounts as served and as replayed (the
+busiest account's and the busiest 1 %'s share, the Gini coefficient), the moves
+between accounts, and per account the requests served and replayed. On a
+terminal a progress bar follows the replay. Nothing is sent upstream and nothing
+is written.`,
 		Example: `  troupe policy replay mine.lua --since 1h
   troupe policy replay mine.lua --from 2026-12-01T08:00:00Z --to 2026-12-01T09:00:00Z --show 20`,
 		Args: cobra.ExactArgs(1),
@@ -46,10 +50,13 @@ Nothing is sent upstream and nothing is written.`,
 				return err
 			}
 			return withConfigStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error {
-				rep, err := routing.Replay(cmd.Context(), s, p, q, show)
+				bar := replayBar{w: cmd.ErrOrStderr()}
+				defer bar.Finish()
+				rep, err := routing.Replay(cmd.Context(), s, p, q, routing.ReplayOptions{Show: show, Progress: bar.step})
 				if err != nil {
 					return err
 				}
+				bar.Finish()
 				return printReplay(cmd.OutOrStdout(), rep)
 			})
 		},
@@ -62,6 +69,26 @@ Nothing is sent upstream and nothing is written.`,
 	cmd.Flags().IntVar(&show, "show", 10, "differing requests to list one by one")
 	return cmd
 }
+
+// replayBar draws a replay's progress on w when it is a terminal
+// (progress.New), from its first step report, when the total is known.
+type replayBar struct {
+	w    io.Writer
+	bar  *progress.Bar
+	done int
+}
+
+// step is routing.ReplayOptions.Progress.
+func (b *replayBar) step(done, total int) {
+	if done == 0 {
+		b.bar = progress.New(b.w, total, "replay: routing the request log")
+	}
+	b.bar.Add(done - b.done)
+	b.done = done
+}
+
+// Finish removes the bar.
+func (b *replayBar) Finish() { b.bar.Finish() }
 
 // replayWindow turns the flags into a query.
 func replayWindow(since time.Duration, from, to string, limit int, now time.Time) (storage.RequestLogQuery, error) {
@@ -114,6 +141,7 @@ func printReplay(w io.Writer, rep *routing.ReplayReport) error {
 	pct := func(n int) float64 { return 100 * float64(n) / float64(total) }
 	fmt.Fprintf(w, "same account: %d (%.1f%%)  different: %d (%.1f%%)  no account: %d (%.1f%%)\n",
 		rep.Same, pct(rep.Same), rep.Different, pct(rep.Different), rep.UnservedRequests, pct(rep.UnservedRequests))
+	fmt.Fprintf(w, "spread as served:   %s\nspread as replayed: %s\n", rep.Served, rep.Replayed)
 	for _, c := range rep.Unserved {
 		fmt.Fprintf(w, "  no account, %d: %s\n", c.Requests, c.Cause)
 	}

@@ -88,6 +88,11 @@ func TestPolicyReplay(t *testing.T) {
 		"1 failed attempts fed back",
 		"1 of the replayed requests had failed",
 		"same account: 0 (0.0%)  different: 10 (100.0%)",
+		// acct-a served all ten; the replay sends five to acct-c, five to acct-b.
+		"spread as served:   busiest account 10 requests (100.00%; even 33.33%)",
+		"1 of 3 accounts used",
+		"spread as replayed: busiest account 5 requests (50.00%; even 33.33%)",
+		"2 of 3 accounts used",
 		"acct-a     acct-c       5",
 		"acct-a     acct-b       5",
 		"req-00",

@@ -1,4 +1,5 @@
--- smart: Troupe's default policy, the seed gateways' health scoring.
+-- smart: Troupe's default policy, the seed gateways' health scoring, with
+-- the load spread over every account that is as good as the best.
 --
 -- Every usable account starts at 100 points:
 --   401 (auth)                      -50, decaying to 0 over 24 h
@@ -6,23 +7,31 @@
 --   timeout                         -18, decaying to 0 over 15 min
 --   5xx / other transient failure   -12, decaying to 0 over 15 min
 --   consecutive failures            -6 each, at most -24
---   7-day usage window              -8 from 70 % used, -40 from 100 %
+--   7-day usage window              -10 from 70 % used, -40 from 100 %
 --   EWMA latency                    -4 from 5 s, -15 from 20 s
 --   EWMA success rate               -8 below 75 %, -15 below 50 %
---   success streak                  +2 each, at most +12
+--   success streak                  +2 each, at most +12, never above 100:
+--                                   it wins back penalties, it does not
+--                                   lift an account above a fresh one
 -- Penalties decay linearly in whole points: a penalty of P points over W
 -- seconds loses one point every W/P seconds, so the score is constant
 -- between steps and recheck_after is the time to the next step (or to the
 -- 7-day window's reset, or to the end of a cooldown).
 -- Tiers: healthy from 80 points, warm from 50, risky below; the scheduler
 -- lets a warm account hold half its concurrency and a risky one a single
--- lease, and 15 % of picks go to one of the best 3 instead of the best.
+-- lease.
+-- Spreading: scores in the same band of 10 points (91-100, 81-90, ...) are
+-- equally good (score_band); among them the account with the most free
+-- capacity (least_inflight), then the one granted a lease least recently,
+-- is picked, so equally good accounts take turns instead of the best score
+-- taking every request. 15 % of picks go to one of the best 3.
 
 policy = {
-  description = "health tiers from decaying 401/429/timeout/5xx penalties, failure and success streaks, 7-day usage, latency and success rate; 15% of picks among the top 3",
+  description = "health tiers from decaying 401/429/timeout/5xx penalties, failure and success streaks, 7-day usage, latency and success rate; load spread over the accounts within 10 points of each other (most free capacity, then least recently used, first); 15% of picks among the top 3",
   top_k = 3,
   jitter = 0.15,
-  tie_break = { "least_recent" },
+  score_band = 10,
+  tie_break = { "least_inflight", "least_recent" },
   concurrency = { healthy = "max", warm = "max/2", risky = 1 },
 }
 
@@ -100,7 +109,7 @@ function score(a, now)
     end
   end
   if used then
-    if used >= 100 then s = s - 40 elseif used >= 70 then s = s - 8 end
+    if used >= 100 then s = s - 40 elseif used >= 70 then s = s - 10 end
   end
 
   local latency = a.ewma_latency_ms
@@ -111,7 +120,7 @@ function score(a, now)
     if rate < 0.5 then s = s - 15 elseif rate < 0.75 then s = s - 8 end
   end
 
-  s = s + min(2 * a.success_streak, 12)
+  if s < 100 then s = min(100, s + min(2 * a.success_streak, 12)) end
 
   local tier
   if s >= 80 then tier = "healthy" elseif s >= 50 then tier = "warm" else tier = "risky" end
