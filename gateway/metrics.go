@@ -31,6 +31,12 @@ type Metrics struct {
 	wsConns    prometheus.Gauge       // troupe_websocket_connections
 	wsRefused  *prometheus.CounterVec // troupe_websocket_refused_total{reason}
 	upstreamWS *prometheus.CounterVec // troupe_upstream_websocket_total{result}
+
+	// Client connections (gateway/conns.go).
+	connsOpen     prometheus.Gauge       // troupe_client_connections
+	connsRefused  *prometheus.CounterVec // troupe_client_connections_refused_total{reason}
+	connsTimedOut prometheus.Counter     // troupe_client_connections_header_timeout_total
+	acceptErrors  prometheus.Counter     // troupe_accept_errors_total
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -76,6 +82,19 @@ func NewMetrics(views func() []actors.View) *Metrics {
 		Name: "troupe_upstream_websocket_total", Help: "Upstream calls that were to use the upstream WebSocket, by result (websocket; fallback_1009 and fallback_busy went over HTTP on the same lease).",
 	}, []string{"result"})
 	m.Registry.MustRegister(m.wsConns, m.wsRefused, m.upstreamWS)
+	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "troupe_client_connections", Help: "Client connections open now (HTTP and WebSocket).",
+	})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_client_connections_refused_total", Help: "Client connections refused at accept, by reason (global_limit: gateway.connections.max; ip_limit: max_per_ip).",
+	}, []string{"reason"})
+	m.connsTimedOut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "troupe_client_connections_header_timeout_total", Help: "Client connections closed because no request head arrived within gateway.connections.header_timeout.",
+	})
+	m.acceptErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "troupe_accept_errors_total", Help: "Temporary accept errors (out of file descriptors, aborted connections), each retried after a backoff.",
+	})
+	m.Registry.MustRegister(m.connsOpen, m.connsRefused, m.connsTimedOut, m.acceptErrors)
 	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows, m.cacheDown, m.cacheFlips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if views != nil {

@@ -30,10 +30,25 @@ type Config struct {
 	MaxAttempts    int               // upstream attempts per request (1 + failovers); default 3
 	MaxWait        time.Duration     // how long a request may wait for a free account; default 10 s
 	RequestTimeout time.Duration     // whole-request budget, streaming included; default 10 min
-	ReadTimeout    time.Duration     // client request read timeout; default 60 s
+	ReadTimeout    time.Duration     // client request body read timeout, from the end of its head; default 60 s
 	IdleTimeout    time.Duration     // keep-alive idle timeout; default 120 s
 	Aliases        map[string]string // client model name → upstream model name
 	KeyCacheTTL    time.Duration     // API-key cache lifetime; default 30 s
+
+	// HeaderTimeout is how long a new connection may take to deliver its
+	// first request head (and a keep-alive one its next head, from the
+	// first byte); a connection that sends nothing in time is closed with
+	// 408. Default DefaultHeaderTimeout (10 s).
+	HeaderTimeout time.Duration
+	// MaxConns caps the client connections open at once; one past it is
+	// answered 503 and closed. 0: automatic, half of the process's file
+	// descriptor limit less 128 (at least 64); negative: no cap.
+	MaxConns int
+	// MaxConnsPerIP caps the connections open from one client address; one
+	// past it is answered 429 and closed. 0: automatic, a quarter of
+	// MaxConns (at least 16); negative: no cap (behind a load balancer,
+	// every client shares its address).
+	MaxConnsPerIP int
 
 	// FirstTokenTimeout is how long an attempt may take to produce its first
 	// content event before it is abandoned for another account; default 60 s.
@@ -83,6 +98,15 @@ func (c *Config) defaults() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 120 * time.Second
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = autoMaxConns(fdLimit())
+	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = autoMaxConnsPerIP(c.MaxConns)
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 30 * time.Second
@@ -163,7 +187,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 		NoDefaultServerHeader:         true,
 		NoDefaultDate:                 false,
 		MaxRequestBodySize:            cfg.MaxBodySize,
-		ReadTimeout:                   cfg.ReadTimeout,
+		ReadTimeout:                   cfg.HeaderTimeout, // the first byte and the head; headerReceived gives the body cfg.ReadTimeout
 		IdleTimeout:                   cfg.IdleTimeout,
 		ReadBufferSize:                16 << 10,
 		DisablePreParseMultipartForm:  true,
@@ -177,10 +201,12 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 // removed key takes effect at once.
 func (s *Server) InvalidateKeys() { s.keys.invalidate() }
 
-// Serve serves on ln until Shutdown. It marks the server ready.
+// Serve serves on ln until Shutdown. It marks the server ready. Accept
+// errors that pass (out of file descriptors) are retried, and connections
+// past Config.MaxConns or MaxConnsPerIP refused (gateway/conns.go).
 func (s *Server) Serve(ln net.Listener) error {
 	s.ready.Store(true)
-	err := s.srv.Serve(ln)
+	err := s.srv.Serve(newConnListener(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP, s.metrics, s.log))
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -310,20 +336,21 @@ func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
 const unauthenticatedBodyLimit = 64 << 10
 
 // headerReceived runs once a request's head is read, before its body: a
-// request without a valid key gets a small body limit. The key's lookup is
-// handed to the request's handler (keyHints), which need not hash the
+// request without a valid key gets a small body limit, and every body
+// Config.ReadTimeout (the head had Config.HeaderTimeout). The key's lookup
+// is handed to the request's handler (keyHints), which need not hash the
 // secret again.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if h.ContentLength() < 0 && !h.IsGet() {
 		s.unsized.Store(h, anthropicHeader(h))
 	}
 	if ck, err := s.lookupHeader(h); err != nil || (ck != nil && ck.found && !ck.key.Disabled) {
-		return fasthttp.RequestConfig{} // a storage error is decided by the handler
+		return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout} // a storage error is decided by the handler
 	}
 	if s.adminSessionHeader(h) {
-		return fasthttp.RequestConfig{} // a logged-in admin (account imports are large)
+		return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout} // a logged-in admin (account imports are large)
 	}
-	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit}
+	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit, ReadTimeout: s.cfg.ReadTimeout}
 }
 
 // lookupHeader looks up the key the head h carries and files the lookup
@@ -402,6 +429,11 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		}
 		var netErr net.Error
 		if errors.As(err, &netErr) && netErr.Timeout() {
+			if len(ctx.Request.Header.Host()) == 0 {
+				// No head within HeaderTimeout: an idle or slow connection
+				// holding a descriptor.
+				s.metrics.connsTimedOut.Inc()
+			}
 			writeError(ctx, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout", Message: "The request was not received in time."})
 			return
 		}

@@ -269,6 +269,12 @@ func (a *app) startWrapped(ctx context.Context) error {
 		HeartbeatInterval: cfg.Gateway.HeartbeatInterval,
 		FailoverBudget:    cfg.Gateway.FailoverBudget,
 		HoldBufferCap:     cfg.Gateway.HoldBufferBytes,
+		// Client connections.
+		MaxConns:      cfg.Gateway.Connections.Max,
+		MaxConnsPerIP: cfg.Gateway.Connections.MaxPerIP,
+		HeaderTimeout: cfg.Gateway.Connections.HeaderTimeout,
+		ReadTimeout:   cfg.Gateway.Connections.ReadTimeout,
+		IdleTimeout:   cfg.Gateway.Connections.IdleTimeout,
 		// Affinity and the Responses WebSocket.
 		SessionAffinityTTL: cfg.Gateway.SessionAffinityTTL,
 		WebSocket: gateway.WSConfig{

@@ -65,6 +65,14 @@ type Config struct {
 		// QuotaProbe is how often an account cooling for quota is probed
 		// (a 1-token request; 0s or less: never). docs/configuration.md.
 		QuotaProbe time.Duration `koanf:"quota_probe_interval"`
+		// Client connections (docs/configuration.md, "Client connections").
+		Connections struct {
+			Max           int           `koanf:"max"`        // 0: automatic (from the fd limit); -1: no cap
+			MaxPerIP      int           `koanf:"max_per_ip"` // 0: automatic (a quarter of max); -1: no cap
+			HeaderTimeout time.Duration `koanf:"header_timeout"`
+			ReadTimeout   time.Duration `koanf:"read_timeout"`
+			IdleTimeout   time.Duration `koanf:"idle_timeout"`
+		} `koanf:"connections"`
 		// Affinity and the Responses WebSocket (docs/affinity.md, docs/websocket.md).
 		SessionAffinityTTL time.Duration `koanf:"session_affinity_ttl"`
 		WebSocket          struct {
@@ -134,6 +142,12 @@ func defaults() map[string]any {
 		"gateway.failover_budget":         "60s",
 		"gateway.hold_buffer_bytes":       1 << 20,
 		"gateway.quota_probe_interval":    "1m",
+		// Client connections.
+		"gateway.connections.max":            0,
+		"gateway.connections.max_per_ip":     0,
+		"gateway.connections.header_timeout": "10s",
+		"gateway.connections.read_timeout":   "60s",
+		"gateway.connections.idle_timeout":   "120s",
 		// Affinity and the Responses WebSocket.
 		"gateway.session_affinity_ttl":              "1h",
 		"gateway.websocket.upstream":                "auto",
@@ -272,6 +286,15 @@ func (c *Config) validate() error {
 	case "auto", "always", "never":
 	default:
 		errs = append(errs, fmt.Errorf("gateway.websocket.upstream %q: want auto, always or never", c.Gateway.WebSocket.Upstream))
+	}
+	if c.Gateway.Connections.Max < -1 || c.Gateway.Connections.MaxPerIP < -1 {
+		errs = append(errs, errors.New("gateway.connections.max and max_per_ip: want a count, 0 (automatic) or -1 (no cap)"))
+	}
+	for name, d := range map[string]time.Duration{"header_timeout": c.Gateway.Connections.HeaderTimeout,
+		"read_timeout": c.Gateway.Connections.ReadTimeout, "idle_timeout": c.Gateway.Connections.IdleTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("gateway.connections.%s %s: want a positive duration", name, d))
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
