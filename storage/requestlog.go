@@ -60,6 +60,12 @@ type RequestLog interface {
 	// ErrorEvents returns the error events matching q ordered by At, then
 	// RequestID and Attempt.
 	ErrorEvents(ctx context.Context, q RequestLogQuery) ([]ErrorEvent, error)
+	// UsageSeries sums the usage records and error events of q's window in
+	// q's buckets: every bucket of it, oldest first, those without records
+	// included (NewSeries). A record counts in the bucket of its At, an
+	// error event in the bucket of its At. ErrInvalid when q fails
+	// Validate.
+	UsageSeries(ctx context.Context, q SeriesQuery) ([]SeriesBucket, error)
 }
 
 // Validate reports whether e can be stored: RequestID must be non-empty and

@@ -167,3 +167,89 @@ func first(recs []storage.UsageRecord) string {
 	}
 	return recs[0].RequestID
 }
+
+// testRequestLogSeries: UsageSeries sums the records and error events of
+// its window per bucket (empty buckets included), bins latencies as
+// storage.LatencyBin does, and refuses a bad query.
+func testRequestLogSeries(t *testing.T, s storage.Store) {
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	recs := SampleUsage("ser", 6)
+	recs[0].At, recs[0].Latency = base, 100*time.Millisecond
+	recs[1].At, recs[1].Latency = base.Add(20*time.Second), 200*time.Millisecond
+	recs[2].At, recs[2].Latency, recs[2].Status, recs[2].ErrorClass, recs[2].Attempts = base.Add(59999*time.Millisecond), 5*time.Second, 502, "transient", 3
+	recs[3].At, recs[3].Latency, recs[3].Attempts = base.Add(2*time.Minute), time.Second, 2
+	recs[4].At = base.Add(-time.Millisecond) // before the window
+	recs[5].At = base.Add(3 * time.Minute)   // at its end: outside
+	// Bucket 1 holds a record at every latency bin's bound and just under it,
+	// so the SQL binning is checked against LatencyBin.
+	var want storage.LatencyHistogram
+	for i, ub := range storage.LatencyBinUpper {
+		for j, us := range []int64{ub - 1, ub} {
+			r := SampleUsage(fmt.Sprintf("bin-%d-%d", i, j), 1)[0]
+			r.At, r.Latency = base.Add(time.Minute+time.Duration(i)*time.Millisecond), time.Duration(us)*time.Microsecond
+			want.Add(r.Latency)
+			recs = append(recs, r)
+		}
+	}
+	if err := s.InsertUsage(ctx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	evs := []storage.ErrorEvent{
+		{RequestID: "ser-2", Attempt: 1, At: base.Add(time.Second), Class: "transient", Status: 502},
+		{RequestID: "ser-2", Attempt: 2, At: base.Add(2 * time.Second), Class: "rate", Status: 429},
+		{RequestID: "ser-2", Attempt: 3, At: base.Add(3 * time.Second), Class: "transient", Status: 503},
+		{RequestID: "ser-3", Attempt: 1, At: base.Add(2*time.Minute + time.Second), Class: "quota", Status: 429},
+		{RequestID: "ser-5", Attempt: 1, At: base.Add(3 * time.Minute), Class: "auth", Status: 401}, // outside
+	}
+	if err := s.InsertErrorEvents(ctx(t), evs); err != nil {
+		t.Fatal(err)
+	}
+	q := storage.SeriesQuery{From: base, To: base.Add(3 * time.Minute), Step: time.Minute}
+	got, err := s.UsageSeries(ctx(t), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d buckets, want 3", len(got))
+	}
+	for i, b := range got {
+		if !b.Start.Equal(base.Add(time.Duration(i) * time.Minute)) {
+			t.Errorf("bucket %d starts at %s", i, b.Start)
+		}
+	}
+	b0 := got[0]
+	if b0.Requests != 3 || b0.Failed != 1 || b0.Failovers != 2 || b0.InputTokens != 3600 || b0.CachedTokens != 3000 || b0.OutputTokens != 900 {
+		t.Errorf("bucket 0: %+v", b0)
+	}
+	if b0.Errors["transient"] != 2 || b0.Errors["rate"] != 1 || len(b0.Errors) != 2 {
+		t.Errorf("bucket 0 errors: %v", b0.Errors)
+	}
+	var h0 storage.LatencyHistogram
+	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 5 * time.Second} {
+		h0.Add(d)
+	}
+	if b0.Latency != h0 {
+		t.Errorf("bucket 0 latencies: %v, want %v", b0.Latency, h0)
+	}
+	if got[1].Latency != want || got[1].Requests != int64(2*len(storage.LatencyBinUpper)) || got[1].Errors != nil {
+		t.Errorf("bucket 1: %d requests, errors %v, latencies\n got %v\nwant %v", got[1].Requests, got[1].Errors, got[1].Latency, want)
+	}
+	if b2 := got[2]; b2.Requests != 1 || b2.Failovers != 1 || b2.Failed != 0 || b2.Errors["quota"] != 1 || b2.Latency.Count() != 1 {
+		t.Errorf("bucket 2: %+v", b2)
+	}
+	// A window with nothing in it still has its buckets.
+	empty, err := s.UsageSeries(ctx(t), storage.SeriesQuery{From: base.Add(time.Hour), To: base.Add(2 * time.Hour), Step: 10 * time.Minute})
+	if err != nil || len(empty) != 6 || empty[5].Requests != 0 {
+		t.Errorf("an empty window: %d buckets, %v", len(empty), err)
+	}
+	for _, bad := range []storage.SeriesQuery{
+		{From: base, To: base, Step: time.Minute},
+		{From: base, To: base.Add(time.Hour), Step: 0},
+		{From: base, To: base.Add(time.Hour), Step: 1500 * time.Millisecond},
+		{From: base, To: base.Add(48 * time.Hour), Step: time.Minute},
+	} {
+		if _, err := s.UsageSeries(ctx(t), bad); !errors.Is(err, storage.ErrInvalid) {
+			t.Errorf("UsageSeries(%+v): err = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

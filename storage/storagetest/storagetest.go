@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"RequestLog/Decisions", testRequestLogDecisions},
 		{"RequestLog/ErrorEvents", testRequestLogErrorEvents},
 		{"RequestLog/Window", testRequestLogWindow},
+		{"RequestLog/Series", testRequestLogSeries},
 		{"Settings/RoundTrip", testSettingsRoundTrip},
 		{"Settings/Invalid", testSettingsInvalid},
 		{"Policies/SaveAndHistory", testPolicySaveAndHistory},

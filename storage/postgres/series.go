@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// UsageSeries sums the usage records and error events of q's window in q's
+// buckets (storage.RequestLog.UsageSeries), in two aggregate queries: the
+// records by bucket and latency bin, the events by bucket and class.
+func (s *Store) UsageSeries(ctx context.Context, q storage.SeriesQuery) ([]storage.SeriesBucket, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: usage series: %w", err)
+	}
+	out := storage.NewSeries(q)
+	from, step := q.From.UnixMilli(), q.Step.Milliseconds()
+	const bucket = `floor((extract(epoch from at) * 1000 - $1::bigint) / $2::bigint)::bigint`
+	rows, err := s.pool.Query(ctx, `SELECT `+bucket+` AS b, `+storage.LatencyBinSQL("latency_us")+` AS bin, count(*),
+	sum(CASE WHEN status >= 400 THEN 1 ELSE 0 END)::bigint, sum(CASE WHEN attempts > 1 THEN attempts - 1 ELSE 0 END)::bigint,
+	sum(input_tokens)::bigint, sum(cached_tokens)::bigint, sum(output_tokens)::bigint
+	FROM usage_records WHERE at >= $3 AND at < $4 GROUP BY b, bin`, from, step, q.From, q.To)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage series: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b, bin, n, failed, failovers, in, cached, outTok int64
+		if err := rows.Scan(&b, &bin, &n, &failed, &failovers, &in, &cached, &outTok); err != nil {
+			return nil, fmt.Errorf("postgres: usage series: %w", err)
+		}
+		if b < 0 || b >= int64(len(out)) || bin < 0 || bin >= storage.NumLatencyBins {
+			continue
+		}
+		o := &out[b]
+		o.Requests += n
+		o.Failed += failed
+		o.Failovers += failovers
+		o.InputTokens += in
+		o.CachedTokens += cached
+		o.OutputTokens += outTok
+		o.Latency[bin] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: usage series: %w", err)
+	}
+	rows.Close()
+	ev, err := s.pool.Query(ctx, `SELECT `+bucket+` AS b, class, count(*)
+	FROM error_events WHERE at >= $3 AND at < $4 GROUP BY b, class`, from, step, q.From, q.To)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
+	}
+	defer ev.Close()
+	for ev.Next() {
+		var b, n int64
+		var class string
+		if err := ev.Scan(&b, &class, &n); err != nil {
+			return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
+		}
+		if b < 0 || b >= int64(len(out)) {
+			continue
+		}
+		if out[b].Errors == nil {
+			out[b].Errors = map[string]int64{}
+		}
+		out[b].Errors[class] += n
+	}
+	if err := ev.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
+	}
+	return out, nil
+}
