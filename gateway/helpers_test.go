@@ -88,6 +88,14 @@ func (m *memStore) ErrorEvents(context.Context, storage.RequestLogQuery) ([]stor
 	defer m.mu.Unlock()
 	return append([]storage.ErrorEvent(nil), m.events...), nil
 }
+func (m *memStore) UsageSeries(_ context.Context, q storage.SeriesQuery) ([]storage.SeriesBucket, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return storage.SeriesOf(q, m.usage, m.events), nil
+}
 func (m *memStore) InsertErrorEvents(_ context.Context, evs []storage.ErrorEvent) error {
 	m.mu.Lock()
 	m.events = append(m.events, evs...)

@@ -171,3 +171,41 @@ func NewSeries(q SeriesQuery) []SeriesBucket {
 	}
 	return out
 }
+
+// SeriesOf sums recs and evs into q's buckets as UsageSeries does (those
+// outside q's window are left out), for stores that keep the request log in
+// memory. q must be valid.
+func SeriesOf(q SeriesQuery, recs []UsageRecord, evs []ErrorEvent) []SeriesBucket {
+	out := NewSeries(q)
+	bucket := func(at time.Time) *SeriesBucket {
+		if at.Before(q.From) || !at.Before(q.To) {
+			return nil
+		}
+		return &out[at.Sub(q.From)/q.Step]
+	}
+	for i := range recs {
+		r := &recs[i]
+		b := bucket(r.At)
+		if b == nil {
+			continue
+		}
+		b.Requests++
+		if r.Status >= 400 {
+			b.Failed++
+		}
+		b.Failovers += int64(max(r.Attempts-1, 0))
+		b.InputTokens += r.InputTokens
+		b.CachedTokens += r.CachedTokens
+		b.OutputTokens += r.OutputTokens
+		b.Latency.Add(r.Latency)
+	}
+	for i := range evs {
+		if b := bucket(evs[i].At); b != nil {
+			if b.Errors == nil {
+				b.Errors = map[string]int64{}
+			}
+			b.Errors[evs[i].Class]++
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package storagetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -233,6 +234,18 @@ func testRequestLogSeries(t *testing.T, s storage.Store) {
 	}
 	if got[1].Latency != want || got[1].Requests != int64(2*len(storage.LatencyBinUpper)) || got[1].Errors != nil {
 		t.Errorf("bucket 1: %d requests, errors %v, latencies\n got %v\nwant %v", got[1].Requests, got[1].Errors, got[1].Latency, want)
+	}
+	// The SQL sums what SeriesOf sums in memory.
+	all, err := s.UsageRecords(ctx(t), storage.RequestLogQuery{Limit: storage.MaxRequestLogLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allEvs, err := s.ErrorEvents(ctx(t), storage.RequestLogQuery{Limit: storage.MaxRequestLogLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem := storage.SeriesOf(q, all, allEvs); !reflect.DeepEqual(mem, got) {
+		t.Errorf("UsageSeries differs from SeriesOf over the same log:\n got %+v\nwant %+v", got, mem)
 	}
 	if b2 := got[2]; b2.Requests != 1 || b2.Failovers != 1 || b2.Failed != 0 || b2.Errors["quota"] != 1 || b2.Latency.Count() != 1 {
 		t.Errorf("bucket 2: %+v", b2)
