@@ -51,8 +51,11 @@ func (e *Error) Unwrap() error { return e.Kind }
 // errors with it ("policy smart:12:").
 func chunkName(policy string) string { return "policy " + policy }
 
-// syntaxError converts a parse or compile error.
-func syntaxError(policy string, err error) *Error {
+// syntaxError converts a parse or compile error of source. An error at
+// the end of the file (a block left open, an unterminated string) is put
+// on the source's last line that is not blank: where the missing end or
+// quote belongs, and where an editor should mark it.
+func syntaxError(policy, source string, err error) *Error {
 	e := &Error{Policy: policy, Kind: ErrSyntax}
 	var pe *parse.Error
 	var ce *lua.CompileError
@@ -61,7 +64,7 @@ func syntaxError(policy string, err error) *Error {
 		e.Line, e.Msg = pe.Pos.Line, strings.TrimSpace(pe.Message)
 		switch {
 		case pe.Pos.Line == parse.EOF:
-			e.Line = 0
+			e.Line = lastLine(source)
 			e.Msg += " at end of file"
 		case pe.Token != "":
 			e.Msg += " near '" + pe.Token + "'"
@@ -72,6 +75,12 @@ func syntaxError(policy string, err error) *Error {
 		e.Msg = strings.TrimSpace(err.Error())
 	}
 	return e
+}
+
+// lastLine returns the 1-based number of the last line of source that is
+// not blank (1 for a blank source).
+func lastLine(source string) int {
+	return 1 + strings.Count(strings.TrimRight(source, " \t\r\n\f\v"), "\n")
 }
 
 // runtimeError converts an error returned by PCall. A position prefix

@@ -69,11 +69,11 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 	}
 	chunk, err := parse.Parse(strings.NewReader(source), chunkName(name))
 	if err != nil {
-		return nil, syntaxError(name, err)
+		return nil, syntaxError(name, source, err)
 	}
 	proto, err := lua.Compile(chunk, chunkName(name))
 	if err != nil {
-		return nil, syntaxError(name, err)
+		return nil, syntaxError(name, source, err)
 	}
 	if err := checkConcat(name, proto); err != nil {
 		return nil, err

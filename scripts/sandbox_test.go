@@ -93,7 +93,11 @@ func TestSandboxRefusals(t *testing.T) {
 		{"error(table)", "function score(a, now)\n  error({code = 1})\nend", ErrRuntime, "error object is a table", 0},
 		{"arithmetic on nil", "function score(a, now)\n  return a.cooldown_until + 1\nend", ErrRuntime, "cannot perform add operation", 2},
 		{"syntax error", "function score(a)\n  return 1 +\nend", ErrSyntax, "near 'end'", 3},
-		{"syntax error at eof", "function score(a)\n  return 1", ErrSyntax, "at end of file", 0},
+		{"syntax error at eof", "function score(a)\n  return 1", ErrSyntax, "at end of file", 2},
+		// At the end of the file: the last line that is not blank, where
+		// the missing end belongs (issue 18: the editor marked line 1).
+		{"syntax error at eof after blank lines", "policy = {}\nfunction score(a)\n  return 1\n\n  \n", ErrSyntax, "at end of file", 3},
+		{"unterminated string at eof", "x = 1\ny = 'abc", ErrSyntax, "unterminated string at end of file", 2},
 
 		// Wrong results.
 		{"score returns a string", "function score() return 'high' end", ErrResult, "score returned a string, want a number, nil or false", 1},
