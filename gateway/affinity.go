@@ -23,33 +23,31 @@ const affinityPrefix = "aff:resp:"
 const affinityOwnerSep = "|"
 
 // remember records that account served response id to the API key keyID
-// (best effort: a cache failure only costs the follow-up its preference).
+// (best effort: a cache failure only costs the follow-up its preference),
+// at once: a stream does so before relaying its response.completed, since
+// the client may name the response in its next request, on any instance.
 func (s *Server) remember(id, account, keyID string) {
-	if s.cache == nil || id == "" || len(id) > 256 {
+	if s.cache == nil || responseKey(id) == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := s.cache.Set(ctx, affinityPrefix+id, account+affinityOwnerSep+keyID, AffinityTTL); err != nil {
+	if err := s.cache.Set(ctx, responseKey(id), responseValue(account, keyID), AffinityTTL); err != nil {
 		s.log.Debug("affinity not recorded", "err", err)
 	}
 }
 
-// affinity returns the account that served previous response id and the ID
-// of the API key it was served to, or "" for both. A value written before
-// the key was recorded has no key ("").
-func (s *Server) affinity(ctx context.Context, id string) (account, keyID string) {
-	if s.cache == nil || id == "" || len(id) > 256 {
-		return "", ""
+// responseValue is the affinity entry of a response account served to
+// the API key keyID.
+func responseValue(account, keyID string) string { return account + affinityOwnerSep + keyID }
+
+// responseKey is the cache key of response id's affinity entry, "" when
+// id cannot have one.
+func responseKey(id string) string {
+	if id == "" || len(id) > 256 {
+		return ""
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	v, ok, err := s.cache.Get(actx, affinityPrefix+id)
-	if err != nil || !ok {
-		return "", ""
-	}
-	account, keyID, _ = strings.Cut(v, affinityOwnerSep)
-	return account, keyID
+	return affinityPrefix + id
 }
 
 // errPreviousResponseNotFound is the answer to a previous_response_id that
@@ -77,15 +75,37 @@ func errPreviousResponseUnavailable(id string) *APIError {
 		Message: "Previous response with id '" + clip(id) + "' is held by an upstream account that is not available now. Resend the full input without previous_response_id."}
 }
 
-// pin applies affinity to c before routing (docs/affinity.md): a
-// previous_response_id the gateway has seen must go to the account that
-// served it, and only there — while that account is usable; otherwise 409.
-// A session key (session headers, prompt_cache_key) prefers the account
-// that served the session last, so its prompt cache stays warm; that
-// preference yields when the account is not available.
-func (s *Server) pin(ctx context.Context, c *call) *APIError {
+// pinKey is the affinity entry pin needs for c: the owner of its
+// previous_response_id, else its session's last account ("" for none).
+// admit reads it in the request's one round trip before routing.
+func pinKey(c *call) string {
 	if c.prevResp != "" {
-		owner, keyID := s.affinity(ctx, c.prevResp)
+		return responseKey(c.prevResp)
+	}
+	return c.sessionEntry()
+}
+
+// sessionEntry is the cache key of c's session affinity ("" without a
+// session), made once per request.
+func (c *call) sessionEntry() string {
+	if c.sessionKey == "" && c.session != "" {
+		c.sessionKey = sessionCacheKey(c.session)
+	}
+	return c.sessionKey
+}
+
+// pin applies affinity to c before routing (docs/affinity.md), given the
+// value of its pinKey entry: a previous_response_id the gateway has seen
+// must go to the account that served it, and only there — while that
+// account is usable; otherwise 409. A session key (session headers,
+// prompt_cache_key) prefers the account that served the session last, so
+// its prompt cache stays warm; that preference yields when the account is
+// not available.
+func (s *Server) pin(c *call, entry string) *APIError {
+	if c.prevResp != "" {
+		// "<account id>|<key id>"; a value written before the key was
+		// recorded has no key.
+		owner, keyID, _ := strings.Cut(entry, affinityOwnerSep)
 		if owner == "" {
 			return nil // not ours (or expired): the upstream answers whether it knows the id
 		}
@@ -98,7 +118,7 @@ func (s *Server) pin(ctx context.Context, c *call) *APIError {
 		c.prefer, c.only = owner, owner
 		return nil
 	}
-	c.prefer = s.sessionAccount(ctx, c.session)
+	c.prefer = entry
 	return nil
 }
 
@@ -123,31 +143,4 @@ func (s *Server) usable(id string) bool {
 func sessionCacheKey(session string) string {
 	h := sha256.Sum256([]byte(session))
 	return sessionAffinityPrefix + hex.EncodeToString(h[:16])
-}
-
-// sessionAccount returns the account that last served session, or "".
-func (s *Server) sessionAccount(ctx context.Context, session string) string {
-	if s.cache == nil || session == "" {
-		return ""
-	}
-	actx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	acc, ok, err := s.cache.Get(actx, sessionCacheKey(session))
-	if err != nil || !ok {
-		return ""
-	}
-	return acc
-}
-
-// rememberSession records that account served c's session (best effort),
-// for SessionAffinityTTL after its last request.
-func (s *Server) rememberSession(c *call, account string) {
-	if s.cache == nil || c.session == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.cache.Set(ctx, sessionCacheKey(c.session), account, s.cfg.SessionAffinityTTL); err != nil {
-		s.log.Debug("session affinity not recorded", "err", err)
-	}
 }

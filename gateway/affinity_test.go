@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -74,8 +75,13 @@ func TestPreviousResponseOfAnotherKey(t *testing.T) {
 	if err := mc.Set(context.Background(), affinityPrefix+"resp_old", "a0", AffinityTTL); err != nil {
 		t.Fatal(err)
 	}
-	if acc, key := s.affinity(context.Background(), "resp_old"); acc != "a0" || key != "" {
-		t.Fatalf("old value: %q %q", acc, key)
+	c := &call{prevResp: "resp_old", key: storage.APIKey{ID: "some-key"}}
+	entry, aerr := s.admit(context.Background(), &c.key, pinKey(c))
+	if aerr == nil {
+		aerr = s.pin(c, entry)
+	}
+	if aerr != nil || c.only != "a0" || c.prefer != "a0" {
+		t.Fatalf("old value %q: %v, pinned to %q", entry, aerr, c.only)
 	}
 	waitIdle(t, sys)
 }

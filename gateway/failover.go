@@ -192,18 +192,20 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
 	u, _ := translate.BodyUsage(up, body)
 	s.served(c, lease, u, lat, 0)
+	respID := ""
 	if up != c.endpoint {
 		out, err := translateAnswer(c, up, body)
 		if err != nil {
 			s.log.Warn("answer translation failed", "request_id", c.id, "from", up.Route(), "to", c.endpoint.Route(), "err", err)
+			s.settle(c, lease.AccountID, "", false) // the tokens were served all the same
 			return result{}, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err,
 				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
 		}
 		body = out
 	} else if c.endpoint == translate.Responses && !c.compact {
-		s.remember(gjson.GetBytes(body, "id").String(), lease.AccountID, c.key.ID)
+		respID = gjson.GetBytes(body, "id").String()
 	}
-	s.rememberSession(c, lease.AccountID)
+	s.settle(c, lease.AccountID, respID, true)
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
 }
 
@@ -235,11 +237,10 @@ func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start 
 }
 
 // served notes on c the attempt that served the client (account, tokens,
-// latency, TTFT) and charges its tokens to the key. Only that attempt is
-// billed; its request-log record is written when the request ends
-// (Server.logRequest), with the status the client got.
+// latency, TTFT); settle then charges its tokens to the key. Only that
+// attempt is billed; its request-log record is written when the request
+// ends (Server.logRequest), with the status the client got.
 func (s *Server) served(c *call, l *actors.Lease, u translate.Usage, latency, ttft time.Duration) {
-	s.chargeTokens(&c.key, u.InputTokens+u.OutputTokens)
 	c.servedBy, c.usage, c.latency, c.ttft = l.AccountID, u, latency, ttft
 }
 

@@ -26,59 +26,78 @@ func untilWindowEnd(now time.Time, w time.Duration) time.Duration {
 	return w - time.Duration(now.UnixNano()%int64(w))
 }
 
-// admit charges one request against the key's RPM and RPD windows and checks
-// its daily token budget. A cache failure lets the request through (limits
-// are a guard, not a dependency) and is logged.
-func (s *Server) admit(ctx context.Context, k *storage.APIKey) *APIError {
+// admit is the request's one cache round trip before routing: it charges
+// one request against the key's RPM and RPD windows, checks its daily
+// token budget, and reads the affinity entry entry ("" reads none; pin
+// applies it). The limits are a chain (storage.Batcher): a request refused
+// per minute is not charged to the day. It returns the entry's value (""
+// when absent) or the 429 of the first limit that refused. A cache
+// failure lets the request through (limits are a guard, not a dependency)
+// and is logged; the entry then reads as absent.
+func (s *Server) admit(ctx context.Context, k *storage.APIKey, entry string) (string, *APIError) {
+	if s.cache == nil {
+		return "", nil
+	}
+	var buf [4]storage.CacheOp
+	ops := appendLimitChecks(buf[:0], k)
+	limits := len(ops)
+	if entry != "" {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheGet, Key: entry})
+	}
+	if len(ops) == 0 {
+		return "", nil
+	}
+	_ = storage.Batch(ctx, s.cache, ops) // each op carries its error
+	if aerr := s.limitRefusal(ops[:limits], k); aerr != nil {
+		return "", aerr
+	}
+	if entry == "" {
+		return "", nil
+	}
+	op := &ops[limits]
+	if op.Err != nil {
+		s.log.Debug("affinity not read", "err", op.Err)
+	}
+	return op.Value, nil
+}
+
+// appendLimitChecks appends k's limit checks to ops: RPM and RPD charged,
+// then the daily token budget checked (each only when the key has it).
+func appendLimitChecks(ops []storage.CacheOp, k *storage.APIKey) []storage.CacheOp {
 	l := k.Limits
-	if s.cache == nil || (l.RPM <= 0 && l.RPD <= 0 && l.TokensPerDay <= 0) {
-		return nil
+	if l.RPM > 0 {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: "rl:rpm:" + k.ID, N: 1, TTL: minute, Limit: l.RPM})
 	}
-	now := s.now()
-	check := func(name string, limit int64, w time.Duration, what string) *APIError {
-		if limit <= 0 {
-			return nil
-		}
-		n, err := s.cache.Incr(ctx, "rl:"+name+":"+k.ID, 1, w)
-		if err != nil {
-			s.limitError(err)
-			return nil
-		}
-		if n > limit {
-			return errRateLimited(what, limit, untilWindowEnd(now, w))
-		}
-		return nil
-	}
-	if e := check("rpm", l.RPM, minute, "requests per minute"); e != nil {
-		return e
-	}
-	if e := check("rpd", l.RPD, day, "requests per day"); e != nil {
-		return e
+	if l.RPD > 0 {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: "rl:rpd:" + k.ID, N: 1, TTL: day, Limit: l.RPD})
 	}
 	if l.TokensPerDay > 0 {
-		n, err := s.cache.Count(ctx, "rl:tpd:"+k.ID, day)
-		if err != nil {
-			s.limitError(err)
-			return nil
-		}
-		if n >= l.TokensPerDay {
-			return &APIError{Status: 429, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: untilWindowEnd(now, day),
-				Message: "This API key has used its daily token budget (" + strconv.FormatInt(l.TokensPerDay, 10) + " tokens). It resets at 00:00 UTC."}
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheCount, Key: tokensKey(k), TTL: day, Limit: l.TokensPerDay})
+	}
+	return ops
+}
+
+func tokensKey(k *storage.APIKey) string { return "rl:tpd:" + k.ID }
+
+// limitRefusal is the 429 of the limit check in checks (appendLimitChecks,
+// run) that refused, or nil; a check that failed is logged and passes.
+func (s *Server) limitRefusal(checks []storage.CacheOp, k *storage.APIKey) *APIError {
+	for i := range checks {
+		op := &checks[i]
+		switch {
+		case op.Err != nil:
+			s.limitError(op.Err)
+		case !op.Over:
+		case op.Kind == storage.CacheCount:
+			return &APIError{Status: 429, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: untilWindowEnd(s.now(), day),
+				Message: "This API key has used its daily token budget (" + strconv.FormatInt(op.Limit, 10) + " tokens). It resets at 00:00 UTC."}
+		case op.TTL == minute:
+			return errRateLimited("requests per minute", op.Limit, untilWindowEnd(s.now(), minute))
+		default:
+			return errRateLimited("requests per day", op.Limit, untilWindowEnd(s.now(), day))
 		}
 	}
 	return nil
-}
-
-// chargeTokens adds a served request's tokens to the key's daily budget.
-func (s *Server) chargeTokens(k *storage.APIKey, tokens int64) {
-	if s.cache == nil || k.Limits.TokensPerDay <= 0 || tokens <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := s.cache.Incr(ctx, "rl:tpd:"+k.ID, tokens, day); err != nil {
-		s.limitError(err)
-	}
 }
 
 func (s *Server) limitError(err error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // fakeClock is a settable clock shared by the server and its cache.
@@ -45,14 +46,14 @@ func limitedKey(t *testing.T, m *memStore, l storage.KeyLimits, models ...string
 
 func wantAdmitted(t *testing.T, s *Server, k *storage.APIKey, what string) {
 	t.Helper()
-	if e := s.admit(context.Background(), k); e != nil {
+	if _, e := s.admit(context.Background(), k, ""); e != nil {
 		t.Fatalf("%s: refused: %d %s", what, e.Status, e.Message)
 	}
 }
 
 func wantRefused(t *testing.T, s *Server, k *storage.APIKey, what, typ string, retry time.Duration) {
 	t.Helper()
-	e := s.admit(context.Background(), k)
+	_, e := s.admit(context.Background(), k, "")
 	switch {
 	case e == nil:
 		t.Fatalf("%s: admitted, want 429", what)
@@ -79,9 +80,9 @@ func TestLimitsWindows(t *testing.T) {
 
 	_, tpd := limitedKey(t, m, storage.KeyLimits{TokensPerDay: 100})
 	wantAdmitted(t, s, tpd, "tokens 0 of 100")
-	s.chargeTokens(tpd, 60)
+	charge(s, tpd, 60)
 	wantAdmitted(t, s, tpd, "tokens 60 of 100")
-	s.chargeTokens(tpd, 60)
+	charge(s, tpd, 60)
 	wantRefused(t, s, tpd, "tokens 120 of 100", "tokens", 10*time.Second)
 
 	// The next minute and day start afresh.
@@ -95,12 +96,33 @@ func TestLimitsWindows(t *testing.T) {
 	wantRefused(t, s, rpd, "rpd 2 on the next day", "requests", 24*time.Hour-30*time.Second)
 }
 
-// countingCache is a storage.Cache whose counters fail with err (when set)
-// and which counts the calls.
+// charge settles a request of k that was served tokens.
+func charge(s *Server, k *storage.APIKey, tokens int64) {
+	s.settle(&call{key: *k, usage: translate.Usage{InputTokens: tokens}}, "a0", "", false)
+}
+
+// countingCache is a storage.Cache that counts its round trips (a call, or
+// a batch) and whose calls fail with err when it is set.
 type countingCache struct {
 	storage.Cache
 	calls atomic.Int64
 	err   error
+}
+
+func (c *countingCache) Get(ctx context.Context, key string) (string, bool, error) {
+	c.calls.Add(1)
+	if c.err != nil {
+		return "", false, c.err
+	}
+	return c.Cache.Get(ctx, key)
+}
+
+func (c *countingCache) Set(ctx context.Context, key, value string, ttl time.Duration) error {
+	c.calls.Add(1)
+	if c.err != nil {
+		return c.err
+	}
+	return c.Cache.Set(ctx, key, value, ttl)
 }
 
 func (c *countingCache) Incr(ctx context.Context, key string, n int64, w time.Duration) (int64, error) {
@@ -119,8 +141,19 @@ func (c *countingCache) Count(ctx context.Context, key string, w time.Duration) 
 	return c.Cache.Count(ctx, key, w)
 }
 
+func (c *countingCache) Batch(ctx context.Context, ops []storage.CacheOp) error {
+	c.calls.Add(1)
+	if c.err != nil {
+		for i := range ops {
+			ops[i].Err = c.err
+		}
+		return c.err
+	}
+	return storage.Batch(ctx, c.Cache, ops)
+}
+
 // TestLimitsCache checks that a key without limits never touches the cache,
-// that a key with every limit costs three cache calls, and that a cache that
+// that a key with every limit costs one round trip, and that a cache that
 // cannot serve admits the request (limits are a guard, not a dependency).
 func TestLimitsCache(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
@@ -130,21 +163,42 @@ func TestLimitsCache(t *testing.T) {
 
 	_, free := limitedKey(t, m, storage.KeyLimits{})
 	wantAdmitted(t, s, free, "no limits")
-	s.chargeTokens(free, 1000)
+	charge(s, free, 1000)
 	if n := cc.calls.Load(); n != 0 {
 		t.Errorf("a key without limits made %d cache calls", n)
 	}
 	_, all := limitedKey(t, m, storage.KeyLimits{RPM: 1, RPD: 1, TokensPerDay: 1})
 	wantAdmitted(t, s, all, "every limit")
-	if n := cc.calls.Load(); n != 3 {
-		t.Errorf("a key with RPM, RPD and tokens per day made %d cache calls, want 3", n)
+	if n := cc.calls.Load(); n != 1 {
+		t.Errorf("a key with RPM, RPD and tokens per day made %d cache round trips, want 1", n)
 	}
 
 	cc.err = storage.ErrCacheUnavailable
 	for i := range 5 {
 		wantAdmitted(t, s, all, "cache unavailable #"+strconv.Itoa(i))
 	}
-	s.chargeTokens(all, 10) // logged, not fatal
+	charge(s, all, 10) // logged, not fatal
+}
+
+// A request refused per minute is not charged to its day: after the
+// refusals, the day still admits as many requests as its limit allows.
+func TestLimitsRefusedMinuteNotChargedToDay(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	s, m := limitServer(t, clock, `{}`)
+	_, k := limitedKey(t, m, storage.KeyLimits{RPM: 2, RPD: 4})
+	wantAdmitted(t, s, k, "minute 1, request 1")
+	wantAdmitted(t, s, k, "minute 1, request 2")
+	for i := range 5 {
+		wantRefused(t, s, k, "minute 1, refused request "+strconv.Itoa(i), "requests", time.Minute)
+	}
+	if n, err := s.cache.Count(context.Background(), "rl:rpd:"+k.ID, day); err != nil || n != 2 {
+		t.Fatalf("requests counted for the day: %d, %v; want 2 (refused ones are not)", n, err)
+	}
+	clock.set(clock.now().Add(time.Minute))
+	wantAdmitted(t, s, k, "minute 2, request 1 (day 3 of 4)")
+	wantAdmitted(t, s, k, "minute 2, request 2 (day 4 of 4)")
+	clock.set(clock.now().Add(time.Minute))
+	wantRefused(t, s, k, "minute 3: the day is used up", "requests", 24*time.Hour-12*time.Hour-2*time.Minute)
 }
 
 // TestLimitsHTTP checks the answers a client gets: 429 in OpenAI's error

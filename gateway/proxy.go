@@ -86,11 +86,12 @@ type call struct {
 	ttft     time.Duration   // serving attempt: time to first content
 
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
-	only    string // the only account that may serve it: the owner of prevResp's state
-	session string // the client's session key (session headers, prompt_cache_key)
-	ws      bool   // the client is on the Responses WebSocket
-	wsCont  []byte // the client's own continuation, sent on an upstream connection holding prevResp
-	wsUp    []byte // wsCont with the target model (continuation), made once
+	only       string // the only account that may serve it: the owner of prevResp's state
+	session    string // the client's session key (session headers, prompt_cache_key)
+	sessionKey string // its affinity entry's cache key (sessionEntry)
+	ws         bool   // the client is on the Responses WebSocket
+	wsCont     []byte // the client's own continuation, sent on an upstream connection holding prevResp
+	wsUp       []byte // wsCont with the target model (continuation), made once
 
 	decision actors.Decision // why the last attempt's account was chosen (gateway/decision.go)
 	decided  bool            // decision is set
@@ -150,15 +151,15 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 			return aerr.Status
 		}
 	}
-	if aerr := s.admit(ctx, &c.key); aerr != nil {
-		writeError(ctx, aerr)
-		return aerr.Status
-	}
 	c.group = c.key.Group
 	if c.session = sessionKey(ctx, nil); c.session == "" {
 		c.session = c.cacheKey
 	}
-	if aerr := s.pin(ctx, c); aerr != nil {
+	entry, aerr := s.admit(ctx, &c.key, pinKey(c)) // limits and affinity: one cache round trip
+	if aerr == nil {
+		aerr = s.pin(c, entry)
+	}
+	if aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}

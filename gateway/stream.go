@@ -568,10 +568,10 @@ func (st *stream) finish(count bool) {
 	// What was served is billed, also when the client closed early or the
 	// stream broke (the upstream counted those tokens too).
 	s.served(c, st.lease, st.usage, s.now().Sub(st.start), st.ttft)
+	s.settle(c, st.lease.AccountID, "", v.Class == upstream.ClassNone) // the response's affinity was recorded before its end was relayed
 	status := st.status
 	switch {
 	case v.Class == upstream.ClassNone:
-		s.rememberSession(c, st.lease.AccountID)
 	case v.Class == upstream.ClassCanceled:
 		status = statusClientClosed
 	default:

@@ -254,30 +254,35 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 		return aerr.Status
 	}
 	c.stream = true
-	if aerr := s.admit(ss.ctx, &c.key); aerr != nil {
-		_ = ss.writeError(aerr)
-		return aerr.Status
-	}
 	c.group = c.key.Group
 	c.session = ss.session
 	if c.session == "" {
 		c.session = c.cacheKey
 	}
-	switch {
-	case prev != nil:
+	c.prevResp = f.prevResp
+	entry := pinKey(c)
+	if prev != nil {
 		// The connection holds the transcript: prefer the account that
-		// holds the upstream state; any other can take the full input.
-		c.prevResp = f.prevResp
-		c.prefer = prev.account
+		// holds the upstream state (else the session's); any other can
+		// take the full input.
+		entry = ""
+		if c.prefer = prev.account; c.prefer == "" {
+			entry = c.sessionEntry()
+		}
+	}
+	entry, aerr := s.admit(ss.ctx, &c.key, entry) // limits and affinity: one cache round trip
+	switch {
+	case aerr != nil:
+	case prev != nil:
 		if c.prefer == "" {
-			c.prefer = s.sessionAccount(ss.ctx, c.session)
+			c.prefer = entry
 		}
 	default:
-		c.prevResp = f.prevResp
-		if aerr := s.pin(ss.ctx, c); aerr != nil {
-			_ = ss.writeError(aerr)
-			return aerr.Status
-		}
+		aerr = s.pin(c, entry)
+	}
+	if aerr != nil {
+		_ = ss.writeError(aerr)
+		return aerr.Status
 	}
 	if aerr := s.routeWith(c, c.session, ss.clientIP); aerr != nil {
 		_ = ss.writeError(aerr)

@@ -22,6 +22,9 @@ var ErrCacheUnavailable = errors.New("cache: unavailable")
 // channels are separate namespaces: the same key names unrelated things in
 // each. A ttl or window that is not positive is refused with an error that
 // wraps ErrInvalid. Times are resolved to the millisecond or better.
+//
+// Backends that can run several operations in one round trip implement
+// Batcher too; callers use Batch, which works with any Cache.
 type Cache interface {
 	// Get returns the value of key; ok is false when absent or expired.
 	Get(ctx context.Context, key string) (value string, ok bool, err error)

@@ -60,6 +60,10 @@ func Run(t *testing.T, open func(t *testing.T) storage.Cache) {
 		{"PubSub/SlowSubscriber", testPubSubSlowSubscriber},
 		{"PubSub/NoSubscribers", testPubSubNoSubscribers},
 		{"Concurrent/Mixed", testConcurrentMixed},
+		{"Batch/Mixed", testBatchMixed},
+		{"Batch/LimitChain", testBatchLimitChain},
+		{"Batch/LimitConcurrent", testBatchLimitConcurrent},
+		{"Batch/Invalid", testBatchInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,7 @@ type Pinger = storage.Pinger
 // failed reports whether err from the primary is unavailability, turning
 // the cache degraded if so.
 func (c *Cache) failed(err error) bool {
-	if err == nil || !errors.Is(err, storage.ErrCacheUnavailable) {
+	if !isUnavailable(err) {
 		return false
 	}
 	c.primaryErrors.Add(1)
@@ -37,6 +37,11 @@ func (c *Cache) failed(err error) bool {
 		}
 	}
 	return true
+}
+
+// isUnavailable reports whether err says the cache could not serve.
+func isUnavailable(err error) bool {
+	return err != nil && errors.Is(err, storage.ErrCacheUnavailable)
 }
 
 // usePrimary reports whether a call should try the primary; when it should

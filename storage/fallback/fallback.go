@@ -20,6 +20,10 @@
 // and then copies the entry writes made during the outage to the primary in
 // the background (see below), so recovery does not wait for the copy.
 //
+// A batch (storage.Batcher) goes to the primary in one round trip and
+// follows the same rules as the calls it holds; when the primary fails it,
+// the whole batch runs locally.
+//
 // # What each family does across an outage
 //
 //   - Entries (affinity): while healthy, Set and Delete are mirrored into the

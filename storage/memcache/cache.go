@@ -452,3 +452,14 @@ func (c *Cache) sweepOnce() {
 		}
 	}
 }
+
+var _ storage.Batcher = (*Cache)(nil)
+
+// Batch runs ops one after another (storage.RunOps): in memory there is no
+// round trip to save, but the fallback cache hands its batches to the local
+// cache whole. The limit chain is not atomic against concurrent batches;
+// each counter operation is, so limits are still exact. See
+// storage.Batcher.
+func (c *Cache) Batch(ctx context.Context, ops []storage.CacheOp) error {
+	return storage.RunOps(ctx, c, ops)
+}
