@@ -36,11 +36,16 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	}
 	switch parts[0] {
 	case "ops":
-		if method != "GET" || len(parts) != 1 {
+		switch {
+		case method != "GET" || len(parts) > 2:
 			writeError(ctx, errMethod(method, string(ctx.Path())))
-			return
+		case len(parts) == 2 && parts[1] == "series":
+			s.opsSeries(ctx)
+		case len(parts) == 2:
+			writeError(ctx, errNotFound(string(ctx.Path())))
+		default:
+			s.ops(ctx)
 		}
-		s.ops(ctx)
 	case "policies":
 		s.adminPolicies(ctx, method, parts[1:])
 	case "logout":
