@@ -115,10 +115,11 @@ func (s *Server) pin(c *call, entry string) *APIError {
 		if !s.usable(owner) {
 			return errPreviousResponseUnavailable(c.prevResp)
 		}
-		c.prefer, c.only = owner, owner
+		c.prefer, c.only, c.owner = owner, owner, owner
 		return nil
 	}
 	c.prefer = entry
+	c.owner = c.prefer // the session's account-bound state is its last account's (gateway/state.go)
 	return nil
 }
 

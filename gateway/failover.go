@@ -55,16 +55,24 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		maxAttempts = min(c.maxAttempts, 20)
 	}
 	var budgetEnd time.Time // set when the first attempt ends
-	for c.attempts < maxAttempts {
-		if c.attempts > 0 && s.now().After(budgetEnd) {
+	// retryOn: the next attempt is the one retry without account-bound
+	// state, after retryOn refused it (stateRetry), outside the attempt
+	// count and the budget.
+	retryOn := ""
+	for c.attempts < maxAttempts || retryOn != "" {
+		if retryOn == "" && c.attempts > 0 && s.now().After(budgetEnd) {
 			break // the first attempt is never cut short; failovers share the budget after it
 		}
-		if c.attempts > 0 && c.only != "" {
+		if retryOn == "" && c.attempts > 0 && c.only != "" {
 			break // only the owner of previous_response_id holds its state
+		}
+		prefer := c.prefer
+		if retryOn != "" {
+			prefer, retryOn = retryOn, ""
 		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Native: c.native, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
-			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: c.prefer,
+			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: prefer,
 			Only: c.only, Canary: c.canary,
 		})
 		if err != nil {
@@ -93,6 +101,14 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 			return outcome{res: res}
 		}
 		last = f
+		if s.stateRetry(c, f) && ctx.Err() == nil {
+			// The account could not read state another account made: the
+			// request goes once more without it, to the same account (it
+			// is not at fault), and the 400 never reaches the client.
+			s.log.Info("upstream refused account-bound state; retrying without it", "request_id", c.id, "account", lease.Name)
+			tried, retryOn = tried[:len(tried)-1], lease.AccountID
+			continue
+		}
 		if !f.verdict.Class.AccountFault() || ctx.Err() != nil {
 			break
 		}
@@ -118,6 +134,9 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	c.decision, c.decided = lease.Decision, true
 	up := upstreamEndpoint(lease.Provider, c.endpoint)
 	body, usage, f := s.upstreamBody(c, up, lease.Provider == storage.ProviderOpenAI)
+	if f == nil && (c.stripState || s.foreignState(c, lease)) {
+		body, f = s.statelessBody(c, up, body, usage)
+	}
 	if f != nil {
 		// The client's request cannot be said in this upstream's protocol:
 		// the client's fault, so no penalty for the account.

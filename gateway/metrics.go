@@ -37,6 +37,10 @@ type Metrics struct {
 	connsRefused  *prometheus.CounterVec // troupe_client_connections_refused_total{reason}
 	connsTimedOut prometheus.Counter     // troupe_client_connections_header_timeout_total
 	acceptErrors  prometheus.Counter     // troupe_accept_errors_total
+
+	// Account-bound state (gateway/state.go).
+	stateStripped prometheus.Counter // troupe_account_state_stripped_total
+	stateRetries  prometheus.Counter // troupe_account_state_retries_total
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -95,6 +99,13 @@ func NewMetrics(views func() []actors.View) *Metrics {
 		Name: "troupe_accept_errors_total", Help: "Temporary accept errors (out of file descriptors, aborted connections), each retried after a backoff.",
 	})
 	m.Registry.MustRegister(m.connsOpen, m.connsRefused, m.connsTimedOut, m.acceptErrors)
+	m.stateStripped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "troupe_account_state_stripped_total", Help: "Request bodies sent to an account without the account-bound state (encrypted reasoning, thinking signatures) another account made.",
+	})
+	m.stateRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "troupe_account_state_retries_total", Help: "Requests retried without account-bound state after an upstream refused it (invalid_encrypted_content).",
+	})
+	m.Registry.MustRegister(m.stateStripped, m.stateRetries)
 	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows, m.cacheDown, m.cacheFlips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if views != nil {

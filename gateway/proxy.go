@@ -68,6 +68,16 @@ type call struct {
 	// client's protocol's body that asks for include_usage.
 	translated [4][]byte
 	usageBody  []byte
+	// stateless caches the bodies above without account-bound state
+	// (gateway/state.go), indexed by protocol; the last slot is usageBody's.
+	stateless [5][]byte
+	// owner is the account known to hold the account-bound state the
+	// client's body may carry ("" when unknown): previous_response_id's,
+	// else the session's last account (gateway/state.go).
+	owner string
+	// stripState: an upstream refused the body's account-bound state, so
+	// every attempt from then on goes without it.
+	stripState bool
 	compact    bool   // POST /v1/responses/compact (gateway/compact.go)
 	rawQuery   string // the client's query string (Messages clients send beta=true)
 	hook       func(*call) *APIError

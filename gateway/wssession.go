@@ -277,6 +277,7 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 		if c.prefer == "" {
 			c.prefer = entry
 		}
+		c.owner = c.prefer // the transcript's account-bound state is its account's (gateway/state.go)
 	default:
 		aerr = s.pin(c, entry)
 	}

@@ -57,6 +57,27 @@ func (c Class) AccountFault() bool {
 type Verdict struct {
 	Class      Class
 	RetryAfter time.Duration // 0 when the upstream gave no hint
+	// StateRefused: the upstream could not read account-bound state the
+	// request carried (OpenAI's 400 invalid_encrypted_content; Anthropic's
+	// invalid thinking signature) — state made by another account. The
+	// class is ClassRequest; the gateway answers it with one retry without
+	// that state (translate.StripAccountState), never with the 400.
+	StateRefused bool
+}
+
+// Markers of an upstream refusing account-bound state: OpenAI's error code
+// (Responses API: "The encrypted content for item rs_… could not be
+// verified.") and Anthropic's message for a thinking block whose signature
+// it cannot verify.
+var (
+	stateRefusedCode = "invalid_encrypted_content"
+	stateRefusedText = "Invalid `signature` in `thinking` block"
+)
+
+// stateRefused reports whether an error with code and message refuses
+// account-bound state.
+func stateRefused(code, msg string) bool {
+	return code == stateRefusedCode || strings.Contains(msg, stateRefusedText)
 }
 
 // Classify decides the failure class of an upstream answer with the given
@@ -111,6 +132,11 @@ func Classify(status int, h http.Header, body []byte) Verdict {
 		v.Class = ClassTransient
 	case status >= 400:
 		v.Class = ClassRequest
+		if status == http.StatusBadRequest && (bytes.Contains(body, []byte(stateRefusedCode)) || bytes.Contains(body, []byte(stateRefusedText))) {
+			e := gjson.GetBytes(body, "error")
+			v.StateRefused = stateRefused(e.Get("code").Str, e.Get("message").Str) ||
+				strings.Contains(gjson.GetBytes(body, "detail").Str, stateRefusedCode) // the Codex backend's FastAPI shape
+		}
 	default:
 		v.Class = ClassTransient
 	}
@@ -296,7 +322,7 @@ func ClassifyCode(code, typ string) Class {
 			return ClassQuota
 		case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value",
 			"not_found_error", "request_too_large",
-			"unsupported_parameter", "unsupported_value", "model_not_found", "previous_response_not_found",
+			"unsupported_parameter", "unsupported_value", "model_not_found", "previous_response_not_found", stateRefusedCode,
 			"string_above_max_length", "invalid_image", "content_policy_violation", "content_filter":
 			return ClassRequest
 		case "server_error", "overloaded_error", "api_error", "internal_error", "service_unavailable", "overloaded",
@@ -380,6 +406,7 @@ func ClassifyEvent(ep translate.Protocol, name, data []byte) (v Verdict, msg str
 	}
 	msg = e.Get("message").String()
 	v.Class = ClassifyCode(e.Get("code").String(), e.Get("type").String())
+	v.StateRefused = v.Class == ClassRequest && stateRefused(e.Get("code").String(), msg)
 	if v.Class == ClassRate {
 		v.RetryAfter = tryAgainIn(msg)
 	}
@@ -415,6 +442,7 @@ func ClassifyBody(ep translate.Protocol, body []byte) (v Verdict, msg string, is
 	}
 	msg = e.Get("message").String()
 	v.Class = ClassifyCode(e.Get("code").String(), e.Get("type").String())
+	v.StateRefused = v.Class == ClassRequest && stateRefused(e.Get("code").String(), msg)
 	if v.Class == ClassRate {
 		v.RetryAfter = tryAgainIn(msg)
 	}
@@ -432,5 +460,6 @@ func messagesErrorVerdict(e gjson.Result) (Verdict, string, bool) {
 		v.Class = ClassQuota
 		v.RetryAfter = regainAccessIn([]byte(msg), time.Now())
 	}
+	v.StateRefused = v.Class == ClassRequest && stateRefused("", msg)
 	return v, msg, true
 }

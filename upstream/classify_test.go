@@ -85,3 +85,35 @@ func TestClassifyBody(t *testing.T) {
 		}
 	}
 }
+
+// An upstream refusing account-bound state is a request-class failure
+// marked StateRefused, in every shape it arrives in: OpenAI's 400, the
+// same code in a Responses error event or failed response (also as the
+// Codex non-stream path renders it), the Codex backend's FastAPI body, and
+// Anthropic's invalid thinking signature, as a body or an error event.
+// Other 400s are not.
+func TestStateRefused(t *testing.T) {
+	openAI := []byte(`{"error":{"message":"The encrypted content for item rs_1 could not be verified.","type":"invalid_request_error","param":null,"code":"invalid_encrypted_content"}}`)
+	anthropic := []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid ` + "`signature` in `thinking`" + ` block"}}`)
+	for name, v := range map[string]Verdict{
+		"openai 400":            Classify(400, nil, openAI),
+		"codex detail":          Classify(400, nil, []byte(`{"detail":"invalid_encrypted_content: could not decrypt"}`)),
+		"anthropic 400":         Classify(400, nil, anthropic),
+		"responses error event": first(ClassifyEvent(translate.Responses, []byte("error"), []byte(`{"type":"error","error":{"type":"invalid_request_error","code":"invalid_encrypted_content","message":"m"}}`))),
+		"response.failed":       first(ClassifyEvent(translate.Responses, []byte("response.failed"), []byte(`{"type":"response.failed","response":{"error":{"code":"invalid_encrypted_content","message":"m"}}}`))),
+		"anthropic event":       first(ClassifyEvent(translate.Messages, []byte("error"), anthropic)),
+		"body":                  first(ClassifyBody(translate.Chat, openAI)),
+	} {
+		if !v.StateRefused || v.Class != ClassRequest {
+			t.Errorf("%s: %+v", name, v)
+		}
+	}
+	if v := Classify(400, nil, []byte(`{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"invalid_value"}}`)); v.StateRefused {
+		t.Errorf("a plain 400: %+v", v)
+	}
+	if got := failureStatus("invalid_encrypted_content", ""); got != 400 {
+		t.Errorf("codex non-stream status %d", got)
+	}
+}
+
+func first(v Verdict, _ string, _ bool) Verdict { return v }

@@ -361,7 +361,7 @@ func failureStatus(code, typ string) int {
 			"rate_limit_error", "tokens", "requests":
 			return http.StatusTooManyRequests
 		case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value",
-			"invalid_image", "unsupported_parameter", "previous_response_not_found":
+			"invalid_image", "unsupported_parameter", "previous_response_not_found", "invalid_encrypted_content":
 			return http.StatusBadRequest
 		case "server_is_overloaded", "slow_down":
 			return http.StatusServiceUnavailable
