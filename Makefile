@@ -118,7 +118,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzTranslateRequest \
 	translate:FuzzTranslateResponse translate:FuzzTranslateError translate:FuzzStream translate:FuzzStreamConformance \
 	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens bench/scenario:FuzzParse bench/load:FuzzReadStream \
-	gateway:FuzzAdminImport gateway:FuzzUsageCursor upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile \
+	admin:FuzzAdminImport admin:FuzzUsageCursor upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile \
 	upstream:FuzzParseRateLimitsEvent bench/mock:FuzzParseRequest gateway:FuzzParseCreateFrame \
 	upstream:FuzzCreateFrame scripts:FuzzCompile
 ## fuzz: run every fuzz target for FUZZTIME each, with a line saying which one of how many
@@ -135,7 +135,7 @@ bench: build
 
 ## bench-go: the Go micro-benchmarks quoted in docs/benchmarks.md
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./actors/ ./translate/ ./gateway/ ./storage/... ./upstream/
+	$(GO) test -run '^$$' -bench . -benchmem ./actors/ ./translate/ ./gateway/ ./admin/ ./storage/... ./upstream/
 
 clean:
 	rm -rf bin $(CACHE)

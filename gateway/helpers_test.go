@@ -284,7 +284,7 @@ func testServerCfg(t testing.TB, n int, tr upstream.Transport, cfg Config) (*Ser
 	return s, sys, key
 }
 
-// Admin users and the request log are exercised with the SQLite store (admin_test.go).
+// Admin users and the request log are exercised with the SQLite store (package admin).
 func (m *memStore) CreateAdminUser(_ context.Context, u storage.AdminUser) (storage.AdminUser, error) {
 	return u, nil
 }
@@ -326,4 +326,16 @@ func dialTCP(t testing.TB, ln net.Listener) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
 	return conn
+}
+
+// waitFor polls ok until it holds, failing the test after 5 s.
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

@@ -106,7 +106,7 @@ type call struct {
 	decision actors.Decision // why the last attempt's account was chosen (gateway/decision.go)
 	decided  bool            // decision is set
 	trace    bool            // an admin key asked for the decision in the answer
-	canary   bool            // the canary policy routes this request (gateway/canary.go)
+	canary   bool            // the canary policy routes this request (route.go, inCanary)
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,

@@ -10,9 +10,32 @@ import (
 
 // SetRouting installs the routing-policy runtime: the gateway calls the
 // route() of its active policy (or canary) for every request when the
-// policy defines one, counts outcomes by policy version, and serves
-// /api/admin/policies with it. Call it before Serve.
+// policy defines one, and counts outcomes by policy version. Call it before
+// Serve.
 func (s *Server) SetRouting(rt *routing.Runtime) { s.routing = rt }
+
+// inCanary decides whether the canary routes c (routing.Runtime.InCanary).
+func (s *Server) inCanary(c *call) bool {
+	return s.routing != nil && s.routing.InCanary(c.key.Group)
+}
+
+// routerFor returns the router of the policy that routes c (nil: none).
+func (s *Server) routerFor(c *call) *scripts.Router {
+	if s.routing == nil {
+		return nil
+	}
+	return s.routing.Router(c.canary)
+}
+
+// countPolicy adds c's outcome to its policy version's counters and metrics
+// (routing.Runtime.Count).
+func (s *Server) countPolicy(c *call, status int) {
+	if !c.decided || s.routing == nil {
+		return
+	}
+	s.routing.Count(routing.Result{Policy: c.decision.Policy, Version: c.decision.PolicyVersion, Canary: c.decision.Canary,
+		Failed: status >= 500 || status == 429, Failovers: c.attempts - 1, Latency: s.now().Sub(c.start)})
+}
 
 // sessionHeaders are the client headers that name a session, in order of
 // preference (Codex sends session-id; older clients session_id).
@@ -34,7 +57,7 @@ func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 // (a key with a group stays in it); a model replaces the routing target and
 // the model the upstream is asked for; provider and tags filter candidates; a sticky key and
 // max_attempts go to the scheduler and the failover loop. A request the
-// canary routes (gateway/canary.go) runs the canary's route(). A route error is
+// canary routes (inCanary) runs the canary's route(). A route error is
 // logged and the request routed without constraints (fail open: the
 // policy's score still applies).
 func (s *Server) route(ctx *fasthttp.RequestCtx, c *call) *APIError {

@@ -1,11 +1,13 @@
-// Package gateway is Troupe's fasthttp front: the /v1 handlers, API-key
-// auth, client-protocol errors, /healthz, /readyz and /metrics. It is the only
-// package that knows fasthttp; it asks actors for leases and runs the upstream
-// call itself, so no I/O ever blocks an actor.
+// Package gateway is Troupe's fasthttp front, the hot path: the /v1
+// handlers, API-key auth, limits, routing, failover and the relay,
+// client-protocol errors, /healthz, /readyz and /metrics. It asks actors for
+// leases and runs the upstream call itself, so no I/O ever blocks an actor.
+// Other paths are served by a Mount (the admin API, package admin), which
+// gets the front's key auth and error shapes through mount.go; the gateway
+// imports no storage backend.
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -155,9 +157,9 @@ type Server struct {
 	ready          atomic.Bool
 	classes        classWindow      // attempt outcomes by class, per minute (ops view)
 	failovers      failoverCounts   // requests by failovers needed (ops view)
-	routing        *routing.Runtime // the routing policy and canary (route.go); nil: no route(), no /api/admin/policies
+	routing        *routing.Runtime // the routing policy and canary (route.go); nil: no route()
 	catalog        ModelCatalog     // upstream models lists for /v1/models (catalog.go); nil: none
-	adm            adminState       // the admin API's own state (admin_state.go)
+	mount          Mount            // the paths served beside /v1: the admin API and console (mount.go); nil: none
 	now            func() time.Time
 	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
 	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)
@@ -293,12 +295,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.metricsHandler(ctx)
 		}
 	default:
-		if len(path) > len("/api/admin/") && string(path[:len("/api/admin/")]) == "/api/admin/" {
-			s.admin(ctx)
-			return
-		}
-		if isAdminUIPath(path) {
-			s.adminUI(ctx)
+		if s.mount != nil && s.mount.Owns(path) {
+			s.mount.Serve(ctx)
 			return
 		}
 		if id, ok := modelPath(path); ok { // GET /v1/models/{id} (models.go)
@@ -330,10 +328,11 @@ func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
 	return false
 }
 
-// unauthenticatedBodyLimit caps the body fasthttp reads for a request
-// without a valid API key, so anonymous clients cannot make the server
-// buffer 16 MiB bodies; the request is refused with 401 either way.
-const unauthenticatedBodyLimit = 64 << 10
+// UnauthenticatedBodyLimit caps, in bytes, the body fasthttp reads for a
+// request without a valid API key (unless the mount's FullBody lets it
+// through), so anonymous clients cannot make the server buffer 16 MiB
+// bodies; the request is refused with 401 either way.
+const UnauthenticatedBodyLimit = 64 << 10
 
 // headerReceived runs once a request's head is read, before its body: a
 // request without a valid key gets a small body limit, and every body
@@ -347,10 +346,10 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 	if ck, err := s.lookupHeader(h); err != nil || (ck != nil && ck.found && !ck.key.Disabled) {
 		return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout} // a storage error is decided by the handler
 	}
-	if s.adminSessionHeader(h) {
-		return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout} // a logged-in admin (account imports are large)
+	if s.mount != nil && s.mount.FullBody(h) {
+		return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout} // e.g. a logged-in admin (account imports are large)
 	}
-	return fasthttp.RequestConfig{MaxRequestBodySize: unauthenticatedBodyLimit, ReadTimeout: s.cfg.ReadTimeout}
+	return fasthttp.RequestConfig{MaxRequestBodySize: UnauthenticatedBodyLimit, ReadTimeout: s.cfg.ReadTimeout}
 }
 
 // lookupHeader looks up the key the head h carries and files the lookup
@@ -379,11 +378,19 @@ func (s *Server) lookupHeader(h *fasthttp.RequestHeader) (*cachedKey, error) {
 }
 
 // handleTransportError answers requests fasthttp could not read (too large,
-// malformed, timeouts) in OpenAI's error shape.
+// malformed, timeouts): the mount those of its paths, the front the rest
+// (answerUnread).
 func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
-	if bytes.HasPrefix(ctx.Path(), []byte("/api/admin/")) {
-		defer ctx.Response.Header.Set("Cache-Control", "no-store")
+	if s.mount != nil && s.mount.Owns(ctx.Path()) {
+		s.mount.Unread(ctx, err, s.answerUnread)
+		return
 	}
+	s.answerUnread(ctx, err)
+}
+
+// answerUnread is the front's answer to a request fasthttp could not read,
+// in the client's error shape (OpenAI's when the head was not parsed).
+func (s *Server) answerUnread(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge) && len(ctx.Request.Header.Host()) == 0:
 		// fasthttp resets the request when a chunked (or unsized) body runs
@@ -393,26 +400,8 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		anthropic, _ := s.unsized.LoadAndDelete(&ctx.Request.Header)
 		writeErrorShape(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
 			Message: "Request body too large: the limit is " + strconv.Itoa(s.cfg.MaxBodySize) + " bytes (" +
-				strconv.Itoa(unauthenticatedBodyLimit) + " without a valid API key)."}, anthropic == true)
+				strconv.Itoa(UnauthenticatedBodyLimit) + " without a valid API key)."}, anthropic == true)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		if s.adminSessionHeader(&ctx.Request.Header) {
-			writeError(ctx, errTooLarge(s.cfg.MaxBodySize)) // a logged-in admin's import
-			return
-		}
-		switch p := ctx.Path(); {
-		case bytes.Equal(p, []byte("/api/admin/login")):
-			// A login needs no credentials: the small limit is the reason.
-			writeError(ctx, &APIError{Status: 413, Type: "invalid_request_error", Code: "request_too_large",
-				Message: "Request body too large: a login has at most " + strconv.Itoa(unauthenticatedBodyLimit) + " bytes."})
-			return
-		case bytes.HasPrefix(p, []byte("/api/admin/")):
-			if k, aerr := s.authenticate(ctx); aerr == nil && k.Admin {
-				writeError(ctx, errTooLarge(s.cfg.MaxBodySize)) // an admin key's import
-				return
-			}
-			writeError(ctx, errAdminAuth("Log in (POST /api/admin/login) or send an admin API key; a large body needs one."))
-			return
-		}
 		if _, aerr := s.authenticate(ctx); aerr != nil {
 			writeError(ctx, aerr) // an unauthenticated body hit the small limit
 			return

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-gw/troupe/admin"
 	adminui "github.com/troupe-gw/troupe/admin-ui"
-	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -27,8 +27,8 @@ type adminSetup struct {
 // password that the caller prints once. In production mode an unset or weak
 // admin.password is refused instead.
 func (a *app) setupAdmin(ctx context.Context) error {
-	a.server.SetAdminUI(adminui.FS())
-	a.server.SetAdminInfo(map[string]any{"version": version, "mode": a.cfg.Mode, "storage": a.cfg.Storage.Driver,
+	a.adminAPI.SetUI(adminui.FS())
+	a.adminAPI.SetInfo(map[string]any{"version": version, "mode": a.cfg.Mode, "storage": a.cfg.Storage.Driver,
 		"cache": a.cfg.Cache.Driver, "listen": a.cfg.Listen, "ui_built": adminui.Built()})
 	users, err := a.store.ListAdminUsers(ctx)
 	if err != nil {
@@ -42,7 +42,7 @@ func (a *app) setupAdmin(ctx context.Context) error {
 		if a.cfg.Mode == modeProduction {
 			return errors.New("mode production: set admin.password (TROUPE_ADMIN_PASSWORD) for the first admin user; a random one is for development only")
 		}
-		if pw, err = gateway.NewAdminPassword(); err != nil {
+		if pw, err = admin.NewPassword(); err != nil {
 			return fmt.Errorf("admin password: %w", err)
 		}
 		a.admin.generated = pw
@@ -61,7 +61,7 @@ func (a *app) setupAdmin(ctx context.Context) error {
 
 // createAdmin stores the admin user with password pw.
 func createAdmin(ctx context.Context, s storage.Store, pw string) error {
-	hash, err := gateway.HashAdminPassword(pw)
+	hash, err := admin.HashPassword(pw)
 	if err != nil {
 		return fmt.Errorf("admin password: %w", err)
 	}
@@ -77,7 +77,7 @@ func createAdmin(ctx context.Context, s storage.Store, pw string) error {
 func resetAdminPassword(ctx context.Context, s storage.Store, pw string) (string, error) {
 	if pw == "" {
 		var err error
-		if pw, err = gateway.NewAdminPassword(); err != nil {
+		if pw, err = admin.NewPassword(); err != nil {
 			return "", err
 		}
 	}
@@ -88,7 +88,7 @@ func resetAdminPassword(ctx context.Context, s storage.Store, pw string) (string
 	if err != nil {
 		return "", err
 	}
-	if u.PasswordHash, err = gateway.HashAdminPassword(pw); err != nil {
+	if u.PasswordHash, err = admin.HashPassword(pw); err != nil {
 		return "", err
 	}
 	u.Disabled = false

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
@@ -62,6 +63,7 @@ type app struct {
 
 	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	admin    adminSetup       // the admin UI's first-start result (admin.go)
+	adminAPI *admin.Server    // the admin API and console, mounted on server
 	policies *routing.Runtime // the routing policy and canary: host, file watcher, scheduler and router
 }
 
@@ -298,6 +300,9 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.cache.Close()
 		return err
 	}
+	// The admin API and console, served by the front beside /v1.
+	a.adminAPI = admin.New(admin.Deps{Front: a.server, Pool: sys, Store: a.store, Cache: a.cache, Routing: a.policies, Log: a.log})
+	a.server.SetMount(a.adminAPI)
 	// Listen before the first admin user is created: its generated password
 	// is printed only once the server runs, and a start that fails on a busy
 	// port must not create a user whose password nobody saw.
@@ -329,10 +334,10 @@ func (a *app) startWrapped(ctx context.Context) error {
 // retried in the background by the fallback cache.)
 func (a *app) watchKeys() error {
 	wctx, cancel := context.WithCancel(context.Background())
-	ch, err := a.cache.Subscribe(wctx, keysChannel)
+	ch, err := a.cache.Subscribe(wctx, admin.KeysChannel)
 	if err != nil {
 		cancel()
-		return fmt.Errorf("cache: subscribe to %q: %w", keysChannel, err)
+		return fmt.Errorf("cache: subscribe to %q: %w", admin.KeysChannel, err)
 	}
 	a.unwatch = cancel
 	srv := a.server

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/rediscache"
@@ -41,10 +42,6 @@ func dataFlag(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("data", "", "data directory for the embedded storage (default ./data)")
 }
 
-// keysChannel is the cache pub/sub channel on which API-key changes are
-// announced; a running gateway drops its cached key lookups on every message.
-const keysChannel = "keys"
-
 // announceKeys tells running gateways that an API key changed (msg says
 // which), so that they drop their cached lookups at once. It needs a shared
 // cache: with cache.driver redis it publishes on the "keys" channel; with the
@@ -62,7 +59,7 @@ func announceKeys(cmd *cobra.Command, cfg *Config, msg string) {
 	defer cancel()
 	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
 	if err == nil {
-		err = c.Publish(ctx, keysChannel, msg)
+		err = c.Publish(ctx, admin.KeysChannel, msg)
 		c.Close()
 	}
 	if err != nil {

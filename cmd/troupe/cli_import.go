@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/internal/progress"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
@@ -19,7 +19,7 @@ import (
 const maxImportFile = 64 << 20
 
 func accountsImportCmd() *cobra.Command {
-	var opts gateway.ImportOptions
+	var opts admin.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Import codex (ChatGPT OAuth) accounts from auth.json, JSON, JSON lines or a list of refresh tokens",
@@ -39,7 +39,7 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 			}
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
 				st := importBar(cmd.ErrOrStderr(), s, data)
-				rep, err := gateway.ImportCodexAccounts(ctx, st, data, opts)
+				rep, err := admin.ImportCodexAccounts(ctx, st, data, opts)
 				st.bar.Finish()
 				if err != nil {
 					return err
@@ -73,7 +73,7 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 
 // barStore counts an import's writes on a progress bar.
 type barStore struct {
-	gateway.ImportAccounts
+	admin.ImportAccounts
 	bar *progress.Bar
 }
 
@@ -85,7 +85,7 @@ func (s barStore) PutAccount(ctx context.Context, a storage.Account) (storage.Ac
 // importBar returns s with a progress bar on w over the entries of data,
 // when w is a terminal (the entries are counted only then); without one,
 // the bar is nil and draws nothing.
-func importBar(w io.Writer, s gateway.ImportAccounts, data []byte) barStore {
+func importBar(w io.Writer, s admin.ImportAccounts, data []byte) barStore {
 	st := barStore{ImportAccounts: s}
 	if progress.IsTerminal(w) {
 		entries, _ := upstream.ParseCodexFile(data)
@@ -127,7 +127,7 @@ back. The output holds live secrets: it is written with mode 0600 when --out is 
   troupe accounts export --format auth.json --name codex-0a1b2c3d > auth.json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
-				b, n, err := gateway.ExportCodexAccounts(ctx, s, format, names)
+				b, n, err := admin.ExportCodexAccounts(ctx, s, format, names)
 				if err != nil {
 					return err
 				}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/bench/mock"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
@@ -217,7 +218,7 @@ func TestKeyLimits(t *testing.T) {
 		}
 		// …until it is announced on the cache's "keys" channel, which the CLI
 		// does with a shared cache (Redis) and this test does in-process.
-		if err := d.app.cache.Publish(t.Context(), keysChannel, "updated toggle"); err != nil {
+		if err := d.app.cache.Publish(t.Context(), admin.KeysChannel, "updated toggle"); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 5*time.Second, "disabled key refused", func() (bool, string) {

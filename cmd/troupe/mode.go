@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/admin"
 )
 
 // Config.Mode values.
@@ -16,7 +16,7 @@ const (
 // checkMode checks mode and, in production, that no secret is left empty
 // or at a default: the master key must be configured (not generated into
 // the data directory beside the data it protects), and an admin.password,
-// when set, must pass gateway.CheckAdminPassword. (An unset admin.password
+// when set, must pass admin.CheckPassword. (An unset admin.password
 // is refused in production only when the first admin user must be
 // created; see setupAdmin.)
 func (c *Config) checkMode() []error {
@@ -32,7 +32,7 @@ func (c *Config) checkMode() []error {
 		errs = append(errs, errors.New("mode production: storage.master_key (TROUPE_STORAGE_MASTER_KEY) must be set; the generated key file is for development"))
 	}
 	if c.Admin.Password != "" {
-		if err := gateway.CheckAdminPassword(c.Admin.Password); err != nil {
+		if err := admin.CheckPassword(c.Admin.Password); err != nil {
 			errs = append(errs, fmt.Errorf("mode production: admin.password: %w", err))
 		}
 	}

@@ -1,18 +1,16 @@
-package gateway
+package admin
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -125,8 +123,7 @@ type OpsPolicy struct {
 
 func (s *Server) ops(ctx *fasthttp.RequestCtx) {
 	now := s.now()
-	v := OpsView{At: now.UTC(), Accounts: map[string]int{}, Tiers: map[string]int{}, Cooldowns: map[string]CooldownGroup{},
-		Failures: map[string]map[string]int64{}, Failovers: map[string]int64{}}
+	v := OpsView{At: now.UTC(), Accounts: map[string]int{}, Tiers: map[string]int{}, Cooldowns: map[string]CooldownGroup{}}
 	for _, st := range []actors.Status{actors.StatusActive, actors.StatusCooling, actors.StatusDisabled, actors.StatusUnauthorized, actors.StatusBanned} {
 		v.Accounts[st.String()] = 0
 	}
@@ -156,25 +153,8 @@ func (s *Server) ops(ctx *fasthttp.RequestCtx) {
 		return strings.Compare(a.Name, b.Name)
 	})
 	v.Soonest = v.Soonest[:min(len(v.Soonest), 20)]
-	for _, m := range []int{1, 5, 15, 60} {
-		sums := s.classes.sum(now, m)
-		row := map[string]int64{}
-		for c, n := range sums {
-			name := upstream.Class(c).String()
-			if c == 0 {
-				name = "ok"
-			}
-			row[name] = n
-		}
-		v.Failures[strconv.Itoa(m)+"m"] = row
-	}
-	for i := range s.failovers {
-		label := strconv.Itoa(i)
-		if i == len(s.failovers)-1 {
-			label += "+"
-		}
-		v.Failovers[label] = s.failovers[i].Load()
-	}
+	o := s.front.Outcomes(now)
+	v.Failures, v.Failovers = o.Failures, o.Failovers
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if st, err := s.sys.SchedulerStats(sctx); err == nil {

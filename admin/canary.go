@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -10,29 +10,6 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
-
-// inCanary decides whether the canary routes c (routing.Runtime.InCanary).
-func (s *Server) inCanary(c *call) bool {
-	return s.routing != nil && s.routing.InCanary(c.key.Group)
-}
-
-// routerFor returns the router of the policy that routes c (nil: none).
-func (s *Server) routerFor(c *call) *scripts.Router {
-	if s.routing == nil {
-		return nil
-	}
-	return s.routing.Router(c.canary)
-}
-
-// countPolicy adds c's outcome to its policy version's counters and metrics
-// (routing.Runtime.Count).
-func (s *Server) countPolicy(c *call, status int) {
-	if !c.decided || s.routing == nil {
-		return
-	}
-	s.routing.Count(routing.Result{Policy: c.decision.Policy, Version: c.decision.PolicyVersion, Canary: c.decision.Canary,
-		Failed: status >= 500 || status == 429, Failovers: c.attempts - 1, Latency: s.now().Sub(c.start)})
-}
 
 // canaryStatus is the running canary as GET /api/admin/policies shows it (nil: none).
 func (s *Server) canaryStatus() *routing.CanaryStatus {

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/sqlite"
 	"github.com/troupe-gw/troupe/upstream"
@@ -138,7 +139,7 @@ func importEnv(t *testing.T) (st *sqlite.Store, sys *actors.System, admin string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Stop(context.Background()) })
-	admin, k, _ := NewKey("admin")
+	admin, k, _ := gateway.NewKey("admin")
 	k.Admin = true
 	if _, err := st.CreateAPIKey(context.Background(), k); err != nil {
 		t.Fatal(err)
@@ -148,11 +149,11 @@ func importEnv(t *testing.T) (st *sqlite.Store, sys *actors.System, admin string
 
 func TestAdminImportExportAPI(t *testing.T) {
 	st, sys, admin := importEnv(t)
-	plain, k2, _ := NewKey("plain")
+	plain, k2, _ := gateway.NewKey("plain")
 	st.CreateAPIKey(context.Background(), k2)
 	// do() runs handlers on a bare RequestCtx, which cannot be a parent
 	// context; the wrapper gives the store a real one.
-	s := New(Config{}, sys, bgStore{st}, nil, nil, nil)
+	s := mounted(sys, bgStore{st})
 
 	body := []byte("{\"refresh_token\":\"rt_api_1\",\"account_id\":\"dddddddd-1\",\"email\":\"d@example.com\"}\n{\"refresh_token\":\"rt_api_2\",\"account_id\":\"eeeeeeee-1\"}\n")
 	if r := do(s, "POST", "/api/admin/accounts/import", plain, body); r.StatusCode() != 403 {
@@ -214,7 +215,7 @@ func (b bgStore) PutAccount(_ context.Context, a storage.Account) (storage.Accou
 // type names such as gateway.accountInput.
 func TestAdminImportRefusalsSpeakJSON(t *testing.T) {
 	st, sys, admin := importEnv(t)
-	s := New(Config{}, sys, bgStore{st}, nil, nil, nil)
+	s := mounted(sys, bgStore{st})
 	r := do(s, "POST", "/api/admin/accounts/import?format=zzz", admin, []byte(`[]`))
 	if r.StatusCode() != 400 || gjson.GetBytes(r.Body(), "error.param").Str != "format" {
 		t.Fatalf("unknown format: %d %s", r.StatusCode(), r.Body())

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
@@ -159,7 +160,7 @@ func (s *Server) adminKeys(ctx *fasthttp.RequestCtx, method string, parts []stri
 			writeError(ctx, errBadParam("name", "A key needs a name."))
 			return
 		}
-		secret, k, err := NewKey(*in.Name)
+		secret, k, err := gateway.NewKey(*in.Name)
 		if err != nil {
 			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a key."})
 			return
@@ -242,7 +243,7 @@ func (s *Server) findKey(ctx context.Context, idOrName string) (storage.APIKey, 
 
 // keysChanged drops this instance's cached key lookups and tells the others.
 func (s *Server) keysChanged(ctx context.Context, msg string) {
-	s.InvalidateKeys()
+	s.front.InvalidateKeys()
 	if s.cache != nil {
 		if err := s.cache.Publish(ctx, KeysChannel, msg); err != nil {
 			s.log.Warn("api key broadcast failed; other instances see the change within 30 s", "err", err)

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -13,20 +13,25 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/storage/sqlite"
 	"github.com/troupe-gw/troupe/upstream"
+	"github.com/valyala/fasthttp"
 )
 
 const testAdminPassword = "correct horse battery staple"
 
-// adminEnv is a served gateway over a SQLite store in memory, with an admin
-// user "admin" (testAdminPassword), an admin API key and a client key.
+// adminEnv is a served gateway with the admin API mounted, over a SQLite
+// store in memory, with an admin user "admin" (testAdminPassword), an admin
+// API key and a client key.
 type adminEnv struct {
 	t        testing.TB
+	front    *gateway.Server
 	srv      *Server
 	sys      *actors.System
 	store    storage.Store
@@ -35,6 +40,19 @@ type adminEnv struct {
 	adminKey string
 	key      string // a client key
 	policies *routing.Runtime
+}
+
+// cannedTransport answers every request with the same status, content type and body.
+type cannedTransport struct {
+	status int
+	ctype  string
+	body   []byte
+}
+
+func (c cannedTransport) Do(_ context.Context, _ *upstream.Request) (*upstream.Response, error) {
+	h := http.Header{}
+	h.Set("Content-Type", c.ctype)
+	return &upstream.Response{Status: c.status, Header: h, Body: io.NopCloser(bytes.NewReader(c.body))}, nil
 }
 
 // okChat is an upstream that answers every request with a Chat Completion.
@@ -75,29 +93,31 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 	waitFor(t, "accounts to start", func() bool { return len(sys.Views()) == accounts })
 	cache := memcache.New(memcache.Options{})
 	t.Cleanup(func() { cache.Close() })
-	srv := New(Config{MaxWait: 200 * time.Millisecond}, sys, store, cache, nil, nil)
+	front := gateway.New(gateway.Config{MaxWait: 200 * time.Millisecond}, sys, store, cache, nil, nil)
 	pol := routing.New(sys, routing.Options{Store: store, Cache: cache})
-	srv.SetRouting(pol)
-	srv.SetAdminUI(fstest.MapFS{
+	front.SetRouting(pol)
+	srv := New(Deps{Front: front, Pool: sys, Store: store, Cache: cache, Routing: pol})
+	front.SetMount(srv)
+	srv.SetUI(fstest.MapFS{
 		"index.html":         {Data: []byte("<!doctype html><title>Troupe admin</title>")},
 		"assets/app-123.js":  {Data: []byte("console.log(1)")},
 		"assets/app-123.css": {Data: []byte("body{}")},
 	})
-	hash, err := HashAdminPassword(testAdminPassword)
+	hash, err := HashPassword(testAdminPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.CreateAdminUser(ctx, storage.AdminUser{Username: "admin", PasswordHash: hash}); err != nil {
 		t.Fatal(err)
 	}
-	e := &adminEnv{t: t, srv: srv, sys: sys, store: store, cache: cache, policies: pol}
+	e := &adminEnv{t: t, front: front, srv: srv, sys: sys, store: store, cache: cache, policies: pol}
 	var k storage.APIKey
-	e.adminKey, k, _ = NewKey("ops")
+	e.adminKey, k, _ = gateway.NewKey("ops")
 	k.Admin = true
 	if _, err := store.CreateAPIKey(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	e.key, k, _ = NewKey("client")
+	e.key, k, _ = gateway.NewKey("client")
 	if _, err := store.CreateAPIKey(ctx, k); err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +125,17 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
+	go front.Serve(ln)
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(c)
+		front.Shutdown(c)
 	})
 	e.base = "http://" + ln.Addr().String()
 	return e
 }
 
+// waitFor polls ok until it holds, failing the test after 5 s.
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -235,4 +256,34 @@ func (e *adminEnv) login() *client {
 	r := c.do("POST", "/api/admin/login", map[string]string{"username": "admin", "password": testAdminPassword}).want(e.t, 200)
 	c.csrf = r.json["csrf_token"].(string)
 	return c
+}
+
+// mounted returns the handler of a front (unserved) over sys and store with
+// the admin API mounted, without a cache.
+func mounted(sys *actors.System, store storage.Store) fasthttp.RequestHandler {
+	front := gateway.New(gateway.Config{}, sys, store, nil, nil, nil)
+	front.SetMount(New(Deps{Front: front, Pool: sys, Store: store}))
+	return front.Handler()
+}
+
+// do runs one request through h on a bare RequestCtx and returns the response.
+func do(h fasthttp.RequestHandler, method, path, key string, body []byte) *fasthttp.Response {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.SetRequestURI(path)
+	if key != "" {
+		ctx.Request.Header.Set("Authorization", "Bearer "+key)
+	}
+	ctx.Request.SetBody(body)
+	h(&ctx)
+	resp := &fasthttp.Response{}
+	ctx.Response.CopyTo(resp)
+	return resp
+}
+
+// isOpenAIError reports whether b is an error in OpenAI's shape.
+func isOpenAIError(b []byte) bool {
+	r := gjson.ParseBytes(b)
+	return r.Get("error.message").Type == gjson.String && r.Get("error.type").Type == gjson.String &&
+		r.Get("error.param").Exists() && r.Get("error.code").Exists()
 }

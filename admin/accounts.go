@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"cmp"
@@ -305,7 +305,7 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 		s.log.Info("admin: account added", "account", stored.Name)
 		writeJSON(ctx, 201, toAccountJSON(stored, nil, nil, s.now()))
 	case len(parts) == 1 && (parts[0] == "import" || parts[0] == "export") && string(ctx.QueryArgs().Peek("format")) != "troupe":
-		// The Codex formats (auth.json, JSON lines, refresh tokens): admin_import.go.
+		// The Codex formats (auth.json, JSON lines, refresh tokens): import.go.
 		defer s.accountsChanged()
 		s.adminAccountsIO(ctx, method, parts[0])
 	case len(parts) == 1 && parts[0] == "export" && method == "GET":

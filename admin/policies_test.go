@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/scripts"
 )
 
@@ -145,7 +146,7 @@ func TestAdminUI(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 405 {
 		t.Fatalf("POST /admin/: %v %v", resp.StatusCode, err)
 	}
-	e.srv.SetAdminUI(nil)
+	e.srv.SetUI(nil)
 	if resp, _ := get("/admin/"); resp.StatusCode != 404 {
 		t.Fatalf("without a UI: %d", resp.StatusCode)
 	}
@@ -165,7 +166,7 @@ func TestAdminLargeBodyWithSession(t *testing.T) {
 		b.WriteString(`{"name":"bulk-` + itoa(i) + `","provider":"openai","models":["m"],"tags":["` + pad + `"],"base_url":"http://127.0.0.1:1/` + pad + `"}`)
 	}
 	b.WriteString("]")
-	if b.Len() <= unauthenticatedBodyLimit {
+	if b.Len() <= gateway.UnauthenticatedBodyLimit {
 		t.Fatalf("body of %d bytes is not above the limit", b.Len())
 	}
 	// Without a session the server answers 401 before reading the body and

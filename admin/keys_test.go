@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -31,7 +32,7 @@ func TestAdminKeys(t *testing.T) {
 		"limits": map[string]int{"rpm": 100, "rpd": 1000, "tokens_per_day": 50000}, "expires_in": "720h"}).want(t, 201)
 	secret, _ := r.json["secret"].(string)
 	k := r.json["key"].(map[string]any)
-	if !strings.HasPrefix(secret, KeyPrefix) || !strings.HasPrefix(secret, k["prefix"].(string)) || k["state"] != "active" ||
+	if !strings.HasPrefix(secret, gateway.KeyPrefix) || !strings.HasPrefix(secret, k["prefix"].(string)) || k["state"] != "active" ||
 		k["limits"].(map[string]any)["rpm"].(float64) != 100 || k["expires_at"] == nil {
 		t.Fatalf("created: %s", r.body)
 	}
@@ -186,7 +187,7 @@ func TestAdminUsage(t *testing.T) {
 
 func TestAdminSettings(t *testing.T) {
 	e := newAdminEnv(t, 1)
-	e.srv.SetAdminInfo(map[string]any{"version": "test"})
+	e.srv.SetInfo(map[string]any{"version": "test"})
 	c := e.login()
 	r := c.do("GET", "/api/admin/settings", nil).want(t, 200)
 	set := r.json["settings"].([]any)

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func (s *Server) adminCache() storage.Cache {
 // uiFiles holds the admin UI's file system.
 type uiFiles struct{ fs fs.FS }
 
-// SetAdminInfo sets the instance facts GET /api/admin/settings shows under
+// SetInfo sets the instance facts GET /api/admin/settings shows under
 // "instance" (version, storage and cache drivers, listen address, mode…).
 // Values must not hold secrets; info must not be changed after the call.
-func (s *Server) SetAdminInfo(info map[string]any) { s.adm.info.Store(&info) }
+func (s *Server) SetInfo(info map[string]any) { s.adm.info.Store(&info) }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// SetAdminUI installs the admin UI's files (index.html and assets/), served
+// SetUI installs the admin UI's files (index.html and assets/), served
 // at /admin; nil removes them, and /admin answers 404.
-func (s *Server) SetAdminUI(fsys fs.FS) {
+func (s *Server) SetUI(fsys fs.FS) {
 	if fsys == nil {
 		s.adm.ui.Store(nil)
 		return

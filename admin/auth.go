@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -38,22 +38,22 @@ const (
 	maxPasswordBytes = 1024             // longer passwords are refused before hashing
 )
 
-// AdminHashParams are the argon2id parameters of new admin password hashes:
+// HashParams are the argon2id parameters of new admin password hashes:
 // OWASP's recommended minimum for argon2id (19 MiB of memory, 2 passes, 1
 // lane; https://cheatsheetseries.owasp.org/cheatsheets/Password_Storage_Cheat_Sheet.html),
 // 16-byte salt, 32-byte key. Existing hashes keep the parameters they were
 // made with (they are in the PHC string).
-var AdminHashParams = argon2id.Params{Memory: 19 * 1024, Iterations: 2, Parallelism: 1, SaltLength: 16, KeyLength: 32}
+var HashParams = argon2id.Params{Memory: 19 * 1024, Iterations: 2, Parallelism: 1, SaltLength: 16, KeyLength: 32}
 
-// HashAdminPassword returns the argon2id PHC string of password, for
+// HashPassword returns the argon2id PHC string of password, for
 // storage.AdminUser.PasswordHash. Errors only if the random source fails.
-func HashAdminPassword(password string) (string, error) {
-	return argon2id.CreateHash(password, &AdminHashParams)
+func HashPassword(password string) (string, error) {
+	return argon2id.CreateHash(password, &HashParams)
 }
 
-// NewAdminPassword returns a random password for a new admin user: 24
+// NewPassword returns a random password for a new admin user: 24
 // characters of base64url (144 bits).
-func NewAdminPassword() (string, error) {
+func NewPassword() (string, error) {
 	b := make([]byte, 18)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
@@ -65,7 +65,7 @@ func NewAdminPassword() (string, error) {
 // exist, so a login takes as long for unknown users as for known ones. It is
 // made on first use (hashing costs tens of milliseconds).
 var dummyHash = sync.OnceValue(func() string {
-	h, _ := HashAdminPassword("troupe-no-such-user")
+	h, _ := HashPassword("troupe-no-such-user")
 	return h
 })
 
@@ -406,7 +406,7 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 			writeError(ctx, errBadParam("new_password", `The body must be JSON {"current_password": "...", "new_password": "..."}.`))
 			return
 		}
-		if err := CheckAdminPassword(body.New); err != nil {
+		if err := CheckPassword(body.New); err != nil {
 			writeError(ctx, errBadParam("new_password", err.Error()))
 			return
 		}
@@ -417,7 +417,7 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 			writeError(ctx, &APIError{Status: 403, Type: "permission_error", Code: "wrong_password", Message: "The current password is wrong."})
 			return
 		}
-		hash, err := HashAdminPassword(body.New)
+		hash, err := HashPassword(body.New)
 		if err != nil {
 			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not hash the password."})
 			return
@@ -437,10 +437,10 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 	}
 }
 
-// CheckAdminPassword reports whether password may be an admin password: 12
+// CheckPassword reports whether password may be an admin password: 12
 // to 1024 bytes and not a well-known default. The error says why, without
 // the password.
-func CheckAdminPassword(password string) error {
+func CheckPassword(password string) error {
 	if len(password) < 12 {
 		return errors.New("an admin password needs at least 12 characters")
 	}
