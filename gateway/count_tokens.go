@@ -157,9 +157,10 @@ const (
 // without a tokenizer: the text of system, messages (text, tool inputs and
 // results, thinking) and tools (names, descriptions, schemas), weighted as
 // documented on the constants above. It is an estimate — Claude's tokenizer
-// is not public — meant for budgeting, not billing.
+// is not public — meant for budgeting, and for the usage of a stream cut
+// before the upstream reported it (gateway/estimate.go).
 func estimateInputTokens(body []byte) int64 {
-	root := gjson.ParseBytes(body)
+	root := gjson.Parse(b2s(body)) // no copy: body outlives root
 	var n int64
 	n += textTokens(root.Get("system"))
 	root.Get("messages").ForEach(func(_, m gjson.Result) bool {
@@ -195,10 +196,12 @@ func textTokens(v gjson.Result) int64 {
 
 func blockTokens(b gjson.Result) int64 {
 	switch b.Get("type").Str {
-	case "image":
+	case "image", "image_url", "input_image": // Messages; Chat and Responses parts (estimateRequestTokens)
 		return tokensPerImage
-	case "document":
+	case "document", "file", "input_file":
 		return tokensPerDoc
+	case "refusal":
+		return rawTokens(b.Get("refusal").Str)
 	case "tool_use", "server_tool_use":
 		return rawTokens(b.Get("name").Str) + rawTokens(b.Get("input").Raw)
 	case "tool_result":

@@ -293,7 +293,7 @@ func (s *Server) logRequest(c *call, status int) {
 		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, ErrorClass: class, Attempts: c.attempts,
 		Latency: latency, TTFT: c.ttft,
 		InputTokens: c.usage.InputTokens, CachedTokens: c.usage.CachedTokens, OutputTokens: c.usage.OutputTokens, ReasoningTokens: c.usage.ReasoningTokens,
-		Decision: decisionText(c),
+		Decision: decisionText(c), Estimated: c.estimated,
 	})
 }
 

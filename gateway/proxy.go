@@ -92,8 +92,11 @@ type call struct {
 	// The attempt that served the client (Server.served), for its request-log record.
 	servedBy string          // account id ("" while none served)
 	usage    translate.Usage // tokens served and billed
-	latency  time.Duration   // serving attempt: start to last byte
-	ttft     time.Duration   // serving attempt: time to first content
+	// estimated: usage is the gateway's estimate (a stream cut before the
+	// upstream reported it; gateway/estimate.go).
+	estimated bool
+	latency   time.Duration // serving attempt: start to last byte
+	ttft      time.Duration // serving attempt: time to first content
 
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
 	only       string // the only account that may serve it: the owner of prevResp's state

@@ -50,10 +50,15 @@ type stream struct {
 	cancel context.CancelFunc // cancels this attempt's upstream call
 	start  time.Time          // when the attempt started
 
-	held   []byte // raw events read while holding, not yet written
-	ttft   time.Duration
-	usage  translate.Usage // from the upstream's events, in its protocol
-	respID string          // Responses id from response.created, for a synthesized response.failed
+	held  []byte // raw events read while holding, not yet written
+	ttft  time.Duration
+	usage translate.Usage // from the upstream's events, in its protocol
+	// usageFinal: the upstream reported the stream's whole usage (Chat's
+	// usage chunk, Responses' terminal event, Messages' message_delta);
+	// without it the record is estimated (gateway/estimate.go).
+	usageFinal bool
+	content    contentCount // the content observed, for an estimate of the output
+	respID     string       // Responses id from response.created, for a synthesized response.failed
 	// nextSeq is the sequence_number after the last Responses event
 	// relayed as it came, for the events the gateway adds (appendStreamError).
 	nextSeq int64
@@ -244,7 +249,10 @@ func (st *stream) observe(ev translate.Event) {
 	if st.ttft == 0 && isContent(st.up, ev) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
-	st.usage.AddEvent(st.up, ev.Name, ev.Data)
+	if st.usage.AddEvent(st.up, ev.Name, ev.Data) && (st.up != translate.Messages || eventType(ev) == "message_delta") {
+		st.usageFinal = true // Messages' message_start has the input side only
+	}
+	st.content.countEvent(st.up, ev)
 	switch st.up {
 	case translate.Chat:
 		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
@@ -566,8 +574,11 @@ func (st *stream) finish(count bool) {
 		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())
 	}
 	// What was served is billed, also when the client closed early or the
-	// stream broke (the upstream counted those tokens too).
-	s.served(c, st.lease, st.usage, s.now().Sub(st.start), st.ttft)
+	// stream broke (the upstream counted those tokens too): estimated when
+	// the upstream's usage never came.
+	u, estimated := st.billedUsage()
+	s.served(c, st.lease, u, s.now().Sub(st.start), st.ttft)
+	c.estimated = estimated
 	s.settle(c, st.lease.AccountID, "", v.Class == upstream.ClassNone) // the response's affinity was recorded before its end was relayed
 	status := st.status
 	switch {
@@ -580,6 +591,28 @@ func (st *stream) finish(count bool) {
 	if count {
 		s.finish(c, status)
 	}
+}
+
+// billedUsage is the usage to bill: the upstream's when it reported the
+// stream's whole usage; else, when the client got content (or a clean end
+// without usage), the upstream's input count when it sent one or an
+// estimate from the request, and at least the output estimated from the
+// content relayed, with estimated true. A stream whose head never reached
+// the client bills what the upstream reported, if anything.
+func (st *stream) billedUsage() (translate.Usage, bool) {
+	u := st.usage
+	if st.usageFinal || !st.began {
+		return u, false
+	}
+	out := st.content.tokens()
+	if out == 0 && !st.clean {
+		return u, false // cut before any content reached the client
+	}
+	if u.InputTokens == 0 {
+		u.InputTokens = estimateRequestTokens(st.c.endpoint, st.c.body)
+	}
+	u.OutputTokens = max(u.OutputTokens, out)
+	return u, true
 }
 
 // serveStream runs the failover loop for a streamed request. If it ends

@@ -139,6 +139,13 @@ type UsageRecord struct {
 	CachedTokens    int64 // part of InputTokens served from the prompt cache
 	OutputTokens    int64
 	ReasoningTokens int64 // part of OutputTokens spent on reasoning
+	// Estimated is true when the token counts are the gateway's estimate,
+	// not the upstream's report: a stream cut (by the client, at shutdown,
+	// or by a broken upstream) before the upstream sent its usage. Input is
+	// then the upstream's count when it came (Anthropic's message_start),
+	// else estimated from the request; output is estimated from the content
+	// relayed (docs/storage.md#estimated-usage). Column estimated.
+	Estimated bool
 
 	// Decision is the compact trace of how the serving account was chosen
 	// (column decision; format in docs/policies.md#decision-traces); "" when

@@ -175,7 +175,7 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		add("(at < $%d OR (at = $%d AND request_id < $%d))", at, at, storage.CleanText(q.After.RequestID))
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens FROM usage_records`
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated FROM usage_records`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -193,7 +193,7 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 			lat, ttft        int64
 		)
 		if err := rows.Scan(&r.RequestID, &r.At, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &r.Stream, &status, &r.ErrorClass,
-			&attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens); err != nil {
+			&attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.Estimated); err != nil {
 			return nil, fmt.Errorf("postgres: list usage records: %w", err)
 		}
 		r.At = r.At.UTC()

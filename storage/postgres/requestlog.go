@@ -100,7 +100,7 @@ func (s *Store) UsageRecords(ctx context.Context, q storage.RequestLogQuery) ([]
 	where, args := window(q)
 	where = strings.Replace(where, " LIMIT", " ORDER BY at, request_id LIMIT", 1)
 	rows, err := s.pool.Query(ctx, `SELECT request_id, at, key_id, account_id, model, route, stream, status,
-	error_class, attempts, latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision
+	error_class, attempts, latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated
 	FROM usage_records`+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage records: %w", err)
@@ -114,7 +114,7 @@ func (s *Store) UsageRecords(ctx context.Context, q storage.RequestLogQuery) ([]
 		)
 		if err := rows.Scan(&r.RequestID, &r.At, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &r.Stream, &status,
 			&r.ErrorClass, &attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens,
-			&r.ReasoningTokens, &r.Decision); err != nil {
+			&r.ReasoningTokens, &r.Decision, &r.Estimated); err != nil {
 			return nil, fmt.Errorf("postgres: usage records: %w", err)
 		}
 		r.At = r.At.UTC()

@@ -64,7 +64,8 @@ const createStagingSQL = `CREATE TEMP TABLE IF NOT EXISTS ` + stagingTable + ` (
 	cached_tokens    bigint NOT NULL,
 	output_tokens    bigint NOT NULL,
 	reasoning_tokens bigint NOT NULL,
-	decision         text NOT NULL
+	decision         text NOT NULL,
+	estimated        boolean NOT NULL
 ) ON COMMIT DELETE ROWS`
 
 // Store is the PostgreSQL implementation of storage.Store. It is safe for

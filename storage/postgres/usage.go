@@ -16,7 +16,7 @@ import (
 // in the order usageSource yields them.
 var usageColumns = []string{
 	"request_id", "at", "key_id", "account_id", "model", "route", "stream", "status", "error_class", "attempts",
-	"latency_us", "ttft_us", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "decision",
+	"latency_us", "ttft_us", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "decision", "estimated",
 }
 
 // insertStagedSQL moves the staged records into usage_records, skipping
@@ -80,7 +80,7 @@ func (u *usageSource) Values() ([]any, error) {
 	v = append(v, textRef{&t[0]}, timeRef{&r.At}, textRef{&t[1]}, textRef{&t[2]}, textRef{&t[3]}, textRef{&t[4]},
 		boolRef{&r.Stream}, int8Ref{&u.status[i]}, textRef{&t[5]}, int8Ref{&u.attempts[i]},
 		int8Ref{&u.lat[i]}, int8Ref{&u.ttf[i]}, int8Ref{&r.InputTokens}, int8Ref{&r.CachedTokens},
-		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens}, textRef{&t[6]})
+		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens}, textRef{&t[6]}, boolRef{&r.Estimated})
 	u.vals = v
 	return v, nil
 }

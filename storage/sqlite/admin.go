@@ -177,7 +177,7 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		where, args = append(where, "(at < ? OR (at = ? AND request_id < ?))"), append(args, at, at, q.After.RequestID)
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens FROM usage_records`
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated FROM usage_records`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -192,13 +192,13 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		var (
 			r             storage.UsageRecord
 			at, lat, ttft int64
-			stream        int
+			stream, est   int
 		)
 		if err := rows.Scan(&r.RequestID, &at, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &stream, &r.Status, &r.ErrorClass,
-			&r.Attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens); err != nil {
+			&r.Attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &est); err != nil {
 			return nil, fmt.Errorf("sqlite: list usage records: %w", err)
 		}
-		r.At, r.Stream = fromMillis(at), stream != 0
+		r.At, r.Stream, r.Estimated = fromMillis(at), stream != 0, est != 0
 		r.Latency, r.TTFT = microseconds(lat), microseconds(ttft)
 		out = append(out, r)
 	}

@@ -77,7 +77,7 @@ func window(q storage.RequestLogQuery) (string, []any) {
 func (s *Store) UsageRecords(ctx context.Context, q storage.RequestLogQuery) ([]storage.UsageRecord, error) {
 	where, args := window(q)
 	rows, err := s.r.QueryContext(ctx, `SELECT request_id, at, key_id, account_id, model, route, stream, status,
-	error_class, attempts, latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision
+	error_class, attempts, latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated
 	FROM usage_records`+where+` ORDER BY at, request_id LIMIT ?`, append(args, q.Rows())...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage records: %w", err)
@@ -88,14 +88,14 @@ func (s *Store) UsageRecords(ctx context.Context, q storage.RequestLogQuery) ([]
 		var (
 			r             storage.UsageRecord
 			at, lat, ttft int64
-			stream        int
+			stream, est   int
 		)
 		if err := rows.Scan(&r.RequestID, &at, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &stream, &r.Status,
 			&r.ErrorClass, &r.Attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens,
-			&r.ReasoningTokens, &r.Decision); err != nil {
+			&r.ReasoningTokens, &r.Decision, &est); err != nil {
 			return nil, fmt.Errorf("sqlite: usage records: %w", err)
 		}
-		r.At, r.Stream = fromMillis(at), stream != 0
+		r.At, r.Stream, r.Estimated = fromMillis(at), stream != 0, est != 0
 		r.Latency, r.TTFT = time.Duration(lat)*time.Microsecond, time.Duration(ttft)*time.Microsecond
 		out = append(out, r)
 	}

@@ -13,8 +13,8 @@ import (
 
 const insertUsageSQL = `INSERT INTO usage_records (
 	request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id) DO NOTHING`
 
 // insertErrorEventSQL stores one failed attempt; a repeated one is skipped.
@@ -108,7 +108,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			storage.CleanText(r.RequestID), at, keyID, accountID, model, storage.CleanText(r.Route),
 			boolInt(r.Stream), r.Status, storage.CleanText(r.ErrorClass), r.Attempts,
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
-			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision))
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), boolInt(r.Estimated))
 		if err != nil {
 			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}

@@ -50,12 +50,14 @@ func testAPIKeyWeight(t *testing.T, s storage.Store) {
 	}
 }
 
-// testRequestLogDecisions: the decision trace is stored with the record and
-// read back with the rest of it.
+// testRequestLogDecisions: the decision trace and the estimated mark are
+// stored with the record and read back with the rest of it, by both
+// UsageRecords and ListUsageRecords.
 func testRequestLogDecisions(t *testing.T, s storage.Store) {
 	recs := SampleUsage("dec", 3)
 	recs[0].Decision = "p=smart@3 n=120 f=tags:fast top=acct-1:98.5h,acct-2:97w chose=acct-1"
 	recs[1].Decision = "p=canary:smart@4 n=1 chose=acct-1 via=prefer"
+	recs[1].Estimated = true
 	if err := s.InsertUsage(ctx(t), recs); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +74,17 @@ func testRequestLogDecisions(t *testing.T, s storage.Store) {
 			r.KeyID != w.KeyID || r.AccountID != w.AccountID || r.Model != w.Model || r.Route != w.Route ||
 			r.Stream != w.Stream || r.Status != w.Status || r.Attempts != w.Attempts || r.Latency != w.Latency ||
 			r.TTFT != w.TTFT || r.InputTokens != w.InputTokens || r.OutputTokens != w.OutputTokens ||
-			r.CachedTokens != w.CachedTokens || r.ReasoningTokens != w.ReasoningTokens {
+			r.CachedTokens != w.CachedTokens || r.ReasoningTokens != w.ReasoningTokens || r.Estimated != w.Estimated {
 			t.Errorf("record %d:\n got %+v\nwant %+v", i, r, w)
+		}
+	}
+	listed, err := s.ListUsageRecords(ctx(t), storage.UsageRecordQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range listed {
+		if want := r.RequestID == recs[1].RequestID; r.Estimated != want {
+			t.Errorf("ListUsageRecords: %s Estimated = %v, want %v", r.RequestID, r.Estimated, want)
 		}
 	}
 }

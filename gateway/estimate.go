@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
+)
+
+// Usage of a stream the upstream never reported usage for.
+//
+// Upstreams report a stream's usage at its end (Chat's include_usage chunk,
+// Responses' response.completed, Messages' message_delta). A stream cut
+// before then — the client hung up, the shutdown grace ended, the upstream
+// broke — still cost the upstream its tokens, and the client got content:
+// it must not be free. The relay counts the content it passes on (text,
+// reasoning, tool arguments: contentCount); when such a stream ends without
+// the upstream's final usage, the record gets input tokens from the
+// upstream when it sent them (Messages' message_start) or else estimated
+// from the request (estimateRequestTokens), and output tokens estimated from
+// the content relayed, and is marked estimated (storage.UsageRecord.Estimated).
+// Per-key token limits count these tokens like any others.
+
+// contentCount tallies streamed content as rawTokens weighs text: ASCII
+// bytes (a token per 4) and other characters (a token each). The raw JSON
+// of the strings is counted, escapes included: close enough for an
+// estimate, and no string is decoded.
+type contentCount struct {
+	ascii, other int64
+}
+
+// add counts the raw JSON string s (quotes included, or any raw value).
+func (n *contentCount) add(s string) {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			n.ascii++
+			i++
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		n.other++
+		i += size
+	}
+	if len(s) >= 2 && s[0] == '"' {
+		n.ascii -= 2 // the quotes
+	}
+}
+
+// tokens is the estimated token count of the content counted.
+func (n contentCount) tokens() int64 { return (n.ascii+3)/4 + n.other }
+
+// countEvent adds the content of one upstream stream event of protocol p:
+// Chat's delta content, reasoning, refusal and tool-call arguments;
+// Responses' *.delta events; Messages' content_block_delta text, thinking
+// and tool input. It reads only the event's "delta" value (the first key so
+// named: a key, since a quote inside a string value is escaped) and
+// allocates nothing.
+func (n *contentCount) countEvent(p translate.Protocol, ev translate.Event) {
+	switch p {
+	case translate.Chat:
+		deltaOf(ev.Data).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "content", "reasoning_content", "reasoning", "refusal":
+				if v.Type == gjson.String {
+					n.add(v.Raw)
+				}
+			case "tool_calls":
+				v.ForEach(func(_, tc gjson.Result) bool {
+					n.add(tc.Get("function.name").Raw)
+					n.add(tc.Get("function.arguments").Raw)
+					return true
+				})
+			}
+			return true
+		})
+	case translate.Responses:
+		if t := eventType(ev); strings.HasSuffix(t, ".delta") {
+			if v := deltaOf(ev.Data); v.Type == gjson.String {
+				n.add(v.Raw)
+			}
+		}
+	case translate.Messages:
+		if eventType(ev) != "content_block_delta" {
+			return
+		}
+		deltaOf(ev.Data).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "text", "thinking", "partial_json":
+				n.add(v.Raw)
+			}
+			return true
+		})
+	}
+}
+
+// deltaOf is the value of data's first "delta" key (an object's Raw runs on
+// to the end of data; ForEach stops at its closing brace); the zero Result
+// when there is none.
+func deltaOf(data []byte) gjson.Result {
+	i := bytes.Index(data, deltaKey)
+	if i < 0 {
+		return gjson.Result{}
+	}
+	return gjson.Parse(b2s(data[i+len(deltaKey):]))
+}
+
+var deltaKey = []byte(`"delta":`)
+
+// estimateRequestTokens estimates the input tokens of a request body of
+// protocol p, as estimateInputTokens does for Messages: the text of the
+// instructions, messages or input items (content, tool calls and their
+// results) and tools, a fixed cost per message, tool, image and file. At
+// least 1.
+func estimateRequestTokens(p translate.Protocol, body []byte) int64 {
+	if p == translate.Messages {
+		return estimateInputTokens(body)
+	}
+	root := gjson.Parse(b2s(body))            // no copy: body outlives root
+	n := textTokens(root.Get("instructions")) // Responses
+	items := root.Get("messages")             // Chat
+	if p == translate.Responses {
+		items = root.Get("input")
+	}
+	if items.Type == gjson.String {
+		n += tokensPerMessage + rawTokens(items.Str)
+	} else {
+		items.ForEach(func(_, m gjson.Result) bool {
+			n += tokensPerMessage + itemTokens(m)
+			return true
+		})
+	}
+	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if fn := t.Get("function"); fn.IsObject() { // Chat nests the function
+			t = fn
+		}
+		n += tokensPerTool + rawTokens(t.Get("name").Str) + rawTokens(t.Get("description").Str) + rawTokens(t.Get("parameters").Raw)
+		return true
+	})
+	return max(n, 1)
+}
+
+// itemTokens estimates one Chat message or Responses input item.
+func itemTokens(m gjson.Result) int64 {
+	n := textTokens(m.Get("content"))
+	m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool { // Chat
+		n += rawTokens(tc.Get("function.name").Str) + rawTokens(tc.Get("function.arguments").Str)
+		return true
+	})
+	switch m.Get("type").Str { // Responses items other than messages
+	case "function_call":
+		n += rawTokens(m.Get("name").Str) + rawTokens(m.Get("arguments").Str)
+	case "custom_tool_call":
+		n += rawTokens(m.Get("name").Str) + rawTokens(m.Get("input").Str)
+	case "function_call_output", "custom_tool_call_output":
+		n += textTokens(m.Get("output"))
+	case "reasoning":
+		m.Get("summary").ForEach(func(_, s gjson.Result) bool {
+			n += rawTokens(s.Get("text").Str)
+			return true
+		})
+	}
+	return n
+}

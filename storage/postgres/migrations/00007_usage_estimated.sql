@@ -1,0 +1,10 @@
+-- Troupe PostgreSQL schema, version 7: a usage record says whether its
+-- token counts are the gateway's estimate (a stream cut before the upstream
+-- reported its usage; docs/storage.md#estimated-usage).
+
+-- +goose Up
+ALTER TABLE usage_records
+    ADD COLUMN estimated boolean NOT NULL DEFAULT false;  -- tokens estimated by the gateway
+
+-- +goose Down
+ALTER TABLE usage_records DROP COLUMN estimated;
