@@ -116,6 +116,7 @@ func TestAdminUsage(t *testing.T) {
 		if i%10 == 0 {
 			r.Status, r.ErrorClass = 503, "transient"
 		}
+		r.Estimated = i == 7
 		recs = append(recs, r)
 	}
 	if err := e.store.InsertUsage(t.Context(), recs); err != nil {
@@ -162,6 +163,9 @@ func TestAdminUsage(t *testing.T) {
 			seen[m["request_id"].(string)] = true
 			if m["key"] == "" || m["account"] == "" {
 				t.Fatalf("names not resolved: %v", m)
+			}
+			if m["estimated"] != (m["request_id"] == "req-07") {
+				t.Fatalf("estimated: %v", m)
 			}
 		}
 		next, _ := r.json["next_cursor"].(string)

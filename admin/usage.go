@@ -214,6 +214,7 @@ type recordJSON struct {
 	CachedTokens    int64     `json:"cached_tokens"`
 	OutputTokens    int64     `json:"output_tokens"`
 	ReasoningTokens int64     `json:"reasoning_tokens"`
+	Estimated       bool      `json:"estimated"` // tokens estimated by the gateway (storage.UsageRecord.Estimated)
 }
 
 // encodeCursor makes the opaque next_cursor of a request-log page.
@@ -275,7 +276,8 @@ func (s *Server) usageRequests(ctx *fasthttp.RequestCtx, rctx context.Context) {
 		out = append(out, recordJSON{RequestID: r.RequestID, At: r.At, KeyID: r.KeyID, Key: keyNames[r.KeyID], AccountID: r.AccountID,
 			Account: accountNames[r.AccountID], Model: r.Model, Route: r.Route, Stream: r.Stream, Status: r.Status, ErrorClass: r.ErrorClass,
 			Attempts: r.Attempts, LatencyMs: float64(r.Latency.Microseconds()) / 1000, TTFTMs: float64(r.TTFT.Microseconds()) / 1000,
-			InputTokens: r.InputTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens})
+			InputTokens: r.InputTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens,
+			Estimated: r.Estimated})
 	}
 	var next any
 	if len(recs) == q.PageLimit() {
