@@ -168,13 +168,7 @@ func testServerStore(t testing.TB, n int, tr upstream.Transport) (*Server, *acto
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(sys.Views()) < n {
-		if time.Now().After(deadline) {
-			t.Fatal("accounts did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the accounts to start", func() bool { return len(sys.Views()) >= n })
 	secret, k, err := NewKey("test")
 	if err != nil {
 		t.Fatal(err)
@@ -193,12 +187,23 @@ func inFlight(sys *actors.System) int {
 	return n
 }
 
+// waitIdle waits until every lease is back: a release reaches the
+// account's actor, which then publishes its view, after the request ended.
 func waitIdle(t testing.TB, sys *actors.System) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for inFlight(sys) != 0 {
+	waitUntil(t, "every lease to be returned", func() bool { return inFlight(sys) == 0 })
+}
+
+// waitUntil waits for state the actors publish asynchronously (their
+// views), which no signal announces, looking every millisecond. It fails t
+// after 30 s: a bound on a wait that should take microseconds, generous
+// enough for a machine loaded by other test packages, not a measure.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("leases still held: %d", inFlight(sys))
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

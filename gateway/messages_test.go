@@ -26,13 +26,7 @@ func testServerOf(t testing.TB, tr upstream.Transport, providers ...storage.Prov
 		sys.PutAccount(storage.Account{ID: "p" + string(rune('0'+i)), Name: "prov-" + string(rune('0'+i)),
 			Provider: p, Models: []string{"m"}, MaxConcurrency: 1 << 20})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(sys.Views()) < len(providers) {
-		if time.Now().After(deadline) {
-			t.Fatal("accounts did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the accounts to start", func() bool { return len(sys.Views()) >= len(providers) })
 	return s, sys, key
 }
 
@@ -156,14 +150,11 @@ func TestMessagesNoAccountIsOverloaded(t *testing.T) {
 	for _, v := range sys.Views() {
 		sys.PutAccount(storage.Account{ID: v.ID, Name: v.Name, Provider: v.Provider, Models: v.Models, Disabled: true})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// The scheduler learns of the disabled accounts from their views.
+	waitUntil(t, "the disabled pool to answer 503", func() bool {
 		resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
-		if resp.StatusCode() == 503 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return resp.StatusCode() == 503
+	})
 	if resp.StatusCode() != 503 || !isAnthropicError(resp.Body(), "overloaded_error") || len(resp.Header.Peek("Retry-After")) == 0 {
 		t.Fatalf("disabled pool: status %d body %s", resp.StatusCode(), resp.Body())
 	}

@@ -274,7 +274,7 @@ func TestAnthropicConformance(t *testing.T) {
 		assertNoSecret(t, err)
 	})
 	t.Run("cancel mid-stream", func(t *testing.T) {
-		srv, gone := foreverServer(t, "content_block_delta")
+		srv, _, gone := foreverServer(t, "content_block_delta")
 		tr := mustNew(t, account(storage.ProviderAnthropic, srv.URL), Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -794,34 +794,20 @@ type usageRow struct {
 	stream                                  bool
 }
 
-// usageRows flushes the usage recorder until at least want rows are stored
-// (a stream records its usage when the gateway closes it, just after the
-// client read its last event), then reads every row of usage_records.
+// usageRows waits until every request made so far has ended and its usage
+// record is stored (usageSettled), checks that at least want rows are,
+// then reads every row of usage_records.
 func usageRows(t testing.TB, d *demo, want int) []usageRow {
 	t.Helper()
+	usageSettled(t, d.app)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var n int64
-	for {
-		if err := d.app.sys.FlushUsage(ctx); err != nil {
-			t.Fatalf("FlushUsage: %v", err)
-		}
-		var err error
-		n, err = d.app.store.CountUsage(ctx)
-		if err != nil {
-			t.Fatalf("CountUsage: %v", err)
-		}
-		if n >= int64(want) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("CountUsage = %d, want %d", n, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	n, err := d.app.store.CountUsage(ctx)
+	if err != nil {
+		t.Fatalf("CountUsage: %v", err)
 	}
-	time.Sleep(50 * time.Millisecond) // nothing more may arrive
-	if err := d.app.sys.FlushUsage(ctx); err != nil {
-		t.Fatalf("FlushUsage: %v", err)
+	if n < int64(want) {
+		t.Fatalf("CountUsage = %d once every request ended, want at least %d", n, want)
 	}
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(d.app.cfg.DataDir, "troupe.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
@@ -922,15 +908,21 @@ func TestFailoverExhaustsPoolPromptly(t *testing.T) {
 		ma.Latency = 0
 		ma.Fault = &mock.Fault{Kind: mock.FaultBadGateway}
 	}))
-	start := time.Now()
+	parked := func() uint64 {
+		st, err := d.app.sys.SchedulerStats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Parked
+	}
+	before := parked()
 	resp, b := d.post(t, "/v1/chat/completions", suiteRoutes[0].body())
-	took := time.Since(start)
 	if resp.StatusCode != 502 {
 		t.Errorf("status %d, want the last upstream's 502: %s", resp.StatusCode, b)
 	}
-	if took > time.Second {
-		t.Errorf("the answer took %v after both accounts had failed (MaxWait %v): the third attempt's Acquire "+
-			"waited for capacity although every live candidate is in its Exclude list", took.Round(time.Millisecond), cfg.Gateway.MaxWait)
+	if n := parked() - before; n != 0 {
+		t.Errorf("%d acquires parked after both accounts had failed (MaxWait %v): the third attempt's Acquire "+
+			"waited for capacity although every live candidate is in its Exclude list", n, cfg.Gateway.MaxWait)
 	}
 	for _, n := range d.names {
 		if st := d.fleet.Stats(n); st.Requests != 1 {
@@ -1314,7 +1306,20 @@ func benchFailover(b *testing.B, k int) {
 				time.Sleep(time.Millisecond)
 			}
 		}
-		time.Sleep(time.Millisecond) // the scheduler's view follows the snapshot
+		// The scheduler's view follows the snapshot: ask it until it has
+		// every account available again.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			st, err := d.app.sys.SchedulerStats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.Available == len(poolAccounts) {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the scheduler has %d of %d accounts available", st.Available, len(poolAccounts))
+			}
+		}
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	defer tr.CloseIdleConnections()

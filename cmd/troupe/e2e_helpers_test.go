@@ -172,10 +172,45 @@ func serveTestApp(t *testing.T, a *app, logs *syncBuffer, n int, what string) {
 	})
 }
 
+// usageSettled waits until every client request a has begun has ended
+// (troupe_inflight_requests is 0; a stream ends at its Close, just after
+// the client read its last event) and flushes the usage recorder. Each
+// request queues its one usage record as it ends, so once this returns the
+// stored records are final: a count taken now is exact, and nothing more
+// can arrive for the requests made so far.
+func usageSettled(t testing.TB, a *app) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every request ended", func() (bool, string) {
+		n := inflightRequests(t, a)
+		return n == 0, fmt.Sprintf("%v requests in flight", n)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.sys.FlushUsage(ctx); err != nil {
+		t.Fatalf("FlushUsage: %v", err)
+	}
+}
+
+// inflightRequests reads a's troupe_inflight_requests gauge.
+func inflightRequests(t testing.TB, a *app) float64 {
+	t.Helper()
+	mfs, err := a.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "troupe_inflight_requests" && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no troupe_inflight_requests gauge")
+	return 0
+}
+
 // eventually polls cond every 10 ms until it holds, failing the test after
 // timeout with cond's last description of the state. Call it from the test
 // goroutine only.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -27,6 +27,13 @@ func TestClientResetDoesNotPenalizeAccounts(t *testing.T) {
 		conn.(*net.TCPConn).SetLinger(0) // close with RST
 		conn.Close()
 	}
+	// Every request ended (each released its lease, if it took one), then
+	// every release was filed: an account publishes its view with the
+	// release's outcome in the same turn as the lease count it frees.
+	eventually(t, 30*time.Second, "every request ended", func() (bool, string) {
+		n := inflightRequests(t, d.app)
+		return n == 0, fmt.Sprintf("%v requests in flight", n)
+	})
 	eventually(t, 10*time.Second, "every lease returned", func() (bool, string) {
 		n := 0
 		for _, v := range d.app.sys.Views() {
@@ -34,7 +41,6 @@ func TestClientResetDoesNotPenalizeAccounts(t *testing.T) {
 		}
 		return n == 0, fmt.Sprintf("%d in flight", n)
 	})
-	time.Sleep(100 * time.Millisecond)
 	for _, v := range d.app.sys.Views() {
 		if v.Status != actors.StatusActive || v.Failures != 0 {
 			t.Errorf("%s: status %s, %d failures after client resets", v.Name, v.Status, v.Failures)

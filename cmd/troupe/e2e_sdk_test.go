@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -168,26 +167,9 @@ func TestSDK(t *testing.T) {
 			t.Logf("%d of 6 requests succeeded", succeeded)
 		}
 		d.assertNoLeases(t)
-		// A stream records its usage when the gateway closes it, just after
-		// the client has read the last event: flush until the count settles.
-		eventually(t, 10*time.Second, "usage records written", func() (bool, string) {
-			fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
-			defer fcancel()
-			if err := d.app.sys.FlushUsage(fctx); err != nil {
-				return false, "FlushUsage: " + err.Error()
-			}
-			n, err := d.successfulUsage(fctx)
-			if err != nil {
-				return false, "UsageRecords: " + err.Error()
-			}
-			return n >= succeeded, fmt.Sprintf("successful usage records = %d, want %d", n, succeeded)
-		})
-		time.Sleep(50 * time.Millisecond) // nothing more may arrive
+		usageSettled(t, d.app) // every request ended: the records are final
 		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer fcancel()
-		if err := d.app.sys.FlushUsage(fctx); err != nil {
-			t.Fatalf("FlushUsage: %v", err)
-		}
 		if n, err := d.successfulUsage(fctx); err != nil || n != succeeded {
 			t.Errorf("successful usage records = %d, %v; want %d (one per successful request)", n, err, succeeded)
 		}
