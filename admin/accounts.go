@@ -281,29 +281,7 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 	case len(parts) == 0 && method == "GET":
 		s.listAccounts(ctx, rctx)
 	case len(parts) == 0 && method == "POST":
-		in, aerr := decodeAccountInput(ctx.PostBody())
-		if aerr != nil {
-			writeError(ctx, aerr)
-			return
-		}
-		if _, err := s.store.GetAccount(rctx, in.Name); err == nil {
-			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: "name", Message: "An account with this name exists."})
-			return
-		}
-		a, aerr := in.account(storage.Account{})
-		if aerr != nil {
-			writeError(ctx, aerr)
-			return
-		}
-		stored, err := s.store.PutAccount(rctx, a)
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		s.accountsChanged()
-		s.sys.PutAccount(stored)
-		s.log.Info("admin: account added", "account", stored.Name)
-		writeJSON(ctx, 201, toAccountJSON(stored, nil, nil, s.now()))
+		s.createAccount(ctx, rctx)
 	case len(parts) == 1 && (parts[0] == "import" || parts[0] == "export") && string(ctx.QueryArgs().Peek("format")) != "troupe":
 		// The Codex formats (auth.json, JSON lines, refresh tokens): import.go.
 		defer s.accountsChanged()
@@ -315,66 +293,124 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 	case len(parts) == 1 && parts[0] == "bulk" && method == "POST":
 		s.bulkAccounts(ctx, rctx)
 	case len(parts) == 1 && method == "GET":
-		a, err := s.store.GetAccount(rctx, parts[0])
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		views, scores := s.liveIndex(rctx)
-		writeJSON(ctx, 200, toAccountJSON(a, viewPtr(views, a.ID), scorePtr(scores, a.ID), s.now()))
+		s.getAccount(ctx, rctx, parts[0])
 	case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
-		a, err := s.store.GetAccount(rctx, parts[0])
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		var in accountInput
-		if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
-			writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
-			return
-		}
-		if in.Name != "" && in.Name != a.Name {
-			writeError(ctx, errBadParam("name", "An account's name cannot change; add a new account and delete this one."))
-			return
-		}
-		in.Name = a.Name
-		upd, aerr := in.account(a)
-		if aerr != nil {
-			writeError(ctx, aerr)
-			return
-		}
-		s.putAccount(ctx, rctx, upd, 200)
+		s.editAccount(ctx, rctx, parts[0])
 	case len(parts) == 1 && method == "DELETE":
-		a, err := s.store.GetAccount(rctx, parts[0])
-		if err == nil {
-			err = s.store.DeleteAccount(rctx, a.ID)
-		}
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		s.accountsChanged()
-		s.sys.RemoveAccount(a.ID)
-		s.log.Info("admin: account deleted", "account", a.Name)
-		writeJSON(ctx, 200, map[string]any{"deleted": a.ID, "name": a.Name})
+		s.deleteAccount(ctx, rctx, parts[0])
 	case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
-		a, err := s.store.GetAccount(rctx, parts[0])
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		a.Disabled = parts[1] == "disable"
-		s.putAccount(ctx, rctx, a, 200)
+		s.enableAccount(ctx, rctx, parts[0], parts[1] == "enable")
 	case len(parts) == 2 && parts[1] == "probe" && method == "POST":
-		a, err := s.store.GetAccount(rctx, parts[0])
-		if err != nil {
-			s.accountStorageError(ctx, err)
-			return
-		}
-		writeJSON(ctx, 200, probeAccount(rctx, a))
+		s.probe(ctx, rctx, parts[0])
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}
+}
+
+// createAccount serves POST /api/admin/accounts: an account object (create:
+// absent fields take their zero value), refused with 409 when the name is
+// taken; the account joins the pool at once.
+func (s *Server) createAccount(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	in, aerr := decodeAccountInput(ctx.PostBody())
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if _, err := s.store.GetAccount(rctx, in.Name); err == nil {
+		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: "name", Message: "An account with this name exists."})
+		return
+	}
+	a, aerr := in.account(storage.Account{})
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	stored, err := s.store.PutAccount(rctx, a)
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	s.accountsChanged()
+	s.sys.PutAccount(stored)
+	s.log.Info("admin: account added", "account", stored.Name)
+	writeJSON(ctx, 201, toAccountJSON(stored, nil, nil, s.now()))
+}
+
+// getAccount serves GET /api/admin/accounts/{id or name}: the account with
+// its live state.
+func (s *Server) getAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
+	a, err := s.store.GetAccount(rctx, id)
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	views, scores := s.liveIndex(rctx)
+	writeJSON(ctx, 200, toAccountJSON(a, viewPtr(views, a.ID), scorePtr(scores, a.ID), s.now()))
+}
+
+// editAccount serves PATCH (or PUT) /api/admin/accounts/{id or name}: the
+// fields given change, absent ones keep their value; the name cannot.
+func (s *Server) editAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
+	a, err := s.store.GetAccount(rctx, id)
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	var in accountInput
+	if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
+		writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
+		return
+	}
+	if in.Name != "" && in.Name != a.Name {
+		writeError(ctx, errBadParam("name", "An account's name cannot change; add a new account and delete this one."))
+		return
+	}
+	in.Name = a.Name
+	upd, aerr := in.account(a)
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	s.putAccount(ctx, rctx, upd, 200)
+}
+
+// deleteAccount serves DELETE /api/admin/accounts/{id or name}; the account
+// leaves the pool at once.
+func (s *Server) deleteAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
+	a, err := s.store.GetAccount(rctx, id)
+	if err == nil {
+		err = s.store.DeleteAccount(rctx, a.ID)
+	}
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	s.accountsChanged()
+	s.sys.RemoveAccount(a.ID)
+	s.log.Info("admin: account deleted", "account", a.Name)
+	writeJSON(ctx, 200, map[string]any{"deleted": a.ID, "name": a.Name})
+}
+
+// enableAccount serves POST /api/admin/accounts/{id or name}/enable and
+// …/disable.
+func (s *Server) enableAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string, enable bool) {
+	a, err := s.store.GetAccount(rctx, id)
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	a.Disabled = !enable
+	s.putAccount(ctx, rctx, a, 200)
+}
+
+// probe serves POST /api/admin/accounts/{id or name}/probe (probeAccount).
+func (s *Server) probe(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
+	a, err := s.store.GetAccount(rctx, id)
+	if err != nil {
+		s.accountStorageError(ctx, err)
+		return
+	}
+	writeJSON(ctx, 200, probeAccount(rctx, a))
 }
 
 // statusOf is the live status name of an account, "absent" when it has no view.

@@ -254,47 +254,77 @@ func peekCounter(ctx context.Context, c storage.Cache, key string) int64 {
 // adminLogin serves POST /api/admin/login: {"username","password"} → a
 // session cookie and {"user", "csrf_token"}.
 func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
-	if !ctx.IsPost() {
-		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
-		return
-	}
-	if !sameOrigin(ctx) {
-		writeError(ctx, errCSRF("Cross-origin logins are refused."))
-		return
-	}
-	if ct := string(ctx.Request.Header.ContentType()); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		writeError(ctx, &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type", Message: "Login takes Content-Type: application/json."})
-		return
-	}
-	var body loginBody
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Username == "" || body.Password == "" {
-		writeError(ctx, errBadParam("username", `The body must be JSON {"username": "...", "password": "..."}.`))
-		return
-	}
-	if len(body.Password) > maxPasswordBytes || len(body.Username) > 64 {
-		writeError(ctx, errAdminAuth("Wrong username or password."))
+	body, ok := readLogin(ctx)
+	if !ok {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cache, now := s.adminCache(), time.Now()
+	cache := s.adminCache()
+	userKey := "admin:login:user:" + pwPrint(strings.ToLower(body.Username))
+	if s.loginLimited(ctx, rctx, cache, userKey) {
+		return
+	}
+	if u, ok := s.checkLogin(ctx, rctx, body, func() { bumpCounter(rctx, cache, userKey, loginUserWindow) }); ok {
+		s.startSession(ctx, rctx, cache, u)
+	}
+}
+
+// readLogin reads a login's body, answering the client itself when it is
+// not a same-origin POST of JSON {"username", "password"} (ok false).
+func readLogin(ctx *fasthttp.RequestCtx) (body loginBody, ok bool) {
+	if !ctx.IsPost() {
+		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
+		return body, false
+	}
+	if !sameOrigin(ctx) {
+		writeError(ctx, errCSRF("Cross-origin logins are refused."))
+		return body, false
+	}
+	if ct := string(ctx.Request.Header.ContentType()); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		writeError(ctx, &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type", Message: "Login takes Content-Type: application/json."})
+		return body, false
+	}
+	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Username == "" || body.Password == "" {
+		writeError(ctx, errBadParam("username", `The body must be JSON {"username": "...", "password": "..."}.`))
+		return body, false
+	}
+	if len(body.Password) > maxPasswordBytes || len(body.Username) > 64 {
+		writeError(ctx, errAdminAuth("Wrong username or password."))
+		return body, false
+	}
+	return body, true
+}
+
+// loginLimited counts the attempt against the client's address and answers
+// 429 (true) when the address has made more than loginIPLimit attempts, or
+// the user at userKey has failed loginUserLimit times.
+func (s *Server) loginLimited(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, userKey string) bool {
 	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
 	if n := bumpCounter(rctx, cache, ipKey, loginIPWindow); n > loginIPLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
 			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
-		return
+		return true
 	}
-	userKey := "admin:login:user:" + pwPrint(strings.ToLower(body.Username))
 	if peekCounter(rctx, cache, userKey) >= loginUserLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
 			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: loginUserWindow})
-		return
+		return true
 	}
+	return false
+}
+
+// checkLogin returns the enabled user the login's password matches. An
+// unknown user costs a hash comparison too (dummyHash), so both take as
+// long. On a mismatch it calls failed (which counts it), logs the failure
+// and answers 401; on a storage error it answers that; either way ok is
+// false.
+func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body loginBody, failed func()) (u storage.AdminUser, ok bool) {
 	u, err := s.store.GetAdminUser(rctx, body.Username)
 	found := err == nil
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		s.storageError(ctx, err)
-		return
+		return u, false
 	}
 	hash := dummyHash()
 	if found {
@@ -305,17 +335,24 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 		s.log.Error("admin password check", "user", body.Username, "err", err)
 	}
 	if !found || !match || u.Disabled || u.Username != body.Username {
-		bumpCounter(rctx, cache, userKey, loginUserWindow)
+		failed()
 		s.log.Warn("admin login failed", "user", clip(body.Username), "ip", ctx.RemoteIP().String())
 		writeError(ctx, errAdminAuth("Wrong username or password."))
-		return
+		return u, false
 	}
+	return u, true
+}
+
+// startSession stores a new session of u in cache, notes the login on the
+// user and answers the session cookie with the user and the CSRF token.
+func (s *Server) startSession(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, u storage.AdminUser) {
 	token, err := randomToken()
 	csrf, err2 := randomToken()
 	if err != nil || err2 != nil {
 		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a session."})
 		return
 	}
+	now := time.Now()
 	sess := adminSession{UserID: u.ID, CSRF: csrf, PwPrint: pwPrint(u.PasswordHash), Expires: now.Add(SessionTTL).Unix()}
 	raw, _ := json.Marshal(sess)
 	if err := cache.Set(rctx, adminSessionKey(token), string(raw), SessionTTL); err != nil {

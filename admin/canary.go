@@ -28,92 +28,112 @@ type canaryBody struct {
 
 // adminCanary serves POST /api/admin/policies/{name}/{canary,promote,abort}.
 func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, name, action string) {
-	rt := s.routing
 	switch action {
 	case "canary":
-		var body canaryBody
-		if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
-			writeError(ctx, errBadParam("percent", "The body must be JSON {\"percent\": 0-100, \"group\": \"...\", \"version\": N}."))
-			return
-		}
-		pct := 0
-		if body.Percent != nil {
-			pct = *body.Percent
-		}
-		if body.Version < 0 {
-			writeError(ctx, errBadParam("version", "version is a stored version (1 or more), or absent for the latest."))
-			return
-		}
-		if pct < 0 || pct > 100 || (pct == 0 && body.Group == "") {
-			writeError(ctx, errBadParam("percent", "Give percent (1-100) or group, or both; percent must be 0-100."))
-			return
-		}
-		if len(body.Group) > maxGroupBytes || !storage.TextOK(body.Group) {
-			writeError(ctx, errBadParam("group", "A group is UTF-8 text of at most 200 bytes, without NUL bytes."))
-			return
-		}
-		src, stored, ok := s.policySource(ctx, rctx, name, body.Version)
-		if !ok {
-			return
-		}
-		spec := routing.CanarySpec{ID: routing.NewCanaryID(), Name: name, Version: stored, Percent: pct, Group: body.Group, Started: s.now()}
-		if err := rt.StartCanary(spec, src); err != nil {
-			writeJSON(ctx, 400, map[string]any{"error": map[string]any{
-				"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
-			return
-		}
-		rt.ShareCanary(rctx, spec)
-		writeJSON(ctx, 200, map[string]any{"canary": s.canaryStatus(), "status": rt.Status()})
+		s.startCanary(ctx, rctx, name)
 	case "promote":
-		cn := rt.Canary()
-		if cn == nil || cn.Policy.Name() != name {
-			s.noCanary(ctx, name)
-			return
-		}
-		if cn.Spec.Version == 0 {
-			// A built-in: stored and activated like POST …/activate, so
-			// every instance loads it.
-			rt.StopCanary()
-			rt.UnshareCanary(rctx)
-			s.log.Info("routing canary promoted", "policy", name, "version", cn.Policy.Version())
-			s.activatePolicy(ctx, rctx, name, 0)
-			return
-		}
-		if _, err := rt.PromoteCanary(name); err != nil {
-			s.log.Error("canary promotion", "policy", name, "err", err)
-			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The canary could not be promoted; see the gateway log."})
-			return
-		}
-		resp := map[string]any{"promoted": cn.Status(), "status": rt.Status()}
-		act, err := s.store.ActivatePolicy(rctx, name, cn.Spec.Version)
-		if err != nil {
-			s.storageError(ctx, err)
-			return
-		}
-		resp["activated"] = toPolicyJSON(act, false)
-		rt.Broadcast(rctx, name)
-		rt.UnshareCanary(rctx)
-		s.log.Info("routing canary promoted", "policy", name, "version", cn.Policy.Version())
-		writeJSON(ctx, 200, resp)
+		s.promoteCanary(ctx, rctx, name)
 	case "abort":
-		cn := rt.Canary()
-		if cn == nil || cn.Policy.Name() != name {
-			if f := rt.CanaryNotLoaded(); f != nil && f.Name == name {
-				// Running elsewhere, not loaded here: end it everywhere.
-				rt.ForgetCanaryNotLoaded()
-				rt.UnshareCanary(rctx)
-				s.log.Info("routing canary aborted", "policy", name, "stored_version", f.Version)
-				writeJSON(ctx, 200, map[string]any{"aborted": map[string]any{"name": f.Name, "stored_version": f.Version}, "outcomes": rt.Outcomes()})
-				return
-			}
-			s.noCanary(ctx, name)
-			return
-		}
+		s.abortCanary(ctx, rctx, name)
+	}
+}
+
+// startCanary starts a canary of name (canaryBody) on this instance and
+// shares it with the others.
+func (s *Server) startCanary(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
+	rt := s.routing
+	var body canaryBody
+	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, errBadParam("percent", "The body must be JSON {\"percent\": 0-100, \"group\": \"...\", \"version\": N}."))
+		return
+	}
+	pct := 0
+	if body.Percent != nil {
+		pct = *body.Percent
+	}
+	if body.Version < 0 {
+		writeError(ctx, errBadParam("version", "version is a stored version (1 or more), or absent for the latest."))
+		return
+	}
+	if pct < 0 || pct > 100 || (pct == 0 && body.Group == "") {
+		writeError(ctx, errBadParam("percent", "Give percent (1-100) or group, or both; percent must be 0-100."))
+		return
+	}
+	if len(body.Group) > maxGroupBytes || !storage.TextOK(body.Group) {
+		writeError(ctx, errBadParam("group", "A group is UTF-8 text of at most 200 bytes, without NUL bytes."))
+		return
+	}
+	src, stored, ok := s.policySource(ctx, rctx, name, body.Version)
+	if !ok {
+		return
+	}
+	spec := routing.CanarySpec{ID: routing.NewCanaryID(), Name: name, Version: stored, Percent: pct, Group: body.Group, Started: s.now()}
+	if err := rt.StartCanary(spec, src); err != nil {
+		writeJSON(ctx, 400, map[string]any{"error": map[string]any{
+			"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": nil, "line": errorLine(err)}})
+		return
+	}
+	rt.ShareCanary(rctx, spec)
+	writeJSON(ctx, 200, map[string]any{"canary": s.canaryStatus(), "status": rt.Status()})
+}
+
+// promoteCanary makes the running canary of name the active policy, here
+// and (through the stored activation and its broadcast) everywhere.
+func (s *Server) promoteCanary(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
+	rt := s.routing
+	cn := rt.Canary()
+	if cn == nil || cn.Policy.Name() != name {
+		s.noCanary(ctx, name)
+		return
+	}
+	if cn.Spec.Version == 0 {
+		// A built-in: stored and activated like POST …/activate, so
+		// every instance loads it.
 		rt.StopCanary()
 		rt.UnshareCanary(rctx)
-		s.log.Info("routing canary aborted", "policy", name, "version", cn.Policy.Version())
-		writeJSON(ctx, 200, map[string]any{"aborted": cn.Status(), "outcomes": rt.Outcomes()})
+		s.log.Info("routing canary promoted", "policy", name, "version", cn.Policy.Version())
+		s.activatePolicy(ctx, rctx, name, 0)
+		return
 	}
+	if _, err := rt.PromoteCanary(name); err != nil {
+		s.log.Error("canary promotion", "policy", name, "err", err)
+		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The canary could not be promoted; see the gateway log."})
+		return
+	}
+	resp := map[string]any{"promoted": cn.Status(), "status": rt.Status()}
+	act, err := s.store.ActivatePolicy(rctx, name, cn.Spec.Version)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	resp["activated"] = toPolicyJSON(act, false)
+	rt.Broadcast(rctx, name)
+	rt.UnshareCanary(rctx)
+	s.log.Info("routing canary promoted", "policy", name, "version", cn.Policy.Version())
+	writeJSON(ctx, 200, resp)
+}
+
+// abortCanary stops the canary of name everywhere, also when it runs on
+// other instances but failed to load on this one.
+func (s *Server) abortCanary(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
+	rt := s.routing
+	cn := rt.Canary()
+	if cn == nil || cn.Policy.Name() != name {
+		if f := rt.CanaryNotLoaded(); f != nil && f.Name == name {
+			// Running elsewhere, not loaded here: end it everywhere.
+			rt.ForgetCanaryNotLoaded()
+			rt.UnshareCanary(rctx)
+			s.log.Info("routing canary aborted", "policy", name, "stored_version", f.Version)
+			writeJSON(ctx, 200, map[string]any{"aborted": map[string]any{"name": f.Name, "stored_version": f.Version}, "outcomes": rt.Outcomes()})
+			return
+		}
+		s.noCanary(ctx, name)
+		return
+	}
+	rt.StopCanary()
+	rt.UnshareCanary(rctx)
+	s.log.Info("routing canary aborted", "policy", name, "version", cn.Policy.Version())
+	writeJSON(ctx, 200, map[string]any{"aborted": cn.Status(), "outcomes": rt.Outcomes()})
 }
 
 // noCanary answers 409 no_canary for name, saying so when the shared canary

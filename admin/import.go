@@ -80,85 +80,101 @@ func ImportCodexAccounts(ctx context.Context, st ImportAccounts, data []byte, op
 	if err != nil {
 		return rep, fmt.Errorf("import: list accounts: %w", err)
 	}
-	byKey := map[string]storage.Account{}
-	names := map[string]bool{}
+	if opts.NamePrefix == "" {
+		opts.NamePrefix = "codex-"
+	}
+	x := newCodexIndex(existing, opts)
+	for _, e := range entries {
+		r, acc, write := x.plan(e)
+		if write && !opts.DryRun {
+			stored, err := st.PutAccount(ctx, acc)
+			if err != nil {
+				r.Status, r.Reason = "refused", "storing it failed: "+storeErrText(err)
+			} else {
+				rep.Stored = append(rep.Stored, stored)
+			}
+		}
+		rep.Entries = append(rep.Entries, r)
+		rep.Counts[r.Status]++
+	}
+	return rep, nil
+}
+
+// codexIndex matches an import's entries with the stored codex accounts and
+// names the new ones.
+type codexIndex struct {
+	opts  ImportOptions
+	byKey map[string]storage.Account // "id:" + ChatGPT account id, "rt:" + refresh token
+	names map[string]bool            // every stored account's name, and those given to new ones
+	seen  map[string]int             // an entry's key → the line that claimed it
+}
+
+// newCodexIndex indexes the codex accounts of existing by ChatGPT account id
+// (read from the tokens when not stored) and by refresh token.
+func newCodexIndex(existing []storage.Account, opts ImportOptions) *codexIndex {
+	x := &codexIndex{opts: opts, byKey: map[string]storage.Account{}, names: map[string]bool{}, seen: map[string]int{}}
 	for _, a := range existing {
-		names[a.Name] = true
+		x.names[a.Name] = true
 		if a.Provider != storage.ProviderCodex {
 			continue
 		}
 		c := a.Credentials
 		upstream.FillFromClaims(&c)
 		if c.AccountID != "" {
-			byKey["id:"+c.AccountID] = a
+			x.byKey["id:"+c.AccountID] = a
 		}
 		if c.RefreshToken != "" {
-			byKey["rt:"+c.RefreshToken] = a
+			x.byKey["rt:"+c.RefreshToken] = a
 		}
 	}
-	if opts.NamePrefix == "" {
-		opts.NamePrefix = "codex-"
+	return x
+}
+
+// plan decides what entry e does: refused (a bad entry, or a repeat of an
+// earlier entry's account), unchanged (the stored account has these
+// tokens), updated (a stored account gets its credentials) or imported (a
+// new account). It returns the entry's result and, when write is set, the
+// account to store.
+func (x *codexIndex) plan(e upstream.CodexEntry) (r ImportResult, acc storage.Account, write bool) {
+	c := e.Credentials
+	r = ImportResult{Line: e.Line, AccountID: c.AccountID, Email: c.Email, Plan: c.Plan}
+	if e.Err != nil {
+		r.Status, r.Reason = "refused", e.Err.Error()
+		return r, acc, false
 	}
-	seen := map[string]int{} // key → line that claimed it
-	for _, e := range entries {
-		r := ImportResult{Line: e.Line}
-		c := e.Credentials
-		r.AccountID, r.Email, r.Plan = c.AccountID, c.Email, c.Plan
-		refuse := func(reason string) {
-			r.Status, r.Reason = "refused", reason
-			rep.Entries = append(rep.Entries, r)
-			rep.Counts["refused"]++
-		}
-		if e.Err != nil {
-			refuse(e.Err.Error())
-			continue
-		}
-		key := "rt:" + c.RefreshToken
-		if c.AccountID != "" {
-			key = "id:" + c.AccountID
-		}
-		if line, dup := seen[key]; dup {
-			refuse(fmt.Sprintf("duplicate of entry %d", line))
-			continue
-		}
-		seen[key] = e.Line
-		acc, found := byKey[key]
-		if !found && c.RefreshToken != "" {
-			acc, found = byKey["rt:"+c.RefreshToken]
-		}
-		if found {
-			r.Name = acc.Name
-			if acc.Credentials.RefreshToken == c.RefreshToken && acc.Credentials.AccessToken == c.AccessToken {
-				r.Status = "unchanged"
-				rep.Entries = append(rep.Entries, r)
-				rep.Counts["unchanged"]++
-				continue
-			}
-			if c.Proxy == "" {
-				c.Proxy = acc.Credentials.Proxy
-			}
-			acc.Credentials = c
-			r.Status = "updated"
-		} else {
-			acc = storage.Account{
-				Name: uniqueName(names, opts.NamePrefix+nameStem(c)), Provider: storage.ProviderCodex, BaseURL: opts.BaseURL,
-				Credentials: c, Models: opts.Models, MaxConcurrency: opts.MaxConcurrency, Group: opts.Group, Tags: opts.Tags,
-			}
-			names[acc.Name] = true
-			r.Name, r.Status = acc.Name, "imported"
-		}
-		if !opts.DryRun {
-			stored, err := st.PutAccount(ctx, acc)
-			if err != nil {
-				refuse("storing it failed: " + storeErrText(err))
-				continue
-			}
-			rep.Stored = append(rep.Stored, stored)
-		}
-		rep.Entries = append(rep.Entries, r)
-		rep.Counts[r.Status]++
+	key := "rt:" + c.RefreshToken
+	if c.AccountID != "" {
+		key = "id:" + c.AccountID
 	}
-	return rep, nil
+	if line, dup := x.seen[key]; dup {
+		r.Status, r.Reason = "refused", fmt.Sprintf("duplicate of entry %d", line)
+		return r, acc, false
+	}
+	x.seen[key] = e.Line
+	acc, found := x.byKey[key]
+	if !found && c.RefreshToken != "" {
+		acc, found = x.byKey["rt:"+c.RefreshToken]
+	}
+	if !found {
+		acc = storage.Account{
+			Name: uniqueName(x.names, x.opts.NamePrefix+nameStem(c)), Provider: storage.ProviderCodex, BaseURL: x.opts.BaseURL,
+			Credentials: c, Models: x.opts.Models, MaxConcurrency: x.opts.MaxConcurrency, Group: x.opts.Group, Tags: x.opts.Tags,
+		}
+		x.names[acc.Name] = true
+		r.Name, r.Status = acc.Name, "imported"
+		return r, acc, true
+	}
+	r.Name = acc.Name
+	if acc.Credentials.RefreshToken == c.RefreshToken && acc.Credentials.AccessToken == c.AccessToken {
+		r.Status = "unchanged"
+		return r, acc, false
+	}
+	if c.Proxy == "" {
+		c.Proxy = acc.Credentials.Proxy
+	}
+	acc.Credentials = c
+	r.Status = "updated"
+	return r, acc, true
 }
 
 // nameStem is the distinguishing part of a new account's name: the start of
@@ -219,79 +235,94 @@ func ExportCodexAccounts(ctx context.Context, st ImportAccounts, format string, 
 	return b, len(creds), err
 }
 
-// adminAccountsIO serves POST /api/admin/accounts/import (the body is the
-// file; query: dry_run, name_prefix, base_url, models, max_concurrency,
-// group, tags) and GET /api/admin/accounts/export (query: format = auth.json,
-// json, jsonl or tokens, default jsonl; name, repeatable).
+// adminAccountsIO serves POST /api/admin/accounts/import and GET
+// /api/admin/accounts/export in the Codex formats.
 func (s *Server) adminAccountsIO(ctx *fasthttp.RequestCtx, method, op string) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // bounded; not tied to the connection
 	defer cancel()
-	q := ctx.QueryArgs()
 	switch {
 	case op == "import" && method == "POST":
-		// The Codex formats are detected from the content; any other format
-		// is refused rather than read as one of them (format=troupe is routed
-		// to importAccounts before this).
-		switch f := string(q.Peek("format")); f {
-		case "", upstream.FormatAuthJSON, upstream.FormatJSON, upstream.FormatJSONL, upstream.FormatTokens:
-		default:
-			writeError(ctx, errBadParam("format", "Unknown import format "+strconv.Quote(clip(f))+": troupe, auth.json, json, jsonl or tokens (or none: detected from the file)."))
-			return
-		}
-		opts := ImportOptions{
-			DryRun: q.GetBool("dry_run"), NamePrefix: string(q.Peek("name_prefix")), BaseURL: string(q.Peek("base_url")),
-			Group: string(q.Peek("group")), Models: splitQueryList(q.Peek("models")), Tags: splitQueryList(q.Peek("tags")),
-		}
-		if v := q.Peek("max_concurrency"); len(v) > 0 {
-			n, err := strconv.Atoi(string(v))
-			if err != nil || n < 0 {
-				writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Param: "max_concurrency", Message: "max_concurrency must be a non-negative integer."})
-				return
-			}
-			opts.MaxConcurrency = n
-		}
-		rep, err := ImportCodexAccounts(sctx, s.store, ctx.PostBody(), opts)
-		if errors.Is(err, errImportBaseURL) {
-			writeError(ctx, errBadParam("base_url", err.Error()))
-			return
-		}
-		if err != nil {
-			writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_import", Message: err.Error()})
-			return
-		}
-		for _, a := range rep.Stored {
-			s.sys.PutAccount(a) // join the pool now, not at the next storage sync
-		}
-		s.log.Info("accounts imported", "imported", rep.Counts["imported"], "updated", rep.Counts["updated"],
-			"unchanged", rep.Counts["unchanged"], "refused", rep.Counts["refused"], "dry_run", rep.DryRun)
-		writeJSON(ctx, 200, rep)
+		s.importCodex(ctx, sctx)
 	case op == "export" && method == "GET":
-		format := string(q.Peek("format"))
-		if format == "" {
-			format = upstream.FormatJSONL
-		}
-		var names []string
-		for _, v := range q.PeekMulti("name") {
-			names = append(names, string(v))
-		}
-		b, n, err := ExportCodexAccounts(sctx, s.store, format, names)
-		if err != nil {
-			writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Param: "format", Message: err.Error()})
-			return
-		}
-		s.log.Info("accounts exported", "accounts", n, "format", format)
-		if format == upstream.FormatTokens {
-			ctx.SetContentType("text/plain; charset=utf-8")
-		} else {
-			ctx.SetContentType("application/json")
-		}
-		ctx.Response.Header.Set("Content-Disposition", `attachment; filename="codex-accounts.`+strings.TrimPrefix(format, "auth.")+`"`)
-		ctx.SetBody(b)
+		s.exportCodex(ctx, sctx)
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}
 }
 
+// importCodex serves POST /api/admin/accounts/import (ImportCodexAccounts):
+// the body is the file; query: dry_run, name_prefix, base_url, models,
+// max_concurrency, group, tags. The stored accounts join the pool at once.
+func (s *Server) importCodex(ctx *fasthttp.RequestCtx, sctx context.Context) {
+	q := ctx.QueryArgs()
+	// The Codex formats are detected from the content; any other format
+	// is refused rather than read as one of them (format=troupe is routed
+	// to importAccounts before this).
+	switch f := string(q.Peek("format")); f {
+	case "", upstream.FormatAuthJSON, upstream.FormatJSON, upstream.FormatJSONL, upstream.FormatTokens:
+	default:
+		writeError(ctx, errBadParam("format", "Unknown import format "+strconv.Quote(clip(f))+": troupe, auth.json, json, jsonl or tokens (or none: detected from the file)."))
+		return
+	}
+	opts := ImportOptions{
+		DryRun: q.GetBool("dry_run"), NamePrefix: string(q.Peek("name_prefix")), BaseURL: string(q.Peek("base_url")),
+		Group: string(q.Peek("group")), Models: splitQueryList(q.Peek("models")), Tags: splitQueryList(q.Peek("tags")),
+	}
+	if v := q.Peek("max_concurrency"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 {
+			writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Param: "max_concurrency", Message: "max_concurrency must be a non-negative integer."})
+			return
+		}
+		opts.MaxConcurrency = n
+	}
+	rep, err := ImportCodexAccounts(sctx, s.store, ctx.PostBody(), opts)
+	if errors.Is(err, errImportBaseURL) {
+		writeError(ctx, errBadParam("base_url", err.Error()))
+		return
+	}
+	if err != nil {
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid_import", Message: err.Error()})
+		return
+	}
+	for _, a := range rep.Stored {
+		s.sys.PutAccount(a) // join the pool now, not at the next storage sync
+	}
+	s.log.Info("accounts imported", "imported", rep.Counts["imported"], "updated", rep.Counts["updated"],
+		"unchanged", rep.Counts["unchanged"], "refused", rep.Counts["refused"], "dry_run", rep.DryRun)
+	writeJSON(ctx, 200, rep)
+}
+
+// exportCodex serves GET /api/admin/accounts/export (ExportCodexAccounts):
+// query format = auth.json, json, jsonl or tokens (default jsonl); name,
+// repeatable (default every codex account). The answer holds secrets.
+func (s *Server) exportCodex(ctx *fasthttp.RequestCtx, sctx context.Context) {
+	q := ctx.QueryArgs()
+	format := string(q.Peek("format"))
+	if format == "" {
+		format = upstream.FormatJSONL
+	}
+	var names []string
+	for _, v := range q.PeekMulti("name") {
+		names = append(names, string(v))
+	}
+	b, n, err := ExportCodexAccounts(sctx, s.store, format, names)
+	if err != nil {
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Param: "format", Message: err.Error()})
+		return
+	}
+	s.log.Info("accounts exported", "accounts", n, "format", format)
+	if format == upstream.FormatTokens {
+		ctx.SetContentType("text/plain; charset=utf-8")
+	} else {
+		ctx.SetContentType("application/json")
+	}
+	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="codex-accounts.`+strings.TrimPrefix(format, "auth.")+`"`)
+	ctx.SetBody(b)
+}
+
+// splitQueryList splits a comma-separated query value into its non-empty,
+// trimmed items.
 func splitQueryList(b []byte) []string {
 	var out []string
 	for item := range strings.SplitSeq(string(b), ",") {

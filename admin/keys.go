@@ -137,84 +137,104 @@ func (s *Server) adminKeys(ctx *fasthttp.RequestCtx, method string, parts []stri
 	now := s.now()
 	switch {
 	case len(parts) == 0 && method == "GET":
-		keys, err := s.store.ListAPIKeys(rctx)
-		if err != nil {
-			s.storageError(ctx, err)
-			return
-		}
-		q := strings.ToLower(string(ctx.QueryArgs().Peek("q")))
-		out := make([]keyJSON, 0, len(keys))
-		for _, k := range keys {
-			if q == "" || strings.Contains(strings.ToLower(k.Name), q) || strings.HasPrefix(k.Prefix, q) {
-				out = append(out, toKeyJSON(k, now))
-			}
-		}
-		writeJSON(ctx, 200, map[string]any{"keys": out})
+		s.listKeys(ctx, rctx, now)
 	case len(parts) == 0 && method == "POST":
-		in, aerr := decodeKeyInput(ctx.PostBody())
-		if aerr != nil {
-			writeError(ctx, aerr)
-			return
-		}
-		if in.Name == nil {
-			writeError(ctx, errBadParam("name", "A key needs a name."))
-			return
-		}
-		secret, k, err := gateway.NewKey(*in.Name)
-		if err != nil {
-			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a key."})
-			return
-		}
-		if aerr := in.apply(&k, now); aerr != nil {
-			writeError(ctx, aerr)
-			return
-		}
-		stored, err := s.store.CreateAPIKey(rctx, k)
-		if err != nil {
-			s.keyStorageError(ctx, err)
-			return
-		}
-		s.keysChanged(rctx, "created "+stored.ID)
-		s.log.Info("admin: api key created", "key", stored.Name, "admin", stored.Admin)
-		writeJSON(ctx, 201, map[string]any{"key": toKeyJSON(stored, now), "secret": secret})
+		s.createKey(ctx, rctx, now)
 	case len(parts) >= 1:
-		k, err := s.findKey(rctx, parts[0])
-		if err != nil {
-			s.keyStorageError(ctx, err)
-			return
-		}
-		switch {
-		case len(parts) == 1 && method == "GET":
-			writeJSON(ctx, 200, toKeyJSON(k, now))
-		case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
-			in, aerr := decodeKeyInput(ctx.PostBody())
-			if aerr == nil {
-				aerr = in.apply(&k, now)
-			}
-			if aerr != nil {
-				writeError(ctx, aerr)
-				return
-			}
-			s.updateKey(ctx, rctx, k, now)
-		case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
-			k.Disabled = parts[1] == "disable"
-			s.updateKey(ctx, rctx, k, now)
-		case len(parts) == 1 && method == "DELETE":
-			if err := s.store.DeleteAPIKey(rctx, k.ID); err != nil {
-				s.keyStorageError(ctx, err)
-				return
-			}
-			s.keysChanged(rctx, "deleted "+k.ID)
-			s.log.Info("admin: api key deleted", "key", k.Name)
-			writeJSON(ctx, 200, map[string]any{"deleted": k.ID, "name": k.Name})
-		default:
-			writeError(ctx, errMethod(method, string(ctx.Path())))
-		}
+		s.keyRoute(ctx, rctx, method, parts, now)
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}
 }
 
+// listKeys serves GET /api/admin/keys?q=: every key, or those whose name
+// contains q or whose prefix starts with it.
+func (s *Server) listKeys(ctx *fasthttp.RequestCtx, rctx context.Context, now time.Time) {
+	keys, err := s.store.ListAPIKeys(rctx)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	q := strings.ToLower(string(ctx.QueryArgs().Peek("q")))
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		if q == "" || strings.Contains(strings.ToLower(k.Name), q) || strings.HasPrefix(k.Prefix, q) {
+			out = append(out, toKeyJSON(k, now))
+		}
+	}
+	writeJSON(ctx, 200, map[string]any{"keys": out})
+}
+
+// createKey serves POST /api/admin/keys: a new key (keyInput) and its
+// secret, shown this once.
+func (s *Server) createKey(ctx *fasthttp.RequestCtx, rctx context.Context, now time.Time) {
+	in, aerr := decodeKeyInput(ctx.PostBody())
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if in.Name == nil {
+		writeError(ctx, errBadParam("name", "A key needs a name."))
+		return
+	}
+	secret, k, err := gateway.NewKey(*in.Name)
+	if err != nil {
+		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a key."})
+		return
+	}
+	if aerr := in.apply(&k, now); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	stored, err := s.store.CreateAPIKey(rctx, k)
+	if err != nil {
+		s.keyStorageError(ctx, err)
+		return
+	}
+	s.keysChanged(rctx, "created "+stored.ID)
+	s.log.Info("admin: api key created", "key", stored.Name, "admin", stored.Admin)
+	writeJSON(ctx, 201, map[string]any{"key": toKeyJSON(stored, now), "secret": secret})
+}
+
+// keyRoute serves /api/admin/keys/{id or name}[/enable|/disable]: GET,
+// PATCH (or PUT) with keyInput, POST enable or disable, DELETE.
+func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method string, parts []string, now time.Time) {
+	k, err := s.findKey(rctx, parts[0])
+	if err != nil {
+		s.keyStorageError(ctx, err)
+		return
+	}
+	switch {
+	case len(parts) == 1 && method == "GET":
+		writeJSON(ctx, 200, toKeyJSON(k, now))
+	case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
+		in, aerr := decodeKeyInput(ctx.PostBody())
+		if aerr == nil {
+			aerr = in.apply(&k, now)
+		}
+		if aerr != nil {
+			writeError(ctx, aerr)
+			return
+		}
+		s.updateKey(ctx, rctx, k, now)
+	case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
+		k.Disabled = parts[1] == "disable"
+		s.updateKey(ctx, rctx, k, now)
+	case len(parts) == 1 && method == "DELETE":
+		if err := s.store.DeleteAPIKey(rctx, k.ID); err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		s.keysChanged(rctx, "deleted "+k.ID)
+		s.log.Info("admin: api key deleted", "key", k.Name)
+		writeJSON(ctx, 200, map[string]any{"deleted": k.ID, "name": k.Name})
+	default:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	}
+}
+
+// updateKey stores a changed key, drops every instance's cached lookups
+// and answers the key.
 func (s *Server) updateKey(ctx *fasthttp.RequestCtx, rctx context.Context, k storage.APIKey, now time.Time) {
 	stored, err := s.store.UpdateAPIKey(rctx, k)
 	if err != nil {

@@ -3,15 +3,12 @@ package admin
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
-	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
 
@@ -93,61 +90,6 @@ func (s *Server) simulate(ctx context.Context, p *scripts.Policy) (simResult, er
 	return res, nil
 }
 
-// adminPolicySource returns the source a validate or simulate request is about:
-// the body's "source", else version "version" of the stored policy (0: the
-// latest), else the built-in of that name.
-func (s *Server) adminPolicySource(ctx context.Context, name string, body []byte) (string, *APIError) {
-	var in struct {
-		Source  string `json:"source"`
-		Version int    `json:"version"`
-	}
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &in); err != nil {
-			return "", errBadParam("source", `The body must be JSON {"source": "<lua>"} or {"version": N}, or empty.`)
-		}
-	}
-	if in.Source != "" {
-		return in.Source, nil
-	}
-	p, err := s.store.GetPolicy(ctx, name, in.Version)
-	if err == nil {
-		return p.Source, nil
-	}
-	if errors.Is(err, storage.ErrNotFound) && in.Version == 0 {
-		if src, ok := scripts.Builtin(name); ok {
-			return src, nil
-		}
-		return "", &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such policy or version."}
-	}
-	if errors.Is(err, storage.ErrNotFound) {
-		return "", &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such policy or version."}
-	}
-	s.log.Error("admin storage", "err", err)
-	return "", &APIError{Status: 500, Type: "server_error", Message: "Storage error; see the gateway log."}
-}
-
-// writePolicyError answers a policy that failed to compile or self-test:
-// 400 with error.line (0 when unknown).
-func writePolicyError(ctx *fasthttp.RequestCtx, err error) {
-	writeJSON(ctx, 400, map[string]any{"error": map[string]any{
-		"message": err.Error(), "type": "invalid_request_error", "code": "policy_invalid", "param": "source", "line": errorLine(err)}})
-}
-
-// policyValidate serves POST /api/admin/policies/{name}/validate: compile
-// and self-test against the live pool, store nothing.
-func (s *Server) policyValidate(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
-	src, aerr := s.adminPolicySource(rctx, name, ctx.PostBody())
-	if aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if err := s.routing.Validate(name, src); err != nil {
-		writePolicyError(ctx, err)
-		return
-	}
-	writeJSON(ctx, 200, map[string]any{"valid": true, "name": name})
-}
-
 // policySimulate serves POST /api/admin/policies/{name}/simulate.
 func (s *Server) policySimulate(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
 	src, aerr := s.adminPolicySource(rctx, name, ctx.PostBody())
@@ -167,39 +109,4 @@ func (s *Server) policySimulate(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		return
 	}
 	writeJSON(ctx, 200, res)
-}
-
-// policyRollback serves POST /api/admin/policies/{name}/rollback: activate
-// the version of name that was active before the current one (by
-// activated_at), or, when none was, the version before the latest.
-func (s *Server) policyRollback(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
-	hist, err := s.store.PolicyHistory(rctx, name)
-	if err != nil {
-		s.storageError(ctx, err)
-		return
-	}
-	cur := 0
-	if act, err := s.store.ActivePolicy(rctx); err == nil && act.Name == name {
-		cur = act.Version
-	}
-	target := 0
-	var best time.Time
-	for _, p := range hist {
-		if p.Version != cur && p.ActivatedAt != nil && p.ActivatedAt.After(best) {
-			best, target = *p.ActivatedAt, p.Version
-		}
-	}
-	if target == 0 {
-		for _, p := range hist { // newest first
-			if p.Version < max(cur, hist[0].Version) {
-				target = p.Version
-				break
-			}
-		}
-	}
-	if target == 0 {
-		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_previous_version", Message: "This policy has no earlier version to roll back to."})
-		return
-	}
-	s.activatePolicy(ctx, rctx, name, target)
 }

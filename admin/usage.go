@@ -91,75 +91,117 @@ func (s *Server) names(ctx context.Context) (keys, accounts map[string]string) {
 	return keys, accounts
 }
 
-func (s *Server) usageSeries(ctx *fasthttp.RequestCtx, rctx context.Context) {
-	a := ctx.QueryArgs()
-	now := s.now().UTC()
+// seriesQuery is the query of GET /api/admin/usage.
+type seriesQuery struct {
+	storage.UsageQuery               // the window and the key, account and model filters
+	bucket             time.Duration // an hour or a day
+	by                 string        // model, key or account
+	top                int           // series returned, busiest first
+}
+
+// parseSeriesQuery reads the query of GET /api/admin/usage: from and to
+// (RFC 3339; default the last 24 whole hours), bucket (hour or day),
+// group_by (model, key or account), top (1-100, default 10), key, account,
+// model.
+func parseSeriesQuery(a *fasthttp.Args, now time.Time) (seriesQuery, *APIError) {
+	var q seriesQuery
 	to, aerr := timeArg(a, "to", now.Truncate(time.Hour).Add(time.Hour))
 	if aerr != nil {
-		writeError(ctx, aerr)
-		return
+		return q, aerr
 	}
 	from, aerr := timeArg(a, "from", to.Add(-24*time.Hour))
 	if aerr != nil {
-		writeError(ctx, aerr)
-		return
+		return q, aerr
 	}
 	if !from.Before(to) || to.Sub(from) > 400*24*time.Hour {
-		writeError(ctx, errBadParam("from", "from must be before to, at most 400 days apart."))
-		return
+		return q, errBadParam("from", "from must be before to, at most 400 days apart.")
 	}
-	bucket := time.Hour
+	q.bucket = time.Hour
 	switch string(a.Peek("bucket")) {
 	case "", "hour":
 	case "day":
-		bucket = 24 * time.Hour
+		q.bucket = 24 * time.Hour
 	default:
-		writeError(ctx, errBadParam("bucket", "bucket is hour or day."))
-		return
+		return q, errBadParam("bucket", "bucket is hour or day.")
 	}
-	if bucket == time.Hour && to.Sub(from) > 31*24*time.Hour {
-		writeError(ctx, errBadParam("bucket", "Hourly buckets cover at most 31 days; use bucket=day."))
-		return
+	if q.bucket == time.Hour && to.Sub(from) > 31*24*time.Hour {
+		return q, errBadParam("bucket", "Hourly buckets cover at most 31 days; use bucket=day.")
 	}
-	by := string(a.Peek("group_by"))
-	switch by {
+	q.by = string(a.Peek("group_by"))
+	switch q.by {
 	case "", "model":
-		by = "model"
+		q.by = "model"
 	case "key", "account":
 	default:
-		writeError(ctx, errBadParam("group_by", "group_by is key, account or model."))
-		return
+		return q, errBadParam("group_by", "group_by is key, account or model.")
 	}
-	top, aerr := intArg(a, "top", 10, 1, 100)
+	if q.top, aerr = intArg(a, "top", 10, 1, 100); aerr != nil {
+		return q, aerr
+	}
+	q.UsageQuery = storage.UsageQuery{From: from, To: to, KeyID: string(a.Peek("key")), AccountID: string(a.Peek("account")), Model: string(a.Peek("model"))}
+	return q, nil
+}
+
+// usageSeries serves GET /api/admin/usage: the hourly rollups of the
+// window, summed per bucket into one series per model, key or account (the
+// top busiest), with the total.
+func (s *Server) usageSeries(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	q, aerr := parseSeriesQuery(ctx.QueryArgs(), s.now().UTC())
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}
-	q := storage.UsageQuery{From: from, To: to, KeyID: string(a.Peek("key")), AccountID: string(a.Peek("account")), Model: string(a.Peek("model"))}
-	rows, err := s.store.Rollups(rctx, q)
+	rows, err := s.store.Rollups(rctx, q.UsageQuery)
 	if err != nil {
 		s.storageError(ctx, err)
 		return
 	}
 	keyNames, accountNames := s.names(rctx)
-	type acc struct {
-		series  usageSeries
-		buckets map[int64]*usagePoint
+	group := func(r *storage.UsageRollup) (id, name string) {
+		switch q.by {
+		case "key":
+			return r.KeyID, keyNames[r.KeyID]
+		case "account":
+			return r.AccountID, accountNames[r.AccountID]
+		}
+		return r.Model, r.Model
 	}
-	groups := map[string]*acc{}
-	var total usagePoint
+	series, total := groupSeries(rows, q.bucket, group)
+	out := make([]usageSeries, 0, min(len(series), q.top))
+	for _, g := range series[:min(len(series), q.top)] {
+		out = append(out, g.points())
+	}
+	writeJSON(ctx, 200, map[string]any{"from": q.From, "to": q.To, "bucket": map[bool]string{true: "hour", false: "day"}[q.bucket == time.Hour],
+		"group_by": q.by, "series": out, "groups": len(series), "total": total})
+}
+
+// seriesSum is one series being summed: its total and its buckets by start
+// (unix seconds).
+type seriesSum struct {
+	series  usageSeries
+	buckets map[int64]*usagePoint
+}
+
+// points returns the series with its buckets as points, oldest first.
+func (g *seriesSum) points() usageSeries {
+	for _, p := range g.buckets {
+		g.series.Points = append(g.series.Points, *p)
+	}
+	slices.SortFunc(g.series.Points, func(x, y usagePoint) int { return x.T.Compare(y.T) })
+	return g.series
+}
+
+// groupSeries sums rows into buckets of the given length, one series per
+// group (group returns a row's group ID and display name), busiest series
+// first (then by ID); total sums every row.
+func groupSeries(rows []storage.UsageRollup, bucket time.Duration, group func(*storage.UsageRollup) (id, name string)) (series []*seriesSum, total usagePoint) {
+	groups := map[string]*seriesSum{}
 	for i := range rows {
 		r := &rows[i]
-		id, name := r.Model, r.Model
-		switch by {
-		case "key":
-			id, name = r.KeyID, keyNames[r.KeyID]
-		case "account":
-			id, name = r.AccountID, accountNames[r.AccountID]
-		}
+		id, display := group(r)
 		g := groups[id]
 		if g == nil {
-			g = &acc{series: usageSeries{ID: id, Name: name}, buckets: map[int64]*usagePoint{}}
+			g = &seriesSum{series: usageSeries{ID: id, Name: display}, buckets: map[int64]*usagePoint{}}
 			groups[id] = g
 		}
 		t := r.Hour.Truncate(bucket)
@@ -172,26 +214,17 @@ func (s *Server) usageSeries(ctx *fasthttp.RequestCtx, rctx context.Context) {
 		g.series.Total.add(r)
 		total.add(r)
 	}
-	list := make([]*acc, 0, len(groups))
+	series = make([]*seriesSum, 0, len(groups))
 	for _, g := range groups {
-		list = append(list, g)
+		series = append(series, g)
 	}
-	slices.SortFunc(list, func(x, y *acc) int {
+	slices.SortFunc(series, func(x, y *seriesSum) int {
 		if c := cmp.Compare(y.series.Total.Requests, x.series.Total.Requests); c != 0 {
 			return c
 		}
 		return strings.Compare(x.series.ID, y.series.ID)
 	})
-	out := make([]usageSeries, 0, min(len(list), top))
-	for _, g := range list[:min(len(list), top)] {
-		for _, p := range g.buckets {
-			g.series.Points = append(g.series.Points, *p)
-		}
-		slices.SortFunc(g.series.Points, func(x, y usagePoint) int { return x.T.Compare(y.T) })
-		out = append(out, g.series)
-	}
-	writeJSON(ctx, 200, map[string]any{"from": from, "to": to, "bucket": map[bool]string{true: "hour", false: "day"}[bucket == time.Hour],
-		"group_by": by, "series": out, "groups": len(groups), "total": total})
+	return series, total
 }
 
 // recordJSON is one request of the request log.
