@@ -39,7 +39,7 @@ type account struct {
 	cfg       accountConfig
 	view      View
 	transport upstream.Transport
-	leases    map[uint64]time.Time // outstanding lease id → grant time
+	leases    map[uint64]heldLease // outstanding lease id → when and for what
 	nextLease uint64
 	answered  uint64 // grant requests handled (schedView.answered)
 	backoff   int    // consecutive backoff steps for transient/rate failures
@@ -74,7 +74,7 @@ type account struct {
 
 func newAccount(cfg accountConfig) actor.Producer {
 	return func() actor.Receiver {
-		a := &account{cfg: cfg, transport: cfg.transport, refresh: cfg.refresh, leases: make(map[uint64]time.Time)}
+		a := &account{cfg: cfg, transport: cfg.transport, refresh: cfg.refresh, leases: make(map[uint64]heldLease)}
 		a.configure(cfg.account)
 		a.view.EWMASuccess = 1
 		return a
@@ -131,7 +131,7 @@ func (a *account) receiveRare(c *actor.Context, msg any) {
 	case *accountRefreshed:
 		a.refreshed(c, m)
 	case *accountRateLimits:
-		a.rateLimits(m.limits, m.at)
+		a.rateLimits(m.limits, m.at, m.model)
 		a.publish(c)
 	case accountProbe:
 		a.probe(m)
@@ -192,7 +192,7 @@ func (a *account) grant(c *actor.Context, req *acquireState) {
 		a.view.CooldownUntil = time.Time{}
 		a.view.CooldownReason = ""
 	}
-	if !a.view.Available(now) || (req.limit > 0 && a.view.InFlight >= req.limit) {
+	if !a.view.Available(now) || (req.limit > 0 && a.view.InFlight >= req.limit) || a.view.ModelCooling(req.Model, now) {
 		a.view.Version++
 		c.Send(a.cfg.scheduler, &schedRefused{req: req, view: a.view, answered: a.answered})
 		return
@@ -208,7 +208,7 @@ func (a *account) grant(c *actor.Context, req *acquireState) {
 	}
 	a.nextLease++
 	id := a.nextLease
-	a.leases[id] = now
+	a.leases[id] = heldLease{granted: now, model: req.Model}
 	a.view.InFlight++
 	a.view.Requests++
 	switch {
@@ -234,21 +234,32 @@ func (a *account) grant(c *actor.Context, req *acquireState) {
 }
 
 func (a *account) release(c *actor.Context, id uint64, out *Outcome) {
-	granted, ok := a.leases[id]
+	held, ok := a.leases[id]
 	if !ok {
 		return // unknown or already released
 	}
 	delete(a.leases, id)
 	a.view.InFlight--
-	a.observe(c, out, granted)
+	a.observe(c, out, held)
 	a.publish(c)
 }
 
+// heldLease is what the account remembers of a lease it granted.
+type heldLease struct {
+	granted time.Time
+	model   string // the model the lease was asked for
+}
+
 // observe folds an outcome into the account's health and cooldown state.
-func (a *account) observe(c *actor.Context, out *Outcome, granted time.Time) {
+func (a *account) observe(c *actor.Context, out *Outcome, held heldLease) {
 	v := &a.view
 	now := a.cfg.now()
 	cl := out.Verdict.Class
+	if cl == upstream.ClassQuota && v.ModelCooling(held.model, now) {
+		// The limit of the model's family ran out (its report came first,
+		// with the answer's headers): that family rests, not the account.
+		return
+	}
 	switch {
 	case cl == upstream.ClassNone:
 		v.Successes++
@@ -270,7 +281,7 @@ func (a *account) observe(c *actor.Context, out *Outcome, granted time.Time) {
 			v.LastTimeout = now
 		}
 		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
-		if cl == upstream.ClassAuth && a.authFailed(c, now, granted) {
+		if cl == upstream.ClassAuth && a.authFailed(c, now, held.granted) {
 			return // resting while the tokens are refreshed
 		}
 		a.penalize(cl, out.Verdict.RetryAfter, now)

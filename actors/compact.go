@@ -22,7 +22,7 @@ func (t *limitsTransport) Compact(ctx context.Context, req *upstream.Request) (*
 	}
 	now := time.Now()
 	if l, ok := upstream.ParseRateLimitHeaders(resp.Header, now); ok {
-		t.report(l, now)
+		t.report(l, now, requestModel(req))
 	}
 	return resp, nil
 }

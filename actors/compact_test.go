@@ -24,7 +24,7 @@ func (fakeCompactor) Compact(context.Context, *upstream.Request) (*upstream.Resp
 // The codex wrapper that reports usage windows keeps compaction.
 func TestLimitsTransportCompacts(t *testing.T) {
 	var reports int
-	lt := &limitsTransport{Transport: fakeCompactor{}, report: func(upstream.RateLimits, time.Time) { reports++ }}
+	lt := &limitsTransport{Transport: fakeCompactor{}, report: func(upstream.RateLimits, time.Time, string) { reports++ }}
 	var tr upstream.Transport = lt
 	c, ok := tr.(upstream.Compactor)
 	if !ok {

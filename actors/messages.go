@@ -60,11 +60,13 @@ type accountRefreshed struct {
 	err     error
 }
 
-// accountRateLimits carries the usage windows an upstream answer reported
-// (x-codex-* headers or a codex.rate_limits event), received at at.
+// accountRateLimits carries the usage limits an upstream answer reported
+// (x-codex-* headers or a codex.rate_limits event), received at at, for a
+// request for model ("" when unknown).
 type accountRateLimits struct {
 	limits upstream.RateLimits
 	at     time.Time
+	model  string
 }
 
 // poolForward hands msg to the account actor with the given id, if any.

@@ -130,9 +130,14 @@ func (s *scheduler) setSizes(sl int, req *acquireState) int {
 	return n
 }
 
-// matches applies req's exclusions and route filters to e.
+// matches applies req's exclusions and route filters to e, and skips an
+// account whose limit family for req's model has run out (families.go):
+// it stays a candidate for its other models.
 func (s *scheduler) matches(e *entry, req *acquireState) bool {
 	if req.excluded(e.view.ID) {
+		return false
+	}
+	if len(e.view.Families) > 0 && e.view.ModelCooling(req.Model, s.cfg.now()) {
 		return false
 	}
 	if req.Provider != "" && e.view.Provider != req.Provider {
@@ -168,8 +173,8 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 		return
 	}
 	if n == 1 && !req.filtered() {
-		if !req.excluded(cs.items[0].view.ID) {
-			s.top = append(s.top, cs.items[0])
+		if top := cs.items[0]; !req.excluded(top.view.ID) && (len(top.view.Families) == 0 || !top.view.ModelCooling(req.Model, s.cfg.now())) {
+			s.top = append(s.top, top)
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package actors
 import (
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/troupe-gw/troupe/scripts"
@@ -144,11 +145,32 @@ func FillAccountView(av *scripts.AccountView, v *View) {
 		Transient: lf[classTransient], Timeout: v.LastTimeout,
 	}
 	av.EWMASuccess, av.EWMALatency, av.EWMATTFT = v.EWMASuccess, v.EWMALatency, v.EWMATTFT
-	av.Windows = av.Windows[:0]
-	for _, w := range v.Windows {
-		av.Windows = append(av.Windows, scripts.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes, ResetsAt: w.ResetsAt,
+	av.Windows = appendWindows(av.Windows[:0], v.Windows)
+	av.ActiveLimit = v.ActiveLimit
+	switch {
+	case v.Credits == nil:
+		av.Credits = nil
+	case av.Credits == nil:
+		av.Credits = &scripts.Credits{}
+		fallthrough
+	default: // av's own, from an earlier fill: rewritten in place
+		*av.Credits = scripts.Credits{HasCredits: v.Credits.HasCredits, Unlimited: v.Credits.Unlimited, Balance: v.Credits.Balance}
+	}
+	av.Families = slices.Grow(av.Families[:0], len(v.Families))[:len(v.Families)]
+	for i := range v.Families {
+		f, af := &v.Families[i], &av.Families[i]
+		af.ID, af.LimitName, af.Models, af.CoolingUntil = f.ID, f.LimitName, f.Models, f.CoolingUntil
+		af.Windows = appendWindows(af.Windows[:0], f.Windows)
+	}
+}
+
+// appendWindows appends the Lua-facing copies of ws to dst.
+func appendWindows(dst []scripts.UsageWindow, ws []UsageWindow) []scripts.UsageWindow {
+	for _, w := range ws {
+		dst = append(dst, scripts.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes, ResetsAt: w.ResetsAt,
 			BurnRate: w.BurnRate, ExhaustsAt: w.ExhaustsAt})
 	}
+	return dst
 }
 
 // pickRank applies the knobs' top-k jitter.

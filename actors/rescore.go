@@ -133,7 +133,8 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View, pending int) bool {
 		ov.MaxInFlight != nv.MaxInFlight || ov.Priority != nv.Priority || ov.Plan != nv.Plan ||
 		ov.ID != nv.ID || ov.Name != nv.Name || ov.Provider != nv.Provider || ov.Group != nv.Group ||
 		ov.LastFailure != nv.LastFailure || ov.LastTimeout != nv.LastTimeout ||
-		!sameSlice(ov.Tags, nv.Tags) || !sameSlice(ov.Windows, nv.Windows) {
+		!sameSlice(ov.Tags, nv.Tags) || !sameSlice(ov.Windows, nv.Windows) ||
+		ov.ActiveLimit != nv.ActiveLimit || ov.Credits != nv.Credits || !sameSlice(ov.Families, nv.Families) {
 		return true
 	}
 	changed := when(ov.InFlight != nv.InFlight+pending, scripts.FieldInFlight) |

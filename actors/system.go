@@ -278,11 +278,12 @@ func (s *System) Release(l *Lease, out Outcome) {
 	s.engine.Send(l.pid, &accountRelease{leaseID: l.ID, outcome: out})
 }
 
-// ReportRateLimits hands the account the usage windows an upstream answer
-// reported outside its HTTP headers (a codex.rate_limits event on an
-// upstream WebSocket), received at at. Unknown accounts are ignored.
-func (s *System) ReportRateLimits(accountID string, l upstream.RateLimits, at time.Time) {
-	s.engine.Send(s.pool, poolForward{id: accountID, msg: &accountRateLimits{limits: l, at: at}})
+// ReportRateLimits hands the account the usage limits an upstream answer
+// to a request for model reported outside its HTTP headers (a
+// codex.rate_limits event on an upstream WebSocket), received at at.
+// Unknown accounts are ignored.
+func (s *System) ReportRateLimits(accountID, model string, l upstream.RateLimits, at time.Time) {
+	s.engine.Send(s.pool, poolForward{id: accountID, msg: &accountRateLimits{limits: l, at: at, model: model}})
 }
 
 // RefreshAccount asks the account to refresh its OAuth tokens now (single

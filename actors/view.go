@@ -63,6 +63,17 @@ type View struct {
 	// Windows are the usage windows the upstream last reported (e.g. Codex's
 	// 5-hour and 7-day windows); never mutated after publication.
 	Windows []UsageWindow
+	// ActiveLimit is the limit the upstream last applied (Codex's
+	// x-codex-active-limit: "codex" for the account's own, else a limit
+	// family); "" when never reported.
+	ActiveLimit string
+	// Credits are the account's purchased credits as last reported
+	// (x-codex-credits-*); nil when never reported. Never mutated after
+	// publication.
+	Credits *upstream.Credits
+	// Families are the account's per-model limits (families.go), by ID;
+	// a used-up one rests its models only (ModelCooling).
+	Families []LimitFamily
 
 	EWMASuccess float64       // success rate in [0,1], α = 0.1
 	EWMALatency time.Duration // total latency of successful requests, α = 0.1

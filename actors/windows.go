@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -36,7 +37,12 @@ type windowState struct {
 // codex.rate_limits event near the start of a stream.
 type limitsTransport struct {
 	upstream.Transport
-	report func(upstream.RateLimits, time.Time)
+	report func(l upstream.RateLimits, at time.Time, model string)
+}
+
+// requestModel is the model req asks for ("" when its body names none).
+func requestModel(req *upstream.Request) string {
+	return gjson.GetBytes(req.Body, "model").Str
 }
 
 // Do implements upstream.Transport.
@@ -46,11 +52,12 @@ func (t *limitsTransport) Do(ctx context.Context, req *upstream.Request) (*upstr
 		return resp, err
 	}
 	now := time.Now()
+	model := requestModel(req)
 	if l, ok := upstream.ParseRateLimitHeaders(resp.Header, now); ok {
-		t.report(l, now)
+		t.report(l, now, model)
 	}
 	if req.Stream && resp.Status >= 200 && resp.Status < 300 {
-		resp.Body = &sniffBody{ReadCloser: resp.Body, report: t.report}
+		resp.Body = &sniffBody{ReadCloser: resp.Body, report: func(l upstream.RateLimits, at time.Time) { t.report(l, at, model) }}
 	}
 	return resp, nil
 }
@@ -111,8 +118,8 @@ func (a *account) setTransport(tr upstream.Transport) {
 		return
 	}
 	pid, eng := a.self, a.engine
-	lt := &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time) {
-		eng.Send(pid, &accountRateLimits{limits: l, at: at})
+	lt := &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time, model string) {
+		eng.Send(pid, &accountRateLimits{limits: l, at: at, model: model})
 	}}
 	if d, ok := tr.(upstream.WebSocketDialer); ok {
 		a.transport = &limitsWSTransport{limitsTransport: lt, WebSocketDialer: d}
@@ -128,14 +135,26 @@ type limitsWSTransport struct {
 	upstream.WebSocketDialer
 }
 
-// rateLimits folds an upstream usage report into the view: windows with
-// burn rate and forecast, the plan, a quota cooldown when a window is used
-// up, and the early end of such a cooldown when the report shows the window
-// has reset.
-func (a *account) rateLimits(l upstream.RateLimits, at time.Time) {
+// rateLimits folds an upstream usage report, of an answer to a request
+// for model, into the view: the account's own windows with burn rate and
+// forecast, the plan, the active limit, credits and the per-model limit
+// families (families.go); a quota cooldown when one of the account's own
+// windows is used up (or the backend says its limit is reached), and the
+// early end of such a cooldown when the report shows the window has reset.
+// A family that runs out rests on its own (View.ModelCooling): the account
+// goes on serving other models.
+func (a *account) rateLimits(l upstream.RateLimits, at time.Time, model string) {
 	if l.Plan != "" {
 		a.view.Plan = l.Plan
 	}
+	if l.ActiveLimit != "" {
+		a.view.ActiveLimit = l.ActiveLimit
+	}
+	if l.Credits != nil {
+		c := *l.Credits
+		a.view.Credits = &c
+	}
+	ownReached := a.families(l, at, model)
 	if a.windows == nil {
 		a.windows = make(map[string]*windowState)
 	}
@@ -178,6 +197,14 @@ func (a *account) rateLimits(l upstream.RateLimits, at time.Time) {
 	}
 	a.view.Windows = ws
 	now := a.cfg.now()
+	if ownReached && !exhausted {
+		exhausted, exhaustedUntil = true, at.Add(time.Hour)
+		for _, w := range l.Windows {
+			if w.ResetsAt.After(at) && w.UsedPercent >= 100 {
+				exhaustedUntil = w.ResetsAt
+			}
+		}
+	}
 	switch {
 	case exhausted:
 		if exhaustedUntil.After(now) {

@@ -25,36 +25,36 @@ func TestUsageWindowsForecastAndQuotaCooldown(t *testing.T) {
 		return upstream.RateLimits{Plan: "pro", Windows: []upstream.RateWindow{{Name: "5h", UsedPercent: used, WindowMinutes: 300, ResetsAt: resets}}}
 	}
 	view := func() View { v, _ := s.View(id); return v }
-	s.ReportRateLimits(id, win(10, reset), now)
+	s.ReportRateLimits(id, "", win(10, reset), now)
 	// 30 minutes later 40 % used: 60 %/h, so 100 % in one more hour, before the reset.
-	s.ReportRateLimits(id, win(40, reset), now.Add(30*time.Minute))
+	s.ReportRateLimits(id, "", win(40, reset), now.Add(30*time.Minute))
 	waitFor(t, func() bool { v := view(); return len(v.Windows) == 1 && v.Windows[0].UsedPercent == 40 })
 	w := view().Windows[0]
 	if w.BurnRate != 60 || !w.ExhaustsAt.Equal(now.Add(90*time.Minute)) || view().Plan != "pro" {
 		t.Fatalf("forecast: %+v plan %q", w, view().Plan)
 	}
 	// A slower rate that would not run out before the reset: no forecast.
-	s.ReportRateLimits(id, win(41, reset), now.Add(60*time.Minute))
+	s.ReportRateLimits(id, "", win(41, reset), now.Add(60*time.Minute))
 	waitFor(t, func() bool { return view().Windows[0].UsedPercent == 41 })
 	if w := view().Windows[0]; !w.ExhaustsAt.IsZero() || w.BurnRate <= 0 {
 		t.Fatalf("slow window: %+v", w)
 	}
 
 	// Used up: the account cools until the window resets.
-	s.ReportRateLimits(id, win(100, reset), now.Add(61*time.Minute))
+	s.ReportRateLimits(id, "", win(100, reset), now.Add(61*time.Minute))
 	waitFor(t, func() bool { return view().Status == StatusCooling })
 	v := view()
 	if v.CooldownReason != "quota" || !v.CooldownUntil.Equal(reset) || !v.Windows[0].ExhaustsAt.Equal(now.Add(61*time.Minute)) {
 		t.Fatalf("exhausted: %v until %v (want %v) %+v", v.CooldownReason, v.CooldownUntil, reset, v.Windows)
 	}
 	// A late answer from before the limit (same window, under 100 %) is not evidence of a reset.
-	s.ReportRateLimits(id, win(95, reset), now.Add(62*time.Minute))
+	s.ReportRateLimits(id, "", win(95, reset), now.Add(62*time.Minute))
 	waitFor(t, func() bool { return view().Windows[0].UsedPercent == 95 })
 	if view().Status != StatusCooling {
 		t.Fatal("a stale report ended the quota cooldown")
 	}
 	// The upstream shows a new window: the cooldown ends early.
-	s.ReportRateLimits(id, win(0, now.Add(7*time.Hour)), now.Add(63*time.Minute))
+	s.ReportRateLimits(id, "", win(0, now.Add(7*time.Hour)), now.Add(63*time.Minute))
 	waitFor(t, func() bool { return view().Status == StatusActive })
 	if v := view(); !v.CooldownUntil.IsZero() || v.Windows[0].UsedPercent != 0 {
 		t.Fatalf("after reset: %+v", v)
@@ -127,7 +127,7 @@ func TestLimitsTransportOnlyWrapsCodex(t *testing.T) {
 	if _, ok := a.transport.(*limitsTransport); ok {
 		t.Fatal("openai transport wrapped")
 	}
-	lt := &limitsTransport{Transport: headerTransport{}, report: func(upstream.RateLimits, time.Time) { t.Fatal("reported without headers") }}
+	lt := &limitsTransport{Transport: headerTransport{}, report: func(upstream.RateLimits, time.Time, string) { t.Fatal("reported without headers") }}
 	resp, err := lt.Do(context.Background(), &upstream.Request{Stream: true})
 	if err != nil {
 		t.Fatal(err)

@@ -243,7 +243,7 @@ func (st *stream) observe(ev translate.Event) {
 		// Over HTTP the account's transport reports these (actors/windows.go).
 		now := st.s.now()
 		if rl, ok := upstream.ParseRateLimitsEvent(ev.Data, now); ok {
-			st.s.sys.ReportRateLimits(st.lease.AccountID, rl, now)
+			st.s.sys.ReportRateLimits(st.lease.AccountID, st.c.target, rl, now)
 		}
 	}
 	if st.ttft == 0 && isContent(st.up, ev) {

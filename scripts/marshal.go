@@ -74,6 +74,9 @@ type accountTable struct {
 	t, tags, lastFailure, windows *lua.LTable
 	windowTabs                    []*lua.LTable
 	ntags, nwindows               int
+	credits, families             *lua.LTable
+	familyTabs                    []familyTable
+	nfamilies                     int
 	strs                          interner
 	sb                            *sandbox
 	want                          viewFields   // the fields each fill writes
@@ -107,6 +110,9 @@ const (
 	vfTags
 	vfLastFailure
 	vfUsageWindows
+	vfActiveLimit
+	vfCredits
+	vfLimitFamilies
 	numViewFields
 
 	viewFieldsAll viewFields = 1<<numViewFields - 1
@@ -121,6 +127,7 @@ var accountFields = [numViewFields]string{
 	vfSuccessStreak: "success_streak", vfFailureStreak: "failure_streak",
 	vfEWMASuccess: "ewma_success", vfEWMALatency: "ewma_latency_ms", vfEWMATTFT: "ewma_ttft_ms",
 	vfTags: "tags", vfLastFailure: "last_failure", vfUsageWindows: "usage_windows",
+	vfActiveLimit: "active_limit", vfCredits: "credits", vfLimitFamilies: "limit_families",
 }
 
 func (sb *sandbox) readOnlyTable() *lua.LTable {
@@ -239,28 +246,89 @@ func (at *accountTable) fillField(f int) {
 		set(t, k, lf)
 	case vfUsageWindows:
 		at.fillWindows(a)
+	case vfActiveLimit:
+		setStr(t, k, a.ActiveLimit, in)
+	case vfCredits:
+		if a.Credits == nil {
+			set(t, k, lua.LNil)
+			return
+		}
+		if at.credits == nil {
+			at.credits = at.sb.readOnlyTable()
+		}
+		set(at.credits, "has_credits", boolValue(a.Credits.HasCredits))
+		set(at.credits, "unlimited", boolValue(a.Credits.Unlimited))
+		setStr(at.credits, "balance", a.Credits.Balance, in)
+		set(t, k, at.credits)
+	case vfLimitFamilies:
+		at.fillFamilies(a)
 	}
 }
 
-func (at *accountTable) fillWindows(a *AccountView) {
+// familyTable is the reusable Lua table of one limit family, with its
+// models and windows lists.
+type familyTable struct {
+	t, models, windows *lua.LTable
+	windowTabs         []*lua.LTable
+	nmodels, nwindows  int
+}
+
+func (at *accountTable) fillFamilies(a *AccountView) {
 	in := at.strs
-	for i := range a.Windows {
-		w := &a.Windows[i]
-		if i == len(at.windowTabs) {
-			at.windowTabs = append(at.windowTabs, at.sb.readOnlyTable())
+	if at.families == nil {
+		at.families = at.sb.readOnlyTable()
+	}
+	for i := range a.Families {
+		f := &a.Families[i]
+		if i == len(at.familyTabs) {
+			at.familyTabs = append(at.familyTabs, familyTable{t: at.sb.readOnlyTable(), models: at.sb.readOnlyTable(), windows: at.sb.readOnlyTable()})
 		}
-		wt := at.windowTabs[i]
+		ft := &at.familyTabs[i]
+		setStr(ft.t, "id", f.ID, in)
+		setStr(ft.t, "limit_name", f.LimitName, in)
+		for j, m := range f.Models {
+			ft.models.RawSetInt(j+1, in.value(m))
+		}
+		clearTail(ft.models, len(f.Models), ft.nmodels)
+		ft.nmodels = len(f.Models)
+		set(ft.t, "models", ft.models)
+		ft.windowTabs = at.fillWindowList(ft.windows, ft.windowTabs, f.Windows, ft.nwindows)
+		ft.nwindows = len(f.Windows)
+		set(ft.t, "usage_windows", ft.windows)
+		setTime(ft.t, "cooling_until", f.CoolingUntil)
+		at.families.RawSetInt(i+1, ft.t)
+	}
+	clearTail(at.families, len(a.Families), at.nfamilies)
+	at.nfamilies = len(a.Families)
+	set(at.t, accountFields[vfLimitFamilies], at.families)
+}
+
+func (at *accountTable) fillWindows(a *AccountView) {
+	at.windowTabs = at.fillWindowList(at.windows, at.windowTabs, a.Windows, at.nwindows)
+	at.nwindows = len(a.Windows)
+	set(at.t, accountFields[vfUsageWindows], at.windows)
+}
+
+// fillWindowList fills list with one table per window of ws (tabs are
+// the reusable tables, returned grown; n is how many list held before).
+func (at *accountTable) fillWindowList(list *lua.LTable, tabs []*lua.LTable, ws []UsageWindow, n int) []*lua.LTable {
+	in := at.strs
+	for i := range ws {
+		w := &ws[i]
+		if i == len(tabs) {
+			tabs = append(tabs, at.sb.readOnlyTable())
+		}
+		wt := tabs[i]
 		setStr(wt, "name", w.Name, in)
 		setNum(wt, "used_percent", w.UsedPercent)
 		setNum(wt, "window_minutes", float64(w.WindowMinutes))
 		setTime(wt, "resets_at", w.ResetsAt)
 		setNum(wt, "burn_rate", w.BurnRate)
 		setTime(wt, "exhausts_at", w.ExhaustsAt)
-		at.windows.RawSetInt(i+1, wt)
+		list.RawSetInt(i+1, wt)
 	}
-	clearTail(at.windows, len(a.Windows), at.nwindows)
-	at.nwindows = len(a.Windows)
-	set(at.t, accountFields[vfUsageWindows], at.windows)
+	clearTail(list, len(ws), n)
+	return tabs
 }
 
 // set stores v under k unless k already holds v: comparing costs one map

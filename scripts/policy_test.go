@@ -46,7 +46,7 @@ end`)
 			BurnRate: 12.5, ExhaustsAt: time.Unix(1700002000, 0)}},
 	}
 	_, _, _, _, err := p.Score(&a, time.Unix(1700000050, 0))
-	want := "cooldown_reason=rate cooldown_until=1.7000001005e+09 ewma_latency_ms=1500 ewma_success=0.75 ewma_ttft_ms=250 " +
+	want := "active_limit= cooldown_reason=rate cooldown_until=1.7000001005e+09 ewma_latency_ms=1500 ewma_success=0.75 ewma_ttft_ms=250 " +
 		"failure_streak=2 failures=2 group=g id=id1 inflight=1 last_failure.rate=1700000000 max_inflight=4 name=acct one " +
 		"now=1700000050 plan=pro priority=3 provider=codex requests=10 status=cooling success_streak=0 successes=7 " +
 		"tags.1=t1 tags.2=weight:2 usage_windows.1.burn_rate=12.5 usage_windows.1.exhausts_at=1700002000 usage_windows.1.name=5h usage_windows.1.resets_at=1700003600 " +
@@ -317,9 +317,45 @@ func TestLazyViewFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.CooldownUntil, v.Windows = testNow, []UsageWindow{{Name: "5h"}}
+	v.CooldownUntil, v.Windows, v.Credits = testNow, []UsageWindow{{Name: "5h"}}, &Credits{}
 	v.LastFailure = FailureTimes{Quota: testNow}
 	if s, _, _, _, err := q.Score(&v, testNow); err != nil || int(s) != numViewFields {
 		t.Errorf("pairs over the view: %v fields (%v), want %d", s, err, numViewFields)
+	}
+}
+
+// The Codex limit fields: the active limit, credits and the per-model limit
+// families, each family with its models, windows and cooldown.
+func TestViewLimitFields(t *testing.T) {
+	p := mustCompile(t, "limits", `
+local function dump(v, out, prefix)
+  for k, x in pairs(v) do
+    if type(x) == "table" then dump(x, out, prefix .. tostring(k) .. ".")
+    else out[#out + 1] = prefix .. tostring(k) .. "=" .. tostring(x) end
+  end
+end
+function score(a, now)
+  local out = {"active_limit=" .. a.active_limit}
+  dump({credits = a.credits, limit_families = a.limit_families}, out, "")
+  table.sort(out)
+  error(table.concat(out, " "), 0)
+end`)
+	a := AccountView{ID: "id1", Status: "active", MaxInFlight: 1, ActiveLimit: "premium", Credits: &Credits{HasCredits: true, Balance: "5.39"},
+		Families: []LimitFamily{{ID: "bengalfox", LimitName: "gpt-5.2-codex-sonic", Models: []string{"sonic-alias"}, CoolingUntil: time.Unix(1700007200, 0),
+			Windows: []UsageWindow{{Name: "7d", UsedPercent: 100, WindowMinutes: 10080, ResetsAt: time.Unix(1700007200, 0)}}}},
+	}
+	_, _, _, _, err := p.Score(&a, time.Unix(1700000050, 0))
+	want := "active_limit=premium credits.balance=5.39 credits.has_credits=true credits.unlimited=false " +
+		"limit_families.1.cooling_until=1700007200 limit_families.1.id=bengalfox limit_families.1.limit_name=gpt-5.2-codex-sonic limit_families.1.models.1=sonic-alias " +
+		"limit_families.1.usage_windows.1.burn_rate=0 limit_families.1.usage_windows.1.name=7d limit_families.1.usage_windows.1.resets_at=1700007200 " +
+		"limit_families.1.usage_windows.1.used_percent=100 limit_families.1.usage_windows.1.window_minutes=10080"
+	if err == nil || err.(*Error).Msg != want {
+		t.Fatalf("limit fields:\n got %v\nwant %s", err, want)
+	}
+	// The next account has none: the tables empty, credits nil.
+	a.Credits, a.Families, a.ActiveLimit = nil, nil, ""
+	_, _, _, _, err = p.Score(&a, time.Unix(1700000050, 0))
+	if err == nil || err.(*Error).Msg != "active_limit=" {
+		t.Fatalf("no limits: %v", err)
 	}
 }

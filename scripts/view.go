@@ -43,6 +43,39 @@ type AccountView struct {
 	// Windows are the account's usage windows as the upstream last reported
 	// them (usage_windows: list of tables), e.g. Codex's 5-hour and 7-day windows.
 	Windows []UsageWindow
+
+	// ActiveLimit is the limit the upstream last applied (active_limit:
+	// string; Codex's x-codex-active-limit, "codex" for the account's own,
+	// else a limit family's id); "" when never reported.
+	ActiveLimit string
+	// Credits are the account's purchased credits (credits: table
+	// {has_credits: boolean, unlimited: boolean, balance: string}, nil
+	// when never reported).
+	Credits *Credits
+	// Families are the account's per-model limits (limit_families: list of
+	// tables), by id.
+	Families []LimitFamily
+}
+
+// Credits are an account's purchased credits as the upstream reports them
+// (Lua: credits).
+type Credits struct {
+	HasCredits bool   // has_credits: boolean
+	Unlimited  bool   // unlimited: boolean
+	Balance    string // balance: string, as the upstream wrote it ("0", "5.39"); "" when not given
+}
+
+// LimitFamily is one per-model usage limit of an account (Lua: one element
+// of limit_families): when it runs out, the account rests for its models
+// only, and the scheduler does not offer the account for them.
+type LimitFamily struct {
+	ID        string        // id: string, e.g. "bengalfox"
+	LimitName string        // limit_name: string, the model it covers ("" when not given)
+	Models    []string      // models: list of strings, further models the upstream answered under it
+	Windows   []UsageWindow // usage_windows: list of tables, as the account's own (burn_rate 0, exhausts_at nil)
+	// CoolingUntil is when its models may be served again after it ran out
+	// (cooling_until: unix seconds (float)); nil when it has not.
+	CoolingUntil time.Time
 }
 
 // FailureTimes holds the time of the latest failure of each failure class;
