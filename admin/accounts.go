@@ -44,6 +44,28 @@ type liveJSON struct {
 	EWMATTFTMs        float64      `json:"ewma_ttft_ms"`
 	Windows           []windowJSON `json:"usage_windows"`
 	Plan              string       `json:"plan,omitempty"`
+	// The upstream's other limits (Codex: x-codex-active-limit,
+	// x-codex-credits-*, x-codex-<family>-*; docs/codex.md#usage-limits).
+	ActiveLimit string       `json:"active_limit,omitempty"`
+	Credits     *creditsJSON `json:"credits,omitempty"`
+	Families    []familyJSON `json:"limit_families"`
+}
+
+// creditsJSON is an account's purchased credits as the upstream reported them.
+type creditsJSON struct {
+	HasCredits bool   `json:"has_credits"`
+	Unlimited  bool   `json:"unlimited"`
+	Balance    string `json:"balance"`
+}
+
+// familyJSON is one per-model limit of an account: while it is used up
+// (cooling_until set) the account is not offered for its models.
+type familyJSON struct {
+	ID           string       `json:"id"`
+	LimitName    string       `json:"limit_name"`
+	Models       []string     `json:"models"`
+	Windows      []windowJSON `json:"usage_windows"`
+	CoolingUntil *time.Time   `json:"cooling_until"`
 }
 
 // windowJSON is one upstream usage window (e.g. Codex's 5-hour window).
@@ -94,24 +116,27 @@ func toAccountJSON(a storage.Account, v *actors.View, sc *actors.Scored, now tim
 
 func liveOf(v *actors.View, sc *actors.Scored, now time.Time) liveJSON {
 	if v == nil {
-		return liveJSON{Status: "absent", Windows: []windowJSON{}}
+		return liveJSON{Status: "absent", Windows: []windowJSON{}, Families: []familyJSON{}}
 	}
 	l := liveJSON{Status: v.Status.String(), InFlight: v.InFlight, MaxInFlight: v.MaxInFlight, CooldownReason: v.CooldownReason,
 		Requests: v.Requests, Successes: v.Successes, Failures: v.Failures, SuccessStreak: v.SuccessStreak, FailureStreak: v.FailureStreak,
 		EWMASuccess: v.EWMASuccess, EWMALatencyMs: float64(v.EWMALatency) / 1e6, EWMATTFTMs: float64(v.EWMATTFT) / 1e6,
-		Plan: v.Plan, Windows: make([]windowJSON, 0, len(v.Windows))}
+		Plan: v.Plan, Windows: windowsJSON(v.Windows), ActiveLimit: v.ActiveLimit, Families: make([]familyJSON, 0, len(v.Families))}
 	if v.Status == actors.StatusCooling && !v.CooldownUntil.IsZero() {
 		t := v.CooldownUntil.UTC()
 		l.CooldownUntil = &t
 		l.CooldownRemaining = max(v.CooldownUntil.Sub(now).Seconds(), 0)
 	}
-	for _, w := range v.Windows {
-		wj := windowJSON{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes}
-		if !w.ResetsAt.IsZero() {
-			t := w.ResetsAt.UTC()
-			wj.ResetsAt = &t
+	if c := v.Credits; c != nil {
+		l.Credits = &creditsJSON{HasCredits: c.HasCredits, Unlimited: c.Unlimited, Balance: c.Balance}
+	}
+	for _, f := range v.Families {
+		fj := familyJSON{ID: f.ID, LimitName: f.LimitName, Models: nonNil(f.Models), Windows: windowsJSON(f.Windows)}
+		if f.CoolingUntil.After(now) {
+			t := f.CoolingUntil.UTC()
+			fj.CoolingUntil = &t
 		}
-		l.Windows = append(l.Windows, wj)
+		l.Families = append(l.Families, fj)
 	}
 	if sc != nil {
 		if sc.OK {
@@ -561,4 +586,18 @@ func (s *Server) bulkAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	}
 	s.log.Info("admin: bulk accounts", "action", body.Action, "done", done, "missing", len(missing))
 	writeJSON(ctx, 200, map[string]any{"action": body.Action, "done": done, "missing": missing})
+}
+
+// windowsJSON is ws as the admin API shows them (never null).
+func windowsJSON(ws []actors.UsageWindow) []windowJSON {
+	out := make([]windowJSON, 0, len(ws))
+	for _, w := range ws {
+		wj := windowJSON{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: w.WindowMinutes}
+		if !w.ResetsAt.IsZero() {
+			t := w.ResetsAt.UTC()
+			wj.ResetsAt = &t
+		}
+		out = append(out, wj)
+	}
+	return out
 }

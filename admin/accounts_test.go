@@ -1,13 +1,17 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // noSecrets fails t if any answer body holds an upstream credential.
@@ -241,4 +245,34 @@ func TestAdminAccountProbe(t *testing.T) {
 	}
 	c.do("POST", "/api/admin/accounts/ghost/probe", nil).want(t, 404)
 	c.do("GET", "/api/admin/accounts/good/probe", nil).want(t, 405)
+}
+
+// The live state carries the upstream's other limits (Codex's active limit,
+// credits and per-model limit families), a family's cooldown only while it
+// runs; an account that reported none shows an empty list and no credits.
+func TestLiveLimits(t *testing.T) {
+	now := time.Unix(1790000000, 0)
+	v := &actors.View{Status: actors.StatusActive, MaxInFlight: 1, ActiveLimit: "premium",
+		Credits: &upstream.Credits{HasCredits: true, Balance: "5.39"},
+		Families: []actors.LimitFamily{
+			{ID: "bengalfox", LimitName: "gpt-5.2-codex-sonic", CoolingUntil: now.Add(time.Hour),
+				Windows: []actors.UsageWindow{{Name: "7d", UsedPercent: 100, WindowMinutes: 10080, ResetsAt: now.Add(time.Hour)}}},
+			{ID: "old", CoolingUntil: now.Add(-time.Minute)},
+		}}
+	b, err := json.Marshal(liveOf(v, nil, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{`"active_limit":"premium"`, `"credits":{"has_credits":true,"unlimited":false,"balance":"5.39"}`,
+		`"limit_families":[{"id":"bengalfox","limit_name":"gpt-5.2-codex-sonic","models":[],"usage_windows":[{"name":"7d","used_percent":100,"window_minutes":10080,"resets_at":"2026-09-21T15:13:20Z"}],"cooling_until":"2026-09-21T15:13:20Z"},` +
+			`{"id":"old","limit_name":"","models":[],"usage_windows":[],"cooling_until":null}]`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("live JSON\n%s\nlacks %s", got, want)
+		}
+	}
+	b, _ = json.Marshal(liveOf(&actors.View{Status: actors.StatusActive}, nil, now))
+	if s := string(b); !strings.Contains(s, `"limit_families":[]`) || strings.Contains(s, "credits") || strings.Contains(s, "active_limit") {
+		t.Errorf("no limits reported: %s", s)
+	}
 }

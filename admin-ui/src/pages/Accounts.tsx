@@ -28,6 +28,8 @@ export interface Account {
     ewma_success: number
     ewma_latency_ms: number
     usage_windows: { name: string; used_percent: number }[]
+    // Per-model limits (Codex x-codex-<family>-*): cooling_until is set while one is used up.
+    limit_families?: { id: string; limit_name: string; cooling_until: string | null }[]
   }
 }
 
@@ -224,7 +226,12 @@ export function Accounts() {
                       <div className="td">
                         {a.live.cooldown_reason && a.live.status === 'cooling' ? `${a.live.cooldown_reason} ${seconds(a.live.cooldown_remaining_seconds)}` : ''}
                       </div>
-                      <div className="td">{a.live.usage_windows.map((w) => `${w.name} ${Math.round(w.used_percent)}%`).join(' · ')}</div>
+                      <div className="td">
+                        {[
+                          ...a.live.usage_windows.map((w) => `${w.name} ${Math.round(w.used_percent)}%`),
+                          ...(a.live.limit_families ?? []).filter((f) => f.cooling_until).map((f) => `${f.limit_name || f.id} used up`),
+                        ].join(' · ')}
+                      </div>
                     </>
                   ) : (
                     <div className="td muted">…</div>
