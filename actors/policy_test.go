@@ -237,9 +237,11 @@ func TestPolicySwitchesUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range policies {
+	// Each switch lands among requests: the next waits for 50 more to be
+	// done (5,000 over 50 switches), however fast the machine is.
+	for i, p := range policies {
 		s.SetPolicy(p)
-		time.Sleep(time.Millisecond)
+		waitWithin(t, 30*time.Second, func() bool { return done.Load()+failed.Load() >= int64(50*(i+1)) })
 	}
 	wg.Wait()
 	if failed.Load() != 0 || done.Load() != 5000 {

@@ -78,9 +78,11 @@ func startPool(t testing.TB, n, limit int, idFormat string, within time.Duration
 	}
 }
 
+// waitFor waits for cond, state the actors publish asynchronously, failing
+// t after 30 s (a bound for a loaded machine, not a measure).
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	waitWithin(t, 5*time.Second, cond)
+	waitWithin(t, 30*time.Second, cond)
 }
 
 // waitWithin is waitFor with a deadline of d.

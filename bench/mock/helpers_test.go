@@ -240,10 +240,11 @@ func kind(v any) string {
 	return "other"
 }
 
-// waitFor polls cond until it holds or 5 seconds pass.
+// waitFor polls cond until it holds, failing t after 30 s (a bound for a
+// machine loaded by other test packages, not a measure).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

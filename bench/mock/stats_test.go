@@ -120,20 +120,22 @@ func TestTiming(t *testing.T) {
 	}
 }
 
+// A stream's headers come before its first-token latency: with a latency
+// of an hour, they can only have come first (the client gives up after
+// 30 s).
 func TestHeadersBeforeLatency(t *testing.T) {
-	acc := Account{Name: "ttft-1", Kind: KindOpenAI, Token: "sk-ttft-000001", Latency: 2 * time.Second, OutputTokens: 1}
+	acc := Account{Name: "ttft-1", Kind: KindOpenAI, Token: "sk-ttft-000001", Latency: time.Hour, OutputTokens: 1}
 	_, base := startFleet(t, acc)
 	c := newClient(t)
 	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-5.4","stream":true}`))
 	req.Header.Set("Authorization", "Bearer "+acc.Token)
-	start := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("headers did not come before the latency: %v", err)
 	}
 	defer resp.Body.Close()
-	if d := time.Since(start); resp.StatusCode != 200 || d >= acc.Latency {
-		t.Errorf("headers: status %d after %v, want 200 before the %v latency", resp.StatusCode, d, acc.Latency)
+	if resp.StatusCode != 200 {
+		t.Errorf("headers: status %d, want 200", resp.StatusCode)
 	}
 }
 

@@ -399,6 +399,7 @@ func TestRecoveryUnderWrites(t *testing.T) {
 		stop    atomic.Bool
 		wg      sync.WaitGroup
 		written sync.Map
+		writes  atomic.Int64
 	)
 	for w := range 4 {
 		wg.Go(func() {
@@ -409,13 +410,18 @@ func TestRecoveryUnderWrites(t *testing.T) {
 					return
 				}
 				written.Store(k, true)
+				writes.Add(1)
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	moreWrites := func(what string, n int64) {
+		from := writes.Load()
+		waitFor(t, 30*time.Second, what, func() bool { return writes.Load()-from >= n })
+	}
+	moreWrites("writes during the outage", 500)
 	h.primary.down.Store(false)
 	h.wantChange(t, false)
-	time.Sleep(20 * time.Millisecond)
+	moreWrites("writes after the recovery", 500)
 	stop.Store(true)
 	wg.Wait()
 	waitFor(t, 5*time.Second, "outage writes copied", func() bool { return c.Stats().Pending == 0 })

@@ -81,14 +81,20 @@ func TestRedisOutage(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+	// moreOps waits until the load has made n more operations.
+	moreOps := func(what string, n int64) {
+		t.Helper()
+		from := ops.Load()
+		waitFor(t, 30*time.Second, what, func() bool { return ops.Load()-from >= n })
+	}
 
-	time.Sleep(300 * time.Millisecond)
+	moreOps("load before the kill", 200)
 	srv.Kill()
 	killed := time.Now()
 	waitFor(t, 3*time.Second, "Degraded() after Redis died", c.Degraded)
 	t.Logf("degraded %v after the kill", time.Since(killed).Round(time.Millisecond))
 	must(t, c.Set(ctx, "written-during-outage", "acct-7", time.Hour))
-	time.Sleep(500 * time.Millisecond)
+	moreOps("load during the outage", 400)
 	opsDuringOutage := ops.Load()
 
 	srv.Start()
@@ -134,7 +140,7 @@ func TestRedisOutage(t *testing.T) {
 	})
 	t.Logf("subscriber receiving %v after Redis answered again", time.Since(restarted).Round(time.Millisecond))
 
-	time.Sleep(200 * time.Millisecond)
+	moreOps("load after the recovery", 200)
 	stop.Store(true)
 	wg.Wait()
 	if n := errCount.Load(); n > 0 {
