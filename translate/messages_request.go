@@ -255,8 +255,44 @@ func decodeMessagesToolChoice(v gjson.Result, rq *request) error {
 func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
 	b := append(dst, '{')
 	b = kStr(b, "model", rq.model)
-	maxTokens := rq.maxTokens
-	budget := int64(0)
+	maxTokens, budget := messagesTokens(rq)
+	b = kInt(b, "max_tokens", maxTokens)
+	b = appendMessagesSystem(b, rq)
+	b, err := appendMessagesTurns(b, rq, budget > 0)
+	if err != nil {
+		return nil, err
+	}
+	b = appendMessagesTools(b, rq)
+	if len(rq.stop) > 0 {
+		b = key(b, "stop_sequences")
+		b = append(b, '[')
+		for _, s := range rq.stop {
+			b = AppendString(elem(b), s)
+		}
+		b = append(b, ']')
+	}
+	b = appendMessagesSampling(b, rq, budget)
+	switch rq.format.typ {
+	case "json_schema":
+		b = append(key(b, "output_config"), `{"format":{"type":"json_schema"`...)
+		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
+		b = append(b, "}}"...)
+	case "json_object":
+		return nil, cannot("response_format", from, Messages, "a JSON object response format without a schema")
+	}
+	if rq.stream {
+		b = kBool(b, "stream", true)
+	}
+	return append(b, '}'), nil
+}
+
+// messagesTokens decides max_tokens and the thinking budget (0: no
+// thinking) of a Messages request: the reasoning asked for, unless a
+// forced tool choice or a tool turn without thinking rules it out, within
+// max_tokens (defaultMaxTokens above the budget when the client set none)
+// and at least Anthropic's minimum of 1,024.
+func messagesTokens(rq *request) (maxTokens, budget int64) {
+	maxTokens = rq.maxTokens
 	if !rq.reasoning.off {
 		budget = rq.reasoning.budget
 		if budget == 0 {
@@ -287,9 +323,12 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 	if budget > 0 && budget < 1024 {
 		budget = 0 // below Anthropic's minimum: answer without thinking
 	}
-	b = kInt(b, "max_tokens", maxTokens)
+	return maxTokens, budget
+}
 
-	// Every system and developer message goes to system, in order.
+// appendMessagesSystem writes system: every system and developer message's
+// text, in order (nothing when there is none).
+func appendMessagesSystem(b []byte, rq *request) []byte {
 	hasSystem := false
 	for i := range rq.messages {
 		m := &rq.messages[i]
@@ -314,7 +353,14 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 	if hasSystem {
 		b = append(b, ']')
 	}
+	return b
+}
 
+// appendMessagesTurns writes messages: the conversation's turns with
+// consecutive messages of one Anthropic role (tool results are the user's)
+// merged into one, and turns left empty (only unverifiable reasoning)
+// dropped.
+func appendMessagesTurns(b []byte, rq *request, thinking bool) ([]byte, error) {
 	b = key(b, "messages")
 	b = append(b, '[')
 	var err error
@@ -349,15 +395,20 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 			}
 			open = r
 		}
-		if b, err = encodeMessagesBlocks(b, m.parts, budget > 0); err != nil {
+		if b, err = encodeMessagesBlocks(b, m.parts, thinking); err != nil {
 			return nil, err
 		}
 	}
 	if open != 0 {
 		closeMsg()
 	}
-	b = append(b, ']')
+	return append(b, ']'), nil
+}
 
+// appendMessagesTools writes tools and tool_choice (any for required; auto
+// when only parallel calls are turned off, which is
+// disable_parallel_tool_use).
+func appendMessagesTools(b []byte, rq *request) []byte {
 	if len(rq.tools) > 0 {
 		b = key(b, "tools")
 		b = append(b, '[')
@@ -402,43 +453,28 @@ func encodeMessagesRequest(dst []byte, rq *request, from Protocol) ([]byte, erro
 		}
 		b = append(b, '}')
 	}
-	if len(rq.stop) > 0 {
-		b = key(b, "stop_sequences")
-		b = append(b, '[')
-		for _, s := range rq.stop {
-			b = AppendString(elem(b), s)
-		}
-		b = append(b, ']')
-	}
+	return b
+}
+
+// appendMessagesSampling writes thinking with its budget, or, without
+// thinking, temperature (at most 1) and top_p: Anthropic rejects them
+// together with thinking.
+func appendMessagesSampling(b []byte, rq *request, budget int64) []byte {
 	if budget > 0 {
 		b = append(key(b, "thinking"), `{"type":"enabled"`...)
 		b = kInt(b, "budget_tokens", budget)
 		if rq.reasoning.omitted {
 			b = kStr(b, "display", "omitted")
 		}
-		b = append(b, '}')
-	} else {
-		// Anthropic rejects temperature and top_p together with thinking;
-		// they are only written without it.
-		if rq.temperature != nil {
-			b = kFloat(b, "temperature", min(*rq.temperature, 1))
-		}
-		if rq.topP != nil {
-			b = kFloat(b, "top_p", *rq.topP)
-		}
+		return append(b, '}')
 	}
-	switch rq.format.typ {
-	case "json_schema":
-		b = append(key(b, "output_config"), `{"format":{"type":"json_schema"`...)
-		b = kRaw(b, "schema", orEmptyObject(rq.format.schema))
-		b = append(b, "}}"...)
-	case "json_object":
-		return nil, cannot("response_format", from, Messages, "a JSON object response format without a schema")
+	if rq.temperature != nil {
+		b = kFloat(b, "temperature", min(*rq.temperature, 1))
 	}
-	if rq.stream {
-		b = kBool(b, "stream", true)
+	if rq.topP != nil {
+		b = kFloat(b, "top_p", *rq.topP)
 	}
-	return append(b, '}'), nil
+	return b
 }
 
 // encodeMessagesBlocks writes the content blocks of one canonical message.

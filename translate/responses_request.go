@@ -289,9 +289,53 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 	if len(instr) > 0 {
 		b = kStr(b, "instructions", strings.Join(instr, "\n\n"))
 	}
+	b = appendResponsesInput(b, msgs)
+	b = appendResponsesTools(b, rq)
+	if rq.maxTokens > 0 {
+		b = kInt(b, "max_output_tokens", rq.maxTokens)
+	}
+	if rq.temperature != nil {
+		b = kFloat(b, "temperature", *rq.temperature)
+	}
+	if rq.topP != nil {
+		b = kFloat(b, "top_p", *rq.topP)
+	}
+	if len(rq.stop) > 0 {
+		return nil, cannot(stopParam(from), from, Responses, "stop sequences")
+	}
+	if e, s := responsesReasoning(&rq.reasoning); e != "" || s != "" {
+		b = key(b, "reasoning")
+		b = append(b, '{')
+		b = kStrOpt(b, "effort", e)
+		b = kStrOpt(b, "summary", s)
+		b = append(b, '}')
+		b = append(key(b, "include"), `["reasoning.encrypted_content"]`...)
+	}
+	switch rq.format.typ {
+	case "json_object":
+		b = append(key(b, "text"), `{"format":{"type":"json_object"}}`...)
+	case "json_schema":
+		b = append(key(b, "text"), `{"format":{"type":"json_schema"`...)
+		b = appendSchemaFormat(b, &rq.format)
+		b = append(b, "}}"...)
+	}
+	if rq.user != "" {
+		b = kStr(b, "user", rq.user)
+	}
+	if rq.stream {
+		b = kBool(b, "stream", true)
+	}
+	return append(b, '}'), nil
+}
+
+// appendResponsesInput writes input: the messages after the instructions
+// as Responses items, the assistant's parts each an item of its own (text,
+// refusal, function or custom tool call, reasoning) and tool results as
+// the outputs of their calls.
+func appendResponsesInput(b []byte, msgs []message) []byte {
 	b = key(b, "input")
 	b = append(b, '[')
-	custom := map[string]bool{}
+	custom := map[string]bool{} // call ids of custom tool calls: their results are custom outputs
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.role {
@@ -310,85 +354,101 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 			b = append(b, '}')
 		case roleAssistant:
 			for j := range m.parts {
-				p := &m.parts[j]
-				switch p.typ {
-				case partText, partRefusal:
-					b = elem(b)
-					b = append(b, `{"type":"message","role":"assistant","content":[`...)
-					if p.typ == partText {
-						b = append(b, `{"type":"output_text"`...)
-						b = kStr(b, "text", p.text)
-					} else {
-						b = append(b, `{"type":"refusal"`...)
-						b = kStr(b, "refusal", p.text)
-					}
-					b = append(b, "}]}"...)
-				case partToolCall:
-					b = elem(b)
-					if p.custom {
-						custom[p.callID] = true
-						b = append(b, `{"type":"custom_tool_call"`...)
-						b = kStr(b, "call_id", p.callID)
-						b = kStr(b, "name", p.name)
-						b = kStr(b, "input", p.args)
-					} else {
-						b = append(b, `{"type":"function_call"`...)
-						b = kStr(b, "call_id", p.callID)
-						b = kStr(b, "name", p.name)
-						b = kStrOpt(b, "namespace", p.namespace)
-						b = kStr(b, "arguments", callArguments(p))
-					}
-					b = append(b, '}')
-				case partReasoning:
-					if p.item != "" {
-						b = append(elem(b), p.item...) // the upstream's own item, as it came
-						continue
-					}
-					enc, ok := openAIReasoning(p)
-					if !ok {
-						continue
-					}
-					b = elem(b)
-					b = append(b, `{"type":"reasoning","summary":[`...)
-					for _, s := range p.summaryTexts() {
-						b = elem(b)
-						b = append(b, `{"type":"summary_text"`...)
-						b = kStr(b, "text", s)
-						b = append(b, '}')
-					}
-					b = append(b, ']')
-					b = kStr(b, "encrypted_content", enc)
-					b = append(b, '}')
-				}
+				b = appendResponsesAssistantItem(b, &m.parts[j], custom)
 			}
 		case roleTool:
 			for j := range m.parts {
-				p := &m.parts[j]
-				if p.typ != partToolResult {
-					continue
+				if p := &m.parts[j]; p.typ == partToolResult {
+					b = appendResponsesToolOutput(b, p, custom[p.callID] || p.custom)
 				}
-				b = elem(b)
-				if custom[p.callID] || p.custom {
-					b = append(b, `{"type":"custom_tool_call_output"`...)
-				} else {
-					b = append(b, `{"type":"function_call_output"`...)
-				}
-				b = kStr(b, "call_id", p.callID)
-				b = key(b, "output")
-				if onlyText(p.result) {
-					b = AppendString(b, resultText(p))
-				} else {
-					rs := p.result
-					if p.isError {
-						rs = append([]part{{typ: partText, text: strings.TrimSpace(toolErrorPrefix)}}, rs...)
-					}
-					b = encodeResponsesInputParts(b, rs)
-				}
-				b = append(b, '}')
 			}
 		}
 	}
-	b = append(b, ']')
+	return append(b, ']')
+}
+
+// appendResponsesAssistantItem writes one part of an assistant message as
+// its input item (nothing for reasoning that cannot be sent), noting the
+// call ids of custom tool calls in custom.
+func appendResponsesAssistantItem(b []byte, p *part, custom map[string]bool) []byte {
+	switch p.typ {
+	case partText, partRefusal:
+		b = elem(b)
+		b = append(b, `{"type":"message","role":"assistant","content":[`...)
+		if p.typ == partText {
+			b = append(b, `{"type":"output_text"`...)
+			b = kStr(b, "text", p.text)
+		} else {
+			b = append(b, `{"type":"refusal"`...)
+			b = kStr(b, "refusal", p.text)
+		}
+		b = append(b, "}]}"...)
+	case partToolCall:
+		b = elem(b)
+		if p.custom {
+			custom[p.callID] = true
+			b = append(b, `{"type":"custom_tool_call"`...)
+			b = kStr(b, "call_id", p.callID)
+			b = kStr(b, "name", p.name)
+			b = kStr(b, "input", p.args)
+		} else {
+			b = append(b, `{"type":"function_call"`...)
+			b = kStr(b, "call_id", p.callID)
+			b = kStr(b, "name", p.name)
+			b = kStrOpt(b, "namespace", p.namespace)
+			b = kStr(b, "arguments", callArguments(p))
+		}
+		b = append(b, '}')
+	case partReasoning:
+		if p.item != "" {
+			return append(elem(b), p.item...) // the upstream's own item, as it came
+		}
+		enc, ok := openAIReasoning(p)
+		if !ok {
+			return b
+		}
+		b = elem(b)
+		b = append(b, `{"type":"reasoning","summary":[`...)
+		for _, s := range p.summaryTexts() {
+			b = elem(b)
+			b = append(b, `{"type":"summary_text"`...)
+			b = kStr(b, "text", s)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+		b = kStr(b, "encrypted_content", enc)
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendResponsesToolOutput writes a tool result as the output item of its
+// call (custom: a custom tool's): text as a string, anything else as parts,
+// an error marked as one in front of them.
+func appendResponsesToolOutput(b []byte, p *part, custom bool) []byte {
+	b = elem(b)
+	if custom {
+		b = append(b, `{"type":"custom_tool_call_output"`...)
+	} else {
+		b = append(b, `{"type":"function_call_output"`...)
+	}
+	b = kStr(b, "call_id", p.callID)
+	b = key(b, "output")
+	if onlyText(p.result) {
+		b = AppendString(b, resultText(p))
+	} else {
+		rs := p.result
+		if p.isError {
+			rs = append([]part{{typ: partText, text: strings.TrimSpace(toolErrorPrefix)}}, rs...)
+		}
+		b = encodeResponsesInputParts(b, rs)
+	}
+	return append(b, '}')
+}
+
+// appendResponsesTools writes tools (function and custom), tool_choice and
+// parallel_tool_calls.
+func appendResponsesTools(b []byte, rq *request) []byte {
 	if len(rq.tools) > 0 {
 		b = key(b, "tools")
 		b = append(b, '[')
@@ -429,41 +489,7 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 	if rq.parallel != nil {
 		b = kBool(b, "parallel_tool_calls", *rq.parallel)
 	}
-	if rq.maxTokens > 0 {
-		b = kInt(b, "max_output_tokens", rq.maxTokens)
-	}
-	if rq.temperature != nil {
-		b = kFloat(b, "temperature", *rq.temperature)
-	}
-	if rq.topP != nil {
-		b = kFloat(b, "top_p", *rq.topP)
-	}
-	if len(rq.stop) > 0 {
-		return nil, cannot(stopParam(from), from, Responses, "stop sequences")
-	}
-	if e, s := responsesReasoning(&rq.reasoning); e != "" || s != "" {
-		b = key(b, "reasoning")
-		b = append(b, '{')
-		b = kStrOpt(b, "effort", e)
-		b = kStrOpt(b, "summary", s)
-		b = append(b, '}')
-		b = append(key(b, "include"), `["reasoning.encrypted_content"]`...)
-	}
-	switch rq.format.typ {
-	case "json_object":
-		b = append(key(b, "text"), `{"format":{"type":"json_object"}}`...)
-	case "json_schema":
-		b = append(key(b, "text"), `{"format":{"type":"json_schema"`...)
-		b = appendSchemaFormat(b, &rq.format)
-		b = append(b, "}}"...)
-	}
-	if rq.user != "" {
-		b = kStr(b, "user", rq.user)
-	}
-	if rq.stream {
-		b = kBool(b, "stream", true)
-	}
-	return append(b, '}'), nil
+	return b
 }
 
 // summaryTexts returns a reasoning part's summary, or its text as one.
