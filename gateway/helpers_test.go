@@ -332,15 +332,3 @@ func dialTCP(t testing.TB, ln net.Listener) net.Conn {
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
 	return conn
 }
-
-// waitFor polls ok until it holds, failing the test after 5 s.
-func waitFor(t testing.TB, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
