@@ -170,9 +170,9 @@ func parseAccountFilter(a *fasthttp.Args) (accountFilter, *APIError) {
 		return f, err
 	}
 	switch f.sort {
-	case "", "name", "status", "inflight", "score", "requests", "failures", "cooldown", "provider", "priority", "created_at":
+	case "", "name", "status", "inflight", "score", "requests", "failures", "cooldown", "provider", "priority", "created_at", "windows":
 	default:
-		return f, errBadParam("sort", "sort is one of name, status, inflight, score, requests, failures, cooldown, provider, priority, created_at.")
+		return f, errBadParam("sort", "sort is one of name, status, inflight, score, requests, failures, cooldown, provider, priority, created_at, windows.")
 	}
 	switch string(a.Peek("order")) {
 	case "", "asc", "desc":
@@ -261,6 +261,14 @@ func (f *accountFilter) compare(x, y *accountRow) int {
 			}
 		case "priority":
 			return float64(r.a.Priority)
+		case "windows": // the most used usage window; accounts reporting none first
+			used := -1.0
+			if v != nil {
+				for _, w := range v.Windows {
+					used = max(used, w.UsedPercent)
+				}
+			}
+			return used
 		case "created_at":
 			return float64(r.a.CreatedAt.UnixMilli())
 		}

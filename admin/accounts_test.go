@@ -147,6 +147,23 @@ func TestAdminAccountsList(t *testing.T) {
 	if r := page("sort=score&order=desc&limit=1"); len(r.json["accounts"].([]any)) != 1 {
 		t.Fatalf("sort by score: %s", r.body)
 	}
+	// By windows: the most used usage window first (desc); accounts
+	// reporting none last.
+	var hot, warm string
+	for _, a := range page("q=pool-00&limit=2").json["accounts"].([]any) {
+		if hot == "" {
+			hot = a.(map[string]any)["id"].(string)
+		} else {
+			warm = a.(map[string]any)["id"].(string)
+		}
+	}
+	e.sys.ReportRateLimits(hot, "", upstream.RateLimits{Windows: []upstream.RateWindow{{Name: "5h", UsedPercent: 90, WindowMinutes: 300}}}, time.Now())
+	e.sys.ReportRateLimits(warm, "", upstream.RateLimits{Windows: []upstream.RateWindow{{Name: "5h", UsedPercent: 10, WindowMinutes: 300},
+		{Name: "7d", UsedPercent: 40, WindowMinutes: 10080}}}, time.Now())
+	waitFor(t, "windows", func() bool {
+		got := page("sort=windows&order=desc&limit=2").json["accounts"].([]any)
+		return got[0].(map[string]any)["id"] == hot && got[1].(map[string]any)["id"] == warm
+	})
 	for _, q := range []string{"limit=0", "limit=5000", "offset=-1", "sort=bogus", "order=sideways", "limit=x"} {
 		c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 400)
 	}

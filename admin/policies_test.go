@@ -56,6 +56,13 @@ func TestAdminPolicies(t *testing.T) {
 		len(r.json["top"].([]any)) != 3 || r.json["description"] != "everyone warm" {
 		t.Fatalf("simulate: %s", r.body)
 	}
+	// And a steady load through the pool as stored: 20 requests an
+	// account, spread evenly over the three equal accounts.
+	load, _ := r.json["load"].(map[string]any)
+	if load == nil || load["requests"] != 60.0 || load["unserved"] != 0.0 || load["accounts"] != 3.0 || load["serving"] != 3.0 ||
+		load["busiest"] != 20.0 || load["gini"] != 0.0 || load["top1_accounts"] != 1.0 {
+		t.Fatalf("simulate load: %v", r.json["load"])
+	}
 	if r := c.do("POST", "/api/admin/policies/mine/simulate", map[string]string{"source": badPolicy}).want(t, 400); r.json["error"].(map[string]any)["line"].(float64) != 4 {
 		t.Fatalf("simulate bad: %s", r.body)
 	}

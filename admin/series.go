@@ -82,7 +82,7 @@ func seriesOf(window string, q storage.SeriesQuery, buckets []storage.SeriesBuck
 		}
 	}
 	ans := seriesAnswer{Window: window, From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), StepSeconds: int(q.Step / time.Second),
-		ErrorClasses: slices.Sorted(maps.Keys(classes)), Points: make([]seriesPoint, len(buckets))}
+		ErrorClasses: append([]string{}, slices.Sorted(maps.Keys(classes))...), Points: make([]seriesPoint, len(buckets))}
 	quantile := func(b *storage.SeriesBucket, p float64) *float64 {
 		if b.Latency.Count() == 0 {
 			return nil

@@ -73,6 +73,11 @@ func TestAdminOpsSeries(t *testing.T) {
 	for _, w := range []string{"6h", "24h", "7d"} {
 		c.do("GET", "/api/admin/ops/series?window="+w, nil).want(t, 200)
 	}
+	// A window without failures lists no class: [], not null.
+	e2 := newAdminEnv(t, 1)
+	if r := e2.withKey(e2.adminKey).do("GET", "/api/admin/ops/series", nil).want(t, 200); !strings.Contains(string(r.body), `"error_classes":[]`) {
+		t.Errorf("no failures: %s", r.body[:min(len(r.body), 200)])
+	}
 	if r := c.do("GET", "/api/admin/ops/series?window=2h", nil).want(t, 400); r.errCode() != "invalid_type" || !strings.Contains(string(r.body), "1h, 6h, 24h or 7d") {
 		t.Errorf("bad window: %s", r.body)
 	}

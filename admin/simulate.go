@@ -33,6 +33,58 @@ type simResult struct {
 	Changed      int            `json:"changed"`       // accounts whose tier differs between the two
 	Top          []simAccount   `json:"top"`           // the best 20 under the simulated policy: where traffic goes first
 	DurationMs   float64        `json:"duration_ms"`   // time spent scoring
+	Load         *simLoad       `json:"load"`          // a steady load routed through the pool as stored (null when it could not run)
+}
+
+// simLoad is how a steady synthetic load spreads over the pool under the
+// simulated policy (routing.SimulatePool, routing.Spread).
+type simLoad struct {
+	Requests     int     `json:"requests"`
+	Unserved     int     `json:"unserved"`
+	Accounts     int     `json:"accounts"` // the enabled accounts counted
+	Serving      int     `json:"serving"`  // of them, those that got requests
+	Busiest      int     `json:"busiest"`
+	BusiestShare float64 `json:"busiest_share"` // 0–1; even: 1/accounts
+	Top1Accounts int     `json:"top1_accounts"` // the busiest 1 % (at least one)
+	Top1Share    float64 `json:"top1_share"`
+	Top1Even     float64 `json:"top1_even"`
+	Gini         float64 `json:"gini"`
+	DurationMs   float64 `json:"duration_ms"`
+}
+
+// simLoadRequests is how many requests the admin simulation routes per
+// enabled account, and at most in all.
+const (
+	simLoadPerAccount = 20
+	simLoadMax        = 20000
+)
+
+// simulateLoad routes a steady load through the pool as stored with a
+// fresh compile of src (the Sim owns its policy) and measures its spread.
+func (s *Server) simulateLoad(ctx context.Context, name, src string) (*simLoad, error) {
+	accounts, err := s.store.ListAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	enabled := 0
+	for _, a := range accounts {
+		if !a.Disabled {
+			enabled++
+		}
+	}
+	p, err := scripts.Compile(name, src, scripts.Options{})
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	load, err := routing.SimulatePool(ctx, p, accounts, min(simLoadPerAccount*enabled, simLoadMax))
+	if err != nil {
+		return nil, err
+	}
+	sp := load.Spread
+	return &simLoad{Requests: load.Requests, Unserved: load.Unserved, Accounts: sp.Accounts, Serving: sp.Serving, Busiest: sp.Busiest,
+		BusiestShare: sp.BusiestShare, Top1Accounts: sp.Top1Accounts, Top1Share: sp.Top1Share, Top1Even: sp.Top1Even, Gini: sp.Gini,
+		DurationMs: float64(time.Since(start).Microseconds()) / 1000}, nil
 }
 
 // servingTier is the serving policy's verdict as the admin API names it
@@ -107,6 +159,9 @@ func (s *Server) policySimulate(ctx *fasthttp.RequestCtx, rctx context.Context, 
 	if err != nil {
 		writePolicyError(ctx, err)
 		return
+	}
+	if res.Load, err = s.simulateLoad(rctx, name, src); err != nil {
+		s.log.Warn("admin simulation: the load simulation failed", "policy", name, "err", err)
 	}
 	writeJSON(ctx, 200, res)
 }

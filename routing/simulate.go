@@ -157,3 +157,61 @@ func simRun(ctx context.Context, sim *Sim, index map[string]int, o SimulateOptio
 	wg.Wait()
 	return picks, unserved
 }
+
+// PoolLoad is what SimulatePool saw: how the requests spread over the pool.
+type PoolLoad struct {
+	Requests int    // requests routed
+	Unserved int    // of them, those that got no account
+	Spread   Spread // over every account given
+}
+
+// SimulatePool routes requests synthetic requests with p through a Sim of
+// accounts (the pool as stored; every account fresh and healthy), one at
+// a time, each succeeding at once, and reports how evenly they spread: how
+// p shares a steady load among the pool's accounts. Request i asks for the
+// group and model of account i mod len(accounts) (its first model; an
+// account serving any model is asked for one no other account names), so
+// each group and model gets traffic in proportion to the accounts serving
+// it. p serves as the Sim's policy (NewSim); disabled accounts are left
+// out.
+func SimulatePool(ctx context.Context, p *scripts.Policy, accounts []storage.Account, requests int) (*PoolLoad, error) {
+	var pool []storage.Account
+	for _, a := range accounts {
+		if !a.Disabled {
+			pool = append(pool, a)
+		}
+	}
+	if len(pool) == 0 || requests < 1 {
+		return &PoolLoad{Spread: SpreadOf(nil, len(pool))}, nil
+	}
+	sim, err := NewSim(ctx, pool, p, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sim.Close()
+	picks := map[string]int{}
+	load := &PoolLoad{Requests: requests}
+	for i := range requests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a := &pool[i%len(pool)]
+		model := "(any model)"
+		if len(a.Models) > 0 {
+			model = a.Models[0]
+		}
+		l, err := sim.Acquire(ctx, actors.AcquireRequest{Endpoint: translate.Chat, Model: model, Group: a.Group, MaxWait: time.Second})
+		if err != nil {
+			load.Unserved++
+			continue
+		}
+		picks[l.AccountID]++
+		sim.Release(l, actors.Outcome{Status: 200, Latency: 800 * time.Millisecond, TTFT: 300 * time.Millisecond})
+	}
+	counts := make([]int, 0, len(picks))
+	for _, n := range picks {
+		counts = append(counts, n)
+	}
+	load.Spread = SpreadOf(counts, len(pool))
+	return load, nil
+}

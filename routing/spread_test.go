@@ -2,10 +2,12 @@ package routing
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
 )
 
 func TestSpreadOf(t *testing.T) {
@@ -71,5 +73,32 @@ function score(a, now) return 100 + math.min(2 * a.success_streak, 12) end`
 	t.Logf("streak bonus: %s", rep.Spread)
 	if rep.Spread.Top1Share < 0.5 || rep.Spread.Gini < 0.9 {
 		t.Errorf("the spread does not show a streak bonus's concentration: %s", rep.Spread)
+	}
+}
+
+// SimulatePool spreads a steady load over a pool as stored: under smart,
+// every one of 40 equal accounts serving two models in two groups takes
+// its share; disabled accounts take none.
+func TestSimulatePool(t *testing.T) {
+	var accounts []storage.Account
+	for i := range 42 {
+		a := storage.Account{ID: fmt.Sprintf("id-%02d", i), Name: fmt.Sprintf("acct-%02d", i), Provider: storage.ProviderOpenAI,
+			Models: []string{[]string{"m1", "m2"}[i%2]}, Group: []string{"", "team"}[i/2%2], MaxConcurrency: 4}
+		if i >= 40 {
+			a.Disabled = true
+		}
+		accounts = append(accounts, a)
+	}
+	smart, _ := scripts.Builtin("smart")
+	load, err := SimulatePool(context.Background(), compile(t, "smart", smart), accounts, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if load.Unserved != 0 || load.Spread.Accounts != 40 || load.Spread.Serving != 40 || load.Spread.Busiest > 12 || load.Spread.Gini > 0.1 {
+		t.Errorf("smart over 40 equal accounts: %+v, %s", load, load.Spread)
+	}
+	empty, err := SimulatePool(context.Background(), compile(t, "smart", smart), nil, 100)
+	if err != nil || empty.Requests != 0 || empty.Spread.Accounts != 0 {
+		t.Errorf("an empty pool: %+v, %v", empty, err)
 	}
 }
