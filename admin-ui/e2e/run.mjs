@@ -49,6 +49,11 @@ async function shot(name) {
   console.log('screenshot', name)
 }
 
+/** truncated returns the text of the cells matching selector that do not fit their width. */
+async function truncated(selector) {
+  return page.evaluate((sel) => [...document.querySelectorAll(sel)].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent), selector)
+}
+
 /** startDemo runs `troupe demo` and returns the lines it prints. */
 function startDemo() {
   dataDir = mkdtempSync(join(tmpdir(), 'troupe-e2e-'))
@@ -124,6 +129,20 @@ async function main() {
   await page.getByRole('link', { name: 'Accounts' }).click()
   await waitText(page.getByTestId('accounts-total'), /^24 of 24$/, 'accounts total')
   await waitText(page.locator('[data-row="demo-0001"] [data-testid=tier]'), /healthy/, 'demo-0001 tier before')
+  // Provider and windows are never cut (openai_compat is the longest provider).
+  await page.waitForSelector('.td.w-provider >> text=openai_compat')
+  const cut = await truncated('.vtable .td.w-provider, .vtable .td.w-windows, .vtable .th')
+  check(cut.length === 0, 'truncated cells: ' + JSON.stringify(cut))
+  // Every column sorts: Provider descending puts openai_compat first, Windows sorts too.
+  await page.getByRole('columnheader', { name: /^Provider/ }).click()
+  await page.getByRole('columnheader', { name: /^Provider/ }).click()
+  await waitText(page.getByRole('columnheader', { name: /^Provider/ }), /▼/, 'provider sorted descending')
+  await waitText(page.locator('.vbody .tr .td.w-provider').first(), /^openai_compat$/, 'first row by provider descending')
+  await shot('03-accounts-by-provider')
+  await page.getByRole('columnheader', { name: /^Windows/ }).click()
+  await waitText(page.getByRole('columnheader', { name: /^Windows/ }), /▲/, 'sorted by windows')
+  await page.getByRole('columnheader', { name: /^Name/ }).click()
+  await waitText(page.locator('.vbody .tr .td.w-name').first(), /^demo-0001/, 'sorted by name again')
   await shot('03-accounts')
 
   // Import three accounts.
@@ -166,13 +185,38 @@ async function main() {
     check(r.status === 200, `the new key against /v1: ${r.status} ${body}`)
   }
   console.log('the new key served 3 requests on /v1')
+  // A request to a codex account, whose answer reports its usage windows.
+  {
+    const r = await fetch(env.TROUPE_BASE_URL + '/chat/completions', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + secret, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-5.5', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    check(r.status === 200, `a codex request: ${r.status} ${await r.text()}`)
+  }
 
   // Usage: the three requests show up. They are written within a second,
   // but the page may have fetched just before that and polls every 30 s.
   await page.getByRole('link', { name: 'Usage' }).click()
   await waitText(page.getByTestId('usage-requests'), /^[1-9]/, 'usage requests', 45_000)
   await page.waitForSelector('[data-testid=usage-chart] canvas')
+  await waitText(page.getByTestId('chart-legend'), /gpt-4\.1-mini\s*[1-9]/, 'the usage legend shows the series value without hovering')
   await shot('08-usage')
+
+  // Overview: trend charts over the window, with their values in the legends.
+  await page.getByRole('link', { name: 'Overview' }).click()
+  await page.waitForSelector('[data-testid=trends] canvas')
+  await waitText(page.getByTestId('legend-requests'), /^[1-9]/, 'requests in the trend legend', 45_000)
+  check((await page.locator('[data-testid=trends] canvas').count()) >= 4, 'trend charts drawn')
+  for (const k of ['banned', 'unauthorized']) {
+    const cls = await page.getByTestId('accounts-' + k).getAttribute('class')
+    check(cls === 'count zero', `a zero count of ${k} is painted as ${cls}`)
+  }
+  await page.locator('select[name=window]').selectOption('24h')
+  await waitText(page.getByTestId('legend-requests'), /^[1-9]/, 'requests over 24h')
+  await page.waitForTimeout(300)
+  await page.getByTestId('trends').screenshot({ path: join(artifacts, '08-overview-trends.png') })
+  console.log('screenshot 08-overview-trends')
 
   // A policy with a syntax error: the error is marked at its line.
   await page.getByRole('link', { name: 'Policies' }).click()
@@ -193,6 +237,16 @@ async function main() {
   console.log('syntax error shown:', err)
   await shot('09-policy-error')
 
+  // A block left open: the end-of-file error is marked on the last line, not line 1.
+  const open = ['policy = { description = "everyone warm" }', 'function score(a, now)', '  if a.status ~= "active" then return nil end', '  return 1, "warm"', ''].join('\n')
+  await setEditor(open)
+  await page.getByRole('button', { name: 'Validate' }).click()
+  await waitText(page.getByTestId('policy-error'), /^line 4: .*end of file/, 'the end-of-file error with the last line')
+  await page.waitForSelector('.cm-lintRange-error')
+  const eof = await page.evaluate(() => document.querySelector('.cm-lintRange-error')?.closest('.cm-line')?.textContent ?? '')
+  check(eof.includes('return 1, "warm"'), `the end-of-file error marks ${JSON.stringify(eof)}, want the last line`)
+  await shot('09-policy-eof-error')
+
   // Fix it, simulate, save, activate: the pool turns warm.
   const good = ['policy = { description = "everyone warm" }', 'function score(a, now)', '  if a.status ~= "active" then return nil end', '  return 1, "warm"', 'end', ''].join('\n')
   await setEditor(good)
@@ -201,6 +255,9 @@ async function main() {
   check((await page.locator('.cm-lintRange-error').count()) === 0, 'the error mark stays after the fix')
   await page.getByRole('button', { name: 'Simulate' }).click()
   await waitText(page.getByTestId('simulation'), /change tier/, 'simulation')
+  // The steady load spreads evenly over the 24 equal demo accounts.
+  await waitText(page.getByTestId('load-gini'), /^0\.0\d$/, 'the simulated load spread (Gini)')
+  await page.getByTestId('simulation-load').scrollIntoViewIfNeeded()
   await shot('10-policy-simulate')
   await page.getByRole('button', { name: 'Save' }).click()
   await waitText(page.getByTestId('policy-msg'), /Saved as version 1/, 'save')
@@ -234,6 +291,13 @@ async function main() {
   await shot('16-policies-dark')
   await page.getByRole('link', { name: 'Accounts' }).click()
   await page.waitForSelector('[data-row]')
+  // The codex account that served reports usage windows: sorted by windows,
+  // most used first, it leads, its windows shown in full.
+  await page.getByRole('columnheader', { name: /^Windows/ }).click()
+  await page.getByRole('columnheader', { name: /^Windows/ }).click()
+  await waitText(page.locator('.vbody .tr .td.w-windows').first(), /%.*·.*%/, 'the usage windows of the codex account first', 20_000)
+  const cutWindows = await truncated('.vtable .td.w-provider, .vtable .td.w-windows')
+  check(cutWindows.length === 0, 'truncated cells: ' + JSON.stringify(cutWindows))
   await shot('17-accounts-dark')
 
   // Logging out ends the session.

@@ -106,7 +106,7 @@ export function App() {
         </button>
       </nav>
       <main>
-        {page === 'overview' && <Overview />}
+        {page === 'overview' && <Overview dark={dark} />}
         {page === 'accounts' && <Accounts />}
         {page === 'keys' && <Keys />}
         {page === 'usage' && <Usage dark={dark} />}

@@ -1,12 +1,17 @@
 import { useEffect, useRef } from 'react'
 import uPlot from 'uplot'
 
-import type { Series } from './chartdata'
+import { colorFor, dashFor, sparse, type Series } from './chartdata'
+import { Legend } from './Legend'
 
-const palette = ['#2f81f7', '#3fb950', '#d29922', '#f85149', '#a371f7', '#db61a2', '#39c5cf', '#8b949e', '#e3b341', '#56d364']
-
-/** Chart draws time series (x: unix seconds) with uPlot, stacked-free lines. */
-export function Chart({ x, series, dark, height = 260 }: { x: number[]; series: Series[]; dark: boolean; height?: number }) {
+/**
+ * Chart draws time series (x: unix seconds) with uPlot, as lines that stay
+ * apart when they overlap: each series has its colour (colorFor: the same
+ * on every chart) and its dash pattern, and the legend under the chart
+ * shows every series' value (its sum over the range, or its latest value)
+ * without hovering.
+ */
+export function Chart({ x, series, dark, height = 260, testid = 'usage-chart' }: { x: number[]; series: Series[]; dark: boolean; height?: number; testid?: string }) {
   const el = useRef<HTMLDivElement>(null)
   useEffect(() => {
     const host = el.current!
@@ -14,9 +19,22 @@ export function Chart({ x, series, dark, height = 260 }: { x: number[]; series: 
     const opts: uPlot.Options = {
       width: host.clientWidth || 800,
       height,
-      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: palette[i % palette.length], width: 2, points: { show: x.length < 60 } }))],
-      axes: [axis, axis],
-      legend: { show: true },
+      series: [
+        {},
+        ...series.map((s, i) => ({
+          label: s.label,
+          stroke: colorFor(s.label),
+          dash: dashFor(i),
+          width: 2,
+          spanGaps: false,
+          // Points where lines cannot show the values: few buckets, or a
+          // series mostly empty (latency in a quiet window) whose values
+          // have no neighbour to draw a line to.
+          points: { show: x.length < 60 || sparse(s.values), size: 5, fill: colorFor(s.label) },
+        })),
+      ],
+      axes: [axis, { ...axis, size: 60 }],
+      legend: { show: false }, // ours, below, shows the values without hovering
     }
     const plot = new uPlot(opts, [x, ...series.map((s) => s.values)] as uPlot.AlignedData, host)
     const ro = new ResizeObserver(() => plot.setSize({ width: host.clientWidth, height }))
@@ -26,6 +44,10 @@ export function Chart({ x, series, dark, height = 260 }: { x: number[]; series: 
       plot.destroy()
     }
   }, [x, series, dark, height])
-  return <div ref={el} className="chart" data-testid="usage-chart" />
+  return (
+    <div data-testid={testid}>
+      <div ref={el} className="chart" />
+      <Legend series={series} />
+    </div>
+  )
 }
-

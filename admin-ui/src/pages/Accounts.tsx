@@ -52,6 +52,14 @@ interface Filters {
   order: string
 }
 
+/** windowsText is an account's usage windows as the table shows them, and its used-up limit families: "5h 40% · 7d 12% · premium used up". */
+export function windowsText(a: Pick<Account, 'live'>): string {
+  return [
+    ...(a.live.usage_windows ?? []).map((w) => `${w.name} ${Math.round(w.used_percent)}%`),
+    ...(a.live.limit_families ?? []).filter((f) => f.cooling_until).map((f) => `${f.limit_name || f.id} used up`),
+  ].join(' · ')
+}
+
 /** pagesFor returns the page indexes that rows [from, to] need. */
 export function pagesFor(from: number, to: number, size = PAGE): number[] {
   const out: number[] = []
@@ -184,14 +192,14 @@ export function Accounts() {
       <div className="vtable">
         <div className="tr thead">
           {th('name', 'Name', 'w-name')}
-          {th('provider', 'Provider')}
+          {th('provider', 'Provider', 'w-provider')}
           {th('status', 'Status')}
           {th('score', 'Tier · score', 'w-tier')}
           {th('inflight', 'In flight', 'r')}
           {th('requests', 'Requests', 'r')}
           {th('failures', 'Failures', 'r')}
           {th('cooldown', 'Cooldown')}
-          <div className="th">Windows</div>
+          {th('windows', 'Windows', 'w-windows')}
         </div>
         <div className="vbody" ref={scroller} data-testid="accounts-rows">
           <div style={{ height: rows.getTotalSize(), position: 'relative' }}>
@@ -211,7 +219,7 @@ export function Accounts() {
                         {a.name}
                         {a.group && <span className="tag">{a.group}</span>}
                       </div>
-                      <div className="td">{a.provider}</div>
+                      <div className="td w-provider">{a.provider}</div>
                       <div className="td">
                         <span className={'pill ' + a.live.status}>{a.live.status}</span>
                       </div>
@@ -226,12 +234,7 @@ export function Accounts() {
                       <div className="td">
                         {a.live.cooldown_reason && a.live.status === 'cooling' ? `${a.live.cooldown_reason} ${seconds(a.live.cooldown_remaining_seconds)}` : ''}
                       </div>
-                      <div className="td">
-                        {[
-                          ...a.live.usage_windows.map((w) => `${w.name} ${Math.round(w.used_percent)}%`),
-                          ...(a.live.limit_families ?? []).filter((f) => f.cooling_until).map((f) => `${f.limit_name || f.id} used up`),
-                        ].join(' · ')}
-                      </div>
+                      <div className="td w-windows">{windowsText(a)}</div>
                     </>
                   ) : (
                     <div className="td muted">…</div>

@@ -1,5 +1,9 @@
-import { api } from '../api'
+import { useMemo, useState } from 'react'
+import { api, query } from '../api'
+import { Chart } from '../Chart'
+import { Counts } from '../Counts'
 import { num, seconds } from '../format'
+import { trendCharts, type SeriesAnswer } from '../trends'
 import { usePoll } from '../usePoll'
 
 interface Ops {
@@ -14,23 +18,42 @@ interface Ops {
   policy: { name: string; version: number; rescoring: number; reload?: { OK?: boolean; Error?: string; Line?: number } }
 }
 
-function Counts({ title, data, order }: { title: string; data: Record<string, number>; order: string[] }) {
+const windows = ['1h', '6h', '24h', '7d']
+
+/** Trends are the Overview's charts over the selected window. */
+function Trends({ dark }: { dark: boolean }) {
+  const [win, setWin] = useState('1h')
+  const { data, error } = usePoll(() => api<SeriesAnswer>('GET', 'ops/series' + query({ window: win })), [win], 30_000)
+  const shaped = useMemo(() => (data ? trendCharts(data) : null), [data])
   return (
-    <div className="card">
-      <h3>{title}</h3>
-      <div className="counts">
-        {order.map((k) => (
-          <div key={k} className={'count ' + k} data-testid={`${title.toLowerCase()}-${k}`}>
-            <b>{num(data[k] ?? 0)}</b>
-            <span>{k}</span>
-          </div>
-        ))}
+    <div className="card" data-testid="trends">
+      <div className="head">
+        <h3>Trends</h3>
+        <div className="grow" />
+        <select value={win} onChange={(e) => setWin(e.target.value)} name="window" aria-label="window">
+          {windows.map((w) => (
+            <option key={w} value={w}>
+              last {w}
+            </option>
+          ))}
+        </select>
       </div>
+      {error && <p className="error">{error}</p>}
+      {shaped && (
+        <div className="trends">
+          {shaped.charts.map((c) => (
+            <div key={c.title}>
+              <h4>{c.title}</h4>
+              {c.series.length ? <Chart x={shaped.x} series={c.series} dark={dark} height={180} testid={'trend-' + c.title.split(' ')[0].toLowerCase()} /> : <p className="muted">{c.empty}</p>}
+            </div>
+          ))}
+        </div>
+      )}
     </div>
   )
 }
 
-export function Overview() {
+export function Overview({ dark = false }: { dark?: boolean }) {
   const { data: ops, error } = usePoll(() => api<Ops>('GET', 'ops'), [], 3000)
   if (!ops) return <div className="muted">{error || 'Loading…'}</div>
   const f5 = ops.failures['5m'] ?? {}
@@ -57,7 +80,7 @@ export function Overview() {
               <b>{num(attempts)}</b>
               <span>attempts 5m</span>
             </div>
-            <div className={'count ' + (failed ? 'cooling' : '')}>
+            <div className={'count ' + (failed ? 'cooling' : 'zero')}>
               <b>{num(failed)}</b>
               <span>failed 5m</span>
             </div>
@@ -72,6 +95,7 @@ export function Overview() {
           {ops.policy.reload?.Error && <p className="error">Last reload failed (line {ops.policy.reload.Line}): {ops.policy.reload.Error}</p>}
         </div>
       </div>
+      <Trends dark={dark} />
       <div className="grid">
         <div className="card">
           <h3>Failures by class</h3>

@@ -27,6 +27,64 @@ interface SimResult {
   changed: number
   duration_ms: number
   top: { id: string; name: string; status: string; tier: string; score: number | null; serving_tier: string; serving_score: number | null }[]
+  load: SimLoad | null
+}
+
+/** SimLoad is how a steady load spread over the pool under the policy (docs/admin-api.md). */
+interface SimLoad {
+  requests: number
+  unserved: number
+  accounts: number
+  serving: number
+  busiest: number
+  busiest_share: number
+  top1_accounts: number
+  top1_share: number
+  top1_even: number
+  gini: number
+  duration_ms: number
+}
+
+/** LoadSpread shows how evenly the simulated load spread, against an even spread. */
+export function LoadSpread({ load }: { load: SimLoad }) {
+  const share = (f: number) => `${(100 * f).toFixed(2)}%`
+  return (
+    <div data-testid="simulation-load">
+      <h4>
+        Spread of a steady load: {num(load.requests)} requests over {num(load.accounts)} enabled accounts ({load.duration_ms.toFixed(0)} ms)
+      </h4>
+      <table className="list small">
+        <tbody>
+          <tr>
+            <td>busiest account</td>
+            <td className="r" data-testid="load-busiest">
+              {num(load.busiest)} requests, {share(load.busiest_share)}
+            </td>
+            <td className="muted">even: {load.accounts ? share(1 / load.accounts) : '–'}</td>
+          </tr>
+          <tr>
+            <td>busiest 1 % ({num(load.top1_accounts)} accounts)</td>
+            <td className="r">{share(load.top1_share)}</td>
+            <td className="muted">even: {share(load.top1_even)}</td>
+          </tr>
+          <tr>
+            <td>Gini coefficient</td>
+            <td className="r" data-testid="load-gini">
+              {load.gini.toFixed(2)}
+            </td>
+            <td className="muted">0: even, near 1: one account takes all</td>
+          </tr>
+          <tr>
+            <td>accounts used</td>
+            <td className="r">
+              {num(load.serving)} of {num(load.accounts)}
+            </td>
+            <td className="muted">{load.unserved ? `${num(load.unserved)} requests got no account` : ''}</td>
+          </tr>
+        </tbody>
+      </table>
+    </div>
+  )
 }
 
 const starter = `-- A routing policy: score(account, now) ranks accounts (docs/policies.md).
@@ -264,6 +322,7 @@ function Simulation({ sim }: { sim: SimResult }) {
           </tr>
         </tbody>
       </table>
+      {sim.load && <LoadSpread load={sim.load} />}
       <h4>Where traffic goes first</h4>
       <table className="list small">
         <tbody>
