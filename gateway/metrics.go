@@ -30,6 +30,7 @@ type Metrics struct {
 	// The Responses WebSocket (gateway/ws.go, gateway/upstream_ws.go).
 	wsConns    prometheus.Gauge       // troupe_websocket_connections
 	wsRefused  *prometheus.CounterVec // troupe_websocket_refused_total{reason}
+	wsClosed   *prometheus.CounterVec // troupe_websocket_closed_total{reason}
 	upstreamWS *prometheus.CounterVec // troupe_upstream_websocket_total{result}
 
 	// Client connections (gateway/conns.go).
@@ -85,7 +86,10 @@ func NewMetrics(views func() []actors.View) *Metrics {
 	m.upstreamWS = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "troupe_upstream_websocket_total", Help: "Upstream calls that were to use the upstream WebSocket, by result (websocket; fallback_1009 and fallback_busy went over HTTP on the same lease).",
 	}, []string{"result"})
-	m.Registry.MustRegister(m.wsConns, m.wsRefused, m.upstreamWS)
+	m.wsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_websocket_closed_total", Help: "Client WebSocket connections the gateway closed, by reason (idle_timeout: 1001 after gateway.websocket.client_idle_timeout without a frame; write_timeout: 1008, the client did not read a frame or pong within client_write_timeout).",
+	}, []string{"reason"})
+	m.Registry.MustRegister(m.wsConns, m.wsRefused, m.wsClosed, m.upstreamWS)
 	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "troupe_client_connections", Help: "Client connections open now (HTTP and WebSocket).",
 	})

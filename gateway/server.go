@@ -163,6 +163,7 @@ type Server struct {
 	now            func() time.Time
 	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
 	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)
+	logs           logEvents                // rate-limited log lines (logs.go)
 }
 
 // New builds a Server over a running actor system, a store and a cache (for
@@ -176,7 +177,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	if metrics == nil {
 		metrics = NewMetrics(sys.Views)
 	}
-	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now}
+	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents()}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
 	s.hints = newKeyHints()

@@ -27,7 +27,22 @@ type WSConfig struct {
 	// upstream WebSocket: UpstreamWSAuto (default), UpstreamWSAlways or
 	// UpstreamWSNever.
 	Upstream string
+	// IdleTimeout closes a client connection that has sent nothing (no
+	// frame, no ping) for this long while no response was in flight, with
+	// 1001 (going away); default 15 min.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds one frame written to a client, pongs included: a
+	// client that does not read for this long (one that floods pings and
+	// never reads their pongs) is closed with 1008 (policy violation);
+	// default 30 s.
+	WriteTimeout time.Duration
 }
+
+// Client WebSocket defaults (WSConfig).
+const (
+	DefaultWSIdleTimeout  = 15 * time.Minute
+	DefaultWSWriteTimeout = 30 * time.Second
+)
 
 func (c *WSConfig) defaults() {
 	if c.MaxConnections <= 0 {
@@ -38,6 +53,12 @@ func (c *WSConfig) defaults() {
 	}
 	if c.Upstream == "" {
 		c.Upstream = UpstreamWSAuto
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultWSIdleTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWSWriteTimeout
 	}
 }
 

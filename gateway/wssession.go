@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -38,10 +41,14 @@ type wsSession struct {
 	ctx    context.Context // ends when the client leaves or the server aborts
 	cancel context.CancelFunc
 	once   sync.Once
+	// active is when the client last sent something (a frame, a ping, a
+	// pong) or its last response ended, in UnixNano: the idle timeout
+	// counts from it.
+	active atomic.Int64
 }
 
-// wsWriteTimeout bounds one frame written to the client.
-const wsWriteTimeout = 30 * time.Second
+// touch notes client activity now.
+func (ss *wsSession) touch() { ss.active.Store(time.Now().UnixNano()) }
 
 // run serves the connection until the client closes it, breaks it, or the
 // server shuts down (close 1001 once the response in flight has ended).
@@ -68,6 +75,11 @@ func (ss *wsSession) run() {
 		limit = s.cfg.MaxBodySize
 	}
 	ss.conn.SetReadLimit(int64(limit))
+	ss.touch()
+	ss.conn.SetPingHandler(ss.ping)
+	ss.conn.SetPongHandler(func(string) error { ss.touch(); return nil })
+	idle := time.NewTimer(s.cfg.WebSocket.IdleTimeout)
+	defer idle.Stop()
 
 	frames := make(chan []byte, 4)
 	readerDone := make(chan struct{})
@@ -93,6 +105,14 @@ func (ss *wsSession) run() {
 				continue
 			}
 			ss.create(f)
+			ss.touch() // the idle time counts from the response's end
+		case <-idle.C:
+			if left := s.cfg.WebSocket.IdleTimeout - time.Since(time.Unix(0, ss.active.Load())); left > 0 {
+				idle.Reset(left)
+				continue
+			}
+			ss.end("idle_timeout", websocket.CloseGoingAway, "idle timeout")
+			return
 		case <-ss.closing:
 			ss.closeWith(websocket.CloseGoingAway, "server shutting down")
 			return
@@ -110,6 +130,7 @@ func (ss *wsSession) read(frames chan<- []byte) {
 	defer close(frames)
 	for {
 		typ, data, err := ss.conn.ReadMessage()
+		ss.touch()
 		if err != nil {
 			if !errors.Is(err, websocket.ErrReadLimit) {
 				ss.cancel() // a too-big frame was answered with 1009; anything else: the client is gone
@@ -145,18 +166,64 @@ func (ss *wsSession) abort() {
 	}
 }
 
-// closeWith sends a close frame once and closes the connection.
-func (ss *wsSession) closeWith(code int, text string) {
+// closeWith sends a close frame once and closes the connection; it
+// reports whether this call did it.
+func (ss *wsSession) closeWith(code int, text string) bool {
+	done := false
 	ss.once.Do(func() {
+		done = true
 		_ = ss.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 		_ = ss.conn.Close()
 	})
+	return done
 }
 
-// write sends one text frame.
+// end closes the connection with code and text for reason (a label of
+// troupe_websocket_closed_total, counted once) and ends the session.
+func (ss *wsSession) end(reason string, code int, text string) {
+	if ss.closeWith(code, text) {
+		ss.s.metrics.wsClosed.WithLabelValues(reason).Inc()
+		if ok, held := ss.s.logs.wsClosed.Take(ss.ctx, ss.s.log, slog.LevelInfo); ok {
+			ss.s.log.Info("websocket closed", "reason", reason, "code", code, "key", ss.key.Name, "ip", ss.clientIP, "suppressed", held)
+		}
+	}
+	ss.cancel()
+}
+
+// write sends one text frame. A client that has not taken it within the
+// write timeout is not reading: the connection is closed with 1008; any
+// other failure means the client is gone.
 func (ss *wsSession) write(b []byte) error {
-	_ = ss.conn.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
-	return ss.conn.WriteMessage(websocket.TextMessage, b)
+	_ = ss.conn.SetWriteDeadline(time.Now().Add(ss.s.cfg.WebSocket.WriteTimeout))
+	err := ss.conn.WriteMessage(websocket.TextMessage, b)
+	if err != nil {
+		ss.writeFailed(err)
+	}
+	return err
+}
+
+// writeFailed ends the session after a failed write (see write).
+func (ss *wsSession) writeFailed(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		ss.end("write_timeout", websocket.ClosePolicyViolation, "client not reading")
+		return
+	}
+	ss.cancel()
+}
+
+// ping answers a client's ping with its pong, as RFC 6455 §5.5.2 asks,
+// within the write timeout (the library's own handler gives up after a
+// second and ignores it, so a client flooding pings and reading nothing
+// kept its connection). It is the reader's activity too.
+func (ss *wsSession) ping(data string) error {
+	ss.touch()
+	err := ss.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(ss.s.cfg.WebSocket.WriteTimeout))
+	if err == nil || errors.Is(err, websocket.ErrCloseSent) {
+		return nil
+	}
+	ss.writeFailed(err)
+	return err // ends the read loop
 }
 
 // writeError sends an error frame {"type":"error","status":…,"error":{…}}

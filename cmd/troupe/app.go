@@ -284,6 +284,8 @@ func (a *app) startWrapped(ctx context.Context) error {
 			MaxConnections:       cfg.Gateway.WebSocket.MaxConnections,
 			MaxConnectionsPerKey: cfg.Gateway.WebSocket.MaxConnectionsPerKey,
 			MaxMessage:           cfg.Gateway.WebSocket.MaxMessageBytes,
+			IdleTimeout:          cfg.Gateway.WebSocket.ClientIdleTimeout,
+			WriteTimeout:         cfg.Gateway.WebSocket.ClientWriteTimeout,
 		},
 	}, sys, a.store, a.cache, metrics, a.log)
 	a.server.SetModelCatalog(cx.catalog)

@@ -81,6 +81,8 @@ type Config struct {
 			MaxConnectionsPerKey int           `koanf:"max_connections_per_key"`
 			MaxMessageBytes      int           `koanf:"max_message_bytes"`
 			IdleTimeout          time.Duration `koanf:"idle_timeout"` // upstream connections
+			ClientIdleTimeout    time.Duration `koanf:"client_idle_timeout"`
+			ClientWriteTimeout   time.Duration `koanf:"client_write_timeout"`
 		} `koanf:"websocket"`
 	} `koanf:"gateway"`
 	Policies struct {
@@ -155,6 +157,8 @@ func defaults() map[string]any {
 		"gateway.websocket.max_connections_per_key": 64,
 		"gateway.websocket.max_message_bytes":       16 << 20,
 		"gateway.websocket.idle_timeout":            "5m",
+		"gateway.websocket.client_idle_timeout":     "15m",
+		"gateway.websocket.client_write_timeout":    "30s",
 	}
 	codexDefaults(m)
 	return m
