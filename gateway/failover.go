@@ -167,12 +167,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel), false)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
-		acancel()
-		v := upstream.Classify(resp.Status, resp.Header, body)
-		s.release(lease, resp.Status, v, start, 0)
-		return result{}, &failure{verdict: v, status: resp.Status, header: resp.Header, body: body, up: up}
+		return result{}, s.refused(lease, up, resp, start, acancel)
 	}
 	if c.stream {
 		if !isEventStream(resp.Header) {
@@ -187,7 +182,28 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel), dropUsage)
 	}
 	defer acancel()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	return s.readAnswer(ctx, c, lease, up, resp, start)
+}
+
+// refused is the failure of an attempt the upstream answered with a status
+// other than 2xx: its body (at most maxErrorBody) read, the attempt's
+// context ended (cancel), the body classified and the lease released with
+// the verdict.
+func (s *Server) refused(lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *failure {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	cancel()
+	v := upstream.Classify(resp.Status, resp.Header, body)
+	s.release(lease, resp.Status, v, start, 0)
+	return &failure{verdict: v, status: resp.Status, header: resp.Header, body: body, up: up}
+}
+
+// readAnswer reads a non-stream 2xx answer of protocol up whole (at most
+// maxResponseBody), checks that it is JSON and no error in a 2xx's
+// clothing, releases the lease with the outcome, notes and settles what
+// was served (settle) and returns the answer in the client's protocol.
+func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time) (result, *failure) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
 	resp.Body.Close()
 	if err == nil && len(body) > maxResponseBody {
 		err = errors.New("upstream answer larger than 64 MiB")

@@ -284,41 +284,63 @@ func (ss *wsSession) create(frame []byte) {
 // serve returns the status it answered with, or 0 when the relayed stream
 // counted itself.
 func (ss *wsSession) serve(c *call, f createFrame) int {
-	s := ss.s
-	// The continuation, resolved against this connection's transcript.
-	input := f.input
-	var prev *turn
+	body, input, prev, aerr := ss.resolve(c, f)
+	if aerr == nil && f.warmup {
+		return ss.warmup(c, f, input)
+	}
+	if aerr == nil {
+		aerr = ss.prepare(c, f, body, prev)
+	}
+	if aerr != nil {
+		_ = ss.writeError(aerr)
+		return aerr.Status
+	}
+	return ss.runTurn(c, input)
+}
+
+// resolve resolves frame f's continuation against this connection's
+// transcript: when the transcript holds f's previous response (prev), the
+// body carries the whole conversation (the turn's items after the
+// transcript's) instead of previous_response_id, and the client's own
+// frame is kept for an upstream connection that holds the previous
+// response (c.wsCont). input is the conversation as the transcript will
+// record it.
+func (ss *wsSession) resolve(c *call, f createFrame) (body, input []byte, prev *turn, aerr *APIError) {
+	input, body = f.input, f.body
 	if f.prevResp != "" {
 		prev = ss.tr.get(f.prevResp)
 	}
-	body := f.body
-	if prev != nil {
-		input = appendItems(append([]byte(nil), prev.items...), f.input)
-		b, err := sjson.DeleteBytes(body, "previous_response_id")
-		if err == nil {
-			b, err = sjson.SetRawBytes(b, "input", input)
-		}
-		if err != nil {
-			_ = ss.writeError(errBadJSON())
-			return 400
-		}
-		c.wsCont = f.body
-		body = b
+	if prev == nil {
+		return body, input, nil, nil
 	}
-	if f.warmup {
-		return ss.warmup(c, f, input)
+	input = appendItems(append([]byte(nil), prev.items...), f.input)
+	b, err := sjson.DeleteBytes(body, "previous_response_id")
+	if err == nil {
+		b, err = sjson.SetRawBytes(b, "input", input)
 	}
+	if err != nil {
+		return nil, nil, nil, errBadJSON()
+	}
+	c.wsCont = f.body
+	return b, input, prev, nil
+}
+
+// prepare makes c the stream request of body (the WebSocket always
+// streams) and runs the prelude an HTTP request runs: parse, limits and
+// affinity in one cache round trip, route(). A continuation the transcript
+// holds prefers the account that holds its upstream state (else the
+// session's); any other account can take the full input.
+func (ss *wsSession) prepare(c *call, f createFrame, body []byte, prev *turn) *APIError {
+	s := ss.s
 	if gjson.GetBytes(body, "stream").Type != gjson.True {
 		b, err := sjson.SetBytes(body, "stream", true)
 		if err != nil {
-			_ = ss.writeError(errBadJSON())
-			return 400
+			return errBadJSON()
 		}
 		body = b
 	}
 	if aerr := s.parseBody(c, body); aerr != nil {
-		_ = ss.writeError(aerr)
-		return aerr.Status
+		return aerr
 	}
 	c.stream = true
 	c.group = c.key.Group
@@ -329,9 +351,6 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 	c.prevResp = f.prevResp
 	entry := pinKey(c)
 	if prev != nil {
-		// The connection holds the transcript: prefer the account that
-		// holds the upstream state (else the session's); any other can
-		// take the full input.
 		entry = ""
 		if c.prefer = prev.account; c.prefer == "" {
 			entry = c.sessionEntry()
@@ -340,22 +359,26 @@ func (ss *wsSession) serve(c *call, f createFrame) int {
 	entry, aerr := s.admit(ss.ctx, &c.key, entry) // limits and affinity: one cache round trip
 	switch {
 	case aerr != nil:
+		return aerr
 	case prev != nil:
 		if c.prefer == "" {
 			c.prefer = entry
 		}
 		c.owner = c.prefer // the transcript's account-bound state is its account's (gateway/state.go)
 	default:
-		aerr = s.pin(c, entry)
+		if aerr := s.pin(c, entry); aerr != nil {
+			return aerr
+		}
 	}
-	if aerr != nil {
-		_ = ss.writeError(aerr)
-		return aerr.Status
-	}
-	if aerr := s.routeWith(c, c.session, ss.clientIP); aerr != nil {
-		_ = ss.writeError(aerr)
-		return aerr.Status
-	}
+	return s.routeWith(c, c.session, ss.clientIP)
+}
+
+// runTurn runs prepared request c through the failover loop and relays its
+// stream as frames; a stream that completed joins the transcript (input
+// and its output), so the next frame can continue it. It returns the status
+// answered, or 0 when the relayed stream counted itself.
+func (ss *wsSession) runTurn(c *call, input []byte) int {
+	s := ss.s
 	rctx, cancel := context.WithTimeout(ss.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	o := s.run(rctx, c)
