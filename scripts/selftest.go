@@ -95,95 +95,129 @@ func SelfTest(p *Policy, sample []AccountView) error {
 // now; each one's Name says what it represents. `troupe policy check` may
 // use them as a sample pool.
 func SampleViews(now time.Time) []AccountView {
-	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	week := UsageWindow{Name: "7d", WindowMinutes: 7 * 24 * 60}
-	five := UsageWindow{Name: "5h", WindowMinutes: 300}
-	base := func(name string) AccountView {
-		return AccountView{
-			ID: "synthetic-" + name, Name: name, Provider: "codex", Plan: "plus", Group: "",
-			Status: "active", MaxInFlight: 4, EWMASuccess: 1,
-			Requests: 120, Successes: 118, Failures: 2, SuccessStreak: 7,
-			EWMALatency: 1800 * time.Millisecond, EWMATTFT: 600 * time.Millisecond,
-		}
+	s := &sampler{now: now}
+	s.statuses()
+	s.failures()
+	s.usage()
+	s.edges()
+	return append(s.out, AccountView{Name: "zero"})
+}
+
+// sampler builds SampleViews: healthy accounts edited into what each
+// sample stands for.
+type sampler struct {
+	now time.Time
+	out []AccountView
+}
+
+// The usage windows of a Codex plan.
+var (
+	aWeek     = UsageWindow{Name: "7d", WindowMinutes: 7 * 24 * 60}
+	fiveHours = UsageWindow{Name: "5h", WindowMinutes: 300}
+)
+
+func (s *sampler) ago(d time.Duration) time.Time { return s.now.Add(-d) }
+
+// add appends a healthy, used account named name, edited by edit.
+func (s *sampler) add(name string, edit func(a *AccountView)) {
+	a := AccountView{
+		ID: "synthetic-" + name, Name: name, Provider: "codex", Plan: "plus", Group: "",
+		Status: "active", MaxInFlight: 4, EWMASuccess: 1,
+		Requests: 120, Successes: 118, Failures: 2, SuccessStreak: 7,
+		EWMALatency: 1800 * time.Millisecond, EWMATTFT: 600 * time.Millisecond,
 	}
-	var out []AccountView
-	add := func(name string, edit func(a *AccountView)) {
-		a := base(name)
-		edit(&a)
-		out = append(out, a)
-	}
-	add("fresh", func(a *AccountView) {
+	edit(&a)
+	s.out = append(s.out, a)
+}
+
+// statuses: new, busy, cooling and cooled, and every status an account
+// leaves the pool with.
+func (s *sampler) statuses() {
+	s.add("fresh", func(a *AccountView) {
 		a.Requests, a.Successes, a.Failures, a.SuccessStreak = 0, 0, 0, 0
 		a.EWMALatency, a.EWMATTFT = 0, 0
 	})
-	add("busy", func(a *AccountView) { a.InFlight = a.MaxInFlight })
-	add("cooling", func(a *AccountView) {
-		a.Status, a.CooldownUntil, a.CooldownReason = "cooling", now.Add(10*time.Minute), "rate"
-		a.LastFailure.Rate, a.FailureStreak, a.SuccessStreak = ago(5*time.Second), 1, 0
+	s.add("busy", func(a *AccountView) { a.InFlight = a.MaxInFlight })
+	s.add("cooling", func(a *AccountView) {
+		a.Status, a.CooldownUntil, a.CooldownReason = "cooling", s.now.Add(10*time.Minute), "rate"
+		a.LastFailure.Rate, a.FailureStreak, a.SuccessStreak = s.ago(5*time.Second), 1, 0
 	})
-	add("cooled", func(a *AccountView) {
-		a.Status, a.CooldownUntil, a.CooldownReason = "cooling", ago(time.Second), "transient"
-		a.LastFailure.Transient = ago(31 * time.Second)
+	s.add("cooled", func(a *AccountView) {
+		a.Status, a.CooldownUntil, a.CooldownReason = "cooling", s.ago(time.Second), "transient"
+		a.LastFailure.Transient = s.ago(31 * time.Second)
 	})
-	add("401-failed", func(a *AccountView) {
-		a.LastFailure.Auth, a.FailureStreak, a.SuccessStreak = ago(time.Minute), 1, 0
+	s.add("401-failed", func(a *AccountView) {
+		a.LastFailure.Auth, a.FailureStreak, a.SuccessStreak = s.ago(time.Minute), 1, 0
 	})
-	add("unauthorized", func(a *AccountView) {
-		a.Status, a.LastFailure.Auth, a.FailureStreak, a.SuccessStreak = "unauthorized", ago(time.Minute), 2, 0
+	s.add("unauthorized", func(a *AccountView) {
+		a.Status, a.LastFailure.Auth, a.FailureStreak, a.SuccessStreak = "unauthorized", s.ago(time.Minute), 2, 0
 	})
-	add("banned", func(a *AccountView) { a.Status, a.LastFailure.Banned = "banned", ago(time.Hour) })
-	add("disabled", func(a *AccountView) { a.Status = "disabled" })
-	add("429-quota", func(a *AccountView) {
-		a.LastFailure.Quota, a.FailureStreak, a.SuccessStreak = ago(2*time.Minute), 1, 0
-		w := five
-		w.UsedPercent, w.ResetsAt = 100, now.Add(2*time.Hour)
+	s.add("banned", func(a *AccountView) { a.Status, a.LastFailure.Banned = "banned", s.ago(time.Hour) })
+	s.add("disabled", func(a *AccountView) { a.Status = "disabled" })
+}
+
+// failures: recent failures of each class, a flaky and a slow account.
+func (s *sampler) failures() {
+	s.add("429-quota", func(a *AccountView) {
+		a.LastFailure.Quota, a.FailureStreak, a.SuccessStreak = s.ago(2*time.Minute), 1, 0
+		w := fiveHours
+		w.UsedPercent, w.ResetsAt = 100, s.now.Add(2*time.Hour)
 		a.Windows = []UsageWindow{w}
 	})
-	add("429-rate", func(a *AccountView) {
-		a.LastFailure.Rate, a.FailureStreak, a.SuccessStreak = ago(30*time.Second), 2, 0
+	s.add("429-rate", func(a *AccountView) {
+		a.LastFailure.Rate, a.FailureStreak, a.SuccessStreak = s.ago(30*time.Second), 2, 0
 	})
-	add("timeout", func(a *AccountView) {
-		a.LastFailure.Timeout, a.FailureStreak, a.SuccessStreak = ago(time.Minute), 1, 0
+	s.add("timeout", func(a *AccountView) {
+		a.LastFailure.Timeout, a.FailureStreak, a.SuccessStreak = s.ago(time.Minute), 1, 0
 	})
-	add("5xx", func(a *AccountView) {
-		a.LastFailure.Transient, a.FailureStreak, a.SuccessStreak, a.EWMASuccess = ago(10*time.Second), 3, 0, 0.6
+	s.add("5xx", func(a *AccountView) {
+		a.LastFailure.Transient, a.FailureStreak, a.SuccessStreak, a.EWMASuccess = s.ago(10*time.Second), 3, 0, 0.6
 	})
-	add("flaky", func(a *AccountView) {
+	s.add("flaky", func(a *AccountView) {
 		a.EWMASuccess, a.FailureStreak, a.SuccessStreak, a.Failures = 0.3, 8, 0, 100
-		a.LastFailure.Transient, a.LastFailure.Rate = ago(3*time.Minute), ago(20*time.Minute)
+		a.LastFailure.Transient, a.LastFailure.Rate = s.ago(3*time.Minute), s.ago(20*time.Minute)
 	})
-	add("slow", func(a *AccountView) { a.EWMALatency, a.EWMATTFT = 25*time.Second, 8*time.Second })
-	add("usage-75", func(a *AccountView) {
-		w := week
-		w.UsedPercent, w.ResetsAt = 75, now.Add(50*time.Hour)
+	s.add("slow", func(a *AccountView) { a.EWMALatency, a.EWMATTFT = 25*time.Second, 8*time.Second })
+}
+
+// usage: plan usage windows filling up, used up, and past their reset.
+func (s *sampler) usage() {
+	s.add("usage-75", func(a *AccountView) {
+		w := aWeek
+		w.UsedPercent, w.ResetsAt = 75, s.now.Add(50*time.Hour)
 		a.Windows = []UsageWindow{w}
 	})
-	add("usage-exhausted", func(a *AccountView) {
-		w5, w7 := five, week
-		w5.UsedPercent, w5.ResetsAt = 100, now.Add(time.Hour)
-		w7.UsedPercent, w7.ResetsAt = 104, now.Add(72*time.Hour)
+	s.add("usage-exhausted", func(a *AccountView) {
+		w5, w7 := fiveHours, aWeek
+		w5.UsedPercent, w5.ResetsAt = 100, s.now.Add(time.Hour)
+		w7.UsedPercent, w7.ResetsAt = 104, s.now.Add(72*time.Hour)
 		a.Windows = []UsageWindow{w5, w7}
 	})
-	add("usage-reset-passed", func(a *AccountView) {
-		w := week
-		w.UsedPercent, w.ResetsAt = 100, ago(time.Minute)
+	s.add("usage-reset-passed", func(a *AccountView) {
+		w := aWeek
+		w.UsedPercent, w.ResetsAt = 100, s.ago(time.Minute)
 		a.Windows = []UsageWindow{w}
 	})
-	add("streak", func(a *AccountView) {
+}
+
+// edges: long streaks, a skewed clock, old failures, tags, and values at
+// their extremes.
+func (s *sampler) edges() {
+	s.add("streak", func(a *AccountView) {
 		a.SuccessStreak, a.Requests, a.Successes = 500, 1_000_000, 999_000
 	})
-	add("skewed-clock", func(a *AccountView) {
-		a.LastFailure.Transient, a.LastFailure.Auth = now.Add(time.Hour), now.Add(time.Minute)
-		a.CooldownUntil = now.Add(-48 * time.Hour)
+	s.add("skewed-clock", func(a *AccountView) {
+		a.LastFailure.Transient, a.LastFailure.Auth = s.now.Add(time.Hour), s.now.Add(time.Minute)
+		a.CooldownUntil = s.now.Add(-48 * time.Hour)
 	})
-	add("old-failures", func(a *AccountView) {
-		old := ago(30 * 24 * time.Hour)
+	s.add("old-failures", func(a *AccountView) {
+		old := s.ago(30 * 24 * time.Hour)
 		a.LastFailure = FailureTimes{Quota: old, Rate: old, Auth: old, Banned: old, Transient: old, Timeout: old}
 	})
-	add("weighted", func(a *AccountView) {
+	s.add("weighted", func(a *AccountView) {
 		a.Tags, a.Priority = []string{"weight:5", "region:eu"}, 3
 	})
-	add("extreme", func(a *AccountView) {
+	s.add("extreme", func(a *AccountView) {
 		a.Name = strings.Repeat("n", 1024)
 		a.Priority, a.MaxInFlight, a.InFlight = -5, 1_000_000, 999_999
 		a.Requests, a.Successes, a.Failures = 1<<62, 1<<61, 1<<61
@@ -192,11 +226,9 @@ func SampleViews(now time.Time) []AccountView {
 			a.Tags = append(a.Tags, "tag:"+strconv.Itoa(i))
 		}
 		for i := range 8 {
-			a.Windows = append(a.Windows, UsageWindow{Name: "w" + strconv.Itoa(i), UsedPercent: float64(i) * 20, WindowMinutes: (i + 1) * 60, ResetsAt: now.Add(time.Duration(i) * time.Hour)})
+			a.Windows = append(a.Windows, UsageWindow{Name: "w" + strconv.Itoa(i), UsedPercent: float64(i) * 20, WindowMinutes: (i + 1) * 60, ResetsAt: s.now.Add(time.Duration(i) * time.Hour)})
 		}
 	})
-	out = append(out, AccountView{Name: "zero"})
-	return out
 }
 
 // SampleRequests returns the synthetic requests SelfTest routes.

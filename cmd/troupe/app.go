@@ -202,25 +202,85 @@ func (a *app) start(ctx context.Context) (err error) {
 
 func (a *app) startWrapped(ctx context.Context) error {
 	cfg := a.cfg
-	for _, ac := range cfg.Accounts {
-		acc := ac.account()
-		if acc.MaxConcurrency == 0 { // unset in the file: the CLI's default
-			acc.MaxConcurrency = defaultMaxConcurrency
-		}
-		if _, err := a.store.PutAccount(ctx, acc); err != nil {
-			return fmt.Errorf("account %s: %w", ac.Name, err)
-		}
-	}
-	accounts, err := a.store.ListAccounts(ctx)
+	accounts, err := a.seedAccounts(ctx)
 	if err != nil {
 		return err
 	}
-	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout}
 	cx, err := newCodexSetup(cfg)
 	if err != nil {
 		return err
 	}
 	a.codex = cx
+	if err := a.startActors(cx); err != nil {
+		return err
+	}
+	if err := a.openCacheOnce(ctx); err != nil {
+		a.sys.Stop(context.Background())
+		return err
+	}
+	for _, acc := range accounts {
+		a.sys.PutAccount(acc)
+	}
+	a.server = gateway.New(gatewayConfig(cfg), a.sys, a.store, a.cache, a.metrics, a.log)
+	a.server.SetModelCatalog(cx.catalog)
+	a.server.SetHealth(a.health()...)
+	registerOutageMetrics(a.metrics, a.keys, a.journal)
+	a.live.Store(a.server)
+	if err := a.watchKeys(); err != nil {
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
+	if err := a.startPolicies(); err != nil {
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
+	// The admin API and console, served by the front beside /v1.
+	a.adminAPI = admin.New(admin.Deps{Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Log: a.log})
+	a.server.SetMount(a.adminAPI)
+	// Listen before the first admin user is created: its generated password
+	// is printed only once the server runs, and a start that fails on a busy
+	// port must not create a user whose password nobody saw.
+	a.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		a.unwatch()
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	if err := a.setupAdmin(ctx); err != nil {
+		a.ln.Close()
+		a.unwatch()
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
+	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver, "cache", cfg.Cache.Driver)
+	return nil
+}
+
+// seedAccounts stores the accounts of the configuration file (an unset
+// max_concurrency takes the CLI's default) and returns every stored
+// account.
+func (a *app) seedAccounts(ctx context.Context) ([]storage.Account, error) {
+	for _, ac := range a.cfg.Accounts {
+		acc := ac.account()
+		if acc.MaxConcurrency == 0 { // unset in the file: the CLI's default
+			acc.MaxConcurrency = defaultMaxConcurrency
+		}
+		if _, err := a.store.PutAccount(ctx, acc); err != nil {
+			return nil, fmt.Errorf("account %s: %w", ac.Name, err)
+		}
+	}
+	return a.store.ListAccounts(ctx)
+}
+
+// startActors starts the actor system (its transports from cx, usage
+// written through the journal) and the metrics over its views.
+func (a *app) startActors(cx *codexSetup) error {
+	cfg := a.cfg
+	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout}
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
 		Store: a.journal,
@@ -241,26 +301,33 @@ func (a *app) startWrapped(ctx context.Context) error {
 	a.sys = sys
 	metrics = gateway.NewMetrics(sys.Views)
 	a.metrics = metrics
-	if a.cache == nil {
-		a.cache, err = openCache(ctx, cfg, a.log, func(degraded bool) {
-			metrics.CacheDegraded(degraded)
-			if s := a.live.Load(); s != nil && !degraded {
-				// Key-change broadcasts sent during the outage were missed:
-				// read the keys again, trusting what is known meanwhile (the
-				// database may be down too).
-				a.keys.Refresh()
-				s.InvalidateKeys()
-			}
-		})
-		if err != nil {
-			a.sys.Stop(context.Background())
-			return err
+	return nil
+}
+
+// openCacheOnce opens the configured cache unless the app has one (a
+// restart keeps it). Its outages show in the metrics; when it recovers,
+// the API keys are read again, since key-change broadcasts sent during the
+// outage were missed.
+func (a *app) openCacheOnce(ctx context.Context) error {
+	if a.cache != nil {
+		return nil
+	}
+	metrics := a.metrics
+	var err error
+	a.cache, err = openCache(ctx, a.cfg, a.log, func(degraded bool) {
+		metrics.CacheDegraded(degraded)
+		if s := a.live.Load(); s != nil && !degraded {
+			// Trusting what is known meanwhile: the database may be down too.
+			a.keys.Refresh()
+			s.InvalidateKeys()
 		}
-	}
-	for _, acc := range accounts {
-		sys.PutAccount(acc)
-	}
-	a.server = gateway.New(gateway.Config{
+	})
+	return err
+}
+
+// gatewayConfig is the front's configuration from cfg.
+func gatewayConfig(cfg *Config) gateway.Config {
+	return gateway.Config{
 		MaxBodySize:       cfg.Gateway.MaxBodyBytes,
 		MaxAttempts:       cfg.Gateway.MaxAttempts,
 		MaxWait:           cfg.Gateway.MaxWait,
@@ -287,43 +354,7 @@ func (a *app) startWrapped(ctx context.Context) error {
 			IdleTimeout:          cfg.Gateway.WebSocket.ClientIdleTimeout,
 			WriteTimeout:         cfg.Gateway.WebSocket.ClientWriteTimeout,
 		},
-	}, sys, a.store, a.cache, metrics, a.log)
-	a.server.SetModelCatalog(cx.catalog)
-	a.server.SetHealth(a.health()...)
-	registerOutageMetrics(metrics, a.keys, a.journal)
-	a.live.Store(a.server)
-	if err := a.watchKeys(); err != nil {
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return err
 	}
-	if err := a.startPolicies(); err != nil {
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return err
-	}
-	// The admin API and console, served by the front beside /v1.
-	a.adminAPI = admin.New(admin.Deps{Front: a.server, Pool: sys, Store: a.store, Cache: a.cache, Routing: a.policies, Log: a.log})
-	a.server.SetMount(a.adminAPI)
-	// Listen before the first admin user is created: its generated password
-	// is printed only once the server runs, and a start that fails on a busy
-	// port must not create a user whose password nobody saw.
-	a.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		a.unwatch()
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return fmt.Errorf("listen: %w", err)
-	}
-	if err := a.setupAdmin(ctx); err != nil {
-		a.ln.Close()
-		a.unwatch()
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return err
-	}
-	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver, "cache", cfg.Cache.Driver)
-	return nil
 }
 
 // watchKeys subscribes to the cache's "keys" channel, on which API-key
