@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/internal/ratelog"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -30,6 +31,9 @@ type accountConfig struct {
 	now       func() time.Time
 	// probeEvery is how often a quota cooldown is probed (probe.go); <= 0: never.
 	probeEvery time.Duration
+	// stateLog rate-limits the state-change lines of all accounts
+	// (logState); nil: they are not logged.
+	stateLog *ratelog.Event
 }
 
 // account is the actor that owns one upstream account: its in-flight count
@@ -139,10 +143,15 @@ func (a *account) receiveRare(c *actor.Context, msg any) {
 		a.probed(c, m)
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
+			reason := a.view.CooldownReason
 			a.view.Status = StatusActive
 			a.view.CooldownUntil = time.Time{}
 			a.view.CooldownReason = ""
 			a.publish(c)
+			if ok, held := a.cfg.stateLog.Take(context.Background(), a.cfg.log, slog.LevelInfo); ok {
+				a.cfg.log.LogAttrs(context.Background(), slog.LevelInfo, "account cooldown over",
+					slog.String("account", a.view.Name), slog.String("class", reason), slog.Int64("suppressed", held))
+			}
 		}
 	}
 }
@@ -281,10 +290,13 @@ func (a *account) observe(c *actor.Context, out *Outcome, held heldLease) {
 			v.LastTimeout = now
 		}
 		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
+		before, until := v.Status, v.CooldownUntil
 		if cl == upstream.ClassAuth && a.authFailed(c, now, held.granted) {
+			a.logState(out, before, until, now)
 			return // resting while the tokens are refreshed
 		}
 		a.penalize(cl, out.Verdict.RetryAfter, now)
+		a.logState(out, before, until, now)
 	}
 	// ClassRequest and ClassCanceled say nothing about the account.
 }
@@ -361,4 +373,40 @@ func (a *account) publish(c *actor.Context) {
 	if a.cfg.snapshot != nil {
 		a.cfg.snapshot.publish(&m.view)
 	}
+}
+
+// Budget of the accounts' state-change lines (logState): a mass cooldown of
+// a large pool leaves stateLogBurst lines per stateLogWindow, the next one
+// saying how many were suppressed.
+const (
+	stateLogBurst  = 20
+	stateLogWindow = 10 * time.Second
+)
+
+// logState logs what outcome out did to the account, whose status and
+// cooldown end were before and until: a cooldown begun or lengthened
+// (WARN), the account out of the pool, banned or unauthorized (ERROR).
+// Each line names the request, its status and class.
+func (a *account) logState(out *Outcome, before Status, until, now time.Time) {
+	v := &a.view
+	level, msg := slog.LevelWarn, "account cooling down"
+	switch {
+	case v.Status == StatusCooling && (before != StatusCooling || v.CooldownUntil.After(until)):
+	case v.Status != before && (v.Status == StatusBanned || v.Status == StatusUnauthorized):
+		level, msg = slog.LevelError, "account out of the pool"
+	default:
+		return
+	}
+	ctx := context.Background()
+	ok, held := a.cfg.stateLog.Take(ctx, a.cfg.log, level)
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{slog.String("account", v.Name), slog.String("state", v.Status.String()),
+		slog.String("class", out.Verdict.Class.String()), slog.Int("status", out.Status), slog.String("request_id", out.RequestID)}
+	if v.Status == StatusCooling {
+		attrs = append(attrs, slog.Duration("for", v.CooldownUntil.Sub(now).Round(time.Second)),
+			slog.Time("until", v.CooldownUntil.UTC()))
+	}
+	a.cfg.log.LogAttrs(ctx, level, msg, append(attrs, slog.Int64("suppressed", held))...)
 }

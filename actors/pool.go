@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/internal/ratelog"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -22,7 +23,8 @@ type poolConfig struct {
 	snapshots *sync.Map  // account ID → *snapshot; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
-	probe     time.Duration // quota probe interval (<= 0: off)
+	probe     time.Duration  // quota probe interval (<= 0: off)
+	stateLog  *ratelog.Event // budget of the accounts' state-change lines (shared)
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
@@ -99,6 +101,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		log:        p.cfg.log,
 		now:        p.cfg.now,
 		probeEvery: p.cfg.probe,
+		stateLog:   p.cfg.stateLog,
 	}), "account", actor.WithID(acc.ID), actor.WithInboxSize(accountInbox))
 	p.children[acc.ID] = pid
 }

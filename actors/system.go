@@ -16,6 +16,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
+	"github.com/troupe-gw/troupe/internal/ratelog"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -148,6 +149,7 @@ func Start(cfg Config) (*System, error) {
 		log:       cfg.Logger,
 		now:       cfg.Clock,
 		probe:     probeEvery(cfg.QuotaProbe),
+		stateLog:  ratelog.New(stateLogBurst, stateLogWindow),
 	}), "pool", actor.WithID("0"))
 	s.stall = newStallClock()
 	return s, nil

@@ -137,11 +137,14 @@ const (
 
 // Outcome is what a lease holder reports when it releases the lease.
 type Outcome struct {
-	Status  int // HTTP status the upstream answered (0 if none)
-	Verdict upstream.Verdict
-	Timeout bool          // the failure was a timeout (a transient failure)
-	Latency time.Duration // lease start to last byte
-	TTFT    time.Duration // lease start to first content byte (0 if none)
+	// RequestID is the client request the lease served (Lease.RequestID),
+	// named in the account's log lines; "" when unknown.
+	RequestID string
+	Status    int // HTTP status the upstream answered (0 if none)
+	Verdict   upstream.Verdict
+	Timeout   bool          // the failure was a timeout (a transient failure)
+	Latency   time.Duration // lease start to last byte
+	TTFT      time.Duration // lease start to first content byte (0 if none)
 }
 
 // Lease is the right to send one request through one account. It must be
@@ -154,6 +157,9 @@ type Lease struct {
 	Transport upstream.Transport // the account's provider transport
 	Granted   time.Time
 	Decision  Decision // why the scheduler chose this account
+	// RequestID is the client request the holder serves with the lease; the
+	// holder may set it (before Release) for the account's log lines.
+	RequestID string
 	pid       *actor.PID
 	released  atomic.Bool
 }

@@ -85,6 +85,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 			return outcome{aerr: s.acquireError(c, err)}
 		}
 		c.attempts++
+		lease.RequestID = c.id // for the account's log lines
 		tried = append(tried, lease.AccountID)
 		astart := s.now()
 		res, f := s.attempt(ctx, c, lease)
@@ -109,19 +110,16 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 			tried, retryOn = tried[:len(tried)-1], lease.AccountID
 			continue
 		}
-		if !f.verdict.Class.AccountFault() || ctx.Err() != nil {
+		failover := f.verdict.Class.AccountFault() && ctx.Err() == nil
+		s.logAttempt(c, lease, f, failover && c.attempts < maxAttempts)
+		if !failover {
 			break
 		}
-		s.log.Info("failing over", "request_id", c.id, "account", lease.Name, "status", f.status, "class", f.verdict.Class.String(), "attempt", c.attempts)
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
 	s.failovers.add(c.attempts - 1)
 	s.sys.RecordErrors(c.errors)
-	if last != nil && last.verdict.Class != upstream.ClassCanceled {
-		s.log.Warn("request failed on every attempt", "request_id", c.id, "attempts", c.attempts,
-			"class", last.verdict.Class.String(), "status", last.status, "err", last.err)
-	}
-	return outcome{fail: last}
+	return outcome{fail: last} // the request's end is logged with its status (Server.logEnd)
 }
 
 // attempt sends c through lease, in the upstream protocol of the lease's
@@ -268,7 +266,7 @@ func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start 
 	}
 	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
 	s.classes.add(s.now(), v.Class)
-	s.sys.Release(l, actors.Outcome{Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
+	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
 }
 
 // served notes on c the attempt that served the client (account, tokens,

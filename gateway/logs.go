@@ -1,26 +1,107 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
+	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/internal/ratelog"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
-// logEvents are the front's rate-limited log lines (internal/ratelog): a
-// failure repeated thousands of times a second leaves a few lines each 10 s,
-// the next one saying how many were suppressed.
+// The front's log lines about failures (docs/logging.md). Each kind is
+// rate-limited (internal/ratelog): a failure repeated thousands of times a
+// second leaves logBurst lines per logWindow, the next one saying how many
+// were suppressed. A line whose level the logger does not take costs a
+// level check and allocates nothing: its attributes are built only after
+// ratelog.Event.Take said yes.
+
+// logEvents holds the budget of each kind of line.
 type logEvents struct {
+	attempt  *ratelog.Event // an upstream attempt failed (and the request failed over, or not)
+	failed   *ratelog.Event // a request ended with an error status
 	wsClosed *ratelog.Event // a client WebSocket closed for idling or not reading
 }
 
 // logBurst lines per logWindow for each kind of line.
 const (
-	logBurst  = 10
+	logBurst  = 20
 	logWindow = 10 * time.Second
 )
 
 func newLogEvents() logEvents {
 	return logEvents{
+		attempt:  ratelog.New(logBurst, logWindow),
+		failed:   ratelog.New(logBurst, logWindow),
 		wsClosed: ratelog.New(logBurst, logWindow),
 	}
+}
+
+// logAttempt logs a failed upstream attempt of c on lease: WARN when it
+// was the account's fault (failover says whether another account is tried
+// next), INFO when the request itself was refused, DEBUG when the client
+// went away.
+func (s *Server) logAttempt(c *call, lease *actors.Lease, f *failure, failover bool) {
+	level := slog.LevelWarn
+	switch f.verdict.Class {
+	case upstream.ClassCanceled:
+		level = slog.LevelDebug
+	case upstream.ClassRequest:
+		level = slog.LevelInfo
+	}
+	ctx := context.Background()
+	ok, held := s.logs.attempt.Take(ctx, s.log, level)
+	if !ok {
+		return
+	}
+	why := f.msg
+	if f.err != nil {
+		why = f.err.Error()
+	}
+	s.log.LogAttrs(ctx, level, "upstream attempt failed",
+		slog.String("request_id", c.id), slog.String("account", lease.Name), slog.String("provider", string(lease.Provider)),
+		slog.String("class", f.verdict.Class.String()), slog.Int("status", f.status), slog.Int("attempt", c.attempts),
+		slog.Bool("failover", failover), slog.String("error", clip(why)), slog.Int64("suppressed", held))
+}
+
+// logEnd logs a request that ended with an error status: WARN for the
+// gateway's or the upstreams' failures (5xx), INFO for requests refused or
+// abandoned by the client (4xx, 499), DEBUG for unauthenticated ones
+// (anyone can send those).
+func (s *Server) logEnd(c *call, status int) {
+	if status < 400 {
+		return
+	}
+	level := slog.LevelInfo
+	switch {
+	case status >= 500:
+		level = slog.LevelWarn
+	case !c.authed:
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	ok, held := s.logs.failed.Take(ctx, s.log, level)
+	if !ok {
+		return
+	}
+	account, class := c.servedBy, ""
+	if n := len(c.errors); n > 0 {
+		class = c.errors[n-1].Class
+		if account == "" {
+			account = c.errors[n-1].AccountID
+		}
+	}
+	if status == statusClientClosed {
+		class = upstream.ClassCanceled.String()
+	}
+	if account != "" {
+		if v, ok := s.sys.View(account); ok {
+			account = v.Name
+		}
+	}
+	s.log.LogAttrs(ctx, level, "request failed",
+		slog.String("request_id", c.id), slog.String("route", c.route()), slog.String("model", c.model),
+		slog.Int("status", status), slog.String("class", class), slog.String("account", account),
+		slog.Int("attempts", c.attempts), slog.String("key", c.key.Name), slog.Int64("suppressed", held))
 }

@@ -138,6 +138,7 @@ const statusClientClosed = 499
 // it and queues its request-log record. It runs once per request.
 func (s *Server) finish(c *call, status int) {
 	s.logRequest(c, status)
+	s.logEnd(c, status)
 	s.countPolicy(c, status)
 	s.metrics.inflight.Dec()
 	s.serving.Add(-1)

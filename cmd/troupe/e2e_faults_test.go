@@ -174,7 +174,7 @@ func TestFaultSuite(t *testing.T) {
 	faults := map[string]mock.Fault{}
 	var armed time.Time
 	cfg := suiteConfig(testConfig(t))
-	cfg.Log.Level = "info" // "failing over" lines: the attempts of a request that failed
+	cfg.Log.Level = "info" // "upstream attempt failed" lines: the attempts of a request that failed
 	d := startTestDemo(t, cfg, faultyPool(faultSuiteAccounts, faultSuiteFraction, mock.PreContentMix(), faultSuiteSeed, faults, &armed))
 	added := time.Now()
 	if len(faults) != int(faultSuiteFraction*faultSuiteAccounts) {

@@ -53,9 +53,9 @@ func (e *Event) Allow() (ok bool, held int64) {
 }
 
 // Take is Allow for a line at level on l: false at once, spending nothing,
-// when l does not log that level.
+// when l does not log that level. A nil Event lets nothing through.
 func (e *Event) Take(ctx context.Context, l *slog.Logger, level slog.Level) (ok bool, held int64) {
-	if !l.Enabled(ctx, level) {
+	if e == nil || !l.Enabled(ctx, level) {
 		return false, 0
 	}
 	return e.Allow()

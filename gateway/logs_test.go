@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines returns the JSON log lines written so far whose msg is msg.
+func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for l := range strings.Lines(s.b.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// loggedServer is a server over n openai accounts answering with tr whose
+// gateway and actors log JSON at level into the returned buffer.
+func loggedServer(t *testing.T, n int, tr upstream.Transport, level slog.Level) (*Server, string, *syncBuffer) {
+	t.Helper()
+	buf := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level}))
+	store := newMemStore()
+	sys, err := actors.Start(actors.Config{Store: store, Logger: log, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sys.Stop(ctx)
+	})
+	for i := range n {
+		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
+			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(sys.Views()) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("accounts did not start")
+		}
+	}
+	secret, k, err := NewKey("logged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.CreateAPIKey(context.Background(), k)
+	return New(Config{MaxWait: 10 * time.Millisecond}, sys, store, nil, nil, log), secret, buf
+}
+
+// TestFailuresAreLogged: every failed attempt, failed request and
+// cooldown leaves a line with the request id, account, class and status,
+// at a level an operator filters on, and a flood of them is rate-limited
+// (before, thousands of false 502s, failovers and cooldowns left a handful
+// of lines; issue 16, finding 9).
+func TestFailuresAreLogged(t *testing.T) {
+	down := cannedTransport{500, "application/json", []byte(`{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)}
+	s, key, buf := loggedServer(t, 2, down, slog.LevelInfo)
+	const requests = 200
+	start := time.Now()
+	ids := map[string]bool{}
+	for range requests {
+		resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if resp.StatusCode() < 500 {
+			t.Fatalf("status %d, want a 5xx", resp.StatusCode())
+		}
+		ids[string(resp.Header.Peek("X-Request-Id"))] = true
+	}
+	// Each kind lets logBurst lines through per window begun.
+	limit := logBurst * (int(time.Since(start)/logWindow) + 1)
+	for _, tc := range []struct {
+		msg, level string
+		fields     []string
+	}{
+		{"upstream attempt failed", "WARN", []string{"request_id", "account", "class", "status", "attempt", "failover"}},
+		{"request failed", "WARN", []string{"request_id", "account", "class", "status", "route", "attempts"}},
+		{"account cooling down", "WARN", []string{"request_id", "account", "class", "status", "for", "until"}},
+	} {
+		lines := buf.lines(t, tc.msg)
+		if len(lines) == 0 || len(lines) > limit {
+			t.Errorf("%q: %d lines for %d failing requests, want 1..%d (rate-limited)", tc.msg, len(lines), requests, limit)
+			continue
+		}
+		for _, l := range lines {
+			if l["level"] != tc.level {
+				t.Errorf("%q at %v, want %s", tc.msg, l["level"], tc.level)
+			}
+			for _, f := range tc.fields {
+				if _, ok := l[f]; !ok {
+					t.Errorf("%q without %s: %v", tc.msg, f, l)
+				}
+			}
+			if id, _ := l["request_id"].(string); !ids[id] {
+				t.Errorf("%q names request %q, not one of those sent", tc.msg, id)
+			}
+			switch {
+			case tc.msg != "request failed" && (l["class"] != "transient" || l["status"] != float64(500)):
+				t.Errorf("%q: class %v status %v, want transient 500", tc.msg, l["class"], l["status"])
+			case tc.msg == "request failed" && l["attempts"] != float64(0) && (l["class"] != "transient" || l["status"] != float64(502)):
+				// (a request no account could take, all cooling, is a 503 without attempts)
+				t.Errorf("%q: class %v status %v after %v attempts, want transient 502", tc.msg, l["class"], l["status"], l["attempts"])
+			}
+		}
+	}
+}
+
+// TestFailureLogsAllocateNothingWhenOff: with WARN lines filtered out, the
+// failure lines cost a level check and no allocation.
+func TestFailureLogsAllocateNothingWhenOff(t *testing.T) {
+	s, _, buf := loggedServer(t, 1, cannedTransport{}, slog.LevelError)
+	c := &call{id: "req_1", authed: true, attempts: 1, errors: []storage.ErrorEvent{{AccountID: "a0", Class: "transient", Status: 500}}}
+	lease := &actors.Lease{AccountID: "a0", Name: "acct-0", Provider: storage.ProviderOpenAI}
+	f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, status: 500, err: errors.New("boom")}
+	if n := testing.AllocsPerRun(200, func() {
+		s.logAttempt(c, lease, f, true)
+		s.logEnd(c, 502)
+	}); n != 0 {
+		t.Errorf("failure lines allocate %v times with WARN off", n)
+	}
+	if l := buf.lines(t, "request failed"); len(l) != 0 {
+		t.Errorf("WARN line written at level ERROR: %v", l)
+	}
+}
