@@ -128,7 +128,15 @@ func parseEntry(n int, raw []byte) CodexEntry {
 		e.Err = errors.New("an API-key login (OPENAI_API_KEY), not a ChatGPT login: add it as an openai account")
 		return e
 	}
-	c := &e.Credentials
+	if e.Err = readEntryFields(&e.Credentials, src, r); e.Err == nil {
+		e.Err = checkEntry(&e.Credentials)
+	}
+	return e
+}
+
+// readEntryFields reads the credentials' string fields from src, or from
+// top beside it (email and plan may sit beside auth.json's "tokens").
+func readEntryFields(c *storage.Credentials, src, top gjson.Result) error {
 	for _, f := range []struct {
 		name string
 		dst  *string
@@ -138,32 +146,37 @@ func parseEntry(n int, raw []byte) CodexEntry {
 	} {
 		v := src.Get(f.name)
 		if !v.Exists() {
-			v = r.Get(f.name) // email/plan may sit beside "tokens"
+			v = top.Get(f.name)
 		}
 		switch v.Type {
 		case gjson.Null:
 		case gjson.String:
 			*f.dst = strings.TrimSpace(v.Str)
 		default:
-			e.Err = fmt.Errorf("%s is not a string", f.name)
-			return e
+			return fmt.Errorf("%s is not a string", f.name)
 		}
 	}
+	return nil
+}
+
+// checkEntry checks the credentials an entry gave and completes them from
+// its tokens' claims: a refresh or access token, a valid proxy, tokens
+// that look like tokens, JWTs whose account matches account_id, and,
+// without a refresh token, an access token that has not expired. The plan
+// is lowercased.
+func checkEntry(c *storage.Credentials) error {
 	if c.RefreshToken == "" && c.AccessToken == "" {
-		e.Err = errors.New("no refresh_token (and no access_token)")
-		return e
+		return errors.New("no refresh_token (and no access_token)")
 	}
 	if _, err := ParseProxy(c.Proxy); err != nil {
-		e.Err = errors.New("proxy: " + err.Error())
-		return e
+		return errors.New("proxy: " + err.Error())
 	}
 	for _, t := range []struct{ name, v string }{{"refresh_token", c.RefreshToken}, {"access_token", c.AccessToken}, {"id_token", c.IDToken}} {
 		if t.v == "" {
 			continue
 		}
 		if err := checkToken(t.name, t.v); err != nil {
-			e.Err = err
-			return e
+			return err
 		}
 	}
 	for _, t := range []struct{ name, v string }{{"access_token", c.AccessToken}, {"id_token", c.IDToken}} {
@@ -172,23 +185,20 @@ func parseEntry(n int, raw []byte) CodexEntry {
 		}
 		claims, ok := ParseTokenClaims(t.v)
 		if !ok {
-			e.Err = fmt.Errorf("%s is not a JWT", t.name)
-			return e
+			return fmt.Errorf("%s is not a JWT", t.name)
 		}
 		if c.AccountID != "" && claims.AccountID != "" && claims.AccountID != c.AccountID {
-			e.Err = fmt.Errorf("account_id does not match the %s's chatgpt_account_id", t.name)
-			return e
+			return fmt.Errorf("account_id does not match the %s's chatgpt_account_id", t.name)
 		}
 		fillFromClaims(c, claims)
 	}
 	if c.RefreshToken == "" {
 		if exp := TokenExpiry(c.AccessToken); !exp.IsZero() && !exp.After(time.Now()) {
-			e.Err = errors.New("no refresh_token and the access_token has expired")
-			return e
+			return errors.New("no refresh_token and the access_token has expired")
 		}
 	}
 	c.Plan = strings.ToLower(c.Plan)
-	return e
+	return nil
 }
 
 func fillFromClaims(c *storage.Credentials, claims TokenClaims) {

@@ -15,35 +15,8 @@ import (
 // measured is listed in Missing.
 func summarize(rep *report.Report) report.Summary {
 	var s report.Summary
-	var head, stream, thr, ws *report.Phase
-	for i := range rep.Phases {
-		p := &rep.Phases[i]
-		hasBase := p.Direct != nil && p.Gateway != nil
-		switch {
-		case p.Mode == string(scenario.Open) && hasBase && !p.Stream && (head == nil || head.Stream):
-			head = p
-		case p.Mode == string(scenario.Open) && hasBase && head == nil:
-			head = p
-		}
-		isWS := p.API == string(scenario.ResponsesWS)
-		if p.Mode == string(scenario.Open) && hasBase && isWS && ws == nil {
-			ws = p
-		}
-		if p.Mode == string(scenario.Open) && hasBase && p.Stream && !isWS && stream == nil {
-			stream = p
-		}
-		if p.Mode == string(scenario.Closed) && thr == nil {
-			thr = p
-		}
-		if p.Gateway != nil {
-			s.GatewayErrors += p.Gateway.Errors
-			s.GatewayRequests += p.Gateway.OK + p.Gateway.Errors
-		}
-		if p.Direct != nil {
-			s.DirectErrors += p.Direct.Errors
-		}
-	}
-	if head != nil {
+	ph := pickPhases(rep, &s)
+	if head := ph.head; head != nil {
 		s.HeadlinePhase = head.Name
 		s.AddedP50us = head.Added["p50_us"].Median
 		s.AddedP90us = head.Added["p90_us"].Median
@@ -59,34 +32,20 @@ func summarize(rep *report.Report) report.Summary {
 	if s.CPUusPerRequest == 0 {
 		s.Missing = append(s.Missing, "gateway CPU per request (no gateway process id, or no headline phase)")
 	}
-	if stream != nil {
+	if stream := ph.stream; stream != nil {
 		s.StreamPhase = stream.Name
 		s.AddedTTFTP50us = stream.Added["ttft_p50_us"].Median
 		s.AddedTTFTP99us = stream.Added["ttft_p99_us"].Median
 	} else {
 		s.Missing = append(s.Missing, "added TTFT (no streamed open-loop phase with a direct baseline)")
 	}
-	if ws != nil {
+	if ws := ph.ws; ws != nil {
 		s.WSPhase = ws.Name
 		s.AddedWSP50us = ws.Added["p50_us"].Median
 		s.AddedWSP99us = ws.Added["p99_us"].Median
 		s.AddedWSTTFTP99us = ws.Added["ttft_p99_us"].Median
 	}
-	if thr == nil {
-		thr = head
-	}
-	if thr != nil {
-		s.ThroughputPhase = thr.Name
-		if thr.Gateway != nil {
-			s.GatewayRPS = thr.Gateway.RPS.Median
-		}
-		if thr.Direct != nil {
-			s.DirectRPS = thr.Direct.RPS.Median
-		}
-		if s.DirectRPS > 0 {
-			s.ThroughputRatio = s.GatewayRPS / s.DirectRPS
-		}
-	}
+	summarizeThroughput(&s, ph)
 	if rep.Memory != nil {
 		s.RSSAfterLoad = rep.Memory.RSSAfterLoad
 	} else {
@@ -102,4 +61,70 @@ func summarize(rep *report.Report) report.Summary {
 		s.Missing = append(s.Missing, "Responses WebSocket: "+rep.WebSocket.Reason)
 	}
 	return s
+}
+
+// headlinePhases are the phases summarize reads each figure from (nil
+// where the run has none).
+type headlinePhases struct {
+	head   *report.Phase // added latency and CPU: open loop, with a baseline, non-stream first
+	stream *report.Phase // added TTFT: open loop, with a baseline, SSE
+	ws     *report.Phase // the Responses WebSocket's added figures
+	thr    *report.Phase // throughput: the first closed-loop phase
+}
+
+// pickPhases chooses rep's headline phases (see summarize) and adds up the
+// requests and errors of every phase into s.
+func pickPhases(rep *report.Report, s *report.Summary) headlinePhases {
+	var ph headlinePhases
+	for i := range rep.Phases {
+		p := &rep.Phases[i]
+		hasBase := p.Direct != nil && p.Gateway != nil
+		switch {
+		case p.Mode == string(scenario.Open) && hasBase && !p.Stream && (ph.head == nil || ph.head.Stream):
+			ph.head = p
+		case p.Mode == string(scenario.Open) && hasBase && ph.head == nil:
+			ph.head = p
+		}
+		isWS := p.API == string(scenario.ResponsesWS)
+		if p.Mode == string(scenario.Open) && hasBase && isWS && ph.ws == nil {
+			ph.ws = p
+		}
+		if p.Mode == string(scenario.Open) && hasBase && p.Stream && !isWS && ph.stream == nil {
+			ph.stream = p
+		}
+		if p.Mode == string(scenario.Closed) && ph.thr == nil {
+			ph.thr = p
+		}
+		if p.Gateway != nil {
+			s.GatewayErrors += p.Gateway.Errors
+			s.GatewayRequests += p.Gateway.OK + p.Gateway.Errors
+		}
+		if p.Direct != nil {
+			s.DirectErrors += p.Direct.Errors
+		}
+	}
+	return ph
+}
+
+// summarizeThroughput fills s's throughput from the first closed-loop
+// phase, else the headline phase: the gateway's and the direct requests
+// per second, and their ratio.
+func summarizeThroughput(s *report.Summary, ph headlinePhases) {
+	thr := ph.thr
+	if thr == nil {
+		thr = ph.head
+	}
+	if thr == nil {
+		return
+	}
+	s.ThroughputPhase = thr.Name
+	if thr.Gateway != nil {
+		s.GatewayRPS = thr.Gateway.RPS.Median
+	}
+	if thr.Direct != nil {
+		s.DirectRPS = thr.Direct.RPS.Median
+	}
+	if s.DirectRPS > 0 {
+		s.ThroughputRatio = s.GatewayRPS / s.DirectRPS
+	}
 }

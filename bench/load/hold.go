@@ -45,85 +45,92 @@ func (h Hold) Run(ctx context.Context, t Target, call Call, whileOpen func()) (H
 		openTimeout = 30 * time.Second
 	}
 	c := &Client{target: t}
-	body := c.body(call)
-	url := t.BaseURL + "/chat/completions"
+	hs := &holder{body: c.body(call), url: t.BaseURL + "/chat/completions", errs: map[string]int64{}}
 	if call.API == scenario.Responses {
-		url = t.BaseURL + "/responses"
+		hs.url = t.BaseURL + "/responses"
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+	hs.hc = &http.Client{Transport: tr}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var (
-		mu      sync.Mutex
-		errs    = map[string]int64{}
-		headers sync.WaitGroup
-		streams sync.WaitGroup
-		live    atomic.Int64
-	)
-	fail := func(class string) {
-		mu.Lock()
-		errs[class]++
-		mu.Unlock()
-	}
-	headers.Add(h.Streams)
+	var streams sync.WaitGroup
+	hs.headers.Add(h.Streams)
 	for i := range h.Streams {
-		streams.Add(1)
-		go func() {
-			defer streams.Done()
-			gotHeaders := false
-			defer func() {
-				if !gotHeaders {
-					headers.Done()
-				}
-			}()
-			req, err := http.NewRequestWithContext(sctx, http.MethodPost, url, bytes.NewReader(body))
-			if err != nil {
-				fail("request")
-				return
-			}
-			req.Header.Set("Authorization", "Bearer "+t.Keys[i%len(t.Keys)])
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := hc.Do(req)
-			if err != nil {
-				if sctx.Err() == nil {
-					fail("connect")
-				}
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				fail(fmt.Sprintf("status_%d", resp.StatusCode))
-				return
-			}
-			live.Add(1)
-			defer live.Add(-1)
-			gotHeaders = true
-			headers.Done()
-			br := bufio.NewReader(resp.Body)
-			for {
-				if _, err := br.ReadSlice('\n'); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-					if sctx.Err() == nil {
-						fail("ended_early")
-					}
-					return
-				}
-			}
-		}()
+		streams.Go(func() { hs.hold(sctx, t.Keys[i%len(t.Keys)]) })
 	}
-	waitGroup(&headers, openTimeout)
+	waitGroup(&hs.headers, openTimeout)
 	select {
 	case <-time.After(h.Duration):
 	case <-ctx.Done():
 	}
-	res := HoldResult{Open: int(live.Load())}
+	res := HoldResult{Open: int(hs.live.Load())}
 	whileOpen()
 	cancel()
 	waitGroup(&streams, 10*time.Second)
-	mu.Lock()
-	res.Errors = errs
-	mu.Unlock()
+	hs.mu.Lock()
+	res.Errors = hs.errs
+	hs.mu.Unlock()
 	return res, ctx.Err()
+}
+
+// holder is the state of one Hold's streams.
+type holder struct {
+	hc      *http.Client
+	url     string
+	body    []byte
+	headers sync.WaitGroup // one per stream: done when its headers came, or it failed first
+	live    atomic.Int64   // streams open now
+	mu      sync.Mutex
+	errs    map[string]int64 // failures by class
+}
+
+func (hs *holder) fail(class string) {
+	hs.mu.Lock()
+	hs.errs[class]++
+	hs.mu.Unlock()
+}
+
+// hold opens one stream with key and reads it until ctx ends; a stream
+// that could not open, or ended before, counts as a failure of its class.
+func (hs *holder) hold(ctx context.Context, key string) {
+	gotHeaders := false
+	defer func() {
+		if !gotHeaders {
+			hs.headers.Done()
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.url, bytes.NewReader(hs.body))
+	if err != nil {
+		hs.fail("request")
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hs.hc.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			hs.fail("connect")
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		hs.fail(fmt.Sprintf("status_%d", resp.StatusCode))
+		return
+	}
+	hs.live.Add(1)
+	defer hs.live.Add(-1)
+	gotHeaders = true
+	hs.headers.Done()
+	br := bufio.NewReader(resp.Body)
+	for {
+		if _, err := br.ReadSlice('\n'); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if ctx.Err() == nil {
+				hs.fail("ended_early")
+			}
+			return
+		}
+	}
 }

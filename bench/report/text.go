@@ -17,59 +17,8 @@ func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "troupe bench %s: %s (mode %s, target %s)\n", r.Scenario.Name, r.StartedAt, r.Mode, r.Target)
 	fmt.Fprintf(&b, "machine: %d CPUs %s, load average at start %s; troupe %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg, r.Versions.Troupe, r.Versions.Go)
-	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', tabwriter.AlignRight)
-	if len(r.Phases) > 0 {
-		fmt.Fprintln(tw, "phase\ttarget\tok\terrors\treq/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tTTFT p50\tTTFT p99\tCPU µs/req\t")
-	}
-	for _, p := range r.Phases {
-		for _, t := range []struct {
-			name string
-			p    *Pooled
-		}{{"direct", p.Direct}, {"gateway", p.Gateway}} {
-			if t.p == nil {
-				continue
-			}
-			cpu := ""
-			if t.name == "gateway" && p.CPUusPerRequest != nil {
-				cpu = fmt.Sprintf("%.0f", p.CPUusPerRequest.Median)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Name, t.name, t.p.OK, t.p.Errors, t.p.RPS.Median,
-				t.p.Latency.P50us, t.p.Latency.P90us, t.p.Latency.P99us, t.p.Latency.P999us, t.p.TTFT.P50us, t.p.TTFT.P99us, cpu)
-		}
-	}
-	tw.Flush()
-	any := false
-	for _, p := range r.Phases {
-		if len(p.Added) == 0 {
-			continue
-		}
-		if !any {
-			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs;\n" +
-				"noise(±N): below the noise floor N, how much the direct baseline itself moved between rounds):\n")
-			any = true
-		}
-		fmt.Fprintf(&b, "  %s:\n", p.Name)
-		for _, line := range [][]string{{"p50_us", "p90_us", "p99_us", "p99_9_us"}, {"ttft_p50_us", "ttft_p90_us", "ttft_p99_us"}, {"service_p50_us", "service_p99_us"}} {
-			n := 0
-			for _, k := range line {
-				if s, ok := p.Added[k]; ok {
-					if n == 0 {
-						b.WriteString("   ")
-					}
-					name := strings.TrimSuffix(k, "_us")
-					if f, _ := p.Figure(k); f.Noise {
-						fmt.Fprintf(&b, "  %s noise(±%.0f) [%.0f … %.0f]", name, f.Bound(), s.Min, s.Max)
-					} else {
-						fmt.Fprintf(&b, "  %s %.0f [%.0f … %.0f]", name, s.Median, s.Min, s.Max)
-					}
-					n++
-				}
-			}
-			if n > 0 {
-				b.WriteString("\n")
-			}
-		}
-	}
+	r.writePhases(&b)
+	r.writeAdded(&b)
 	for _, h := range r.Holds {
 		fmt.Fprintf(&b, "\n%s: %d of %d streams open; gateway RSS %.1f MiB → %.1f MiB: %.1f KiB per open stream; errors %v\n",
 			h.Name, h.Open, h.Streams, mib(h.RSSBefore), mib(h.RSSOpen), h.BytesPerStream/1024, h.Errors)
@@ -97,6 +46,69 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	return b.String()
+}
+
+// writePhases writes the table of pooled figures: per phase, a row for
+// each target measured.
+func (r *Report) writePhases(b *strings.Builder) {
+	tw := tabwriter.NewWriter(b, 2, 4, 2, ' ', tabwriter.AlignRight)
+	if len(r.Phases) > 0 {
+		fmt.Fprintln(tw, "phase\ttarget\tok\terrors\treq/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tTTFT p50\tTTFT p99\tCPU µs/req\t")
+	}
+	for _, p := range r.Phases {
+		for _, t := range []struct {
+			name string
+			p    *Pooled
+		}{{"direct", p.Direct}, {"gateway", p.Gateway}} {
+			if t.p == nil {
+				continue
+			}
+			cpu := ""
+			if t.name == "gateway" && p.CPUusPerRequest != nil {
+				cpu = fmt.Sprintf("%.0f", p.CPUusPerRequest.Median)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Name, t.name, t.p.OK, t.p.Errors, t.p.RPS.Median,
+				t.p.Latency.P50us, t.p.Latency.P90us, t.p.Latency.P99us, t.p.Latency.P999us, t.p.TTFT.P50us, t.p.TTFT.P99us, cpu)
+		}
+	}
+	tw.Flush()
+}
+
+// writeAdded writes what the gateway added per phase: median [min … max]
+// over rounds, or noise(±floor) below the noise floor.
+func (r *Report) writeAdded(b *strings.Builder) {
+	any := false
+	for _, p := range r.Phases {
+		if len(p.Added) == 0 {
+			continue
+		}
+		if !any {
+			b.WriteString("\nadded by the gateway (gateway − direct, per round; median [min … max] over rounds, µs;\n" +
+				"noise(±N): below the noise floor N, how much the direct baseline itself moved between rounds):\n")
+			any = true
+		}
+		fmt.Fprintf(b, "  %s:\n", p.Name)
+		for _, line := range [][]string{{"p50_us", "p90_us", "p99_us", "p99_9_us"}, {"ttft_p50_us", "ttft_p90_us", "ttft_p99_us"}, {"service_p50_us", "service_p99_us"}} {
+			n := 0
+			for _, k := range line {
+				if s, ok := p.Added[k]; ok {
+					if n == 0 {
+						b.WriteString("   ")
+					}
+					name := strings.TrimSuffix(k, "_us")
+					if f, _ := p.Figure(k); f.Noise {
+						fmt.Fprintf(b, "  %s noise(±%.0f) [%.0f … %.0f]", name, f.Bound(), s.Min, s.Max)
+					} else {
+						fmt.Fprintf(b, "  %s %.0f [%.0f … %.0f]", name, s.Median, s.Min, s.Max)
+					}
+					n++
+				}
+			}
+			if n > 0 {
+				b.WriteString("\n")
+			}
+		}
+	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
