@@ -2,8 +2,6 @@ package actors
 
 import (
 	"time"
-
-	"github.com/anthdm/hollywood/actor"
 )
 
 // Waiters for one account (AcquireRequest.Only): requests whose state lives
@@ -38,7 +36,7 @@ func (s *scheduler) parkOwned(req *acquireState) {
 
 // wakeOwned grants e to the requests waiting for it, oldest first, while it
 // has capacity.
-func (s *scheduler) wakeOwned(c *actor.Context, e *entry) {
+func (s *scheduler) wakeOwned(c *mailCtx, e *entry) {
 	q := s.owned[e.view.ID]
 	for len(q) > 0 {
 		req := q[0]

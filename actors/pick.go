@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/scripts"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -14,7 +13,7 @@ const maxTries = 8
 
 // acquire picks the best available candidate for req and asks its account for
 // a lease, or parks req, or fails it. (Kept small, as Receive: see there.)
-func (s *scheduler) acquire(c *actor.Context, req *acquireState) {
+func (s *scheduler) acquire(c *mailCtx, req *acquireState) {
 	if req.state.Load() != acqPending {
 		return
 	}
@@ -216,7 +215,7 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 // views count the grant requests it has handled (onView). A policy that
 // reads the counters judges e again here, where the account's publish would
 // have made it.
-func (s *scheduler) grant(c *actor.Context, e *entry, req *acquireState) {
+func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	s.grants++
 	s.stats.Grants++
 	e.lastGrant = s.grants

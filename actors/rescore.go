@@ -61,7 +61,7 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 // had not are leases that may be granted, so they count as in flight (and as
 // requests) on top of v's counters, which v itself must keep (it is shared
 // with readers).
-func (s *scheduler) onView(c *actor.Context, v *View, pid *actor.PID, answered uint64) {
+func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, answered uint64) {
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {
@@ -266,7 +266,7 @@ func tieKey(k *scripts.Knobs, v *View) float64 {
 }
 
 // runRechecks rescores the accounts whose recheck_after has passed.
-func (s *scheduler) runRechecks(c *actor.Context) {
+func (s *scheduler) runRechecks(c *mailCtx) {
 	now := s.cfg.now()
 	for len(s.rechecks) > 0 && !s.rechecks[0].due.After(now) {
 		it := heap.Pop(&s.rechecks).(recheckItem)
@@ -291,7 +291,7 @@ func (s *scheduler) withLog(p Policy) Policy {
 // setPolicy swaps the policy and rescores the pool in chunks: picks keep
 // being served between chunks, with old scores for the accounts not yet
 // rescored (stale ordering, never over-admission).
-func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
+func (s *scheduler) setPolicy(c *mailCtx, p Policy) {
 	s.policy = s.withLog(p)
 	s.setReads()
 	s.policyGen++
@@ -308,7 +308,7 @@ func (s *scheduler) setPolicy(c *actor.Context, p Policy) {
 // Canary are judged by it from then on, with the pool rescored in chunks as
 // after a policy swap (until an account is rescored it is no canary
 // candidate); removing it drops the canary's heaps at once.
-func (s *scheduler) setCanary(c *actor.Context, p Policy) {
+func (s *scheduler) setCanary(c *mailCtx, p Policy) {
 	s.canary, s.canaryReady = s.withLog(p), false
 	s.setReads()
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
@@ -330,7 +330,7 @@ func (s *scheduler) setCanary(c *actor.Context, p Policy) {
 
 // rescoreSome rescores the next chunk of a full rescore (rescoreNext) and,
 // after the last one, serves the waiters the new order admits.
-func (s *scheduler) rescoreSome(c *actor.Context) {
+func (s *scheduler) rescoreSome(c *mailCtx) {
 	if !s.rescoreNext(s.cfg.now()) {
 		c.Send(c.PID(), schedRescore{})
 		return

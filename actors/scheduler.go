@@ -103,8 +103,8 @@ type stickyEntry struct {
 	expires time.Time
 }
 
-func newScheduler(cfg schedulerConfig) actor.Producer {
-	return func() actor.Receiver {
+func newScheduler(cfg schedulerConfig) func() mailHandler {
+	return func() mailHandler {
 		if cfg.rand == nil {
 			cfg.rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7472_6f75_7065))
 		}
@@ -122,13 +122,13 @@ func newScheduler(cfg schedulerConfig) actor.Producer {
 	}
 }
 
-// Receive handles scheduler messages. The two of every request (an
-// acquire, the view its release publishes) are handled here, the rest in
-// receiveRare: hollywood runs each message of an idle mailbox on a new
-// goroutine with a 2 KiB stack, and a request's path stays within it only
-// while the frames under Receive are small (docs/benchmarks.md).
-func (s *scheduler) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
+// receive handles scheduler messages, on its mailbox's goroutine
+// (mailbox.go). The two of every request (an acquire, the view its release
+// publishes) are handled here, the rest in receiveRare, which keeps this
+// frame small (it mattered when each message ran on a fresh 2 KiB stack;
+// docs/benchmarks.md).
+func (s *scheduler) receive(c *mailCtx, msg any) {
+	switch m := msg.(type) {
 	case schedAcquire:
 		s.acquire(c, m.req)
 	case *schedView:
@@ -141,7 +141,7 @@ func (s *scheduler) Receive(c *actor.Context) {
 // receiveRare handles the scheduler's other messages.
 //
 //go:noinline
-func (s *scheduler) receiveRare(c *actor.Context, msg any) {
+func (s *scheduler) receiveRare(c *mailCtx, msg any) {
 	switch m := msg.(type) {
 	case actor.Started:
 		s.sweeper = c.SendRepeat(c.PID(), schedSweep{}, time.Second)

@@ -127,12 +127,12 @@ func Start(cfg Config) (*System, error) {
 		}
 		ref = &refresher{cfg: rc, log: cfg.Logger}
 	}
-	s.sched = e.Spawn(newScheduler(schedulerConfig{
+	s.sched = spawnMailbox(e, newScheduler(schedulerConfig{
 		policy:    cfg.Policy,
 		maxWaiter: cfg.MaxWaiters,
 		log:       cfg.Logger,
 		now:       cfg.Clock,
-	}), "scheduler", actor.WithID("0"), actor.WithInboxSize(4096))
+	}), "scheduler", "0", cfg.Logger)
 	s.usage = e.Spawn(newRecorder(usageConfig{
 		store:     cfg.Store,
 		batchSize: cfg.UsageBatch,

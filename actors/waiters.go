@@ -3,7 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -11,7 +10,7 @@ import (
 // help (no account, none live, no wait allowed, queues full).
 //
 //go:noinline
-func (s *scheduler) park(c *actor.Context, req *acquireState) {
+func (s *scheduler) park(c *mailCtx, req *acquireState) {
 	if req.Only != "" {
 		s.parkOwned(req) // its own queue: it must not hold up the shared ones (owned.go)
 		return
@@ -77,7 +76,7 @@ func (s *scheduler) reject(req *acquireState, err *AcquireError) {
 }
 
 // wake serves parked requests that e's capacity can now take, oldest first.
-func (s *scheduler) wake(c *actor.Context, e *entry) {
+func (s *scheduler) wake(c *mailCtx, e *entry) {
 	if len(s.owned) > 0 {
 		s.wakeOwned(c, e)
 	}
@@ -98,7 +97,7 @@ func (s *scheduler) wake(c *actor.Context, e *entry) {
 }
 
 // drain hands parked requests of key k to available accounts until none is left.
-func (s *scheduler) drain(c *actor.Context, k routeKey) {
+func (s *scheduler) drain(c *mailCtx, k routeKey) {
 	q := s.queues[k]
 	for q != nil && q.len() > 0 {
 		req := q.peek()

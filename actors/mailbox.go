@@ -1,0 +1,316 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+)
+
+// A mailbox is an actor.Processer whose messages are handled by one
+// long-lived goroutine. hollywood's own inbox starts a goroutine each time a
+// message reaches an idle actor; for an actor that every request passes
+// through (the scheduler) that goroutine is started twice per request, and
+// the Go runtime's run-queue order delays it behind the sender
+// (docs/benchmarks.md). The mailbox's goroutine instead waits for a few
+// scheduler turns after its queue empties (yielding, so the goroutines it
+// has readied run first) and then parks on a channel until the next send.
+//
+// It keeps the hollywood semantics the actors rely on: it is registered
+// under its PID through Engine.SpawnProc, so Engine.Send, Request replies
+// and SendRepeat reach it; Initialized and Started are delivered
+// synchronously at spawn, Stopped at the end; Engine.Poison and Engine.Stop
+// stop it (graceful or not) and their contexts are done once it has
+// stopped and left the registry; a panic in a handler stops the handler
+// (Stopped), broadcasts actor.ActorRestartedEvent and restarts it from its
+// producer after restartDelay, skipping the message that panicked, up to
+// maxRestarts times, after which the mailbox stops
+// (actor.ActorMaxRestartsExceededEvent), as hollywood's process does.
+type mailbox struct {
+	ctx     mailCtx
+	produce func() mailHandler
+	h       mailHandler
+
+	mu     sync.Mutex
+	in     []actor.Envelope // queued by Send, taken whole by the loop
+	parked bool             // the loop waits on wake; the next Send signals it
+	closed bool             // stopped: Send drops
+	wake   chan struct{}    // capacity 1
+
+	restarts     int
+	maxRestarts  int
+	restartDelay time.Duration
+	log          *slog.Logger
+
+	// tomb is a plain hollywood actor that takes the poison pill once the
+	// mailbox has stopped: the pill's context (what Engine.Poison returns) can
+	// only be cancelled by hollywood's own process.
+	tomb *actor.PID
+	done chan struct{} // closed when the loop has exited
+}
+
+// mailHandler is an actor run by a mailbox: receive handles one message
+// (actor.Initialized, actor.Started and actor.Stopped included), with sender
+// the PID it came from (nil when sent without one).
+type mailHandler interface {
+	receive(c *mailCtx, msg any)
+}
+
+// mailCtx is what a mailHandler sees of its actor: its engine and PID, and
+// the sender of the message being handled.
+type mailCtx struct {
+	engine *actor.Engine
+	pid    *actor.PID
+	sender *actor.PID
+}
+
+// Send sends msg to pid with this actor as the sender.
+func (c *mailCtx) Send(pid *actor.PID, msg any) { c.engine.SendWithSender(pid, msg, c.pid) }
+
+// PID returns the actor's PID.
+func (c *mailCtx) PID() *actor.PID { return c.pid }
+
+// Sender returns the PID the current message came from, nil when none.
+func (c *mailCtx) Sender() *actor.PID { return c.sender }
+
+// SendRepeat sends msg to pid every interval until the result is stopped.
+func (c *mailCtx) SendRepeat(pid *actor.PID, msg any, interval time.Duration) actor.SendRepeater {
+	return c.engine.SendRepeat(pid, msg, interval)
+}
+
+// mailSpins is how many scheduler turns the loop waits with an empty queue
+// before it parks. Each turn is a runtime.Gosched, which runs what the last
+// message readied (an account actor's goroutine, a caller) before the loop
+// looks again, so a message sent meanwhile is taken without a wake-up.
+const mailSpins = 16
+
+// Default restart policy, hollywood's (actor.DefaultOpts).
+const (
+	mailMaxRestarts  = 3
+	mailRestartDelay = 500 * time.Millisecond
+)
+
+// spawnMailbox registers a mailbox running produce's handler as kind/id.
+// Initialized and Started have been handled when it returns.
+func spawnMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, log *slog.Logger) *actor.PID {
+	return e.SpawnProc(newMailbox(e, produce, kind, id, log))
+}
+
+// newMailbox makes a mailbox for kind/id, to be registered with SpawnProc.
+func newMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, log *slog.Logger) *mailbox {
+	return &mailbox{
+		ctx:          mailCtx{engine: e, pid: actor.NewPID(e.Address(), kind+"/"+id)},
+		produce:      produce,
+		wake:         make(chan struct{}, 1),
+		maxRestarts:  mailMaxRestarts,
+		restartDelay: mailRestartDelay,
+		log:          log,
+		tomb:         e.SpawnFunc(func(*actor.Context) {}, "mailbox-stop", actor.WithID(kind+"-"+id)),
+		done:         make(chan struct{}),
+	}
+}
+
+// PID returns the mailbox's PID (actor.Processer).
+func (m *mailbox) PID() *actor.PID { return m.ctx.pid }
+
+// Start delivers Initialized and Started and starts the loop. The engine
+// calls it when the mailbox is registered (actor.Processer).
+func (m *mailbox) Start() {
+	m.begin()
+	go m.loop()
+}
+
+// begin makes a fresh handler and delivers Initialized and Started to it,
+// with the events hollywood broadcasts for them.
+func (m *mailbox) begin() {
+	m.h = m.produce()
+	m.ctx.sender = nil
+	m.h.receive(&m.ctx, actor.Initialized{})
+	m.ctx.engine.BroadcastEvent(actor.ActorInitializedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
+	m.h.receive(&m.ctx, actor.Started{})
+	m.ctx.engine.BroadcastEvent(actor.ActorStartedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
+}
+
+// Send queues msg (actor.Processer). It never blocks on the handler.
+func (m *mailbox) Send(_ *actor.PID, msg any, sender *actor.PID) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.in = append(m.in, actor.Envelope{Msg: msg, Sender: sender})
+	wake := m.parked
+	m.parked = false
+	m.mu.Unlock()
+	if wake {
+		m.wake <- struct{}{} // only the Send that cleared parked sends: never blocks
+	}
+}
+
+// Invoke handles msgs on the caller's goroutine (actor.Processer; the engine
+// itself never calls it).
+func (m *mailbox) Invoke(msgs []actor.Envelope) {
+	for i := 0; i < len(msgs); {
+		i = m.invoke(msgs, i)
+		if i < 0 {
+			return
+		}
+	}
+}
+
+// Shutdown stops the mailbox without handling what is queued
+// (actor.Processer).
+func (m *mailbox) Shutdown() {
+	m.Send(nil, mailStop{}, nil)
+	<-m.done
+}
+
+// mailStop is Shutdown's request to the loop.
+type mailStop struct{}
+
+// loop takes the queue whole and handles it, then waits: mailSpins
+// scheduler turns, then parked until a Send.
+func (m *mailbox) loop() {
+	defer close(m.done)
+	var batch []actor.Envelope
+	for {
+		m.mu.Lock()
+		for spins := 0; len(m.in) == 0; spins++ {
+			if spins < mailSpins {
+				m.mu.Unlock()
+				runtime.Gosched()
+			} else {
+				m.parked = true
+				m.mu.Unlock()
+				<-m.wake
+			}
+			m.mu.Lock()
+		}
+		batch, m.in = m.in, batch[:0]
+		m.mu.Unlock()
+		for i := 0; i < len(batch); {
+			if i = m.invoke(batch, i); i < 0 {
+				return
+			}
+		}
+		clear(batch) // do not keep the messages alive until the next batch
+	}
+}
+
+// invoke handles msgs from i on until a panic or a stop, and returns the
+// index to go on from, or -1 once the mailbox has stopped.
+func (m *mailbox) invoke(msgs []actor.Envelope, i int) (next int) {
+	defer func() {
+		if v := recover(); v != nil {
+			next = m.recovered(v, i+1)
+		}
+	}()
+	for ; i < len(msgs); i++ {
+		env := msgs[i]
+		if graceful, ok := poisonPill(env.Msg); ok {
+			if graceful {
+				m.drain(msgs[i+1:])
+			}
+			m.stop(env.Msg)
+			return -1
+		}
+		if _, ok := env.Msg.(mailStop); ok {
+			m.stop(nil)
+			return -1
+		}
+		m.ctx.sender = env.Sender
+		m.h.receive(&m.ctx, env.Msg)
+	}
+	return i
+}
+
+// drain handles rest and everything queued behind it, for a graceful stop:
+// what was sent before the pill is handled, what is sent after is dropped.
+func (m *mailbox) drain(rest []actor.Envelope) {
+	m.mu.Lock()
+	m.closed = true
+	queued := m.in
+	m.in = nil
+	m.mu.Unlock()
+	for _, msgs := range [][]actor.Envelope{rest, queued} {
+		for _, env := range msgs {
+			if _, ok := poisonPill(env.Msg); ok {
+				continue
+			}
+			if _, ok := env.Msg.(mailStop); ok {
+				continue
+			}
+			m.ctx.sender = env.Sender
+			m.h.receive(&m.ctx, env.Msg)
+		}
+	}
+}
+
+// recovered handles a handler's panic v: the handler gets Stopped and is
+// restarted from its producer (after restartDelay), or, past maxRestarts,
+// the mailbox stops. It returns where to go on (next) or -1.
+func (m *mailbox) recovered(v any, next int) int {
+	stack := debug.Stack() // hollywood's event stream logs the events below
+	m.stopped()
+	if m.restarts >= m.maxRestarts {
+		m.ctx.engine.BroadcastEvent(actor.ActorMaxRestartsExceededEvent{PID: m.ctx.pid, Timestamp: time.Now()})
+		m.stop(nil)
+		return -1
+	}
+	m.restarts++
+	m.ctx.engine.BroadcastEvent(actor.ActorRestartedEvent{PID: m.ctx.pid, Timestamp: time.Now(),
+		Stacktrace: stack, Reason: v, Restarts: int32(m.restarts)})
+	time.Sleep(m.restartDelay)
+	m.begin()
+	return next
+}
+
+// stopped delivers Stopped to the handler; a panic there is logged.
+func (m *mailbox) stopped() {
+	defer func() {
+		if v := recover(); v != nil {
+			m.log.Error("actor panicked handling Stopped", "pid", m.ctx.pid.ID, "panic", fmt.Sprint(v))
+		}
+	}()
+	m.ctx.sender = nil
+	m.h.receive(&m.ctx, actor.Stopped{})
+}
+
+// stop leaves the registry, delivers Stopped and hands pill to the tomb,
+// whose hollywood process cancels the pill's context (what Engine.Poison
+// returned) and stops. With no pill (Shutdown, too many restarts) the tomb
+// is poisoned anew.
+func (m *mailbox) stop(pill any) {
+	m.mu.Lock()
+	m.closed = true
+	m.in = nil
+	m.mu.Unlock()
+	m.ctx.engine.Registry.Remove(m.ctx.pid)
+	m.stopped()
+	m.ctx.engine.BroadcastEvent(actor.ActorStoppedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
+	if pill == nil {
+		m.ctx.engine.Poison(m.tomb)
+		return
+	}
+	m.ctx.engine.SendLocal(m.tomb, pill, nil)
+}
+
+// pillPkg is the package of hollywood's poison pill (an unexported type,
+// sent by Engine.Poison and Engine.Stop). TestMailboxLifecycle fails if a
+// hollywood upgrade renames it.
+const pillPkg = "github.com/anthdm/hollywood/actor"
+
+// poisonPill reports whether msg is hollywood's poison pill, and whether it
+// asks for a graceful stop.
+func poisonPill(msg any) (graceful, ok bool) {
+	t := reflect.TypeOf(msg)
+	if t == nil || t.Kind() != reflect.Struct || t.Name() != "poisonPill" || t.PkgPath() != pillPkg {
+		return false, false
+	}
+	return reflect.ValueOf(msg).FieldByName("graceful").Bool(), true
+}
