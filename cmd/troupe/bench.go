@@ -344,27 +344,10 @@ func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, p
 	}
 	env := &benchEnv{}
 	childEnv := benchChildEnv()
-
-	// The mock fleet: it prints MOCK_ADDR=host:port once it listens.
-	mockLog, err := os.Create(filepath.Join(tmp, "mock.log"))
+	addr, err := env.startMock(bin, tmp, scenPath, childEnv)
 	if err != nil {
-		return nil, err
+		return env, err
 	}
-	env.mock = exec.Command(bin, "mock", "--listen", "127.0.0.1:0", "--scenario", scenPath)
-	env.mock.Env, env.mock.Stderr = childEnv, mockLog
-	stdout, err := env.mock.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := env.mock.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start mock: %w", err)
-	}
-	addr, err := readAddr(stdout, "MOCK_ADDR=", 60*time.Second)
-	if err != nil {
-		return env, fmt.Errorf("bench: mock fleet: %w (log: %s)", err, mockLog.Name())
-	}
-	go io.Copy(io.Discard, stdout)
-	env.mockURL = "http://" + addr + "/v1"
 	fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", addr, env.mock.Process.Pid)
 
 	// Provision the gateway's storage: accounts and API keys.
@@ -372,25 +355,8 @@ func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, p
 	if err != nil {
 		return env, err
 	}
-	data := filepath.Join(tmp, "data")
-	policyDir := filepath.Join(tmp, "policies")
-	if err := os.MkdirAll(policyDir, 0o755); err != nil {
-		return env, err
-	}
-	if err := os.WriteFile(filepath.Join(policyDir, scenario.FailoverPolicyName+".lua"), []byte(scenario.FailoverPolicy), 0o644); err != nil {
-		return env, err
-	}
-	conf := fmt.Sprintf(`listen: %q
-data_dir: %q
-log: {level: warn}
-policies: {dir: %q, active: %q}
-gateway:
-  max_attempts: %d
-  first_token_timeout: %s
-  nonstream_timeout: %s
-`, listen, data, policyDir, s.Gateway.Policy, s.Gateway.MaxAttempts, s.Gateway.FirstTokenTimeout, s.Gateway.FirstTokenTimeout)
-	confPath := filepath.Join(tmp, "troupe.yaml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+	confPath, err := writeBenchConfig(tmp, listen, s)
+	if err != nil {
 		return env, err
 	}
 	start := time.Now()
@@ -414,6 +380,60 @@ gateway:
 	}
 	fmt.Fprintf(progress, "bench: gateway on %s (pid %d)\n", listen, env.gateway.Process.Pid)
 	return env, nil
+}
+
+// startMock starts the mock fleet of the scenario at scenPath as a child
+// process, logging to tmp/mock.log, and returns the address it listens on
+// (it prints MOCK_ADDR=host:port once it does).
+func (e *benchEnv) startMock(bin, tmp, scenPath string, childEnv []string) (string, error) {
+	mockLog, err := os.Create(filepath.Join(tmp, "mock.log"))
+	if err != nil {
+		return "", err
+	}
+	e.mock = exec.Command(bin, "mock", "--listen", "127.0.0.1:0", "--scenario", scenPath)
+	e.mock.Env, e.mock.Stderr = childEnv, mockLog
+	stdout, err := e.mock.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := e.mock.Start(); err != nil {
+		return "", fmt.Errorf("bench: start mock: %w", err)
+	}
+	addr, err := readAddr(stdout, "MOCK_ADDR=", 60*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("bench: mock fleet: %w (log: %s)", err, mockLog.Name())
+	}
+	go io.Copy(io.Discard, stdout)
+	e.mockURL = "http://" + addr + "/v1"
+	return addr, nil
+}
+
+// writeBenchConfig writes the gateway's configuration for scenario s to
+// tmp/troupe.yaml (listening on listen, its data and the failover policy
+// under tmp) and returns its path.
+func writeBenchConfig(tmp, listen string, s *scenario.Scenario) (string, error) {
+	data := filepath.Join(tmp, "data")
+	policyDir := filepath.Join(tmp, "policies")
+	if err := os.MkdirAll(policyDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(policyDir, scenario.FailoverPolicyName+".lua"), []byte(scenario.FailoverPolicy), 0o644); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf(`listen: %q
+data_dir: %q
+log: {level: warn}
+policies: {dir: %q, active: %q}
+gateway:
+  max_attempts: %d
+  first_token_timeout: %s
+  nonstream_timeout: %s
+`, listen, data, policyDir, s.Gateway.Policy, s.Gateway.MaxAttempts, s.Gateway.FirstTokenTimeout, s.Gateway.FirstTokenTimeout)
+	confPath := filepath.Join(tmp, "troupe.yaml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return "", err
+	}
+	return confPath, nil
 }
 
 // provisionBench stores the scenario's accounts (pointing at the mock on

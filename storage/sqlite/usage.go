@@ -3,6 +3,7 @@ package sqlite
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,15 +92,30 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
+	groups, err := s.insertRecords(ctx, tx, recs)
+	if err != nil {
+		return err
+	}
+	if err := s.addRollups(ctx, tx, groups); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: insert usage: commit: %w", err)
+	}
+	return nil
+}
+
+// insertRecords inserts recs in tx, skipping those already stored, and
+// returns the rollup sums of the records it stored. The rows run under a
+// context without cancellation: the driver would otherwise start a watcher
+// goroutine per row. Cancellation is still honoured between rows.
+func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, error) {
 	stmt := tx.StmtContext(ctx, s.insertUsage)
-	// The rows run under a context without cancellation: the driver would
-	// otherwise start a watcher goroutine per row. Cancellation is still
-	// honoured between rows (and the transaction rolled back).
 	rowCtx := context.WithoutCancel(ctx)
 	groups := make(map[rollupKey]*rollupSums, 8)
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("sqlite: insert usage: %w", err)
+			return nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		r := &recs[i]
 		at := r.At.UnixMilli()
@@ -110,11 +126,11 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
 			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), boolInt(r.Estimated))
 		if err != nil {
-			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+			return nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+			return nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
 		if n == 0 {
 			continue // already stored: not counted again
@@ -131,26 +147,30 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 		g.output += r.OutputTokens
 		g.reasoning += r.ReasoningTokens
 	}
-	if len(groups) > 0 {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("sqlite: insert usage: %w", err)
-		}
-		up := tx.StmtContext(ctx, s.upsertRollup)
-		keys := make([]rollupKey, 0, len(groups))
-		for k := range groups {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, compareRollupKeys)
-		for _, k := range keys {
-			g := groups[k]
-			if _, err := up.ExecContext(rowCtx, k.hour, k.keyID, k.accountID, k.model, k.status,
-				g.requests, g.input, g.cached, g.output, g.reasoning, 0.0); err != nil {
-				return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
-			}
-		}
+	return groups, nil
+}
+
+// addRollups adds groups to their usage_hourly rows in tx, in key order.
+func (s *Store) addRollups(ctx context.Context, tx *sql.Tx, groups map[rollupKey]*rollupSums) error {
+	if len(groups) == 0 {
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: insert usage: commit: %w", err)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: insert usage: %w", err)
+	}
+	up := tx.StmtContext(ctx, s.upsertRollup)
+	rowCtx := context.WithoutCancel(ctx)
+	keys := make([]rollupKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareRollupKeys)
+	for _, k := range keys {
+		g := groups[k]
+		if _, err := up.ExecContext(rowCtx, k.hour, k.keyID, k.accountID, k.model, k.status,
+			g.requests, g.input, g.cached, g.output, g.reasoning, 0.0); err != nil {
+			return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
+		}
 	}
 	return nil
 }

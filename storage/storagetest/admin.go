@@ -128,58 +128,9 @@ func testUsageRecordLog(t *testing.T, s storage.Store) {
 	if err := s.InsertUsage(ctx(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]storage.UsageRecord{}
-	for _, r := range recs {
-		byID[r.RequestID] = r
-	}
 	check := func(what string, q storage.UsageRecordQuery, keep func(storage.UsageRecord) bool) {
 		t.Helper()
-		var got []storage.UsageRecord
-		for page := 0; ; page++ {
-			l, err := s.ListUsageRecords(ctx(t), q)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if len(l) > q.PageLimit() {
-				t.Fatalf("%s: page of %d > limit %d", what, len(l), q.PageLimit())
-			}
-			if len(l) == 0 {
-				break
-			}
-			got = append(got, l...)
-			last := l[len(l)-1]
-			q.After = storage.UsageCursor{At: last.At, RequestID: last.RequestID}
-			if page > 300 {
-				t.Fatalf("%s: paging does not end", what)
-			}
-		}
-		want := 0
-		for _, r := range recs {
-			if keep(r) {
-				want++
-			}
-		}
-		if len(got) != want {
-			t.Fatalf("%s: %d records, want %d", what, len(got), want)
-		}
-		seen := map[string]bool{}
-		for i, r := range got {
-			w, ok := byID[r.RequestID]
-			if !ok || seen[r.RequestID] || !keep(w) {
-				t.Fatalf("%s: unexpected or repeated record %q", what, r.RequestID)
-			}
-			seen[r.RequestID] = true
-			if !r.At.Equal(w.At) || r.Model != w.Model || r.KeyID != w.KeyID || r.Status != w.Status || r.Latency != w.Latency ||
-				r.TTFT != w.TTFT || r.InputTokens != w.InputTokens || r.Stream != w.Stream || r.Attempts != w.Attempts || r.ErrorClass != w.ErrorClass {
-				t.Fatalf("%s: record %q = %+v, want %+v", what, r.RequestID, r, w)
-			}
-			if i > 0 {
-				p := got[i-1]
-				if p.At.Before(r.At) || (p.At.Equal(r.At) && p.RequestID < r.RequestID) {
-					t.Fatalf("%s: not newest first at %d: %q then %q", what, i, p.RequestID, r.RequestID)
-				}
-			}
-		}
+		checkUsageLog(t, what, usageLogPages(t, s, what, q), recs, keep)
 	}
 	all := func(storage.UsageRecord) bool { return true }
 	check("all, pages of 7", storage.UsageRecordQuery{Limit: 7}, all)
@@ -196,5 +147,66 @@ func testUsageRecordLog(t *testing.T, s storage.Store) {
 	check("no such account", storage.UsageRecordQuery{AccountID: "nobody"}, func(storage.UsageRecord) bool { return false })
 	if l, err := s.ListUsageRecords(ctx(t), storage.UsageRecordQuery{Limit: 5000}); err != nil || len(l) != 250 {
 		t.Fatalf("limit above the cap: %d, %v", len(l), err)
+	}
+}
+
+// usageLogPages reads every page of the request log that q selects,
+// following the cursor from page to page.
+func usageLogPages(t *testing.T, s storage.Store, what string, q storage.UsageRecordQuery) []storage.UsageRecord {
+	t.Helper()
+	var got []storage.UsageRecord
+	for page := 0; ; page++ {
+		l, err := s.ListUsageRecords(ctx(t), q)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(l) > q.PageLimit() {
+			t.Fatalf("%s: page of %d > limit %d", what, len(l), q.PageLimit())
+		}
+		if len(l) == 0 {
+			return got
+		}
+		got = append(got, l...)
+		last := l[len(l)-1]
+		q.After = storage.UsageCursor{At: last.At, RequestID: last.RequestID}
+		if page > 300 {
+			t.Fatalf("%s: paging does not end", what)
+		}
+	}
+}
+
+// checkUsageLog checks that got holds each record of recs that keep
+// accepts, once, as it was stored, newest first (ties by request id), and
+// nothing else.
+func checkUsageLog(t *testing.T, what string, got, recs []storage.UsageRecord, keep func(storage.UsageRecord) bool) {
+	t.Helper()
+	byID := map[string]storage.UsageRecord{}
+	want := 0
+	for _, r := range recs {
+		byID[r.RequestID] = r
+		if keep(r) {
+			want++
+		}
+	}
+	if len(got) != want {
+		t.Fatalf("%s: %d records, want %d", what, len(got), want)
+	}
+	seen := map[string]bool{}
+	for i, r := range got {
+		w, ok := byID[r.RequestID]
+		if !ok || seen[r.RequestID] || !keep(w) {
+			t.Fatalf("%s: unexpected or repeated record %q", what, r.RequestID)
+		}
+		seen[r.RequestID] = true
+		if !r.At.Equal(w.At) || r.Model != w.Model || r.KeyID != w.KeyID || r.Status != w.Status || r.Latency != w.Latency ||
+			r.TTFT != w.TTFT || r.InputTokens != w.InputTokens || r.Stream != w.Stream || r.Attempts != w.Attempts || r.ErrorClass != w.ErrorClass {
+			t.Fatalf("%s: record %q = %+v, want %+v", what, r.RequestID, r, w)
+		}
+		if i > 0 {
+			p := got[i-1]
+			if p.At.Before(r.At) || (p.At.Equal(r.At) && p.RequestID < r.RequestID) {
+				t.Fatalf("%s: not newest first at %d: %q then %q", what, i, p.RequestID, r.RequestID)
+			}
+		}
 	}
 }
