@@ -94,23 +94,23 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 	start := s.now()
 	tc, ok := lease.Transport.(upstream.TokenCounter)
 	if !ok {
-		s.release(lease, 0, upstream.Verdict{Class: upstream.ClassRequest}, start, 0)
+		s.release(nil, lease, 0, upstream.Verdict{Class: upstream.ClassRequest}, start, 0)
 		return false
 	}
 	resp, err := tc.CountTokens(rctx, &upstream.Request{Endpoint: translate.Messages, Body: body, Header: passHeaders(ctx),
 		RawQuery: string(ctx.URI().QueryString())})
 	if err != nil {
-		s.release(lease, 0, upstream.ClassifyError(err), start, 0)
+		s.release(nil, lease, 0, upstream.ClassifyError(err), start, 0)
 		return false
 	}
 	out, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	switch {
 	case rerr != nil:
-		s.release(lease, resp.Status, upstream.Verdict{Class: upstream.ClassTransient}, start, 0)
+		s.release(nil, lease, resp.Status, upstream.Verdict{Class: upstream.ClassTransient}, start, 0)
 		return false
 	case resp.Status >= 200 && resp.Status <= 299 && gjson.GetBytes(out, "input_tokens").Type == gjson.Number:
-		s.release(lease, resp.Status, upstream.Verdict{}, start, s.now().Sub(start))
+		s.release(nil, lease, resp.Status, upstream.Verdict{}, start, s.now().Sub(start))
 		ctx.SetContentType("application/json")
 		ctx.SetBody(out)
 		return true
@@ -119,7 +119,7 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 	if resp.Status >= 200 && resp.Status <= 299 {
 		v = upstream.Verdict{Class: upstream.ClassTransient} // 2xx without a count
 	}
-	s.release(lease, resp.Status, v, start, 0)
+	s.release(nil, lease, resp.Status, v, start, 0)
 	if v.Class == upstream.ClassRequest && gjson.GetBytes(out, "error.message").Exists() {
 		resetKeepingRequestID(ctx)
 		ctx.SetStatusCode(resp.Status)

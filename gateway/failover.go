@@ -70,6 +70,10 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		if retryOn != "" {
 			prefer, retryOn = retryOn, ""
 		}
+		var began time.Time // when this attempt began asking for a lease (traced requests)
+		if c.tr != nil {
+			began = s.now()
+		}
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Native: c.native, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
 			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: prefer,
@@ -87,6 +91,9 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		c.attempts++
 		lease.RequestID = c.id // for the account's log lines
 		tried = append(tried, lease.AccountID)
+		if c.tr != nil {
+			s.traceAttempt(c, lease, began)
+		}
 		astart := s.now()
 		res, f := s.attempt(ctx, c, lease)
 		if f != nil {
@@ -138,7 +145,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	if f != nil {
 		// The client's request cannot be said in this upstream's protocol:
 		// the client's fault, so no penalty for the account.
-		s.release(lease, 0, f.verdict, start, 0)
+		s.release(c, lease, 0, f.verdict, start, 0)
 		return result{}, f
 	}
 	var actx context.Context
@@ -158,14 +165,14 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		if v.Class == upstream.ClassCanceled && ctx.Err() == nil {
 			v.Class = upstream.ClassTransient // our attempt deadline, not the client, ended it
 		}
-		s.release(lease, 0, v, start, 0)
+		s.release(c, lease, 0, v, start, 0)
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if frames != nil { // only streams go over the upstream WebSocket
 		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel), false)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
-		return result{}, s.refused(lease, up, resp, start, acancel)
+		return result{}, s.refused(c, lease, up, resp, start, acancel)
 	}
 	if c.stream {
 		if !isEventStream(resp.Header) {
@@ -174,7 +181,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			resp.Body.Close()
 			acancel()
 			v := upstream.Verdict{Class: upstream.ClassTransient}
-			s.release(lease, resp.Status, v, start, 0)
+			s.release(c, lease, resp.Status, v, start, 0)
 			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType, up: up}
 		}
 		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel), dropUsage)
@@ -183,16 +190,16 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	return s.readAnswer(ctx, c, lease, up, resp, start)
 }
 
-// refused is the failure of an attempt the upstream answered with a status
+// refused is the failure of c's attempt the upstream answered with a status
 // other than 2xx: its body (at most maxErrorBody) read, the attempt's
 // context ended (cancel), the body classified and the lease released with
 // the verdict.
-func (s *Server) refused(lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *failure {
+func (s *Server) refused(c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *failure {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	cancel()
 	v := upstream.Classify(resp.Status, resp.Header, body)
-	s.release(lease, resp.Status, v, start, 0)
+	s.release(c, lease, resp.Status, v, start, 0)
 	return &failure{verdict: v, status: resp.Status, header: resp.Header, body: body, up: up}
 }
 
@@ -214,17 +221,20 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		if v.Class == upstream.ClassNone || (v.Class == upstream.ClassCanceled && ctx.Err() == nil) {
 			v.Class = upstream.ClassTransient
 		}
-		s.release(lease, resp.Status, v, start, 0)
+		s.release(c, lease, resp.Status, v, start, 0)
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if v, msg, isErr := upstream.ClassifyBody(up, body); isErr {
-		s.release(lease, resp.Status, v, start, 0)
+		s.release(c, lease, resp.Status, v, start, 0)
 		return result{}, &failure{verdict: v, msg: msg, up: up, err: errors.New("error body with a 2xx status")}
 	}
 	lat := s.now().Sub(start)
-	s.release(lease, resp.Status, upstream.Verdict{}, start, lat)
+	s.release(c, lease, resp.Status, upstream.Verdict{}, start, lat)
 	u, _ := translate.BodyUsage(up, body)
 	s.served(c, lease, u, lat, 0)
+	if c.tr != nil {
+		c.tr.traceAnswer(up, body)
+	}
 	respID := ""
 	if up != c.endpoint {
 		out, err := translateAnswer(c, up, body)
@@ -239,6 +249,9 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		respID = gjson.GetBytes(body, "id").String()
 	}
 	s.settle(c, lease.AccountID, respID, true)
+	if c.tr != nil && s.tracing.ContentBytes > 0 {
+		c.tr.traceSent(body, s.tracing.ContentBytes)
+	}
 	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
 }
 
@@ -258,15 +271,21 @@ func isEventStream(h http.Header) bool {
 	return len(ct) >= 17 && ct[:17] == "text/event-stream"
 }
 
-// release returns the lease with the attempt's outcome and counts the attempt.
-func (s *Server) release(l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
+// release returns the lease with the attempt's outcome, counts the attempt
+// and ends its span. c is the request the attempt served (nil for calls
+// that are not traced: count_tokens).
+func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
 	cl := v.Class.String()
 	if v.Class == upstream.ClassNone {
 		cl = "ok"
 	}
 	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
-	s.classes.add(s.now(), v.Class)
-	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: s.now().Sub(start), TTFT: ttft})
+	now := s.now()
+	s.classes.add(now, v.Class)
+	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: now.Sub(start), TTFT: ttft})
+	if c != nil && c.tr != nil {
+		c.tr.traceRelease(status, v, ttft, now)
+	}
 }
 
 // served notes on c the attempt that served the client (account, tokens,

@@ -110,6 +110,8 @@ type call struct {
 	decided  bool            // decision is set
 	trace    bool            // an admin key asked for the decision in the answer
 	canary   bool            // the canary policy routes this request (route.go, inCanary)
+
+	tr *callTrace // the request's spans (gateway/tracing.go); nil when tracing is off
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
@@ -121,6 +123,9 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep translate.Protocol) { s.prox
 func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep translate.Protocol, hook func(*call) *APIError) {
 	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
 	ctx.Response.Header.Set("X-Request-Id", c.id)
+	if s.tracing.Tracer != nil {
+		s.traceHTTP(ctx, c)
+	}
 	s.metrics.inflight.Inc()
 	s.serving.Add(1)
 	status := s.serve(ctx, c)
@@ -143,7 +148,11 @@ func (s *Server) finish(c *call, status int) {
 	s.metrics.inflight.Dec()
 	s.serving.Add(-1)
 	s.metrics.request(c.endpoint, status)
-	s.metrics.latency.WithLabelValues(c.endpoint.Route()).Observe(s.now().Sub(c.start).Seconds())
+	end := s.now()
+	s.metrics.latency.WithLabelValues(c.endpoint.Route()).Observe(end.Sub(c.start).Seconds())
+	if c.tr != nil {
+		s.traceFinish(c, status, end)
+	}
 }
 
 // serve returns the status it answered with, or 0 when it handed the answer to a stream.
@@ -158,6 +167,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 	if aerr := s.parse(ctx, c); aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
+	}
+	if c.tr != nil {
+		s.traceParsed(c)
 	}
 	if c.hook != nil {
 		if aerr := c.hook(c); aerr != nil {

@@ -164,6 +164,7 @@ type Server struct {
 	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
 	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)
 	logs           logEvents                // rate-limited log lines (logs.go)
+	tracing        Tracing                  // OpenTelemetry spans (tracing.go); zero: off
 }
 
 // New builds a Server over a running actor system, a store and a cache (for

@@ -225,7 +225,7 @@ func (st *stream) abort(v upstream.Verdict) {
 	st.cancel()
 	st.body.Close()
 	st.putScanner()
-	st.release.Do(func() { st.s.release(st.lease, st.status, v, st.start, 0) })
+	st.release.Do(func() { st.s.release(st.c, st.lease, st.status, v, st.start, 0) })
 }
 
 func (st *stream) putScanner() {
@@ -253,6 +253,9 @@ func (st *stream) observe(ev translate.Event) {
 		st.usageFinal = true // Messages' message_start has the input side only
 	}
 	st.content.countEvent(st.up, ev)
+	if st.c.tr != nil {
+		st.c.tr.traceEvent(st.up, ev)
+	}
 	switch st.up {
 	case translate.Chat:
 		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
@@ -345,6 +348,7 @@ func (st *stream) relay(k sink) error {
 	if err := st.put(k.sse(held)); err != nil {
 		return err
 	}
+	st.traceSent(held)
 	for {
 		ev, err := st.src.Next()
 		if err != nil {
@@ -357,20 +361,39 @@ func (st *stream) relay(k sink) error {
 		if st.dropUsage && isUsageChunk(ev.Data) {
 			continue
 		}
+		var sent []byte
 		if st.tr == nil {
+			if sent = st.src.Raw(); sent == nil {
+				sent = ev.Data
+			}
 			err = k.event(ev, st.src.Raw())
 		} else if st.out, err = st.tr.Event(st.out[:0], ev); err != nil {
 			st.s.log.Warn("stream translation failed", "request_id", st.c.id, "from", st.up.Route(), "to", st.c.endpoint.Route(), "err", err)
 			st.untranslatable = true
 			break
 		} else {
+			sent = st.out
 			err = k.sse(st.out)
 		}
 		if err := st.put(err); err != nil {
 			return err
 		}
+		st.traceSent(sent)
 	}
-	return st.put(k.sse(st.tail()))
+	tail := st.tail()
+	if err := st.put(k.sse(tail)); err != nil {
+		return err
+	}
+	st.traceSent(tail)
+	return nil
+}
+
+// traceSent keeps b, relayed to the client, for the request span's
+// troupe.response.body when content is recorded (gateway/tracing.go).
+func (st *stream) traceSent(b []byte) {
+	if st.c.tr != nil && st.s.tracing.ContentBytes > 0 {
+		st.c.tr.traceSent(b, st.s.tracing.ContentBytes)
+	}
 }
 
 // put notes a failed write to the client: the client went away, so the
@@ -569,9 +592,12 @@ func (st *stream) finish(count bool) {
 	// A read error after the protocol's terminal event (st.clean; the
 	// client closing its WebSocket right after response.completed cancels
 	// the read of the upstream's end) is no failure: the answer was whole.
-	st.release.Do(func() { s.release(st.lease, st.status, v, st.start, st.ttft) })
+	st.release.Do(func() { s.release(c, st.lease, st.status, v, st.start, st.ttft) })
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())
+		if c.tr != nil {
+			c.tr.ttfc = st.start.Sub(c.start) + st.ttft
+		}
 	}
 	// What was served is billed, also when the client closed early or the
 	// stream broke (the upstream counted those tokens too): estimated when

@@ -207,6 +207,9 @@ func (s *Server) responsesWS(ctx *fasthttp.RequestCtx) {
 		s: s, key: key, header: passHeaders(ctx), clientIP: ctx.RemoteIP().String(),
 		session: sessionKey(ctx, nil), closing: s.ws.closingCh(),
 	}
+	if s.tracing.Tracer != nil {
+		ss.traceParent = traceParentOf(&ctx.Request.Header)
+	}
 	up := websocket.FastHTTPUpgrader{
 		ReadBufferSize:  16 << 10,
 		WriteBufferSize: 16 << 10,

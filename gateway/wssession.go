@@ -37,6 +37,9 @@ type wsSession struct {
 	session  string        // session key from the upgrade's headers
 	closing  chan struct{} // closed when the server shuts down
 	tr       transcript
+	// traceParent is the W3C trace context of the upgrade request: each
+	// response's span continues it (nil when tracing is off).
+	traceParent context.Context
 
 	ctx    context.Context // ends when the client leaves or the server aborts
 	cancel context.CancelFunc
@@ -273,6 +276,9 @@ func (ss *wsSession) create(frame []byte) {
 		return
 	}
 	c := &call{id: newRequestID(), endpoint: translate.Responses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
+	if ss.traceParent != nil {
+		s.startTrace(ss.traceParent, c, "/v1/responses")
+	}
 	s.metrics.inflight.Inc()
 	s.serving.Add(1)
 	status := ss.serve(c, f)
@@ -343,6 +349,9 @@ func (ss *wsSession) prepare(c *call, f createFrame, body []byte, prev *turn) *A
 		return aerr
 	}
 	c.stream = true
+	if c.tr != nil {
+		s.traceParsed(c)
+	}
 	c.group = c.key.Group
 	c.session = ss.session
 	if c.session == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/internal/telemetry"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/fallback"
@@ -61,10 +62,11 @@ type app struct {
 	// journal takes the usage records storage does not (usage.journal).
 	journal *journal.Usage
 
-	codex    *codexSetup      // codex identities, TLS clients, OAuth, models catalog (codex.go)
-	admin    adminSetup       // the admin UI's first-start result (admin.go)
-	adminAPI *admin.Server    // the admin API and console, mounted on server
-	policies *routing.Runtime // the routing policy and canary: host, file watcher, scheduler and router
+	codex    *codexSetup         // codex identities, TLS clients, OAuth, models catalog (codex.go)
+	admin    adminSetup          // the admin UI's first-start result (admin.go)
+	adminAPI *admin.Server       // the admin API and console, mounted on server
+	policies *routing.Runtime    // the routing policy and canary: host, file watcher, scheduler and router
+	traces   *telemetry.Provider // OpenTelemetry span export; nil when tracing is off
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -192,6 +194,10 @@ func (a *app) start(ctx context.Context) (err error) {
 	a.store = a.keys
 	defer func() {
 		if err != nil {
+			if a.traces != nil {
+				_ = a.traces.Shutdown(context.Background())
+				a.traces = nil
+			}
 			a.journal.Close()
 			a.keys.Stop()
 			a.store = backend
@@ -222,6 +228,11 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.sys.PutAccount(acc)
 	}
 	a.server = gateway.New(gatewayConfig(cfg), a.sys, a.store, a.cache, a.metrics, a.log)
+	if err := a.startTracing(ctx); err != nil {
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
 	a.server.SetModelCatalog(cx.catalog)
 	a.server.SetHealth(a.health()...)
 	registerOutageMetrics(a.metrics, a.keys, a.journal)
@@ -357,6 +368,26 @@ func gatewayConfig(cfg *Config) gateway.Config {
 	}
 }
 
+// startTracing starts the OpenTelemetry pipeline when the configuration or
+// the OTEL_* environment asks for it, and hands its tracer to the gateway
+// (docs/observability.md).
+func (a *app) startTracing(ctx context.Context) error {
+	tc := a.cfg.Tracing
+	p, err := telemetry.Setup(ctx, telemetry.Config{Enabled: tc.Enabled, Endpoint: tc.Endpoint, Protocol: tc.Protocol,
+		SampleRatio: tc.SampleRatio, ServiceVersion: version, Logger: a.log}, nil)
+	if err != nil || p == nil {
+		return err
+	}
+	a.traces = p
+	t := gateway.Tracing{Tracer: p.Tracer(), Instance: p.Instance()}
+	if tc.RecordContent {
+		t.ContentBytes = tc.ContentMaxBytes
+	}
+	a.server.SetTracing(t)
+	a.log.Info("tracing on", "endpoint", p.Endpoint(), "protocol", p.Protocol(), "instance", p.Instance(), "record_content", tc.RecordContent)
+	return nil
+}
+
 // watchKeys subscribes to the cache's "keys" channel, on which API-key
 // changes are announced (troupe keys create/update/revoke with a shared
 // cache), and drops the gateway's cached key lookups on every message, so a
@@ -417,6 +448,13 @@ func (a *app) shutdown(grace time.Duration) error {
 	defer scancel()
 	if err := a.sys.Stop(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("actors: %w", err))
+	}
+	if a.traces != nil { // after the front: the last requests' spans go out too
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.traces.Shutdown(tctx); err != nil {
+			a.log.Warn("tracing: spans not exported at shutdown", "err", err)
+		}
+		tcancel()
 	}
 	if a.cache != nil {
 		if err := a.cache.Close(); err != nil {

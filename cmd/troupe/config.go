@@ -89,6 +89,20 @@ type Config struct {
 		Dir    string `koanf:"dir"`    // directory of NAME.lua files, watched for changes ("" = built-ins only)
 		Active string `koanf:"active"` // the routing policy: DIR/NAME.lua, else the built-in NAME
 	} `koanf:"policies"`
+	// Tracing is OpenTelemetry tracing (docs/observability.md); the
+	// standard OTEL_* environment variables apply too.
+	Tracing struct {
+		Enabled  bool   `koanf:"enabled"`
+		Endpoint string `koanf:"endpoint"` // OTLP collector base URL; "": OTEL_EXPORTER_OTLP_* or the SDK default
+		Protocol string `koanf:"protocol"` // http/protobuf, http/json or grpc; "": OTEL_EXPORTER_OTLP_PROTOCOL or http/protobuf
+		// SampleRatio is the share of new traces kept (parent-based: a
+		// client's sampled traceparent is always followed).
+		SampleRatio float64 `koanf:"sample_ratio"`
+		// RecordContent records request and answer bodies on request spans,
+		// each cut at ContentMaxBytes; off, no message content is recorded.
+		RecordContent   bool `koanf:"record_content"`
+		ContentMaxBytes int  `koanf:"content_max_bytes"`
+	} `koanf:"tracing"`
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
 	Codex    CodexConfig       `koanf:"codex"`
@@ -159,6 +173,13 @@ func defaults() map[string]any {
 		"gateway.websocket.idle_timeout":            "5m",
 		"gateway.websocket.client_idle_timeout":     "15m",
 		"gateway.websocket.client_write_timeout":    "30s",
+		// OpenTelemetry tracing (off unless enabled here or by OTEL_* variables).
+		"tracing.enabled":           false,
+		"tracing.endpoint":          "",
+		"tracing.protocol":          "",
+		"tracing.sample_ratio":      1.0,
+		"tracing.record_content":    false,
+		"tracing.content_max_bytes": 4096,
 	}
 	codexDefaults(m)
 	return m
@@ -299,6 +320,17 @@ func (c *Config) validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("gateway.connections.%s %s: want a positive duration", name, d))
 		}
+	}
+	switch c.Tracing.Protocol {
+	case "", "http/protobuf", "http/json", "grpc":
+	default:
+		errs = append(errs, fmt.Errorf("tracing.protocol %q: want http/protobuf, http/json or grpc", c.Tracing.Protocol))
+	}
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		errs = append(errs, fmt.Errorf("tracing.sample_ratio %v: want a number from 0 to 1", c.Tracing.SampleRatio))
+	}
+	if c.Tracing.RecordContent && c.Tracing.ContentMaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("tracing.content_max_bytes %d: want a positive size with record_content", c.Tracing.ContentMaxBytes))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
