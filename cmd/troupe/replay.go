@@ -52,6 +52,9 @@ is written.`,
 			return withConfigStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error {
 				bar := replayBar{w: cmd.ErrOrStderr()}
 				defer bar.Finish()
+				if progress.IsTerminal(bar.w) {
+					fmt.Fprintln(bar.w, "replay: reading the request log and indexing the pool…")
+				}
 				rep, err := routing.Replay(cmd.Context(), s, p, q, routing.ReplayOptions{Show: show, Progress: bar.step})
 				if err != nil {
 					return err
