@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -140,5 +141,66 @@ func TestHeaderTooLarge(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 431 || !bytes.Contains(b, []byte("request_header_fields_too_large")) {
 		t.Fatalf("70 KiB header: %d %s, want 431", resp.StatusCode, b)
+	}
+}
+
+// A head too large to parse is refused in the client's protocol, known
+// from the start of its request line (it was OpenAI's shape for every
+// path), and every such answer names its request: X-Request-Id, and
+// request_id in Anthropic's shape, as for 413 (issue 16, finding 10).
+func TestTransportErrorsInClientShape(t *testing.T) {
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	ln := serveTCP(t, s)
+	send := func(head string, body []byte) (*http.Response, []byte) {
+		t.Helper()
+		conn := dialTCP(t, ln)
+		go func() {
+			conn.Write([]byte(head))
+			conn.Write(body)
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b
+	}
+	junk := strings.Repeat("j", 70<<10)
+	for _, tc := range []struct {
+		name, head string
+		body       []byte
+		status     int
+		anthropic  bool
+	}{
+		{"431 messages", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + key + "\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, true},
+		{"431 count_tokens", "POST /v1/messages/count_tokens?beta=true HTTP/1.1\r\nHost: x\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, true},
+		{"431 chat", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, false},
+		// Declared over the limit: refused on the head, the body never sent.
+		{"413 messages", fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", key, 17<<20),
+			nil, 413, true},
+	} {
+		resp, b := send(tc.head, tc.body)
+		id := resp.Header.Get("X-Request-Id")
+		if resp.StatusCode != tc.status || id == "" {
+			t.Errorf("%s: %d, X-Request-Id %q, want %d with an id: %s", tc.name, resp.StatusCode, id, tc.status, b)
+			continue
+		}
+		if !tc.anthropic {
+			if !isOpenAIError(b) {
+				t.Errorf("%s: %s, want OpenAI's shape", tc.name, b)
+			}
+			continue
+		}
+		var e struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type string `json:"type"`
+			} `json:"error"`
+			RequestID string `json:"request_id"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil || e.Type != "error" || e.Error.Type == "" || e.RequestID != id {
+			t.Errorf("%s: %s, want Anthropic's shape with request_id %q", tc.name, b, id)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -139,7 +140,9 @@ func (l *connListener) admit(c net.Conn) net.Conn {
 	}
 	l.open.Add(1)
 	l.m.connsOpen.Inc()
-	return &guardedConn{Conn: c, l: l, ip: ip}
+	gc := &guardedConn{Conn: c, l: l, ip: ip}
+	gc.fresh.Store(true)
+	return gc
 }
 
 // refuse answers a connection past a cap with a small HTTP response in
@@ -218,12 +221,54 @@ func connIP(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// guardedConn gives its slot back exactly once when closed.
+// guardedConn gives its slot back exactly once when closed. It also keeps
+// the first bytes of the latest request read on it (head, the start of its
+// request line): when a head too large to parse is refused (431), fasthttp
+// knows nothing of the request, and the answer's shape depends on its path.
 type guardedConn struct {
 	net.Conn
 	l      *connListener
 	ip     netip.Addr
 	closed atomic.Bool
+	// fresh: a response was written (or nothing read yet) since the last
+	// Read, so the next Read starts a request. Written by Write, which a
+	// WebSocket's writer calls concurrently with its reader.
+	fresh atomic.Bool
+	head  [64]byte // read only by the goroutine that reads (fasthttp's, before a hijack)
+	headN int
+}
+
+// Read reads, noting the start of a request (see guardedConn).
+func (c *guardedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.fresh.Load() {
+		c.fresh.Store(false)
+		c.headN = copy(c.head[:], p[:n])
+	}
+	return n, err
+}
+
+// Write writes; what is read next starts a new request.
+func (c *guardedConn) Write(p []byte) (int, error) {
+	if !c.fresh.Load() {
+		c.fresh.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+// headPath is the request-target of the latest request's line, as far as
+// head holds it (nil when it holds none).
+func (c *guardedConn) headPath() []byte {
+	line := c.head[:c.headN]
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 {
+		return nil
+	}
+	target := line[sp+1:]
+	if end := bytes.IndexAny(target, " ?\r\n"); end >= 0 {
+		target = target[:end]
+	}
+	return target
 }
 
 func (c *guardedConn) Close() error {

@@ -183,10 +183,15 @@ func anthropicHeader(h *fasthttp.RequestHeader) bool {
 	return anthropicRequest(p, h)
 }
 
+// anthropicPath reports whether path p is one of Anthropic's (/v1/messages…).
+func anthropicPath(p []byte) bool {
+	return bytes.HasPrefix(p, pathMessages) || bytes.HasPrefix(p, pathMessages[3:])
+}
+
 // anthropicRequest decides by path, then by Anthropic's headers.
 func anthropicRequest(p []byte, h *fasthttp.RequestHeader) bool {
 	switch {
-	case bytes.HasPrefix(p, pathMessages) || bytes.HasPrefix(p, pathMessages[3:]):
+	case anthropicPath(p):
 		return true
 	case bytes.HasPrefix(p, pathChat) || bytes.HasPrefix(p, pathChat[3:]) ||
 		bytes.HasPrefix(p, pathResponses) || bytes.HasPrefix(p, pathResponses[3:]),

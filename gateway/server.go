@@ -381,8 +381,10 @@ func (s *Server) lookupHeader(h *fasthttp.RequestHeader) (*cachedKey, error) {
 
 // handleTransportError answers requests fasthttp could not read (too large,
 // malformed, timeouts): the mount those of its paths, the front the rest
-// (answerUnread).
+// (answerUnread). Every such answer names a request id (X-Request-Id, and
+// request_id in Anthropic's shape).
 func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
+	ctx.Response.Header.Set("X-Request-Id", newRequestID())
 	if s.mount != nil && s.mount.Owns(ctx.Path()) {
 		s.mount.Unread(ctx, err, s.answerUnread)
 		return
@@ -391,7 +393,7 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // answerUnread is the front's answer to a request fasthttp could not read,
-// in the client's error shape (OpenAI's when the head was not parsed).
+// in the client's error shape (OpenAI's when it cannot be known).
 func (s *Server) answerUnread(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge) && len(ctx.Request.Header.Host()) == 0:
@@ -412,10 +414,15 @@ func (s *Server) answerUnread(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		var small *fasthttp.ErrSmallBuffer
 		if errors.As(err, &small) || errors.Is(err, fasthttp.ErrSmallReadBuffer) {
-			// The head did not fit the read buffer: neither path nor key is
-			// known (fasthttp has not parsed them), so the shape is OpenAI's.
-			writeError(ctx, &APIError{Status: 431, Type: "invalid_request_error", Code: "request_header_fields_too_large",
-				Message: "The request's header fields are too large."})
+			// The head did not fit the read buffer: fasthttp has parsed
+			// nothing, but the connection kept the start of the request
+			// line, whose path says the client's protocol.
+			anthropic := false
+			if gc, ok := ctx.Conn().(*guardedConn); ok {
+				anthropic = anthropicPath(gc.headPath())
+			}
+			writeErrorShape(ctx, &APIError{Status: 431, Type: "invalid_request_error", Code: "request_header_fields_too_large",
+				Message: "The request's header fields are too large."}, anthropic)
 			return
 		}
 		var netErr net.Error
