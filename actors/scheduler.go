@@ -103,10 +103,19 @@ type stickyEntry struct {
 	expires time.Time
 }
 
+// seededRand returns the jitter's source: seeded with seed, or with the
+// clock when seed is 0.
+func seededRand(seed uint64) *rand.Rand {
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return rand.New(rand.NewPCG(seed, 0x7472_6f75_7065))
+}
+
 func newScheduler(cfg schedulerConfig) func() mailHandler {
 	return func() mailHandler {
 		if cfg.rand == nil {
-			cfg.rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7472_6f75_7065))
+			cfg.rand = seededRand(0)
 		}
 		sc := &scheduler{
 			cfg:    cfg,

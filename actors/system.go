@@ -53,6 +53,9 @@ type Config struct {
 	// timeline as they did. Timers that end cooldowns still run on real time;
 	// a cooldown past its end is over at the next pick either way.
 	Clock func() time.Time
+	// Seed seeds the scheduler's top-k jitter; 0 seeds it from the clock.
+	// Simulations and replays set it so the same input routes the same way.
+	Seed uint64
 }
 
 // UsageWriter is what the usage recorder needs from storage (storage.Usage
@@ -132,6 +135,7 @@ func Start(cfg Config) (*System, error) {
 		maxWaiter: cfg.MaxWaiters,
 		log:       cfg.Logger,
 		now:       cfg.Clock,
+		rand:      seededRand(cfg.Seed),
 	}), "scheduler", "0", cfg.Logger)
 	s.usage = e.Spawn(newRecorder(usageConfig{
 		store:     cfg.Store,

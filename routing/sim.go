@@ -47,9 +47,10 @@ const simIndexWait = time.Minute
 // nothing is sent upstream) routed by p, judged by clock (nil: the wall
 // clock), and returns once the scheduler has indexed every account under
 // p. p serves as the simulation's active policy; the caller must not use
-// it elsewhere.
+// it elsewhere. The scheduler's jitter has a fixed seed, so the same
+// accounts and requests, sent in the same order, route the same way.
 func NewSim(ctx context.Context, accounts []storage.Account, p *scripts.Policy, clock func() time.Time) (*Sim, error) {
-	sys, err := actors.Start(actors.Config{Store: discardUsage{}, Logger: slog.New(slog.DiscardHandler), Clock: clock,
+	sys, err := actors.Start(actors.Config{Store: discardUsage{}, Logger: slog.New(slog.DiscardHandler), Clock: clock, Seed: 1,
 		Transport: func(storage.Account) (upstream.Transport, error) { return noUpstream{}, nil }})
 	if err != nil {
 		return nil, err
