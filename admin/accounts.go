@@ -335,6 +335,8 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 		s.enableAccount(ctx, rctx, parts[0], parts[1] == "enable")
 	case len(parts) == 2 && parts[1] == "probe" && method == "POST":
 		s.probe(ctx, rctx, parts[0])
+	case len(parts) == 2 && parts[1] == "stats" && method == "GET":
+		s.accountStats(ctx, rctx, parts[0])
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}

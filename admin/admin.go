@@ -57,6 +57,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminUsage(ctx, method, parts[1:])
 	case "settings":
 		s.adminSettings(ctx, method, parts[1:])
+	case "stats":
+		s.adminStats(ctx, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}

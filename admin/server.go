@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/routing"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
@@ -64,8 +65,11 @@ type Deps struct {
 	// Routing is the routing-policy runtime; nil answers
 	// /api/admin/policies with 503.
 	Routing *routing.Runtime
-	Log     *slog.Logger     // nil: slog.Default()
-	Now     func() time.Time // nil: time.Now
+	// Stats are the front's attempt statistics (gateway.Server.Stats); nil
+	// answers the statistics routes with 503.
+	Stats *stats.Store
+	Log   *slog.Logger     // nil: slog.Default()
+	Now   func() time.Time // nil: time.Now
 }
 
 // Server serves the admin API and console. Create it with New and install
@@ -77,6 +81,7 @@ type Server struct {
 	store   storage.Store
 	cache   storage.Cache
 	routing *routing.Runtime
+	stats   *stats.Store
 	log     *slog.Logger
 	now     func() time.Time
 	adm     adminState // sessions' fallback cache, the UI, instance facts, the account list (state.go)
@@ -84,7 +89,7 @@ type Server struct {
 
 // New builds the admin API over d.
 func New(d Deps) *Server {
-	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, log: d.Log, now: d.Now}
+	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, log: d.Log, now: d.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -282,7 +283,9 @@ func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdic
 	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
 	now := s.now()
 	s.classes.add(now, v.Class)
-	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: now.Sub(start), TTFT: ttft})
+	lat := now.Sub(start)
+	s.stats.Record(now, l.AccountID, string(l.Provider), stats.Attempt{Status: status, Class: v.Class, Latency: lat, TTFT: ttft})
+	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: lat, TTFT: ttft})
 	if c != nil && c.tr != nil {
 		c.tr.traceRelease(status, v, ttft, now)
 	}
@@ -294,6 +297,8 @@ func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdic
 // ends (Server.logRequest), with the status the client got.
 func (s *Server) served(c *call, l *actors.Lease, u translate.Usage, latency, ttft time.Duration) {
 	c.servedBy, c.usage, c.latency, c.ttft = l.AccountID, u, latency, ttft
+	s.stats.AddTokens(s.now(), l.AccountID, string(l.Provider), stats.Tokens{
+		Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CachedTokens, CacheWrite: u.CacheWriteTokens})
 }
 
 // logRequest queues the one request-log record (storage.UsageRecord) of an

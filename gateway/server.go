@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/routing"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -156,6 +157,7 @@ type Server struct {
 	metricsHandler fasthttp.RequestHandler
 	ready          atomic.Bool
 	classes        classWindow      // attempt outcomes by class, per minute (ops view)
+	stats          *stats.Store     // per-account and per-provider attempt statistics (admin API)
 	failovers      failoverCounts   // requests by failovers needed (ops view)
 	routing        *routing.Runtime // the routing policy and canary (route.go); nil: no route()
 	catalog        ModelCatalog     // upstream models lists for /v1/models (catalog.go); nil: none
@@ -178,7 +180,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	if metrics == nil {
 		metrics = NewMetrics(sys.Views)
 	}
-	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents()}
+	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents(), stats: stats.New()}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
 	s.hints = newKeyHints()
@@ -200,6 +202,10 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	}
 	return s
 }
+
+// Stats returns the front's per-account and per-provider statistics of
+// upstream attempts (package stats), fed from every lease it releases.
+func (s *Server) Stats() *stats.Store { return s.stats }
 
 // InvalidateKeys drops cached API-key lookups, so a created, changed or
 // removed key takes effect at once.

@@ -1,0 +1,55 @@
+package admin
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestAdminStats sends chat requests through the front and reads them back
+// from the account and provider statistics routes.
+func TestAdminStats(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	for range 3 {
+		if st := chatWith(t, e, e.key, "m"); st != 200 {
+			t.Fatalf("chat: %d", st)
+		}
+	}
+	c := e.withKey(e.adminKey)
+	r := c.do("GET", "/api/admin/accounts/acct-a/stats?window=5m", nil).want(t, 200)
+	j := gjson.ParseBytes(r.body)
+	if j.Get("name").Str != "acct-a" || j.Get("provider").Str != "openai" || j.Get("window").Str != "5m" || j.Get("step_s").Int() != 60 {
+		t.Fatalf("head: %s", r.body)
+	}
+	if n := len(j.Get("windows").Array()); n != 5 {
+		t.Fatalf("%d windows, want 5: %s", n, r.body)
+	}
+	for _, w := range j.Get("windows").Array() {
+		if w.Get("requests").Int() != 3 || w.Get("success_rate").Float() != 1 || w.Get("statuses.200").Int() != 3 ||
+			w.Get("tokens.input").Int() != 9 || w.Get("tokens.output").Int() != 6 || w.Get("latency_ms.count").Int() != 3 {
+			t.Errorf("window %s: %s", w.Get("window").Str, w.Raw)
+		}
+	}
+	pts := j.Get("points").Array()
+	if len(pts) != 6 || pts[5].Get("requests").Int() != 3 {
+		t.Errorf("points: %s", j.Get("points").Raw)
+	}
+	r = c.do("GET", "/api/admin/stats/providers", nil).want(t, 200)
+	if p := gjson.GetBytes(r.body, "providers.0"); p.Get("provider").Str != "openai" || p.Get("requests").Int() != 3 || gjson.GetBytes(r.body, "window").Str != "1h" {
+		t.Errorf("providers: %s", r.body)
+	}
+	r = c.do("GET", "/api/admin/stats/accounts?window=24h", nil).want(t, 200)
+	id := j.Get("id").Str
+	if b := gjson.GetBytes(r.body, "accounts."+id); b.Get("requests").Int() != 3 || b.Get("success_rate").Float() != 1 {
+		t.Errorf("briefs: %s", r.body)
+	}
+	// Bad input: an unknown window, account, route or method.
+	if r := c.do("GET", "/api/admin/stats/providers?window=2h", nil).want(t, 400); r.errParam() != "window" {
+		t.Errorf("bad window: %s", r.body)
+	}
+	c.do("GET", "/api/admin/accounts/nobody/stats", nil).want(t, 404)
+	c.do("GET", "/api/admin/stats/keys", nil).want(t, 404)
+	c.do("POST", "/api/admin/stats/providers", nil).want(t, 405)
+	// Statistics need a logged-in admin.
+	e.withKey(e.key).do("GET", "/api/admin/stats/providers", nil).want(t, 403)
+}

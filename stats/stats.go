@@ -1,0 +1,204 @@
+// Package stats keeps per-account and per-provider statistics of upstream
+// attempts over sliding windows (5m, 1h, 6h, 24h, 7d): attempts, success
+// rate, failure classes, HTTP status codes, latency and time-to-first-token
+// quantiles, and tokens.
+//
+// Each account (and each provider) has five rings of time buckets, one per
+// window, each ring 12 buckets of a twelfth of its window (the 5-minute
+// ring: 5 one-minute buckets) plus the current one. A window is read as its
+// complete buckets plus the current partial one, so it spans between its
+// length and its length plus one bucket (5m: 5–6 minutes; 1h: 60–65
+// minutes; 7d: 7 days to 7 days 14 hours). Counts in a bucket are a sparse
+// tally of packed 4-byte entries (tally.go): a quiet account costs a few
+// hundred bytes, and an account's rings are allocated on its first attempt.
+// docs/benchmarks.md has the measured cost at 10,000 accounts.
+//
+// The gateway records every upstream attempt where it releases the lease
+// (gateway.Server.release) and the tokens of the attempt that served the
+// client; the admin API reads it (docs/admin-api.md#statistics).
+package stats
+
+import (
+	"sync"
+	"time"
+
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// Window is one of the sliding windows statistics are kept over.
+type Window struct {
+	Name string        // "5m", "1h", "6h", "24h", "7d"
+	Span time.Duration // the window's length
+	step time.Duration // the ring's bucket width
+}
+
+// Windows are the windows kept, shortest first.
+var Windows = [numWindows]Window{
+	{Name: "5m", Span: 5 * time.Minute, step: time.Minute},
+	{Name: "1h", Span: time.Hour, step: 5 * time.Minute},
+	{Name: "6h", Span: 6 * time.Hour, step: 30 * time.Minute},
+	{Name: "24h", Span: 24 * time.Hour, step: 2 * time.Hour},
+	{Name: "7d", Span: 7 * 24 * time.Hour, step: 14 * time.Hour},
+}
+
+const numWindows = 5
+
+// Buckets is the number of complete buckets a window reads besides the current one.
+func (w Window) buckets() int { return int(w.Span / w.step) }
+
+// Step is the width of the window's buckets: its resolution in time.
+func (w Window) Step() time.Duration { return w.step }
+
+// WindowNamed returns the window called name ("5m", "1h", "6h", "24h",
+// "7d"); ok is false for any other name.
+func WindowNamed(name string) (w Window, ok bool) {
+	for _, w := range Windows {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Window{}, false
+}
+
+// Attempt is one upstream attempt's outcome.
+type Attempt struct {
+	Status  int            // HTTP status the upstream answered; 0 when none
+	Class   upstream.Class // ClassNone for a success
+	Latency time.Duration  // lease start to last byte; 0: not measured
+	TTFT    time.Duration  // lease start to first content byte; 0: none
+}
+
+// Tokens are token counts.
+type Tokens struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read"`
+	CacheWrite int64 `json:"cache_write"`
+}
+
+func (t *Tokens) add(o Tokens) {
+	t.Input += o.Input
+	t.Output += o.Output
+	t.CacheRead += o.CacheRead
+	t.CacheWrite += o.CacheWrite
+}
+
+// Store holds the statistics of every account and provider. The zero value
+// is not usable; call New. It is safe for concurrent use: a lookup takes a
+// read lock on the key map, a record the one key's mutex.
+type Store struct {
+	mu        sync.RWMutex
+	accounts  map[string]*series
+	providers map[string]*series
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{accounts: map[string]*series{}, providers: map[string]*series{}}
+}
+
+// Record counts one attempt of account (its ID) on provider, completed at at.
+func (s *Store) Record(at time.Time, account, provider string, a Attempt) {
+	if s == nil {
+		return
+	}
+	s.get(&s.accounts, account).record(at, a)
+	s.get(&s.providers, provider).record(at, a)
+}
+
+// AddTokens counts the tokens of an attempt of account on provider that
+// completed at at (the attempt itself is counted by Record).
+func (s *Store) AddTokens(at time.Time, account, provider string, t Tokens) {
+	if s == nil {
+		return
+	}
+	s.get(&s.accounts, account).addTokens(at, t)
+	s.get(&s.providers, provider).addTokens(at, t)
+}
+
+// Forget drops an account's statistics (it left the pool).
+func (s *Store) Forget(account string) {
+	s.mu.Lock()
+	delete(s.accounts, account)
+	s.mu.Unlock()
+}
+
+func (s *Store) get(m *map[string]*series, key string) *series {
+	s.mu.RLock()
+	r := (*m)[key]
+	s.mu.RUnlock()
+	if r != nil {
+		return r
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r = (*m)[key]; r == nil {
+		r = newSeries()
+		(*m)[key] = r
+	}
+	return r
+}
+
+func (s *Store) lookup(m map[string]*series, key string) *series {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return m[key]
+}
+
+// Account returns the summary of account's attempts over w as of now; an
+// account without attempts has an empty summary.
+func (s *Store) Account(account string, w Window, now time.Time) Summary {
+	return s.lookup(s.accounts, account).summary(w, now)
+}
+
+// AccountPoints returns account's attempts over w as of now, one point per
+// bucket, oldest first (for charts).
+func (s *Store) AccountPoints(account string, w Window, now time.Time) []Point {
+	return s.lookup(s.accounts, account).points(w, now)
+}
+
+// Provider returns the summary of provider's attempts over w as of now.
+func (s *Store) Provider(provider string, w Window, now time.Time) Summary {
+	return s.lookup(s.providers, provider).summary(w, now)
+}
+
+// Providers returns the providers with statistics, in no order.
+func (s *Store) Providers() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.providers))
+	for p := range s.providers {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Brief is the short read-out of an account over a window, for tables.
+type Brief struct {
+	Requests    uint64  `json:"requests"`
+	SuccessRate float64 `json:"success_rate"` // 0..1; 0 without requests
+	P95ms       float64 `json:"latency_p95_ms"`
+}
+
+// Briefs returns every account's Brief over w as of now, by account ID;
+// accounts without attempts in w are left out.
+func (s *Store) Briefs(w Window, now time.Time) map[string]Brief {
+	s.mu.RLock()
+	keys := make([]string, 0, len(s.accounts))
+	ser := make([]*series, 0, len(s.accounts))
+	for k, r := range s.accounts {
+		keys = append(keys, k)
+		ser = append(ser, r)
+	}
+	s.mu.RUnlock()
+	out := make(map[string]Brief, len(keys))
+	var m merged
+	for i, r := range ser {
+		r.merge(w, now, &m)
+		if m.requests == 0 {
+			continue
+		}
+		out[keys[i]] = Brief{Requests: m.requests, SuccessRate: m.successRate(), P95ms: ms(m.latency(0.95))}
+	}
+	return out
+}
