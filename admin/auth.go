@@ -31,9 +31,9 @@ const (
 	// SessionTTL is how long a session lasts after login.
 	SessionTTL = 12 * time.Hour
 
-	loginIPLimit     = 20               // login attempts per IP, counted until loginIPWindow passes without one
+	loginIPLimit     = 20               // login attempts per IP in a loginIPWindow (fixed, epoch-aligned)
 	loginIPWindow    = time.Minute      //
-	loginUserLimit   = 10               // failed logins per username, counted until loginUserWindow passes without one
+	loginUserLimit   = 10               // failed logins per username in a loginUserWindow (fixed, epoch-aligned)
 	loginUserWindow  = 15 * time.Minute //
 	maxPasswordBytes = 1024             // longer passwords are refused before hashing
 )
@@ -227,28 +227,18 @@ type loginBody struct {
 	Password string `json:"password"`
 }
 
-// bumpCounter adds one to the login counter at key and returns it. A
-// counter lives until quiet passes without a bump (each bump restarts its
-// expiry), so a steady stream of attempts stays counted, unlike fixed
-// windows that reset on the clock. Get-then-set is not atomic: concurrent
-// bumps may count one, which only delays a lockout by an attempt. A cache
-// error counts 0 (logins are not refused because the cache is down).
-func bumpCounter(ctx context.Context, c storage.Cache, key string, quiet time.Duration) int64 {
-	n := peekCounter(ctx, c, key) + 1
-	if err := c.Set(ctx, key, strconv.FormatInt(n, 10), quiet); err != nil {
+// countAttempt adds n to the login counter at key in the current window
+// and returns the window's total, in one atomic step of the cache (a Redis
+// script; a lock in memory), so parallel attempts cannot all read the same
+// count. A cache error counts 0 (logins are not refused because the cache
+// is down) and is logged.
+func (s *Server) countAttempt(ctx context.Context, c storage.Cache, key string, n int64, window time.Duration) int64 {
+	total, err := c.Incr(ctx, key, n, window)
+	if err != nil {
+		s.log.Warn("admin login counter unavailable", "err", err)
 		return 0
 	}
-	return n
-}
-
-// peekCounter returns the login counter at key (0 when absent).
-func peekCounter(ctx context.Context, c storage.Cache, key string) int64 {
-	v, ok, err := c.Get(ctx, key)
-	if err != nil || !ok {
-		return 0
-	}
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n
+	return total
 }
 
 // adminLogin serves POST /api/admin/login: {"username","password"} → a
@@ -265,7 +255,10 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 	if s.loginLimited(ctx, rctx, cache, userKey) {
 		return
 	}
-	if u, ok := s.checkLogin(ctx, rctx, body, func() { bumpCounter(rctx, cache, userKey, loginUserWindow) }); ok {
+	// The attempt was counted as a failure before the password was checked
+	// (loginLimited): a right one gives it back.
+	if u, ok := s.checkLogin(ctx, rctx, body); ok {
+		s.countAttempt(rctx, cache, userKey, -1, loginUserWindow)
 		s.startSession(ctx, rctx, cache, u)
 	}
 }
@@ -296,17 +289,21 @@ func readLogin(ctx *fasthttp.RequestCtx) (body loginBody, ok bool) {
 	return body, true
 }
 
-// loginLimited counts the attempt against the client's address and answers
-// 429 (true) when the address has made more than loginIPLimit attempts, or
-// the user at userKey has failed loginUserLimit times.
+// loginLimited counts the attempt against the client's address and, as a
+// failure until the password proves right, against the user at userKey,
+// and answers 429 (true) when the address has made more than loginIPLimit
+// attempts or the user more than loginUserLimit failed ones in the window.
+// Each count is incremented and read in one atomic step before the
+// password hash is checked: checking first and counting after let 60
+// parallel wrong passwords all through.
 func (s *Server) loginLimited(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, userKey string) bool {
 	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
-	if n := bumpCounter(rctx, cache, ipKey, loginIPWindow); n > loginIPLimit {
+	if n := s.countAttempt(rctx, cache, ipKey, 1, loginIPWindow); n > loginIPLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
 			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
 		return true
 	}
-	if peekCounter(rctx, cache, userKey) >= loginUserLimit {
+	if n := s.countAttempt(rctx, cache, userKey, 1, loginUserWindow); n > loginUserLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
 			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: loginUserWindow})
 		return true
@@ -316,10 +313,10 @@ func (s *Server) loginLimited(ctx *fasthttp.RequestCtx, rctx context.Context, ca
 
 // checkLogin returns the enabled user the login's password matches. An
 // unknown user costs a hash comparison too (dummyHash), so both take as
-// long. On a mismatch it calls failed (which counts it), logs the failure
-// and answers 401; on a storage error it answers that; either way ok is
-// false.
-func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body loginBody, failed func()) (u storage.AdminUser, ok bool) {
+// long. On a mismatch it logs the failure and answers 401 (loginLimited
+// counted it already); on a storage error it answers that; either way ok
+// is false.
+func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body loginBody) (u storage.AdminUser, ok bool) {
 	u, err := s.store.GetAdminUser(rctx, body.Username)
 	found := err == nil
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -335,7 +332,6 @@ func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body
 		s.log.Error("admin password check", "user", body.Username, "err", err)
 	}
 	if !found || !match || u.Disabled || u.Username != body.Username {
-		failed()
 		s.log.Warn("admin login failed", "user", clip(body.Username), "ip", ctx.RemoteIP().String())
 		writeError(ctx, errAdminAuth("Wrong username or password."))
 		return u, false

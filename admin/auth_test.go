@@ -1,10 +1,13 @@
 package admin
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestAdminLogin(t *testing.T) {
@@ -141,6 +144,61 @@ func TestAdminLoginRateLimit(t *testing.T) {
 	}
 	if r := c.do("POST", "/api/admin/login", map[string]string{"username": "someone", "password": "x"}).want(t, 429); !strings.Contains(string(r.body), "address") {
 		t.Fatalf("IP limit: %s", r.body)
+	}
+}
+
+// TestAdminLoginLockoutParallel: 60 wrong passwords for one user sent at
+// once from 4 addresses (15 each, under the per-address limit) get exactly
+// loginUserLimit 401s and 429s for the rest. Before, the count was read
+// before the slow password check and written after it, so all 60 got 401
+// (issue 16, finding 5).
+func TestAdminLoginLockoutParallel(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	const perAddr, addrs = 15, 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	start := make(chan struct{})
+	for a := range addrs {
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+a))}
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			DialContext:     (&net.Dialer{LocalAddr: local}).DialContext,
+			MaxConnsPerHost: perAddr, MaxIdleConnsPerHost: perAddr,
+		}}
+		for i := range perAddr {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				body := `{"username":"admin","password":"wrong password ` + strconv.Itoa(a*perAddr+i) + `"}`
+				resp, err := client.Post(e.base+"/api/admin/login", "application/json", strings.NewReader(body))
+				code := 0
+				if err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	if codes[401] != loginUserLimit || codes[429] != addrs*perAddr-loginUserLimit {
+		t.Fatalf("statuses %v, want %d × 401 and %d × 429", codes, loginUserLimit, addrs*perAddr-loginUserLimit)
+	}
+	// The right password is locked out too, and a right one never counts
+	// as a failure (checked in TestAdminLoginRateLimit).
+	e.browser().do("POST", "/api/admin/login", map[string]string{"username": "admin", "password": testAdminPassword}).want(t, 429)
+}
+
+// A successful login gives back the attempt it was counted as: a user's
+// right logins never lock it out.
+func TestAdminLoginSuccessNotCounted(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	for range loginUserLimit + 2 {
+		e.browser().do("POST", "/api/admin/login", map[string]string{"username": "admin", "password": testAdminPassword}).want(t, 200)
 	}
 }
 
