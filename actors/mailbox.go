@@ -259,7 +259,7 @@ func (m *mailbox) recovered(v any, next int) int {
 	m.stopped()
 	if m.restarts >= m.maxRestarts {
 		m.ctx.engine.BroadcastEvent(actor.ActorMaxRestartsExceededEvent{PID: m.ctx.pid, Timestamp: time.Now()})
-		m.stop(nil)
+		m.leave(nil)
 		return -1
 	}
 	m.restarts++
@@ -286,12 +286,25 @@ func (m *mailbox) stopped() {
 // returned) and stops. With no pill (Shutdown, too many restarts) the tomb
 // is poisoned anew.
 func (m *mailbox) stop(pill any) {
+	m.close()
+	m.stopped()
+	m.leave(pill)
+}
+
+// close makes Send drop and takes the mailbox out of the registry, so later
+// sends go to hollywood's dead letters. It may run twice.
+func (m *mailbox) close() {
 	m.mu.Lock()
 	m.closed = true
 	m.in = nil
 	m.mu.Unlock()
 	m.ctx.engine.Registry.Remove(m.ctx.pid)
-	m.stopped()
+}
+
+// leave closes the mailbox, broadcasts its stop and ends the tomb (with
+// pill, when one asked for the stop). The handler has had its Stopped.
+func (m *mailbox) leave(pill any) {
+	m.close()
 	m.ctx.engine.BroadcastEvent(actor.ActorStoppedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
 	if pill == nil {
 		m.ctx.engine.Poison(m.tomb)

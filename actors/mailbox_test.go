@@ -142,6 +142,9 @@ func TestMailboxPanic(t *testing.T) {
 	if e.Registry.GetPID("test", "0") != nil {
 		t.Fatal("mailbox registered after its last restart")
 	}
+	if len(seen) != 0 {
+		t.Fatalf("handled %q after Stopped", <-seen)
+	}
 }
 
 // TestSystemStopsMailbox: System.Stop stops the scheduler's mailbox and
