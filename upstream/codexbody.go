@@ -14,16 +14,20 @@ import (
 // Codex CLI itself sends (fixtures clients/codex-cli/*, Codex 0.169.0, and
 // codex-backend/request-body.json): model, instructions, input, tools,
 // tool_choice, parallel_tool_calls, reasoning, store, stream, include,
-// prompt_cache_key, text, client_metadata, and previous_response_id (sent
-// on the WebSocket; over HTTP the backend answers it itself). Everything
-// else — max_output_tokens above all ("Unsupported parameter:
-// max_output_tokens"), temperature, top_p, metadata, user, truncation,
-// service_tier, stream_options, … — is refused by the backend or has no
-// evidence of being accepted, and Troupe drops it (docs/codex.md#request-body).
+// prompt_cache_key, text, client_metadata, previous_response_id (sent
+// on the WebSocket; over HTTP the backend answers it itself), and
+// service_tier, which the Codex CLI sends for its fast mode ("priority")
+// or "flex" (openai/codex codex-rs/codex-api/src/common.rs,
+// ResponsesApiRequest and ResponseCreateWsRequest). Everything else —
+// max_output_tokens above all ("Unsupported parameter: max_output_tokens"),
+// temperature, top_p, metadata, user, truncation, stream_options, … — is
+// refused by the backend or has no evidence of being accepted, and Troupe
+// drops it (docs/codex.md#request-body).
 func CodexAccepts(key string) bool {
 	switch key {
 	case "model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning",
-		"store", "stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id":
+		"store", "stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id",
+		"service_tier":
 		return true
 	}
 	return false

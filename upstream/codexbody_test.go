@@ -105,11 +105,14 @@ func FuzzBodyPatch(f *testing.F) {
 // codexCLIKeys are the top-level members the Codex CLI sends (the captured
 // requests of Codex 0.169.0, HTTP bodies and WebSocket frames, in
 // translate/testdata/requests and gateway/testdata, and the 0.1xx body
-// with instructions, testdata/codex-request-body.json): the judge of what a
-// codex account may receive, independent of CodexAccepts.
+// with instructions, testdata/codex-request-body.json), and service_tier,
+// which no capture holds but the Codex CLI sends in its fast mode
+// (openai/codex codex-rs/codex-api/src/common.rs ResponsesApiRequest,
+// commit 5c159cd): the judge of what a codex account may receive,
+// independent of CodexAccepts.
 func codexCLIKeys(t *testing.T) map[string]bool {
 	t.Helper()
-	keys := map[string]bool{}
+	keys := map[string]bool{"service_tier": true}
 	files, _ := filepath.Glob("../translate/testdata/requests/responses-client-codex-cli-*.json")
 	frames, _ := filepath.Glob("../gateway/testdata/responses-websocket/codex-cli.*.json")
 	if len(files) < 6 {
@@ -196,6 +199,8 @@ func TestCodexRequestBody(t *testing.T) {
 		{"missing both", `{"model":"x"}`, `{"model":"x","stream":true,"store":false}`},
 		{"refused members dropped", `{"model":"x","max_output_tokens":16,"temperature":0.2,"top_p":1,"metadata":{},"stream":true,"store":false,"user":"u"}`,
 			`{"model":"x","stream":true,"store":false}`},
+		{"service tier kept", `{"model":"x","service_tier":"priority","stream":true,"store":false}`,
+			`{"model":"x","service_tier":"priority","stream":true,"store":false}`},
 		{"nested keys untouched", `{"stream":false,"store":true,"input":[{"stream":false,"store":true,"max_output_tokens":1}]}`,
 			`{"stream":true,"store":false,"input":[{"stream":false,"store":true,"max_output_tokens":1}]}`},
 		{"wrong types", `{"stream":"yes","store":null}`, `{"stream":true,"store":false}`},

@@ -488,7 +488,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 
 // refusedParam returns the first top-level member of body the Codex backend
 // refuses ("Unsupported parameter: max_output_tokens"): any member the
-// Codex CLI does not send itself (fixtures clients/codex-cli, 0.169.0);
+// Codex CLI does not send itself (fixtures clients/codex-cli, 0.169.0, and
+// service_tier, which its fast mode sends: codex-rs ResponsesApiRequest);
 // "" when there is none.
 func refusedParam(body []byte) string {
 	var members map[string]json.RawMessage
@@ -499,7 +500,7 @@ func refusedParam(body []byte) string {
 	for k := range members {
 		switch k {
 		case "model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
-			"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id":
+			"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id", "service_tier":
 		default:
 			keys = append(keys, k)
 		}

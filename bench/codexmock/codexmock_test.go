@@ -133,3 +133,18 @@ func TestResponsesEnforcesTheCodexClient(t *testing.T) {
 		t.Fatalf("expired token: %d %s", st, b)
 	}
 }
+
+// The mock refuses what the backend refuses and takes what the Codex CLI
+// sends, service_tier ("priority" in its fast mode) included.
+func TestRefusedParam(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"model":"m","input":[],"stream":true,"store":false}`:                        "",
+		`{"model":"m","service_tier":"priority","stream":true,"store":false}`:         "",
+		`{"model":"m","service_tier":"flex","max_output_tokens":5,"temperature":0.1}`: "max_output_tokens",
+		`{"model":"m","top_p":1}`: "top_p",
+	} {
+		if got := refusedParam([]byte(body)); got != want {
+			t.Errorf("%s: refused %q, want %q", body, got, want)
+		}
+	}
+}

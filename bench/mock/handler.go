@@ -162,7 +162,9 @@ var cacheControlKey = []byte(`"cache_control"`)
 // 0.169.0: model, instructions, input, tools, tool_choice,
 // parallel_tool_calls, reasoning, store, stream, include,
 // prompt_cache_key, text, client_metadata; on the WebSocket also
-// previous_response_id and generate). The backend refuses the rest with
+// previous_response_id and generate), and service_tier, which the Codex
+// CLI sends in its fast mode (codex-rs/codex-api/src/common.rs
+// ResponsesApiRequest: "priority", or "flex"). The backend refuses the rest with
 // 400 {"detail":"Unsupported parameter: <key>"} (max_output_tokens,
 // temperature, …), and so does the mock, so a gateway that forwards them
 // fails its tests as it would fail in production. Kept apart from
@@ -170,7 +172,8 @@ var cacheControlKey = []byte(`"cache_control"`)
 func codexAccepts(key string) bool {
 	switch key {
 	case "model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
-		"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id", "generate":
+		"stream", "include", "prompt_cache_key", "text", "client_metadata", "previous_response_id", "generate",
+		"service_tier":
 		return true
 	}
 	return false

@@ -18,6 +18,7 @@ func TestCodexAccountTakesEveryClientsLimits(t *testing.T) {
 		{"chat max_tokens", "/v1/chat/completions", `{"model":` + m + `,"messages":[{"role":"user","content":"hi"}],"max_tokens":64,"temperature":0.2,"top_p":0.9}`},
 		{"chat max_completion_tokens", "/v1/chat/completions", `{"model":` + m + `,"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":64,"user":"u1","metadata":{"a":"b"},"store":true}`},
 		{"responses max_output_tokens", "/v1/responses", `{"model":` + m + `,"input":"hi","max_output_tokens":64,"temperature":0.2,"top_p":0.9,"metadata":{"a":"b"},"truncation":"auto","user":"u1"}`},
+		{"responses service_tier", "/v1/responses", `{"model":` + m + `,"input":"hi","service_tier":"priority"}`},
 		{"messages max_tokens", "/v1/messages", `{"model":` + m + `,"max_tokens":64,"temperature":0.2,"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"u1"}}`},
 	} {
 		for _, stream := range []bool{false, true} {
