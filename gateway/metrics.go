@@ -112,11 +112,31 @@ func NewMetrics(views func() []actors.View) *Metrics {
 	m.Registry.MustRegister(m.stateStripped, m.stateRetries)
 	m.Registry.MustRegister(m.requests, m.latency, m.ttft, m.inflight, m.attempts, m.failovers, m.usageRows, m.cacheDown, m.cacheFlips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initLabels()
 	if views != nil {
 		m.Registry.MustRegister(&accountCollector{views: views, desc: prometheus.NewDesc(
 			"troupe_accounts", "Accounts in the pool by state (active, cooling, disabled, unauthorized, banned).", []string{"state"}, nil)})
 	}
 	return m
+}
+
+// initLabels creates the series of every label value a rare event has, at
+// 0, so they are on /metrics before the first event: a dashboard's rate()
+// and an alert's absent() see a counter that has not moved yet, rather than
+// none (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
+func (m *Metrics) initLabels() {
+	for _, r := range []string{"auth", "key_limit", "global_limit", "shutdown"} {
+		m.wsRefused.WithLabelValues(r)
+	}
+	for _, r := range []string{"global_limit", "ip_limit"} {
+		m.connsRefused.WithLabelValues(r)
+	}
+	for _, r := range []string{"websocket", "fallback_1009", "fallback_busy"} {
+		m.upstreamWS.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.usageRows.WithLabelValues(r)
+	}
 }
 
 // request counts one finished client request. The counter of each
