@@ -2,7 +2,6 @@ package stats
 
 import (
 	"math/bits"
-	"sort"
 	"time"
 )
 
@@ -31,7 +30,16 @@ const (
 func (t *tally) add(k uint32, n uint32) {
 	s := *t
 	// The entry with room for k is the last one with key k.
-	i := sort.Search(len(s), func(i int) bool { return s[i]>>countBits > k })
+	lo, hi := 0, len(s) // binary search: i is the first entry with a key above k
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s[m]>>countBits > k {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	i := lo
 	if i > 0 && s[i-1]>>countBits == k {
 		c := s[i-1] & countMax
 		if room := countMax - c; room >= n {

@@ -203,6 +203,29 @@ async function main() {
   await waitText(page.getByTestId('chart-legend'), /gpt-4\.1-mini\s*[1-9]/, 'the usage legend shows the series value without hovering')
   await shot('08-usage')
 
+  // The account page of an account that served those requests, reached from
+  // its panel in the accounts table: the five windows and the charts.
+  {
+    const briefs = await page.evaluate(() => fetch('/api/admin/stats/accounts?window=5m').then((r) => r.json()))
+    const id = Object.keys(briefs.accounts).find((k) => briefs.accounts[k].requests > 0)
+    check(id, `no account has attempts in the 5m statistics: ${JSON.stringify(briefs)}`)
+    const acct = await page.evaluate((id) => fetch('/api/admin/accounts/' + encodeURIComponent(id)).then((r) => r.json()), id)
+    await page.getByRole('link', { name: 'Accounts' }).click()
+    await page.locator('input[name=q]').fill(acct.name)
+    await waitText(page.getByTestId('accounts-total'), /^1 of /, 'search for the account that served')
+    await page.locator(`[data-row="${acct.name}"]`).click()
+    await page.getByTestId('account-stats-link').click()
+    await waitText(page.getByTestId('account-name'), new RegExp('^' + acct.name + '$'), 'the account page')
+    await waitText(page.getByTestId('success-5m'), /^\d+(\.\d)?%$/, 'the 5m success rate')
+    await page.waitForSelector('[data-testid=account-requests-chart] canvas')
+    await waitText(page.getByTestId('account-requests-chart'), /requests\s*[1-9]/, 'requests in the account chart legend')
+    await page.getByRole('tab', { name: '5m' }).click()
+    await waitText(page.getByTestId('account-latency-chart'), /latency p95\s*\d/, 'latency in the account chart legend')
+    await shot('08-account-stats')
+    await page.getByRole('button', { name: '← Accounts' }).click()
+    await page.locator('input[name=q]').fill('')
+  }
+
   // Overview: trend charts over the window, with their values in the legends.
   await page.getByRole('link', { name: 'Overview' }).click()
   await page.waitForSelector('[data-testid=trends] canvas')

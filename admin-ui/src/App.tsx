@@ -4,6 +4,7 @@ import { navigate, useRoute } from './router'
 import { Login } from './pages/Login'
 import { Overview } from './pages/Overview'
 import { Accounts } from './pages/Accounts'
+import { AccountStats } from './pages/AccountStats'
 import { Keys } from './pages/Keys'
 import { Usage } from './pages/Usage'
 import { Policies } from './pages/Policies'
@@ -107,7 +108,7 @@ export function App() {
       </nav>
       <main>
         {page === 'overview' && <Overview dark={dark} />}
-        {page === 'accounts' && <Accounts />}
+        {page === 'accounts' && (rest ? <AccountStats name={rest} dark={dark} /> : <Accounts />)}
         {page === 'keys' && <Keys />}
         {page === 'usage' && <Usage dark={dark} />}
         {page === 'policies' && <Policies name={rest} dark={dark} />}

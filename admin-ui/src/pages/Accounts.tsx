@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from 'react'
 import { useVirtualizer } from '@tanstack/react-virtual'
 import { api, ApiError, query } from '../api'
 import { list, ms, num, pct, seconds } from '../format'
+import { navigate } from '../router'
 
 export interface Account {
   id: string
@@ -308,6 +309,9 @@ function AccountPanel({ account, onClose, onChanged }: { account: Account; onClo
       <div className="head">
         <h3>{a.name}</h3>
         <div className="grow" />
+        <button className="ghost" onClick={() => navigate('accounts', a.name)} data-testid="account-stats-link">
+          Statistics
+        </button>
         <button className="ghost" onClick={onClose}>
           ✕
         </button>
