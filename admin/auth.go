@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -468,23 +467,6 @@ func (s *Server) adminMe(ctx *fasthttp.RequestCtx, p *principal, method string, 
 	default:
 		writeError(ctx, errMethod(method, string(ctx.Path())))
 	}
-}
-
-// CheckPassword reports whether password may be an admin password: 12
-// to 1024 bytes and not a well-known default. The error says why, without
-// the password.
-func CheckPassword(password string) error {
-	if len(password) < 12 {
-		return errors.New("an admin password needs at least 12 characters")
-	}
-	if len(password) > maxPasswordBytes {
-		return errors.New("an admin password may have at most " + strconv.Itoa(maxPasswordBytes) + " bytes")
-	}
-	switch strings.ToLower(password) {
-	case "adminadminadmin", "changemechangeme", "passwordpassword", "troupetroupetroupe", "administrator", "123456789012":
-		return errors.New("that password is a well-known default")
-	}
-	return nil
 }
 
 // adminSessionHeader reports whether a request head names an admin route

@@ -186,6 +186,54 @@ func ParseKey(s string) ([]byte, error) {
 	return nil, fmt.Errorf("storage: parse key: want %d bytes as base64 (44 chars) or hex (64 chars), got %d chars", KeySize, len(s))
 }
 
+// CheckKey reports whether sealing key k looks like random bytes, as a
+// key must (LoadOrCreateKey makes one; so does "openssl rand -base64 32").
+// A key written by hand or derived from a pattern is as guessable as the
+// pattern, so CheckKey refuses a key of another size, one with fewer than
+// 16 distinct byte values (32 zero bytes has one), one that repeats a
+// pattern of up to 16 bytes, one that counts in equal steps (00 01 02 …),
+// and one that is all printable ASCII (a passphrase, not random bytes).
+// 32 random bytes fail one of these with a probability under 10^-13
+// (printable text: (95/256)^32); expected are 30 distinct values. The
+// error says why, without the key.
+func CheckKey(k []byte) error {
+	if len(k) != KeySize {
+		return fmt.Errorf("storage: key: want %d bytes, got %d", KeySize, len(k))
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, b := range k {
+		if !seen[b] {
+			seen[b] = true
+			distinct++
+		}
+	}
+	if distinct < 16 {
+		return fmt.Errorf("storage: key has %d distinct byte values of %d; a random key has about 30: generate one (openssl rand -base64 32)", distinct, KeySize)
+	}
+	for p := 1; p <= KeySize/2; p++ {
+		if bytes.Equal(k[p:], k[:len(k)-p]) {
+			return fmt.Errorf("storage: key repeats a %d-byte pattern: generate a random one (openssl rand -base64 32)", p)
+		}
+	}
+	step, counting, printable := k[1]-k[0], true, true
+	for i, b := range k {
+		if i > 0 && b-k[i-1] != step {
+			counting = false
+		}
+		if b < 0x20 || b > 0x7e {
+			printable = false
+		}
+	}
+	switch {
+	case counting:
+		return errors.New("storage: key counts in equal steps: generate a random one (openssl rand -base64 32)")
+	case printable:
+		return errors.New("storage: key is printable text, not random bytes: generate a random one (openssl rand -base64 32)")
+	}
+	return nil
+}
+
 // LoadOrCreateKey returns the sealing key stored in the file at path (base64
 // or hex, as accepted by ParseKey). When the file does not exist it creates a
 // new random key, writing it as base64 plus a newline with permissions 0600

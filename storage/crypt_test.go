@@ -331,3 +331,33 @@ func BenchmarkSealOpen(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckKey(t *testing.T) {
+	seq := make([]byte, KeySize)
+	for i := range seq {
+		seq[i] = byte(3 * i)
+	}
+	for _, tc := range []struct {
+		name string
+		key  []byte
+		want string
+	}{
+		{"zeros", make([]byte, KeySize), "distinct"},
+		{"two values", bytes.Repeat([]byte{1, 2, 2, 1}, 8), "distinct"},
+		{"16-byte pattern", bytes.Repeat([]byte("0123456789abcdef"), 2), "16-byte pattern"},
+		{"sequence", seq, "equal steps"},
+		{"text", []byte("correct horse battery staple 123"), "printable"},
+		{"short", make([]byte, 16), "want 32 bytes"},
+	} {
+		if err := CheckKey(tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	for range 10000 { // random keys pass
+		k := make([]byte, KeySize)
+		rand.Read(k)
+		if err := CheckKey(k); err != nil {
+			t.Fatalf("random key %x: %v", k, err)
+		}
+	}
+}

@@ -82,16 +82,29 @@ func TestAdminPasswordFromEnvironment(t *testing.T) {
 	}
 }
 
+// Production mode refuses empty, default and guessable secrets: a master
+// key of 32 zero bytes, a repeated pattern or a counting sequence, and
+// common admin passwords (before, it took all of these; issue 16, finding 6).
 func TestProductionModeRefusesDefaultSecrets(t *testing.T) {
-	const key = "TROUPE_STORAGE_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	const key = "TROUPE_STORAGE_MASTER_KEY=PaZNYcKnRMjVpGPb7GZYH8/eArA5TEcGOFWKTv0wK/I=" // 32 random bytes
+	weak := func(k string) []string { return []string{"TROUPE_MODE=production", "TROUPE_STORAGE_MASTER_KEY=" + k} }
 	for _, tc := range []struct {
 		env  []string
 		want string // in the error; "" means it loads
 	}{
 		{[]string{"TROUPE_MODE=staging"}, "want development or production"},
 		{[]string{"TROUPE_MODE=production"}, "storage.master_key"},
+		{weak("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="), "distinct byte values"}, // 32 zero bytes
+		{weak(strings.Repeat("deadbeef", 8)), "4 distinct byte values"},
+		{weak(strings.Repeat("3f9a1c77e0b24d58a6c31e9f05d2b84a", 2)), "repeats a 16-byte pattern"}, // hex
+		{weak("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="), "counts in equal steps"},            // 00 01 … 1f
+		{weak("Y29ycmVjdCBob3JzZSBiYXR0ZXJ5IHN0YXBsZSAxMjM="), "printable text"},                   // "correct horse battery staple 123"
 		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=short"}, "at least 12"},
-		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=changemechangeme"}, "well-known default"},
+		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=changemechangeme"}, "too easy to guess"},
+		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=password1234"}, "too easy to guess"},
+		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=changeme1234"}, "too easy to guess"},
+		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=aaaaaaaaaaaa"}, "too easy to guess"},
+		{[]string{"TROUPE_MODE=development", "TROUPE_STORAGE_MASTER_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, ""}, // development does not judge
 		{[]string{"TROUPE_MODE=production", key}, ""},
 		{[]string{"TROUPE_MODE=production", key, "TROUPE_ADMIN_PASSWORD=a long production password"}, ""},
 	} {
