@@ -289,6 +289,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if s.onlyGet(ctx) {
 			s.models(ctx)
 		}
+	case "/backend-api/wham/usage", "/wham/usage", "/api/codex/usage":
+		if s.onlyGet(ctx) {
+			s.codexUsage(ctx) // gateway/codexusage.go
+		}
 	case "/healthz":
 		if s.onlyGet(ctx) {
 			ctx.SetContentType("application/json")
