@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
@@ -93,6 +94,9 @@ type accountJSON struct {
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	Live           liveJSON       `json:"live"`
+	// Stats1h is the account's attempts over the last hour (package stats;
+	// absent without attempts, or in answers other than the list).
+	Stats1h *stats.Brief `json:"stats_1h,omitempty"`
 }
 
 func nonNil(l []string) []string {
@@ -170,9 +174,10 @@ func parseAccountFilter(a *fasthttp.Args) (accountFilter, *APIError) {
 		return f, err
 	}
 	switch f.sort {
-	case "", "name", "status", "inflight", "score", "requests", "failures", "cooldown", "provider", "priority", "created_at", "windows":
+	case "", "name", "status", "inflight", "score", "requests", "failures", "cooldown", "provider", "priority", "created_at", "windows",
+		"success_rate", "latency_p95":
 	default:
-		return f, errBadParam("sort", "sort is one of name, status, inflight, score, requests, failures, cooldown, provider, priority, created_at, windows.")
+		return f, errBadParam("sort", "sort is one of name, status, inflight, score, requests, failures, cooldown, provider, priority, created_at, windows, success_rate, latency_p95.")
 	}
 	switch string(a.Peek("order")) {
 	case "", "asc", "desc":
@@ -199,6 +204,7 @@ type accountRow struct {
 	a  storage.Account
 	v  *actors.View
 	sc *actors.Scored
+	st *stats.Brief // the last hour's attempts; nil without any (or unless sorting by them)
 }
 
 func (f *accountFilter) keep(r *accountRow) bool {
@@ -271,6 +277,16 @@ func (f *accountFilter) compare(x, y *accountRow) int {
 			return used
 		case "created_at":
 			return float64(r.a.CreatedAt.UnixMilli())
+		case "success_rate": // accounts without attempts last, after the healthy ones
+			if r.st != nil {
+				return r.st.SuccessRate
+			}
+			return 2
+		case "latency_p95": // accounts without attempts first, before the fastest
+			if r.st != nil {
+				return r.st.P95ms
+			}
+			return -1
 		}
 		return 0
 	}
@@ -521,16 +537,35 @@ func (s *Server) listAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 			rows = append(rows, r)
 		}
 	}
+	hour, _ := stats.WindowNamed("1h")
+	now := s.now()
+	brief := func(r *accountRow) {
+		if s.stats == nil {
+			return
+		}
+		if b, ok := s.stats.Brief(r.a.ID, hour, now); ok {
+			r.st = &b
+		}
+	}
+	if f.sort == "success_rate" || f.sort == "latency_p95" {
+		for i := range rows {
+			brief(&rows[i])
+		}
+	}
 	if f.sort != "" && f.sort != "name" || f.desc {
 		slices.SortStableFunc(rows, func(x, y accountRow) int { return f.compare(&x, &y) })
 	}
 	total := len(rows)
 	lo := min(f.offset, total)
 	hi := min(lo+f.limit, total)
-	now := s.now()
 	page := make([]accountJSON, 0, hi-lo)
 	for _, r := range rows[lo:hi] {
-		page = append(page, toAccountJSON(r.a, r.v, r.sc, now))
+		j := toAccountJSON(r.a, r.v, r.sc, now)
+		if r.st == nil {
+			brief(&r)
+		}
+		j.Stats1h = r.st
+		page = append(page, j)
 	}
 	writeJSON(ctx, 200, map[string]any{"total": total, "pool": len(accs), "offset": f.offset, "limit": f.limit, "accounts": page})
 }

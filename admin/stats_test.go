@@ -53,3 +53,26 @@ func TestAdminStats(t *testing.T) {
 	// Statistics need a logged-in admin.
 	e.withKey(e.key).do("GET", "/api/admin/stats/providers", nil).want(t, 403)
 }
+
+// TestAccountListStats: the list carries each account's last hour and sorts
+// by its success rate and p95 latency.
+func TestAccountListStats(t *testing.T) {
+	e := newAdminEnv(t, 2)
+	if st := chatWith(t, e, e.key, "m"); st != 200 {
+		t.Fatalf("chat: %d", st)
+	}
+	c := e.withKey(e.adminKey)
+	for _, q := range []string{"sort=success_rate", "sort=latency_p95&order=desc"} {
+		r := c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 200)
+		served := gjson.GetBytes(r.body, "accounts.0")
+		if served.Get("stats_1h.requests").Int() != 1 || served.Get("stats_1h.success_rate").Float() != 1 {
+			t.Errorf("%s: the account that served is not first with its stats: %s", q, r.body)
+		}
+		if idle := gjson.GetBytes(r.body, "accounts.1"); idle.Get("stats_1h").Exists() {
+			t.Errorf("%s: an idle account has stats: %s", q, idle.Raw)
+		}
+	}
+	if r := c.do("GET", "/api/admin/accounts?sort=p95", nil).want(t, 400); r.errParam() != "sort" {
+		t.Errorf("bad sort: %s", r.body)
+	}
+}

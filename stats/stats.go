@@ -180,6 +180,17 @@ type Brief struct {
 	P95ms       float64 `json:"latency_p95_ms"`
 }
 
+// Brief returns account's Brief over w as of now; ok is false when the
+// account had no attempt in w.
+func (s *Store) Brief(account string, w Window, now time.Time) (b Brief, ok bool) {
+	var m merged
+	s.lookup(s.accounts, account).merge(w, now, &m)
+	if m.requests == 0 {
+		return Brief{}, false
+	}
+	return Brief{Requests: m.requests, SuccessRate: m.successRate(), P95ms: ms(m.latency(0.95))}, true
+}
+
 // Briefs returns every account's Brief over w as of now, by account ID;
 // accounts without attempts in w are left out.
 func (s *Store) Briefs(w Window, now time.Time) map[string]Brief {
