@@ -111,7 +111,7 @@ func credSet(c storage.Credentials) credentialsSet {
 }
 
 func toAccountJSON(a storage.Account, v *actors.View, sc *actors.Scored, now time.Time) accountJSON {
-	j := accountJSON{ID: a.ID, Name: a.Name, Provider: string(a.Provider), BaseURL: a.BaseURL, Models: nonNil(a.Models),
+	j := accountJSON{ID: a.ID, Name: a.Name, Provider: string(a.Provider), BaseURL: storage.RedactURL(a.BaseURL), Models: nonNil(a.Models),
 		MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: nonNil(a.Tags), Priority: a.Priority, Disabled: a.Disabled,
 		Credentials: credSet(a.Credentials), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 	j.Live = liveOf(v, sc, now)

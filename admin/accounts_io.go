@@ -87,6 +87,9 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 	if !a.Provider.Valid() {
 		return a, errBadParam("provider", "provider is one of codex, openai, openai_compat, anthropic.")
 	}
+	if storage.URLHasCredentials(a.BaseURL) {
+		return a, errBadParam("base_url", storage.ErrURLCredentials.Error()+".")
+	}
 	if a.BaseURL != "" && !upstream.ValidBaseURL(a.BaseURL) {
 		return a, errBadParam("base_url", "base_url must be an absolute http or https URL, such as https://api.example.com/v1.")
 	}
@@ -112,7 +115,8 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 func exportOf(a storage.Account) accountInput {
 	p := string(a.Provider)
 	models, tags := nonNil(a.Models), nonNil(a.Tags)
-	return accountInput{Name: a.Name, Provider: &p, BaseURL: &a.BaseURL, Models: &models, MaxConcurrency: &a.MaxConcurrency,
+	base := storage.RedactURL(a.BaseURL) // a row stored before such URLs were refused
+	return accountInput{Name: a.Name, Provider: &p, BaseURL: &base, Models: &models, MaxConcurrency: &a.MaxConcurrency,
 		Group: &a.Group, Tags: &tags, Priority: &a.Priority, Disabled: &a.Disabled}
 }
 

@@ -2,15 +2,18 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -291,5 +294,47 @@ func TestLiveLimits(t *testing.T) {
 	b, _ = json.Marshal(liveOf(&actors.View{Status: actors.StatusActive}, nil, now))
 	if s := string(b); !strings.Contains(s, `"limit_families":[]`) || strings.Contains(s, "credits") || strings.Contains(s, "active_limit") {
 		t.Errorf("no limits reported: %s", s)
+	}
+}
+
+// Credentials in an account's base_url are refused with a 400 naming
+// base_url, on create, update and import, and never echoed; a row stored
+// before that shows them redacted (before, they were stored unsealed and
+// returned by GET /api/admin/accounts/{name}; issue 16, finding 8).
+func TestAccountBaseURLCredentials(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.withKey(e.adminKey)
+	for _, u := range []string{"http://user:SECRET@127.0.0.1:1/v1", "https://SECRET@api.example.com/v1", "http://user:SECRET@127.0.0.1:99999/v1"} {
+		r := c.do("POST", "/api/admin/accounts", map[string]any{"name": "cred", "provider": "openai_compat", "base_url": u, "models": []string{"m"}})
+		r.want(t, 400)
+		if p := gjson.GetBytes(r.body, "error.param").Str; p != "base_url" || !strings.Contains(string(r.body), "credentials") || strings.Contains(string(r.body), "SECRET") {
+			t.Errorf("create with %q: %s", u, r.body)
+		}
+	}
+	r := c.do("PUT", "/api/admin/accounts/acct-a", map[string]any{"base_url": "http://user:SECRET@127.0.0.1:1/v1"})
+	r.want(t, 400)
+	if strings.Contains(string(r.body), "SECRET") || gjson.GetBytes(r.body, "error.param").Str != "base_url" {
+		t.Errorf("update: %s", r.body)
+	}
+	r = c.do("POST", "/api/admin/accounts/import?base_url="+url.QueryEscape("https://u:SECRET@chatgpt.com/backend-api/codex"), `{"refresh_token":"rt"}`)
+	r.want(t, 400)
+	if strings.Contains(string(r.body), "SECRET") || gjson.GetBytes(r.body, "error.param").Str != "base_url" {
+		t.Errorf("import: %s", r.body)
+	}
+	if a, err := e.store.GetAccount(t.Context(), "acct-a"); err != nil || storage.URLHasCredentials(a.BaseURL) {
+		t.Fatalf("stored: %+v %v", a.BaseURL, err)
+	}
+	// The store refuses them too (the config file, the CLI), without the URL in the error.
+	_, err := e.store.PutAccount(t.Context(), storage.Account{Name: "cfg", Provider: storage.ProviderOpenAI, BaseURL: "http://u:SECRET@h/v1"})
+	if !errors.Is(err, storage.ErrInvalid) || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("store: %v", err)
+	}
+	// A row from before: shown redacted, in the account and in the export.
+	old := storage.Account{Name: "old", Provider: storage.ProviderOpenAICompat, BaseURL: "http://user:SECRET@10.0.0.1/v1"}
+	if j, _ := json.Marshal(toAccountJSON(old, nil, nil, time.Now())); strings.Contains(string(j), "SECRET") || strings.Contains(string(j), "user") {
+		t.Fatalf("legacy account: %s", j)
+	}
+	if j, _ := json.Marshal(exportOf(old)); strings.Contains(string(j), "SECRET") || !strings.Contains(string(j), "REDACTED@10.0.0.1") {
+		t.Fatalf("legacy export: %s", j)
 	}
 }

@@ -55,6 +55,9 @@ type ImportAccounts interface {
 	PutAccount(ctx context.Context, a storage.Account) (storage.Account, error)
 }
 
+// errImportCredentials refuses an import whose base URL carries credentials.
+var errImportCredentials = storage.ErrURLCredentials
+
 // errImportBaseURL refuses an import whose base URL cannot serve.
 var errImportBaseURL = errors.New("import: base_url must be an absolute http or https URL, such as https://chatgpt.com/backend-api/codex")
 
@@ -69,6 +72,9 @@ var errImportBaseURL = errors.New("import: base_url must be an absolute http or 
 // a failed write refuses that entry.
 func ImportCodexAccounts(ctx context.Context, st ImportAccounts, data []byte, opts ImportOptions) (ImportReport, error) {
 	rep := ImportReport{DryRun: opts.DryRun, Counts: map[string]int{"imported": 0, "updated": 0, "unchanged": 0, "refused": 0}}
+	if storage.URLHasCredentials(opts.BaseURL) {
+		return rep, fmt.Errorf("import: %w", errImportCredentials)
+	}
 	if opts.BaseURL != "" && !upstream.ValidBaseURL(opts.BaseURL) {
 		return rep, errImportBaseURL
 	}
@@ -277,7 +283,7 @@ func (s *Server) importCodex(ctx *fasthttp.RequestCtx, sctx context.Context) {
 		opts.MaxConcurrency = n
 	}
 	rep, err := ImportCodexAccounts(sctx, s.store, ctx.PostBody(), opts)
-	if errors.Is(err, errImportBaseURL) {
+	if errors.Is(err, errImportBaseURL) || errors.Is(err, errImportCredentials) {
 		writeError(ctx, errBadParam("base_url", err.Error()))
 		return
 	}

@@ -3,6 +3,8 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 )
 
 // ErrInvalid is returned (wrapped, with the reason) by backends when a value
@@ -10,8 +12,11 @@ import (
 // key hash that is not a SHA-256 hex digest. The admin API can map it to 400.
 var ErrInvalid = errors.New("storage: invalid")
 
-// Validate reports whether a can be stored: Name must be non-empty and
-// Provider one of the known providers. The error wraps ErrInvalid.
+// Validate reports whether a can be stored: Name must be non-empty,
+// Provider one of the known providers, and BaseURL must not carry
+// credentials (http://user:secret@host: BaseURL is stored and shown in the
+// clear, credentials belong in Credentials, which are sealed). The error
+// wraps ErrInvalid and never contains BaseURL.
 func (a *Account) Validate() error {
 	if a.Name == "" {
 		return fmt.Errorf("%w: account name is empty", ErrInvalid)
@@ -19,7 +24,44 @@ func (a *Account) Validate() error {
 	if !a.Provider.Valid() {
 		return fmt.Errorf("%w: account %q: unknown provider %q", ErrInvalid, a.Name, a.Provider)
 	}
+	if URLHasCredentials(a.BaseURL) {
+		return fmt.Errorf("%w: account %q: %s", ErrInvalid, a.Name, ErrURLCredentials.Error())
+	}
 	return nil
+}
+
+// ErrURLCredentials says why a base URL with credentials is refused.
+var ErrURLCredentials = errors.New("base_url must not carry credentials (user:password@host): it is stored and shown in the clear; put the upstream key in the account's credentials (api_key)")
+
+// URLHasCredentials reports whether raw, a URL, has a user-information part
+// (user or user:password before the host).
+func URLHasCredentials(raw string) bool {
+	if u, err := url.Parse(raw); err == nil {
+		return u.User != nil
+	}
+	// Unparsable: look for an "@" in what would be the authority.
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
+}
+
+// RedactURL returns raw with its user-information part, if any, replaced by
+// "REDACTED", for showing a URL stored before such URLs were refused.
+func RedactURL(raw string) string {
+	if !URLHasCredentials(raw) {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "REDACTED"
+	}
+	u.User = url.User("REDACTED")
+	return u.String()
 }
 
 // Validate reports whether k can be stored: Name must be non-empty and Hash
