@@ -438,6 +438,7 @@ func (s *Server) deleteAccount(ctx *fasthttp.RequestCtx, rctx context.Context, i
 	}
 	s.accountsChanged()
 	s.sys.RemoveAccount(a.ID)
+	s.stats.Forget(a.ID)
 	s.log.Info("admin: account deleted", "account", a.Name)
 	writeJSON(ctx, 200, map[string]any{"deleted": a.ID, "name": a.Name})
 }
@@ -612,6 +613,7 @@ func (s *Server) bulkAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 			if body.Action == "delete" {
 				if err = s.store.DeleteAccount(rctx, a.ID); err == nil {
 					s.sys.RemoveAccount(a.ID)
+					s.stats.Forget(a.ID)
 				}
 			} else if want := body.Action == "disable"; a.Disabled != want {
 				a.Disabled = want

@@ -116,8 +116,12 @@ func (s *Store) AddTokens(at time.Time, account, provider string, t Tokens) {
 	s.get(&s.providers, provider).addTokens(at, t)
 }
 
-// Forget drops an account's statistics (it left the pool).
+// Forget drops an account's statistics (it left the pool), so deleted
+// accounts do not hold memory. A nil Store ignores it.
 func (s *Store) Forget(account string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	delete(s.accounts, account)
 	s.mu.Unlock()

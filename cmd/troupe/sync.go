@@ -42,6 +42,7 @@ func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
 			if !seen[id] {
 				delete(known, id)
 				a.sys.RemoveAccount(id)
+				a.server.Stats().Forget(id)
 				a.log.Info("account removed", "id", id)
 			}
 		}
