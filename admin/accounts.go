@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
@@ -97,6 +98,9 @@ type accountJSON struct {
 	// Stats1h is the account's attempts over the last hour (package stats;
 	// absent without attempts, or in answers other than the list).
 	Stats1h *stats.Brief `json:"stats_1h,omitempty"`
+	// Hygiene is why the account hygiene rule flagged or disabled it
+	// (GET of one account only; absent when it did not).
+	Hygiene *hygiene.Flag `json:"hygiene,omitempty"`
 }
 
 func nonNil(l []string) []string {
@@ -349,6 +353,8 @@ func (s *Server) adminAccounts(ctx *fasthttp.RequestCtx, method string, parts []
 		s.deleteAccount(ctx, rctx, parts[0])
 	case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
 		s.enableAccount(ctx, rctx, parts[0], parts[1] == "enable")
+	case len(parts) == 2 && parts[1] == "restore" && method == "POST":
+		s.restoreAccount(ctx, rctx, parts[0])
 	case len(parts) == 2 && parts[1] == "probe" && method == "POST":
 		s.probe(ctx, rctx, parts[0])
 	case len(parts) == 2 && parts[1] == "stats" && method == "GET":
@@ -396,7 +402,9 @@ func (s *Server) getAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id s
 		return
 	}
 	views, scores := s.liveIndex(rctx)
-	writeJSON(ctx, 200, toAccountJSON(a, viewPtr(views, a.ID), scorePtr(scores, a.ID), s.now()))
+	out := toAccountJSON(a, viewPtr(views, a.ID), scorePtr(scores, a.ID), s.now())
+	out.Hygiene = s.hygieneFlag(rctx, a.ID)
+	writeJSON(ctx, 200, out)
 }
 
 // editAccount serves PATCH (or PUT) /api/admin/accounts/{id or name}: the

@@ -59,6 +59,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminSettings(ctx, method, parts[1:])
 	case "stats":
 		s.adminStats(ctx, method, parts[1:])
+	case "hygiene":
+		s.adminHygiene(ctx, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}

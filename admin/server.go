@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
@@ -68,8 +69,11 @@ type Deps struct {
 	// Stats are the front's attempt statistics (gateway.Server.Stats); nil
 	// answers the statistics routes with 503.
 	Stats *stats.Store
-	Log   *slog.Logger     // nil: slog.Default()
-	Now   func() time.Time // nil: time.Now
+	// Hygiene is the account hygiene rule (GET /api/admin/hygiene, POST
+	// /api/admin/accounts/{id}/restore); nil answers those with 503.
+	Hygiene *hygiene.Keeper
+	Log     *slog.Logger     // nil: slog.Default()
+	Now     func() time.Time // nil: time.Now
 }
 
 // Server serves the admin API and console. Create it with New and install
@@ -82,6 +86,7 @@ type Server struct {
 	cache   storage.Cache
 	routing *routing.Runtime
 	stats   *stats.Store
+	hygiene *hygiene.Keeper
 	log     *slog.Logger
 	now     func() time.Time
 	adm     adminState // sessions' fallback cache, the UI, instance facts, the account list (state.go)
@@ -89,7 +94,7 @@ type Server struct {
 
 // New builds the admin API over d.
 func New(d Deps) *Server {
-	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, log: d.Log, now: d.Now}
+	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, hygiene: d.Hygiene, log: d.Log, now: d.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/internal/telemetry"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
@@ -67,6 +68,7 @@ type app struct {
 	adminAPI *admin.Server       // the admin API and console, mounted on server
 	policies *routing.Runtime    // the routing policy and canary: host, file watcher, scheduler and router
 	traces   *telemetry.Provider // OpenTelemetry span export; nil when tracing is off
+	hygiene  *hygiene.Keeper     // the account hygiene rule, swept by background
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -247,8 +249,14 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.cache.Close()
 		return err
 	}
+	if a.hygiene, err = hygiene.New(ctx, cfg.hygieneRule(), a.store, a.sys, a.log, nil); err != nil {
+		a.unwatch()
+		a.sys.Stop(context.Background())
+		a.cache.Close()
+		return err
+	}
 	// The admin API and console, served by the front beside /v1.
-	a.adminAPI = admin.New(admin.Deps{Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Stats: a.server.Stats(), Log: a.log})
+	a.adminAPI = admin.New(admin.Deps{Hygiene: a.hygiene, Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Stats: a.server.Stats(), Log: a.log})
 	a.server.SetMount(a.adminAPI)
 	// Listen before the first admin user is created: its generated password
 	// is printed only once the server runs, and a start that fails on a busy

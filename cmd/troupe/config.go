@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/journal"
 )
@@ -103,6 +104,13 @@ type Config struct {
 		RecordContent   bool `koanf:"record_content"`
 		ContentMaxBytes int  `koanf:"content_max_bytes"`
 	} `koanf:"tracing"`
+	// Hygiene is the account hygiene rule (docs/admin-api.md#account-hygiene).
+	Hygiene struct {
+		Action            string        `koanf:"action"`             // off, flag or disable
+		UnauthorizedAfter time.Duration `koanf:"unauthorized_after"` // unauthorized this long trips the rule
+		RateLimitedAfter  time.Duration `koanf:"rate_limited_after"` // rate limited at every sweep this long trips it; 0s: never
+		Interval          time.Duration `koanf:"interval"`           // between sweeps
+	} `koanf:"hygiene"`
 	Aliases  map[string]string `koanf:"aliases"`
 	Accounts []AccountConfig   `koanf:"accounts"`
 	Codex    CodexConfig       `koanf:"codex"`
@@ -180,6 +188,11 @@ func defaults() map[string]any {
 		"tracing.sample_ratio":      1.0,
 		"tracing.record_content":    false,
 		"tracing.content_max_bytes": 4096,
+		// Account hygiene (off unless hygiene.action says flag or disable).
+		"hygiene.action":             "off",
+		"hygiene.unauthorized_after": "10m",
+		"hygiene.rate_limited_after": "6h",
+		"hygiene.interval":           "1m",
 	}
 	codexDefaults(m)
 	return m
@@ -332,6 +345,9 @@ func (c *Config) validate() error {
 	if c.Tracing.RecordContent && c.Tracing.ContentMaxBytes <= 0 {
 		errs = append(errs, fmt.Errorf("tracing.content_max_bytes %d: want a positive size with record_content", c.Tracing.ContentMaxBytes))
 	}
+	if err := c.hygieneRule().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -386,3 +402,9 @@ const defaultPolicy = "smart"
 // defaultMaxConcurrency is an account's in-flight limit when its
 // configuration gives none, in the config file and on the command line alike.
 const defaultMaxConcurrency = 4
+
+// hygieneRule is the account hygiene rule of c.
+func (c *Config) hygieneRule() hygiene.Rule {
+	h := c.Hygiene
+	return hygiene.Rule{Action: h.Action, Unauthorized: h.UnauthorizedAfter, RateLimited: h.RateLimitedAfter, Interval: h.Interval}
+}

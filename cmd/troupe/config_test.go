@@ -193,6 +193,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad duration", yaml: "gateway: {max_wait: soon}", want: []string{"config"}},
 		{name: "bad duration from env", env: []string{"TROUPE_GATEWAY_MAX_WAIT=forever"}, want: []string{"config"}},
 		{name: "malformed YAML", yaml: "listen: [unclosed", want: []string{"config file"}},
+		{name: "bad hygiene action", env: []string{"TROUPE_HYGIENE_ACTION=ban"}, want: []string{`hygiene.action "ban"`}},
+		{name: "bad tracing protocol", env: []string{"TROUPE_TRACING_PROTOCOL=thrift"}, want: []string{`tracing.protocol "thrift"`}},
+		{name: "bad sample ratio", yaml: "tracing: {sample_ratio: 2}", want: []string{"tracing.sample_ratio"}},
 		{name: "several at once", yaml: "log: {level: loud}\naccounts: [{name: a, provider: x}]",
 			want: []string{`log.level "loud"`, `provider "x"`}},
 	}

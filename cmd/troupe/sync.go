@@ -98,6 +98,7 @@ func (a *app) settingInt(ctx context.Context, key string, def int) int {
 func (a *app) background(ctx context.Context) {
 	go a.syncAccounts(ctx, 5*time.Second)
 	go a.pruneUsage(ctx, time.Hour)
+	go a.hygiene.Run(ctx)    // returns at once when hygiene.action is off
 	go a.refreshCatalog(ctx) // codex.go
 	a.watchPolicies(ctx)
 }
