@@ -282,7 +282,9 @@ func (s *Server) policyValidate(ctx *fasthttp.RequestCtx, rctx context.Context, 
 
 // policyRollback serves POST /api/admin/policies/{name}/rollback: activate
 // the version of name that was active before the current one (by
-// activated_at), or, when none was, the version before the latest.
+// activated_at), or, when none was, the version before the latest; when
+// name is the serving policy and has no earlier version (its first stored
+// version), the built-in default as it ships (rollbackToBuiltin).
 func (s *Server) policyRollback(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
 	hist, err := s.store.PolicyHistory(rctx, name)
 	if err != nil {
@@ -308,9 +310,48 @@ func (s *Server) policyRollback(ctx *fasthttp.RequestCtx, rctx context.Context, 
 			}
 		}
 	}
+	if target == 0 && cur != 0 {
+		s.rollbackToBuiltin(ctx, rctx, name, cur)
+		return
+	}
 	if target == 0 {
 		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_previous_version", Message: "This policy has no earlier version to roll back to."})
 		return
 	}
 	s.activatePolicy(ctx, rctx, name, target)
+}
+
+// rollbackToBuiltin activates the built-in default policy
+// (scripts.DefaultPolicy) with its shipped source, in place of version cur
+// of name, the serving policy, which has nothing earlier: a stored version
+// of the default with exactly that source, else the source stored as its
+// next version. 409 when the serving policy already is that.
+func (s *Server) rollbackToBuiltin(ctx *fasthttp.RequestCtx, rctx context.Context, name string, cur int) {
+	def := scripts.DefaultPolicy
+	src, _ := scripts.Builtin(def)
+	hist, err := s.store.PolicyHistory(rctx, def)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		s.storageError(ctx, err)
+		return
+	}
+	for _, p := range hist {
+		if p.Source != src {
+			continue
+		}
+		if name == def && p.Version == cur {
+			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "no_previous_version",
+				Message: "The built-in " + def + " policy is serving already; there is nothing earlier to roll back to."})
+			return
+		}
+		s.log.Info("admin: policy rolled back to the built-in default", "from", name, "from_version", cur, "to", def)
+		s.activatePolicy(ctx, rctx, def, p.Version)
+		return
+	}
+	p, err := s.store.SavePolicy(rctx, def, src)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	s.log.Info("admin: policy rolled back to the built-in default", "from", name, "from_version", cur, "to", def)
+	s.activatePolicy(ctx, rctx, def, p.Version)
 }

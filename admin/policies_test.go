@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -293,4 +294,57 @@ func TestAdminErrorShapeWithXAPIKey(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(string(body), `"code":"not_found"`) || strings.Contains(string(body), `"type":"error"`) {
 		t.Fatalf("x-api-key on the admin API: %d %s, want OpenAI's shape", resp.StatusCode, body)
 	}
+}
+
+// A policy whose only stored version serves rolls back to the built-in
+// default as it ships (before: 409, no way back but knowing smart's name;
+// issue 16, finding 10); the built-in itself has nothing earlier.
+func TestPolicyRollbackToBuiltin(t *testing.T) {
+	e := newAdminEnv(t, 3)
+	c := e.login()
+	c.do("PUT", "/api/admin/policies/only", map[string]string{"source": goodPolicy}).want(t, 200)
+	c.do("POST", "/api/admin/policies/only/activate", nil).want(t, 200)
+	waitFor(t, "the pool to turn warm", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=warm", nil).json["total"].(float64) == 3
+	})
+	r := c.do("POST", "/api/admin/policies/only/rollback", nil).want(t, 200)
+	if a := r.json["activated"].(map[string]any); a["name"] != scripts.DefaultPolicy {
+		t.Fatalf("rollback of a single version: %s", r.body)
+	}
+	waitFor(t, "the pool to turn healthy under the built-in default", func() bool {
+		return c.do("GET", "/api/admin/accounts?tier=healthy", nil).json["total"].(float64) == 3
+	})
+	src, _ := scripts.Builtin(scripts.DefaultPolicy)
+	if p := c.do("GET", "/api/admin/policies/"+scripts.DefaultPolicy, nil).want(t, 200); p.json["source"] != src {
+		t.Fatalf("the default serves another source: %s", p.body)
+	}
+	if r := c.do("POST", "/api/admin/policies/"+scripts.DefaultPolicy+"/rollback", nil).want(t, 409); r.errCode() != "no_previous_version" {
+		t.Fatalf("rollback of the built-in: %s", r.body)
+	}
+}
+
+// A policy with more distinct constants than scripts.MaxConstants is
+// refused by the admin API with its line before it is compiled (20,000
+// constants took about a second of CPU each time, 40,000 four).
+func TestPolicyConstantsBoundedInAPI(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	var b strings.Builder
+	b.WriteString(goodPolicy + "local t = {\n")
+	for i := range 20_000 {
+		b.WriteString(strconv.Itoa(100_000+7*i) + ",\n")
+	}
+	b.WriteString("}\n")
+	for _, path := range []string{"/api/admin/policies/big", "/api/admin/policies/big/validate"} {
+		method := "PUT"
+		if strings.HasSuffix(path, "validate") {
+			method = "POST"
+		}
+		r := c.do(method, path, map[string]string{"source": b.String()}).want(t, 400)
+		if r.errCode() != "policy_invalid" || r.json["error"].(map[string]any)["line"].(float64) == 0 ||
+			!strings.Contains(string(r.body), "distinct names, numbers and strings") {
+			t.Fatalf("%s %s: %s", method, path, r.body)
+		}
+	}
+	c.do("GET", "/api/admin/policies/big", nil).want(t, 404)
 }

@@ -67,6 +67,9 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 	if len(source) > MaxSourceBytes {
 		return nil, &Error{Policy: name, Kind: ErrSyntax, Msg: fmt.Sprintf("the source is %d bytes; a policy has at most %d", len(source), MaxSourceBytes)}
 	}
+	if err := checkConstants(name, source); err != nil {
+		return nil, err
+	}
 	chunk, err := parse.Parse(strings.NewReader(source), chunkName(name))
 	if err != nil {
 		return nil, syntaxError(name, source, err)
