@@ -3,10 +3,13 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -384,4 +387,50 @@ func benchTracedWith(b *testing.B, s *Server, sampler sdktrace.Sampler) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(sampler))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
 	s.SetTracing(Tracing{Tracer: tp.Tracer("bench"), Instance: "bench"})
+}
+
+// TestTraceWebSocket: each response.create on the Responses WebSocket is a
+// request span under the upgrade request's traceparent.
+func TestTraceWebSocket(t *testing.T) {
+	sse := readFile(t, "responses-stream-text.sse")
+	s, sys, key, store := testServerStore(t, 1, cannedTransport{200, "text/event-stream", sse})
+	rec := traced(t, s, 0)
+	ln := serveTCP(t, s)
+	conn, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+ln.Addr().String()+"/v1/responses",
+		http.Header{"Authorization": {"Bearer " + key}, "Traceparent": {clientTraceparent}})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for range 2 {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"response.create","model":"m","input":"hi","store":false}`)); err != nil {
+			t.Fatal(err)
+		}
+		readUntil(t, conn, "response.completed")
+	}
+	leave(conn)
+	requestRecords(t, s, sys, store) // every request ended
+	waitIdle(t, sys)
+	var reqs, attempts int
+	for _, sp := range rec.Ended() {
+		switch sp.SpanKind() {
+		case trace.SpanKindServer:
+			reqs++
+			if sp.Name() != "chat m" || sp.Parent().SpanID().String() != clientSpanID {
+				t.Errorf("response span %q under %s, want \"chat m\" under the upgrade's %s", sp.Name(), sp.Parent().SpanID(), clientSpanID)
+			}
+			want(t, sp, "troupe.websocket", "true")
+			want(t, sp, "gen_ai.request.stream", "true")
+			want(t, sp, "http.route", "/v1/responses")
+			if _, ok := attrs(sp)["gen_ai.response.model"]; !ok {
+				t.Errorf("no gen_ai.response.model: %v", sp.Attributes())
+			}
+		case trace.SpanKindClient:
+			attempts++
+		}
+	}
+	if reqs != 2 || attempts != 2 {
+		t.Errorf("%d request spans and %d attempt spans, want 2 of each (one per response.create)", reqs, attempts)
+	}
 }
