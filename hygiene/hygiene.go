@@ -210,6 +210,24 @@ func (k *Keeper) listLocked() []Flag {
 	return out
 }
 
+// Flagged counts the flags of kind ("unauthorized" or "rate_limited") as
+// of the keeper's last look at storage (its sweep, a listing, a restore),
+// without reading storage: for metrics. 0 on a nil keeper.
+func (k *Keeper) Flagged(kind string) int {
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, f := range k.flags {
+		if f.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
 // Flag returns the flag of account id, if the rule tripped on it (here
 // or on another instance).
 func (k *Keeper) Flag(ctx context.Context, id string) (Flag, bool, error) {

@@ -110,6 +110,9 @@ func TestUnauthorizedIsDisabledAfterThreshold(t *testing.T) {
 	if len(flags) != 1 || flags[0].AccountID != "a1" || flags[0].Action != ActionDisable || flags[0].Kind != "unauthorized" || !flags[0].Since.Equal(c0) {
 		t.Fatalf("flags %+v, want a1 disabled as unauthorized since %v", flags, c0)
 	}
+	if k.Flagged("unauthorized") != 1 || k.Flagged("rate_limited") != 0 {
+		t.Errorf("Flagged: %d unauthorized, %d rate limited", k.Flagged("unauthorized"), k.Flagged("rate_limited"))
+	}
 	if !strings.Contains(flags[0].Reason, "unauthorized since 2026-12-07T10:00:00Z") {
 		t.Errorf("reason %q", flags[0].Reason)
 	}

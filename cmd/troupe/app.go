@@ -255,6 +255,7 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.cache.Close()
 		return err
 	}
+	registerHygieneMetrics(a.metrics, a.hygiene)
 	// The admin API and console, served by the front beside /v1.
 	a.adminAPI = admin.New(admin.Deps{Hygiene: a.hygiene, Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Stats: a.server.Stats(), Log: a.log})
 	a.server.SetMount(a.adminAPI)

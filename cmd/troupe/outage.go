@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/journal"
 	"github.com/troupe-gw/troupe/storage/lastknown"
@@ -54,4 +55,16 @@ func registerOutageMetrics(m *gateway.Metrics, keys *lastknown.Store, j *journal
 		counter("troupe_usage_replayed_total", "Journalled usage records and error events written to storage.",
 			func() float64 { return float64(j.Stats().Replayed) }),
 	)
+}
+
+// registerHygieneMetrics exports troupe_hygiene_flagged_accounts{kind}: the
+// accounts the hygiene rule flagged or disabled, by why (docs/admin-api.md#account-hygiene).
+func registerHygieneMetrics(m *gateway.Metrics, k *hygiene.Keeper) {
+	for _, kind := range []string{"unauthorized", "rate_limited"} {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "troupe_hygiene_flagged_accounts",
+			Help:        "Accounts the account hygiene rule flagged or disabled and nobody restored yet, by kind (unauthorized, rate_limited).",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 { return float64(k.Flagged(kind)) }))
+	}
 }
