@@ -243,3 +243,23 @@ func fill(n, perHour int) *Store {
 	}
 	return s
 }
+
+func TestForgetDropsTheAccountOnly(t *testing.T) {
+	s := New()
+	s.Record(t0, "a", "p", ok(time.Second))
+	s.Record(t0, "b", "p", ok(time.Second))
+	s.Forget("a")
+	w, _ := WindowNamed("1h")
+	if got := s.Account("a", w, t0); got.Requests != 0 {
+		t.Errorf("forgotten account: %d requests, want 0", got.Requests)
+	}
+	if got := s.Account("b", w, t0).Requests; got != 1 {
+		t.Errorf("other account: %d requests, want 1", got)
+	}
+	if got := s.Provider("p", w, t0).Requests; got != 2 {
+		t.Errorf("provider: %d requests, want 2 (it keeps what the account did)", got)
+	}
+	var nilStore *Store
+	nilStore.Forget("a")
+	nilStore.Record(t0, "a", "p", ok(time.Second))
+}

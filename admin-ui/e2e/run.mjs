@@ -213,6 +213,8 @@ async function main() {
     await page.getByRole('link', { name: 'Accounts' }).click()
     await page.locator('input[name=q]').fill(acct.name)
     await waitText(page.getByTestId('accounts-total'), /^1 of /, 'search for the account that served')
+    await waitText(page.locator(`[data-row="${acct.name}"] [data-testid=success-1h]`), /^\d+(\.\d)?%$/, "the table's last-hour success rate")
+    await shot('08-account-row')
     await page.locator(`[data-row="${acct.name}"]`).click()
     await page.getByTestId('account-stats-link').click()
     await waitText(page.getByTestId('account-name'), new RegExp('^' + acct.name + '$'), 'the account page')

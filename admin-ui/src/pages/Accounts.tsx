@@ -201,8 +201,8 @@ export function Accounts() {
           {th('inflight', 'In flight', 'r')}
           {th('requests', 'Requests', 'r')}
           {th('failures', 'Failures', 'r')}
-          {th('success_rate', 'Success 1h', 'r')}
-          {th('latency_p95', 'p95 1h', 'r')}
+          {th('success_rate', 'OK 1h', 'r w-stat')}
+          {th('latency_p95', 'p95 1h', 'r w-stat')}
           {th('cooldown', 'Cooldown')}
           {th('windows', 'Windows', 'w-windows')}
         </div>
@@ -236,8 +236,8 @@ export function Accounts() {
                       </div>
                       <div className="td r">{num(a.live.requests, true)}</div>
                       <div className="td r">{num(a.live.failures, true)}</div>
-                      <div className="td r" data-testid="success-1h">{a.stats_1h ? pct(a.stats_1h.success_rate) : '–'}</div>
-                      <div className="td r">{a.stats_1h ? ms(a.stats_1h.latency_p95_ms) : '–'}</div>
+                      <div className="td r w-stat" data-testid="success-1h">{a.stats_1h ? pct(a.stats_1h.success_rate) : '–'}</div>
+                      <div className="td r w-stat">{a.stats_1h ? ms(a.stats_1h.latency_p95_ms) : '–'}</div>
                       <div className="td">
                         {a.live.cooldown_reason && a.live.status === 'cooling' ? `${a.live.cooldown_reason} ${seconds(a.live.cooldown_remaining_seconds)}` : ''}
                       </div>
