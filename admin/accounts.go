@@ -99,7 +99,7 @@ type accountJSON struct {
 	// absent without attempts, or in answers other than the list).
 	Stats1h *stats.Brief `json:"stats_1h,omitempty"`
 	// Hygiene is why the account hygiene rule flagged or disabled it
-	// (GET of one account only; absent when it did not).
+	// (the list and GET of one account; absent when it did not).
 	Hygiene *hygiene.Flag `json:"hygiene,omitempty"`
 }
 
@@ -568,8 +568,12 @@ func (s *Server) listAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	lo := min(f.offset, total)
 	hi := min(lo+f.limit, total)
 	page := make([]accountJSON, 0, hi-lo)
+	flags := s.hygieneFlags(rctx)
 	for _, r := range rows[lo:hi] {
 		j := toAccountJSON(r.a, r.v, r.sc, now)
+		if f, ok := flags[r.a.ID]; ok {
+			j.Hygiene = &f
+		}
 		if r.st == nil {
 			brief(&r)
 		}

@@ -87,6 +87,23 @@ func (s *Server) hygieneFlag(ctx context.Context, id string) *hygiene.Flag {
 	return nil
 }
 
+// hygieneFlags are the hygiene flags by account ID (none without a rule,
+// or when storage cannot say: the list does not fail for it).
+func (s *Server) hygieneFlags(ctx context.Context) map[string]hygiene.Flag {
+	if s.hygiene == nil {
+		return nil
+	}
+	flags, err := s.hygiene.Flags(ctx)
+	if err != nil {
+		s.log.Warn("hygiene flags", "err", err)
+	}
+	out := make(map[string]hygiene.Flag, len(flags))
+	for _, f := range flags {
+		out[f.AccountID] = f
+	}
+	return out
+}
+
 func errNoHygiene() *APIError {
 	return &APIError{Status: 503, Type: "server_error", Code: "unavailable", Message: "Account hygiene is not available on this server."}
 }

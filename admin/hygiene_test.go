@@ -58,6 +58,13 @@ func TestAdminHygieneShowsAndRestores(t *testing.T) {
 	if _, ok := c.do("GET", "/api/admin/accounts/acct-b", nil).want(t, 200).json["hygiene"]; ok {
 		t.Errorf("acct-b has a hygiene flag")
 	}
+	list := c.do("GET", "/api/admin/accounts", nil).want(t, 200).json["accounts"].([]any)
+	if h, ok := list[0].(map[string]any)["hygiene"].(map[string]any); !ok || h["reason"] != f["reason"] {
+		t.Errorf("the list's acct-a: hygiene %v", list[0].(map[string]any)["hygiene"])
+	}
+	if _, ok := list[1].(map[string]any)["hygiene"]; ok {
+		t.Errorf("the list's acct-b has a hygiene flag")
+	}
 
 	r = c.do("POST", "/api/admin/accounts/acct-a/restore", nil).want(t, 200)
 	if r.json["restored"] != true || r.json["flag"].(map[string]any)["reason"] != f["reason"] {

@@ -34,6 +34,17 @@ export interface Account {
   }
   /** the last hour's upstream attempts (GET /api/admin/accounts); absent without any */
   stats_1h?: { requests: number; success_rate: number; latency_p95_ms: number }
+  /** why the account hygiene rule flagged or disabled it (docs/admin-api.md#account-hygiene); absent when it did not */
+  hygiene?: Hygiene
+}
+
+/** An account hygiene flag (GET /api/admin/hygiene, and on the account). */
+export interface Hygiene {
+  action: 'flag' | 'disable'
+  kind: 'unauthorized' | 'rate_limited'
+  reason: string
+  since: string
+  at: string
 }
 
 interface Page {
@@ -227,6 +238,11 @@ export function Accounts() {
                       <div className="td w-provider">{a.provider}</div>
                       <div className="td">
                         <span className={'pill ' + a.live.status}>{a.live.status}</span>
+                        {a.hygiene && (
+                          <span className="tag" title={a.hygiene.reason} data-testid="hygiene-tag">
+                            {a.hygiene.action === 'disable' ? 'disabled by hygiene' : 'flagged'}
+                          </span>
+                        )}
                       </div>
                       <div className="td w-tier" data-testid="tier">
                         <span className={'pill ' + a.live.tier}>{a.live.tier || '–'}</span> {a.live.score !== null ? a.live.score.toFixed(2) : ''}
@@ -285,7 +301,7 @@ export function Accounts() {
   )
 }
 
-function AccountPanel({ account, onClose, onChanged }: { account: Account; onClose: () => void; onChanged: (a: Account | null) => void }) {
+export function AccountPanel({ account, onClose, onChanged }: { account: Account; onClose: () => void; onChanged: (a: Account | null) => void }) {
   const [a, setA] = useState(account)
   const [msg, setMsg] = useState('')
   const [edit, setEdit] = useState(false)
@@ -296,6 +312,14 @@ function AccountPanel({ account, onClose, onChanged }: { account: Account; onClo
         if (!confirm(`Delete ${a.name}?`)) return
         await api('DELETE', `accounts/${encodeURIComponent(a.id)}`)
         onChanged(null)
+        return
+      }
+      if (what === 'restore') {
+        await api('POST', `accounts/${encodeURIComponent(a.id)}/restore`)
+        const r = await api<Account>('GET', `accounts/${encodeURIComponent(a.id)}`)
+        setA(r)
+        onChanged(r)
+        setMsg('Restored: enabled, flag cleared, state reset to active.')
         return
       }
       if (what === 'probe') {
@@ -351,12 +375,25 @@ function AccountPanel({ account, onClose, onChanged }: { account: Account; onClo
         <dd>
           {a.live.status} {a.live.cooldown_reason && `(${a.live.cooldown_reason}, ${seconds(a.live.cooldown_remaining_seconds)})`}
         </dd>
+        {a.hygiene && (
+          <>
+            <dt>hygiene</dt>
+            <dd data-testid="hygiene-reason">
+              {a.hygiene.action === 'disable' ? 'Disabled' : 'Flagged'} at {a.hygiene.at}: {a.hygiene.reason}
+            </dd>
+          </>
+        )}
         <dt>success · latency</dt>
         <dd>
           {pct(a.live.ewma_success)} · {ms(a.live.ewma_latency_ms)}
         </dd>
       </dl>
       <div className="row">
+        {a.hygiene && (
+          <button onClick={() => act('restore')} data-testid="restore">
+            Restore
+          </button>
+        )}
         {a.disabled ? <button onClick={() => act('enable')}>Enable</button> : <button onClick={() => act('disable')}>Disable</button>}
         <button onClick={() => act('probe')}>Probe</button>
         <button onClick={() => setEdit(true)}>Edit</button>
