@@ -220,8 +220,13 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 		}
 	}
 	k := ck.key
-	if !ck.found || k.Disabled || (k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt)) {
+	switch {
+	case !ck.found:
 		return storage.APIKey{}, errInvalidKey()
+	case k.Disabled:
+		return storage.APIKey{}, errUnusableKey("is disabled")
+	case k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt):
+		return storage.APIKey{}, errUnusableKey("has expired")
 	}
 	return k, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -104,6 +105,10 @@ func TestKeyHintIsUsedOnlyForItsSecret(t *testing.T) {
 	})
 	if resp.StatusCode() != 401 {
 		t.Fatalf("a key disabled between head and body was accepted: %d", resp.StatusCode())
+	}
+	// Its holder learns why (the code stays invalid_api_key).
+	if body := string(resp.Body()); !strings.Contains(body, "is disabled") || !strings.Contains(body, `"invalid_api_key"`) {
+		t.Errorf("a disabled key's 401 does not say so: %s", body)
 	}
 }
 

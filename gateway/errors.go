@@ -39,6 +39,15 @@ func errInvalidKey() *APIError {
 		Message: "Incorrect API key provided. Ask your Troupe operator for a valid key."}
 }
 
+// errUnusableKey is the 401 for a known key that may not be used now:
+// disabled by the operator, or past its expiry. The code stays
+// invalid_api_key, which clients act on; only a holder of the secret
+// learns the reason.
+func errUnusableKey(why string) *APIError {
+	return &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
+		Message: "This API key " + why + ". Ask your Troupe operator to enable it or for a new key."}
+}
+
 func errMissingKey() *APIError {
 	return &APIError{Status: 401, Type: "invalid_request_error", Code: "missing_api_key",
 		Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."}

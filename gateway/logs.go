@@ -59,10 +59,15 @@ func (s *Server) logAttempt(c *call, lease *actors.Lease, f *failure, failover b
 	if f.err != nil {
 		why = f.err.Error()
 	}
-	s.log.LogAttrs(ctx, level, "upstream attempt failed",
+	attrs := [...]slog.Attr{
 		slog.String("request_id", c.id), slog.String("account", lease.Name), slog.String("provider", string(lease.Provider)),
 		slog.String("class", f.verdict.Class.String()), slog.Int("status", f.status), slog.Int("attempt", c.attempts),
-		slog.Bool("failover", failover), slog.String("error", clip(why)), slog.Int64("suppressed", held))
+		slog.Bool("failover", failover), slog.Int64("suppressed", held), slog.String("error", clip(why))}
+	n := len(attrs)
+	if why == "" {
+		n-- // an upstream status without a message: no empty error=""
+	}
+	s.log.LogAttrs(ctx, level, "upstream attempt failed", attrs[:n]...)
 }
 
 // logEnd logs a request that ended with an error status: WARN for the

@@ -152,3 +152,20 @@ func TestFailureLogsAllocateNothingWhenOff(t *testing.T) {
 		t.Errorf("WARN line written at level ERROR: %v", l)
 	}
 }
+
+// An upstream failure without a message logs no empty error="" field.
+func TestAttemptLogOmitsEmptyError(t *testing.T) {
+	s, key, buf := loggedServer(t, 1, cannedTransport{500, "text/plain", nil}, slog.LevelInfo)
+	if resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)); resp.StatusCode() < 500 {
+		t.Fatalf("status %d, want a 5xx", resp.StatusCode())
+	}
+	lines := buf.lines(t, "upstream attempt failed")
+	if len(lines) == 0 {
+		t.Fatal("no attempt line")
+	}
+	for _, l := range lines {
+		if e, ok := l["error"]; ok && e == "" {
+			t.Errorf("empty error field: %v", l)
+		}
+	}
+}

@@ -252,6 +252,9 @@ func keysCreateCmd() *cobra.Command {
 				k.Disabled = disabled
 				k.Admin = admin
 				k, err = s.CreateAPIKey(ctx, k)
+				if errors.Is(err, storage.ErrConflict) {
+					return fmt.Errorf("a key named %q already exists (troupe keys list shows the keys): pick another --name", name)
+				}
 				if err != nil {
 					return fmt.Errorf("create key %q: %w", name, err)
 				}
@@ -482,7 +485,7 @@ func credentialFlagsGiven(ac AccountConfig) error {
 		return nil
 	}
 	if strings.TrimSpace(ac.APIKey) == "" {
-		return fmt.Errorf("account %s: --api-key is empty: a %s account needs its API key (is the variable you passed set?)", ac.Name, ac.Provider)
+		return fmt.Errorf("account %s: --api-key is empty: %s account needs its API key (is the variable you passed set?)", ac.Name, article(string(ac.Provider)))
 	}
 	return nil
 }
@@ -612,4 +615,12 @@ func migrateCmd() *cobra.Command {
 	}
 	dataFlag(cmd)
 	return cmd
+}
+
+// article returns word with its indefinite article: "an openai", "a codex".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
 }

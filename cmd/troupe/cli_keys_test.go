@@ -94,6 +94,7 @@ func TestCLIKeyLimits(t *testing.T) {
 	cli("keys", "create", "--name", "plain")
 	cli("keys", "create", "--name", "off", "--disabled")
 	cli("keys", "create", "--name", "old", "--expires", "2020-01-01T00:00:00Z")
+	fails(`a key named "plain" already exists`, "keys", "create", "--name", "plain")
 
 	list := cli("keys", "list")
 	if strings.Contains(list, secret) {

@@ -200,9 +200,9 @@ func TestAccountsAddRefusesEmptyCredential(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"openai", []string{"--provider", "openai", "--api-key", ""}, "--api-key is empty"},
+		{"openai", []string{"--provider", "openai", "--api-key", ""}, "--api-key is empty: an openai account"},
 		{"compat", []string{"--provider", "openai_compat", "--base-url", "http://127.0.0.1:1/v1", "--api-key", "  "}, "--api-key is empty"},
-		{"anthropic", []string{"--provider", "anthropic"}, "--api-key is empty"},
+		{"anthropic", []string{"--provider", "anthropic"}, "--api-key is empty: an anthropic account"},
 		{"codex", []string{"--provider", "codex", "--account-id", "0000-1111"}, "--access-token or --refresh-token"},
 	} {
 		args := append([]string{"accounts", "add", "--data", dir, "--name", tc.name}, tc.args...)

@@ -144,6 +144,9 @@ func printReplay(w io.Writer, rep *routing.ReplayReport) error {
 	pct := func(n int) float64 { return 100 * float64(n) / float64(total) }
 	fmt.Fprintf(w, "same account: %d (%.1f%%)  different: %d (%.1f%%)  no account: %d (%.1f%%)\n",
 		rep.Same, pct(rep.Same), rep.Different, pct(rep.Different), rep.UnservedRequests, pct(rep.UnservedRequests))
+	if rep.Different > 0 {
+		fmt.Fprintln(w, "(a policy that spreads load, as smart does, picks any of the equally good accounts: a different account is not a different verdict; compare the spreads and the moves)")
+	}
 	fmt.Fprintf(w, "spread as served:   %s\nspread as replayed: %s\n", rep.Served, rep.Replayed)
 	for _, c := range rep.Unserved {
 		fmt.Fprintf(w, "  no account, %d: %s\n", c.Requests, c.Cause)
