@@ -101,7 +101,11 @@ func (h *Host) LoadVersion(name, source string, version uint64) (*Policy, error)
 	cur := h.active.Load()
 
 	if cur != nil && cur.name == name && cur.source == source && cur.version == version {
+		failedBefore := !h.status.Load().OK && h.status.Load().Error != ""
 		h.record(&ReloadStatus{OK: true, Name: name, Digest: cur.digest, Took: time.Since(start)}, cur)
+		if failedBefore && h.opts.Log != nil { // the source is back to what serves: say the failure is over
+			h.opts.Log.Info("policy source is the serving policy again", "policy", name, "version", version, "digest", cur.digest[:12])
+		}
 		return cur, nil
 	}
 	p, err := Compile(name, source, h.opts.Options)

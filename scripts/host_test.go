@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,25 @@ func TestHostInstallRefused(t *testing.T) {
 	}
 	if len(committed) != 1 || committed[0] != "round_robin" {
 		t.Errorf("committed %v, want only round_robin", committed)
+	}
+}
+
+// A failed reload followed by the serving source again says the failure is
+// over (the file watcher's last word would otherwise stay the failure).
+func TestHostSaysWhenTheServingSourceIsBack(t *testing.T) {
+	var buf strings.Builder
+	h := NewHost(HostOptions{Options: testOptions, Log: slog.New(slog.NewTextHandler(&buf, nil))})
+	src := "function score(a) return 1 end"
+	if _, err := h.Load("my", src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Load("my", "function score(a)"); err == nil {
+		t.Fatal("a syntax error loaded")
+	}
+	if _, err := h.Load("my", src); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "policy source is the serving policy again") || !h.Status().OK {
+		t.Fatalf("no word that the failure is over (status %+v):\n%s", h.Status(), buf.String())
 	}
 }
