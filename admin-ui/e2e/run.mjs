@@ -131,7 +131,7 @@ async function main() {
   await waitText(page.locator('[data-row="demo-0001"] [data-testid=tier]'), /healthy/, 'demo-0001 tier before')
   // Provider and windows are never cut (openai_compat is the longest provider).
   await page.waitForSelector('.td.w-provider >> text=openai_compat')
-  const cut = await truncated('.vtable .td.w-provider, .vtable .td.w-windows, .vtable .th')
+  const cut = await truncated('.vtable .td.w-provider, .vtable .td.w-tier, .vtable .td.w-windows, .vtable .th')
   check(cut.length === 0, 'truncated cells: ' + JSON.stringify(cut))
   // Every column sorts: Provider descending puts openai_compat first, Windows sorts too.
   await page.getByRole('columnheader', { name: /^Provider/ }).click()

@@ -244,8 +244,8 @@ export function Accounts() {
                           </span>
                         )}
                       </div>
-                      <div className="td w-tier" data-testid="tier">
-                        <span className={'pill ' + a.live.tier}>{a.live.tier || '–'}</span> {a.live.score !== null ? a.live.score.toFixed(2) : ''}
+                      <div className="td w-tier" data-testid="tier" title={a.live.score !== null ? a.live.score.toFixed(2) : undefined}>
+                        <span className={'pill ' + a.live.tier}>{a.live.tier || '–'}</span> {a.live.score !== null ? a.live.score.toFixed(0) : ''}
                       </div>
                       <div className="td r">
                         {a.live.inflight}/{a.live.max_inflight}
