@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -65,17 +66,11 @@ func startPool(t testing.TB, n, limit int, idFormat string, within time.Duration
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit,
 		})
 	}
-	deadline := time.Now().Add(within)
-	for {
+	poll.UntilState(t, within, fmt.Sprintf("%d accounts indexed", n), func() (bool, string) {
 		st, _ := s.SchedulerStats(context.Background())
-		if st.Accounts == n && len(s.Views()) == n {
-			return s, store
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d accounts indexed", st.Accounts, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st.Accounts == n && len(s.Views()) == n, fmt.Sprintf("%d indexed, %d views", st.Accounts, len(s.Views()))
+	})
+	return s, store
 }
 
 // waitFor waits for cond, state the actors publish asynchronously, failing
@@ -88,13 +83,7 @@ func waitFor(t testing.TB, cond func() bool) {
 // waitWithin is waitFor with a deadline of d.
 func waitWithin(t testing.TB, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, d, "the condition", cond)
 }
 
 func TestNeverOverAdmits(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net"
 	"net/http"
@@ -138,13 +139,7 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 // waitFor polls ok until it holds, failing the test after 5 s.
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, ok)
 }
 
 // client is an HTTP client of the admin API: a cookie jar (a browser

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net"
 	"net/http"
@@ -135,19 +136,12 @@ func TestConnCaps(t *testing.T) {
 			held[0].Close()
 			// The slot is given back when the server sees the close; until
 			// then a new connection is refused, after it served.
-			deadline := time.Now().Add(15 * time.Second)
-			for {
+			poll.UntilState(t, 30*time.Second, "a freed slot to serve again", func() (bool, string) {
 				conn := dialTCP(t, ln)
 				code, err := get(conn, bufio.NewReader(conn))
 				conn.Close()
-				if err == nil && code == 200 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("a freed slot did not serve again: %d %v", code, err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return err == nil && code == 200, fmt.Sprintf("%d %v", code, err)
+			})
 		})
 	}
 }

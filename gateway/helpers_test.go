@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net"
 	"net/http"
@@ -200,13 +201,7 @@ func waitIdle(t testing.TB, sys *actors.System) {
 // enough for a machine loaded by other test packages, not a measure.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 // flaky fails its first `fail` calls with a 500, then answers like ok.

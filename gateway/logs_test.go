@@ -66,11 +66,7 @@ func loggedServer(t *testing.T, n int, tr upstream.Transport, level slog.Level) 
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(sys.Views()) < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("accounts did not start")
-		}
-	}
+	waitUntil(t, "the accounts started", func() bool { return len(sys.Views()) >= n })
 	secret, k, err := NewKey("logged")
 	if err != nil {
 		t.Fatal(err)

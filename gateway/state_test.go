@@ -61,13 +61,7 @@ func newStateServer(t *testing.T, providers []storage.Provider, answer func(n in
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: p, Models: []string{"m"}, MaxConcurrency: 1 << 20})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(sys.Views()) < len(providers) {
-		if time.Now().After(deadline) {
-			t.Fatal("accounts did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the accounts started", func() bool { return len(sys.Views()) >= len(providers) })
 	secret, k, err := NewKey("test")
 	if err != nil {
 		t.Fatal(err)

@@ -94,13 +94,7 @@ func leave(conn *websocket.Conn) {
 // (their records queued), then writes the queued records and returns them.
 func requestRecords(t *testing.T, s *Server, sys *actors.System, store *memStore) []storage.UsageRecord {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.serving.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests still being served", s.serving.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "every request ended", func() bool { return s.serving.Load() == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := sys.FlushUsage(ctx); err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"net"
 	"net/http"
 	"strings"
@@ -24,14 +26,10 @@ func wsServer(t *testing.T, ws WSConfig) (*Server, string) {
 // waitClosed waits until the server has no client WebSocket left.
 func waitClosed(t *testing.T, s *Server, reason string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second) // a bound for a loaded machine
-	for testutil.ToFloat64(s.metrics.wsConns) != 0 || testutil.ToFloat64(s.metrics.wsClosed.WithLabelValues(reason)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("connection still open after 60 s: open %v, closed{%s} %v", testutil.ToFloat64(s.metrics.wsConns),
-				reason, testutil.ToFloat64(s.metrics.wsClosed.WithLabelValues(reason)))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.UntilState(t, 60*time.Second, "the connection closed as "+reason, func() (bool, string) {
+		open, closed := testutil.ToFloat64(s.metrics.wsConns), testutil.ToFloat64(s.metrics.wsClosed.WithLabelValues(reason))
+		return open == 0 && closed == 1, fmt.Sprintf("open %v, closed{%s} %v", open, reason, closed)
+	})
 }
 
 // TestWebSocketIdleClosed: a client connection that sends nothing is

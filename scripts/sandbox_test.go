@@ -208,13 +208,17 @@ func TestContained(t *testing.T) {
 // TestSelfTestBudget: a score that is fine on one account but too slow over
 // a pool sample is refused, and the last good policy keeps serving.
 func TestSelfTestBudget(t *testing.T) {
-	sample := benchViews(1000, testNow)
+	// The good policy self-tests over a small sample, so a loaded machine
+	// under -race cannot push it past the wall-clock budget; the slow one
+	// over the full sample, far past it on any machine.
+	sample := benchViews(10, testNow)
 	opts := Options{SelfTestBudget: 500 * time.Millisecond, ScoreTimeout: 10 * time.Second, LoadTimeout: 10 * time.Second}
 	h := NewHost(HostOptions{Options: opts, Sample: func() []AccountView { return sample }})
 	good, err := h.LoadBuiltin("smart")
 	if err != nil {
 		t.Fatal(err)
 	}
+	sample = benchViews(1000, testNow)
 	// ~180,000 instructions a call: within the per-call budget, but about
 	// 1,000 times smart's cost.
 	slow := "function score(a, now)\n  local s = 0\n  for i = 1, 60000 do s = s + i end\n  return 1\nend"

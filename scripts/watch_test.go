@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"errors"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,25 +16,12 @@ import (
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 // waitUntil polls cond until it holds (true) or d passes (false).
 func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
+	return poll.Within(d, cond)
 }
 
 func TestWatcher(t *testing.T) {

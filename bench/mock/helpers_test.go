@@ -3,6 +3,7 @@ package mock
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net/http"
 	"os"
@@ -244,13 +245,7 @@ func kind(v any) string {
 // machine loaded by other test packages, not a measure).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 func mustJSON(t testing.TB, v any) string {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -1276,12 +1277,7 @@ func benchFailover(b *testing.B, k int) {
 		b.Fatal(err)
 	}
 	defer d.close()
-	for deadline := time.Now().Add(10 * time.Second); len(d.app.sys.Views()) < k+1; {
-		if time.Now().After(deadline) {
-			b.Fatal("views not published")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(b, 30*time.Second, "the views published", func() bool { return len(d.app.sys.Views()) >= k+1 })
 	if poolAccounts, err = d.app.store.ListAccounts(ctx); err != nil {
 		b.Fatal(err)
 	}

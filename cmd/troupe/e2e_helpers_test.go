@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net/http"
 	"regexp"
@@ -212,17 +213,7 @@ func inflightRequests(t testing.TB, a *app) float64 {
 // goroutine only.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v: %s", what, timeout, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.UntilState(t, timeout, what, cond)
 }
 
 // assertNoLeases waits until every account is idle both in the mock fleet

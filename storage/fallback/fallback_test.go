@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/troupe-gw/troupe/internal/poll"
 	"log/slog"
 	"net"
 	"os"
@@ -208,13 +209,7 @@ func (r *logRecorder) lines() []string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, within, what, cond)
 }
 
 type harness struct {
