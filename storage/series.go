@@ -209,3 +209,57 @@ func SeriesOf(q SeriesQuery, recs []UsageRecord, evs []ErrorEvent) []SeriesBucke
 	}
 	return out
 }
+
+// Rows is the part of a query's result the series scanners read: both
+// *sql.Rows and pgx.Rows have it.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// AddUsageRows adds the rows of a backend's usage aggregate into out: each
+// row is (bucket, latency bin, requests, failed, failovers, input tokens,
+// cached tokens, output tokens), all integers, bucket and bin counted from 0
+// (LatencyBinSQL). Rows outside out or the bins are skipped. The error is the
+// scan's or the result's.
+func AddUsageRows(out []SeriesBucket, rows Rows) error {
+	for rows.Next() {
+		var b, bin, n, failed, failovers, in, cached, outTok int64
+		if err := rows.Scan(&b, &bin, &n, &failed, &failovers, &in, &cached, &outTok); err != nil {
+			return err
+		}
+		if b < 0 || b >= int64(len(out)) || bin < 0 || bin >= NumLatencyBins {
+			continue
+		}
+		o := &out[b]
+		o.Requests += n
+		o.Failed += failed
+		o.Failovers += failovers
+		o.InputTokens += in
+		o.CachedTokens += cached
+		o.OutputTokens += outTok
+		o.Latency[bin] += n
+	}
+	return rows.Err()
+}
+
+// AddErrorRows adds the rows of a backend's error-event aggregate into out:
+// each row is (bucket, class, count). Rows outside out are skipped.
+func AddErrorRows(out []SeriesBucket, rows Rows) error {
+	for rows.Next() {
+		var b, n int64
+		var class string
+		if err := rows.Scan(&b, &class, &n); err != nil {
+			return err
+		}
+		if b < 0 || b >= int64(len(out)) {
+			continue
+		}
+		if out[b].Errors == nil {
+			out[b].Errors = map[string]int64{}
+		}
+		out[b].Errors[class] += n
+	}
+	return rows.Err()
+}

@@ -25,24 +25,7 @@ func (s *Store) UsageSeries(ctx context.Context, q storage.SeriesQuery) ([]stora
 		return nil, fmt.Errorf("postgres: usage series: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var b, bin, n, failed, failovers, in, cached, outTok int64
-		if err := rows.Scan(&b, &bin, &n, &failed, &failovers, &in, &cached, &outTok); err != nil {
-			return nil, fmt.Errorf("postgres: usage series: %w", err)
-		}
-		if b < 0 || b >= int64(len(out)) || bin < 0 || bin >= storage.NumLatencyBins {
-			continue
-		}
-		o := &out[b]
-		o.Requests += n
-		o.Failed += failed
-		o.Failovers += failovers
-		o.InputTokens += in
-		o.CachedTokens += cached
-		o.OutputTokens += outTok
-		o.Latency[bin] += n
-	}
-	if err := rows.Err(); err != nil {
+	if err := storage.AddUsageRows(out, rows); err != nil {
 		return nil, fmt.Errorf("postgres: usage series: %w", err)
 	}
 	rows.Close()
@@ -52,21 +35,7 @@ func (s *Store) UsageSeries(ctx context.Context, q storage.SeriesQuery) ([]stora
 		return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
 	}
 	defer ev.Close()
-	for ev.Next() {
-		var b, n int64
-		var class string
-		if err := ev.Scan(&b, &class, &n); err != nil {
-			return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
-		}
-		if b < 0 || b >= int64(len(out)) {
-			continue
-		}
-		if out[b].Errors == nil {
-			out[b].Errors = map[string]int64{}
-		}
-		out[b].Errors[class] += n
-	}
-	if err := ev.Err(); err != nil {
+	if err := storage.AddErrorRows(out, ev); err != nil {
 		return nil, fmt.Errorf("postgres: usage series: error events: %w", err)
 	}
 	return out, nil
