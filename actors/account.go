@@ -50,6 +50,7 @@ type account struct {
 	coolGen   uint64 // generation of the pending cooldown timer
 	coolTimer *time.Timer
 	self      *actor.PID
+	box       *mailbox // its own mailbox, handed to the scheduler and in leases
 	engine    *actor.Engine
 
 	// Token refresh (refresh.go); the goroutines run under ctx.
@@ -76,8 +77,8 @@ type account struct {
 	probeStop  context.CancelFunc
 }
 
-func newAccount(cfg accountConfig) actor.Producer {
-	return func() actor.Receiver {
+func newAccount(cfg accountConfig) func() mailHandler {
+	return func() mailHandler {
 		a := &account{cfg: cfg, transport: cfg.transport, refresh: cfg.refresh, leases: make(map[uint64]heldLease)}
 		a.configure(cfg.account)
 		a.view.EWMASuccess = 1
@@ -101,13 +102,11 @@ func (a *account) configure(acc storage.Account) {
 	}
 }
 
-// Receive handles account messages.
-func (a *account) Receive(c *actor.Context) {
-	// A request's two messages are handled here, the rest in receiveRare:
-	// every message runs on a fresh goroutine (hollywood starts one when an
-	// idle mailbox gets mail), so Receive's frame decides how often the
-	// stack must grow.
-	switch m := c.Message().(type) {
+// receive handles account messages, on a worker of the system's mailPool
+// (mailpool.go). A request's two messages are handled here, the rest in
+// receiveRare, which keeps this frame small.
+func (a *account) receive(c *mailCtx, msg any) {
+	switch m := msg.(type) {
 	case accountGrant:
 		a.grant(c, m.req)
 	case *accountRelease:
@@ -120,7 +119,7 @@ func (a *account) Receive(c *actor.Context) {
 // receiveRare handles the account's other messages.
 //
 //go:noinline
-func (a *account) receiveRare(c *actor.Context, msg any) {
+func (a *account) receiveRare(c *mailCtx, msg any) {
 	switch m := msg.(type) {
 	case actor.Started:
 		a.started(c)
@@ -156,8 +155,8 @@ func (a *account) receiveRare(c *actor.Context, msg any) {
 	}
 }
 
-func (a *account) started(c *actor.Context) {
-	a.self, a.engine = c.PID(), c.Engine()
+func (a *account) started(c *mailCtx) {
+	a.self, a.box, a.engine = c.PID(), c.box, c.Engine()
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.setTransport(a.transport)
 	a.scheduleRefresh()
@@ -176,7 +175,7 @@ func (a *account) stopped() {
 	a.stopProbes()
 }
 
-func (a *account) update(c *actor.Context, m *accountUpdate) {
+func (a *account) update(c *mailCtx, m *accountUpdate) {
 	a.configure(m.account)
 	if m.transport != nil {
 		a.setTransport(m.transport)
@@ -192,7 +191,7 @@ func (a *account) update(c *actor.Context, m *accountUpdate) {
 // account's next view covers it (schedView.answered), so the hot path costs
 // the caller one hop and no allocation but the Lease. Readers see the new
 // counters at once (snapshot.counters).
-func (a *account) grant(c *actor.Context, req *acquireState) {
+func (a *account) grant(c *mailCtx, req *acquireState) {
 	a.answered++
 	now := a.cfg.now()
 	woke := a.view.Status == StatusCooling && !now.Before(a.view.CooldownUntil)
@@ -223,7 +222,7 @@ func (a *account) grant(c *actor.Context, req *acquireState) {
 	switch {
 	case woke:
 		// The status changed, which the scheduler must judge. Publish
-		// before replying: Send may start the scheduler's mailbox
+		// before replying: Send may wake the scheduler's mailbox
 		// goroutine, and the Go runtime runs the goroutine readied last
 		// first (runnext), so replying last lets the caller run first.
 		a.publish(c)
@@ -239,10 +238,11 @@ func (a *account) grant(c *actor.Context, req *acquireState) {
 		Granted:   now,
 		Decision:  req.decision,
 		pid:       a.self,
+		box:       a.box,
 	}}
 }
 
-func (a *account) release(c *actor.Context, id uint64, out *Outcome) {
+func (a *account) release(c *mailCtx, id uint64, out *Outcome) {
 	held, ok := a.leases[id]
 	if !ok {
 		return // unknown or already released
@@ -260,7 +260,7 @@ type heldLease struct {
 }
 
 // observe folds an outcome into the account's health and cooldown state.
-func (a *account) observe(c *actor.Context, out *Outcome, held heldLease) {
+func (a *account) observe(c *mailCtx, out *Outcome, held heldLease) {
 	v := &a.view
 	now := a.cfg.now()
 	cl := out.Verdict.Class
@@ -362,13 +362,13 @@ func ewmaDur(old, x time.Duration) time.Duration {
 }
 
 // publish bumps the version and hands the new view to the scheduler and readers.
-func (a *account) publish(c *actor.Context) {
+func (a *account) publish(c *mailCtx) {
 	a.view.Version++
 	// One allocation serves the scheduler and the readers: the message's
 	// view is never mutated after the send. Enqueue for the scheduler before
 	// readers can see the snapshot, so a reader that saw it and then asks
 	// the scheduler finds it applied.
-	m := &schedView{view: a.view, pid: a.self, answered: a.answered}
+	m := &schedView{view: a.view, pid: a.self, box: a.box, answered: a.answered}
 	c.Send(a.cfg.scheduler, m)
 	if a.cfg.snapshot != nil {
 		a.cfg.snapshot.publish(&m.view)

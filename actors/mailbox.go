@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,27 +32,38 @@ import (
 // producer after restartDelay, skipping the message that panicked, up to
 // maxRestarts times, after which the mailbox stops
 // (actor.ActorMaxRestartsExceededEvent), as hollywood's process does.
+//
+// A pooled mailbox (spawnPooled) has no goroutine of its own: a Send to an
+// idle one puts it on a mailPool's run queue, whose fixed workers take it,
+// handle what it holds and put it back while more is queued; it is on the
+// queue or run by one worker at a time, so its messages are handled in
+// order by one goroutine at a time. Its restart delay is a timer, not a
+// worker's sleep.
 type mailbox struct {
 	ctx     mailCtx
 	produce func() mailHandler
 	h       mailHandler
+	pool    *mailPool // nil: the mailbox runs its own goroutine (loop)
 
 	mu     sync.Mutex
-	in     []actor.Envelope // queued by Send, taken whole by the loop
+	in     []actor.Envelope // queued by Send, taken whole by the loop or a worker
+	spare  []actor.Envelope // pooled: the last batch's buffer, reused for in
 	parked bool             // the loop waits on wake; the next Send signals it
+	queued bool             // pooled: on the run queue or being run (or starting, restarting)
 	closed bool             // stopped: Send drops
-	wake   chan struct{}    // capacity 1
+	wake   chan struct{}    // capacity 1; nil when pooled
 
 	restarts     int
 	maxRestarts  int
 	restartDelay time.Duration
 	log          *slog.Logger
 
-	// tomb is a plain hollywood actor that takes the poison pill once the
-	// mailbox has stopped: the pill's context (what Engine.Poison returns) can
-	// only be cancelled by hollywood's own process.
-	tomb *actor.PID
-	done chan struct{} // closed when the loop has exited
+	// tombID names the plain hollywood actor spawned to take the poison pill
+	// once the mailbox has stopped: the pill's context (what Engine.Poison
+	// returns) can only be cancelled by hollywood's own process. It is
+	// spawned only then, so an idle mailbox costs no hollywood process.
+	tombID string
+	done   chan struct{} // closed when the mailbox has stopped (and its loop exited)
 }
 
 // mailHandler is an actor run by a mailbox: receive handles one message
@@ -67,7 +79,11 @@ type mailCtx struct {
 	engine *actor.Engine
 	pid    *actor.PID
 	sender *actor.PID
+	box    *mailbox // the actor's own mailbox
 }
+
+// Engine returns the actor's engine.
+func (c *mailCtx) Engine() *actor.Engine { return c.engine }
 
 // Send sends msg to pid with this actor as the sender.
 func (c *mailCtx) Send(pid *actor.PID, msg any) { c.engine.SendWithSender(pid, msg, c.pid) }
@@ -103,16 +119,35 @@ func spawnMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, 
 
 // newMailbox makes a mailbox for kind/id, to be registered with SpawnProc.
 func newMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, log *slog.Logger) *mailbox {
-	return &mailbox{
+	m := &mailbox{
 		ctx:          mailCtx{engine: e, pid: actor.NewPID(e.Address(), kind+"/"+id)},
 		produce:      produce,
 		wake:         make(chan struct{}, 1),
 		maxRestarts:  mailMaxRestarts,
 		restartDelay: mailRestartDelay,
 		log:          log,
-		tomb:         e.SpawnFunc(func(*actor.Context) {}, "mailbox-stop", actor.WithID(kind+"-"+id)),
+		tombID:       kind + "-" + id,
 		done:         make(chan struct{}),
 	}
+	m.ctx.box = m
+	return m
+}
+
+// send hands msg to the mailbox directly, as Engine.Send to its PID would
+// without the registry's lookup (a lock and a map of every actor): for
+// actors of the same process that hold each other's mailbox, on the hot
+// path. A stopped mailbox drops msg (Engine.Send would hand it to the dead
+// letters).
+func (m *mailbox) send(msg any, sender *actor.PID) { m.Send(m.ctx.pid, msg, sender) }
+
+// spawnPooled registers a mailbox running produce's handler as kind/id on
+// pool's workers. Initialized and Started have been handled when it returns.
+func spawnPooled(e *actor.Engine, pool *mailPool, produce func() mailHandler, kind, id string, log *slog.Logger) *actor.PID {
+	m := newMailbox(e, produce, kind, id, log)
+	m.wake = nil
+	m.pool = pool
+	m.queued = true // until Start has run: a Send meanwhile only queues
+	return e.SpawnProc(m)
 }
 
 // PID returns the mailbox's PID (actor.Processer).
@@ -122,6 +157,10 @@ func (m *mailbox) PID() *actor.PID { return m.ctx.pid }
 // calls it when the mailbox is registered (actor.Processer).
 func (m *mailbox) Start() {
 	m.begin()
+	if m.pool != nil {
+		m.release()
+		return
+	}
 	go m.loop()
 }
 
@@ -144,6 +183,15 @@ func (m *mailbox) Send(_ *actor.PID, msg any, sender *actor.PID) {
 		return
 	}
 	m.in = append(m.in, actor.Envelope{Msg: msg, Sender: sender})
+	if m.pool != nil {
+		run := !m.queued
+		m.queued = true
+		m.mu.Unlock()
+		if run {
+			m.pool.ready(m)
+		}
+		return
+	}
 	wake := m.parked
 	m.parked = false
 	m.mu.Unlock()
@@ -161,6 +209,41 @@ func (m *mailbox) Invoke(msgs []actor.Envelope) {
 			return
 		}
 	}
+}
+
+// run handles what a pooled mailbox holds, on a pool worker: the queue as
+// it is when run starts; what is sent meanwhile puts the mailbox back on
+// the run queue (behind the mailboxes already there), so one busy actor
+// does not hold a worker.
+func (m *mailbox) run() {
+	m.mu.Lock()
+	batch := m.in
+	m.in = m.spare[:0]
+	m.spare = nil
+	m.mu.Unlock()
+	for i := 0; i < len(batch); {
+		if i = m.invoke(batch, i); i < 0 {
+			return // stopped, or restarting (recovered)
+		}
+	}
+	clear(batch) // do not keep the messages alive until the next batch
+	m.mu.Lock()
+	m.spare = batch[:0]
+	m.mu.Unlock()
+	m.release()
+}
+
+// release ends a pooled mailbox's turn: back on the run queue when
+// messages are queued, else idle (the next Send queues it).
+func (m *mailbox) release() {
+	m.mu.Lock()
+	if len(m.in) == 0 || m.closed {
+		m.queued = false
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.pool.ready(m)
 }
 
 // Shutdown stops the mailbox without handling what is queued
@@ -207,7 +290,7 @@ func (m *mailbox) loop() {
 func (m *mailbox) invoke(msgs []actor.Envelope, i int) (next int) {
 	defer func() {
 		if v := recover(); v != nil {
-			next = m.recovered(v, i+1)
+			next = m.recovered(v, msgs, i+1)
 		}
 	}()
 	for ; i < len(msgs); i++ {
@@ -253,8 +336,10 @@ func (m *mailbox) drain(rest []actor.Envelope) {
 
 // recovered handles a handler's panic v: the handler gets Stopped and is
 // restarted from its producer (after restartDelay), or, past maxRestarts,
-// the mailbox stops. It returns where to go on (next) or -1.
-func (m *mailbox) recovered(v any, next int) int {
+// the mailbox stops. It returns where in msgs to go on (next) or -1. A
+// pooled mailbox returns -1 and restarts on a timer, which then handles
+// msgs[next:] and what was sent meanwhile: a worker does not sleep.
+func (m *mailbox) recovered(v any, msgs []actor.Envelope, next int) int {
 	stack := debug.Stack() // hollywood's event stream logs the events below
 	m.stopped()
 	if m.restarts >= m.maxRestarts {
@@ -265,6 +350,16 @@ func (m *mailbox) recovered(v any, next int) int {
 	m.restarts++
 	m.ctx.engine.BroadcastEvent(actor.ActorRestartedEvent{PID: m.ctx.pid, Timestamp: time.Now(),
 		Stacktrace: stack, Reason: v, Restarts: int32(m.restarts)})
+	if m.pool != nil {
+		m.mu.Lock()
+		m.in = append(slices.Clone(msgs[next:]), m.in...)
+		m.mu.Unlock()
+		time.AfterFunc(m.restartDelay, func() {
+			m.begin()
+			m.release()
+		})
+		return -1
+	}
 	time.Sleep(m.restartDelay)
 	m.begin()
 	return next
@@ -283,8 +378,7 @@ func (m *mailbox) stopped() {
 
 // stop leaves the registry, delivers Stopped and hands pill to the tomb,
 // whose hollywood process cancels the pill's context (what Engine.Poison
-// returned) and stops. With no pill (Shutdown, too many restarts) the tomb
-// is poisoned anew.
+// returned) and stops. With no pill (Shutdown) there is no tomb.
 func (m *mailbox) stop(pill any) {
 	m.close()
 	m.stopped()
@@ -301,16 +395,19 @@ func (m *mailbox) close() {
 	m.ctx.engine.Registry.Remove(m.ctx.pid)
 }
 
-// leave closes the mailbox, broadcasts its stop and ends the tomb (with
-// pill, when one asked for the stop). The handler has had its Stopped.
+// leave closes the mailbox, broadcasts its stop and hands pill, when one
+// asked for the stop, to a tomb. The handler has had its Stopped.
 func (m *mailbox) leave(pill any) {
 	m.close()
 	m.ctx.engine.BroadcastEvent(actor.ActorStoppedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
+	if m.pool != nil {
+		close(m.done) // a loop closes it when it returns
+	}
 	if pill == nil {
-		m.ctx.engine.Poison(m.tomb)
 		return
 	}
-	m.ctx.engine.SendLocal(m.tomb, pill, nil)
+	tomb := m.ctx.engine.SpawnFunc(func(*actor.Context) {}, "mailbox-stop", actor.WithID(m.tombID), actor.WithInboxSize(4))
+	m.ctx.engine.SendLocal(tomb, pill, nil)
 }
 
 // pillPkg is the package of hollywood's poison pill (an unexported type,

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +43,9 @@ func (r *boxProbe) receive(c *mailCtx, msg any) {
 	}
 }
 
-func newProbeBox(t *testing.T, restarts int) (*actor.Engine, *mailbox, chan string) {
+// newProbeBoxOn starts a boxProbe on pool's workers (nil: on a mailbox
+// goroutine of its own).
+func newProbeBoxOn(t *testing.T, restarts int, pool *mailPool) (*actor.Engine, *mailbox, chan string) {
 	t.Helper()
 	e, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
@@ -53,8 +57,22 @@ func newProbeBox(t *testing.T, restarts int) (*actor.Engine, *mailbox, chan stri
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	m.restartDelay = 0
 	m.maxRestarts = restarts
+	if pool != nil {
+		m.wake, m.pool, m.queued = nil, pool, true // as spawnPooled
+	}
 	e.SpawnProc(m)
 	return e, m, seen
+}
+
+// eachMailbox runs f as a subtest for a mailbox with its own goroutine and
+// for a pooled one (on a pool of two workers, closed after f).
+func eachMailbox(t *testing.T, f func(t *testing.T, pool *mailPool)) {
+	t.Run("own", func(t *testing.T) { f(t, nil) })
+	t.Run("pooled", func(t *testing.T) {
+		pool := newMailPool(2)
+		defer pool.close()
+		f(t, pool)
+	})
 }
 
 func expectSeen(t *testing.T, seen chan string, want ...string) {
@@ -66,11 +84,12 @@ func expectSeen(t *testing.T, seen chan string, want ...string) {
 	}
 }
 
-// mailboxLoops counts the goroutines running a mailbox's loop.
+// mailboxLoops counts the goroutines running a mailbox's loop or a pool's
+// worker.
 func mailboxLoops() int {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
-	return bytes.Count(buf[:n], []byte("actors.(*mailbox).loop"))
+	return bytes.Count(buf[:n], []byte("actors.(*mailbox).loop")) + bytes.Count(buf[:n], []byte("actors.(*mailPool).work"))
 }
 
 // TestMailboxLifecycle: Initialized and Started are handled before the
@@ -78,8 +97,10 @@ func mailboxLoops() int {
 // gets its reply; a graceful Poison handles everything sent before it, then
 // Stopped, and its context is done once the actor has left the registry;
 // the loop's goroutine and the tomb are gone.
-func TestMailboxLifecycle(t *testing.T) {
-	e, m, seen := newProbeBox(t, 3)
+func TestMailboxLifecycle(t *testing.T) { eachMailbox(t, testMailboxLifecycle) }
+
+func testMailboxLifecycle(t *testing.T, pool *mailPool) {
+	e, m, seen := newProbeBoxOn(t, 3, pool)
 	if len(seen) != 2 {
 		t.Fatalf("%d messages handled at spawn, want Initialized and Started", len(seen))
 	}
@@ -113,14 +134,16 @@ func TestMailboxLifecycle(t *testing.T) {
 
 // TestMailboxStop: Engine.Stop stops the mailbox without handling what was
 // queued behind the pill, and Shutdown stops it too.
-func TestMailboxStop(t *testing.T) {
-	e, m, seen := newProbeBox(t, 3)
+func TestMailboxStop(t *testing.T) { eachMailbox(t, testMailboxStop) }
+
+func testMailboxStop(t *testing.T, pool *mailPool) {
+	e, m, seen := newProbeBoxOn(t, 3, pool)
 	expectSeen(t, seen, "1:initialized", "1:started")
 	<-e.Stop(m.PID()).Done()
 	expectSeen(t, seen, "1:stopped")
 	<-m.done
 
-	_, m, seen = newProbeBox(t, 3)
+	_, m, seen = newProbeBoxOn(t, 3, pool)
 	expectSeen(t, seen, "1:initialized", "1:started")
 	m.Shutdown()
 	expectSeen(t, seen, "1:stopped")
@@ -129,8 +152,10 @@ func TestMailboxStop(t *testing.T) {
 // TestMailboxPanic: a panicking handler gets Stopped and is restarted from
 // its producer, skipping the message that panicked, as hollywood does; past
 // its restarts the mailbox stops and leaves the registry.
-func TestMailboxPanic(t *testing.T) {
-	e, m, seen := newProbeBox(t, 1)
+func TestMailboxPanic(t *testing.T) { eachMailbox(t, testMailboxPanic) }
+
+func testMailboxPanic(t *testing.T, pool *mailPool) {
+	e, m, seen := newProbeBoxOn(t, 1, pool)
 	expectSeen(t, seen, "1:initialized", "1:started")
 	e.Send(m.PID(), ping{n: 1})
 	e.Send(m.PID(), boom{})
@@ -148,13 +173,13 @@ func TestMailboxPanic(t *testing.T) {
 }
 
 // TestSystemStopsMailbox: System.Stop stops the scheduler's mailbox and
-// its goroutine. (Loops of earlier tests' systems may still be exiting, so
+// its goroutine, and the account actors' pool and its workers. (Loops of earlier tests' systems may still be exiting, so
 // the count is only bounded.)
 func TestSystemStopsMailbox(t *testing.T) {
 	before := mailboxLoops()
 	s, _ := startSystem(t, 2, 1)
-	if mailboxLoops() < 1 {
-		t.Fatal("the scheduler runs no mailbox")
+	if mailboxLoops() < 1+runtime.GOMAXPROCS(0) {
+		t.Fatal("the scheduler runs no mailbox, or the accounts no pool")
 	}
 	if err := s.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -167,4 +192,85 @@ func TestSystemStopsMailbox(t *testing.T) {
 	for mailboxLoops() > before {
 		runtime.Gosched()
 	}
+}
+
+// seqProbe checks, for a pooled mailbox, that its handler is never entered
+// by two goroutines at once and that each sender's messages arrive in order;
+// it records the goroutines it ran on.
+type seqProbe struct {
+	in    atomic.Bool
+	next  map[int]int // sender → next sequence number
+	gids  map[string]bool
+	fails *atomic.Int64
+	done  *sync.WaitGroup
+}
+
+type seqMsg struct{ from, n, last int }
+
+func (p *seqProbe) receive(_ *mailCtx, msg any) {
+	m, ok := msg.(seqMsg)
+	if !ok {
+		return
+	}
+	if !p.in.CompareAndSwap(false, true) {
+		p.fails.Add(1) // two workers in one actor
+	}
+	if p.next[m.from] != m.n {
+		p.fails.Add(1)
+	}
+	p.next[m.from] = m.n + 1
+	buf := make([]byte, 32)
+	buf = buf[:runtime.Stack(buf, false)]
+	p.gids[string(bytes.Fields(buf)[1])] = true
+	if m.n == m.last {
+		p.done.Done()
+	}
+	p.in.Store(false)
+}
+
+// TestMailPoolOrderAndWorkers: 500 pooled actors, each sent 200 messages by
+// each of 4 concurrent senders, handle every message once, in each sender's
+// order, one at a time, and all of them on the pool's 2 goroutines: no
+// goroutine is started per activation.
+func TestMailPoolOrderAndWorkers(t *testing.T) {
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newMailPool(2)
+	const actors, senders, msgs = 500, 4, 200
+	var fails atomic.Int64
+	var done sync.WaitGroup
+	done.Add(actors * senders)
+	probes := make([]*seqProbe, actors)
+	pids := make([]*actor.PID, actors)
+	for i := range actors {
+		probes[i] = &seqProbe{next: map[int]int{}, gids: map[string]bool{}, fails: &fails, done: &done}
+		pids[i] = spawnPooled(e, pool, func() mailHandler { return probes[i] }, "seq", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	var send sync.WaitGroup
+	for s := range senders {
+		send.Go(func() {
+			for n := range msgs {
+				for _, pid := range pids {
+					e.Send(pid, seqMsg{from: s, n: n, last: msgs - 1})
+				}
+			}
+		})
+	}
+	send.Wait()
+	done.Wait()
+	gids := map[string]bool{}
+	for _, p := range probes {
+		for g := range p.gids {
+			gids[g] = true
+		}
+	}
+	if fails.Load() != 0 || len(gids) > 2 {
+		t.Fatalf("%d order or exclusion failures; handled on %d goroutines, want at most 2", fails.Load(), len(gids))
+	}
+	for _, pid := range pids {
+		<-e.Poison(pid).Done()
+	}
+	pool.close()
 }

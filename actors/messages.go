@@ -88,6 +88,7 @@ type schedAcquire struct{ req *acquireState }
 type schedView struct {
 	view     View
 	pid      *actor.PID
+	box      *mailbox // the account's mailbox, which grants are sent to
 	answered uint64
 }
 

@@ -228,5 +228,9 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	} else {
 		s.file(e, s.cfg.now())
 	}
+	if e.box != nil {
+		e.box.send(accountGrant{req: req}, c.pid)
+		return
+	}
 	c.Send(e.pid, accountGrant{req: req})
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -18,6 +19,7 @@ type TransportFactory func(storage.Account) (upstream.Transport, error)
 // poolConfig configures the pool supervisor.
 type poolConfig struct {
 	scheduler *actor.PID
+	boxes     *mailPool // runs the account actors' mailboxes
 	transport TransportFactory
 	refresh   *refresher // nil: codex tokens are not refreshed
 	snapshots *sync.Map  // account ID → *snapshot; shared with System readers
@@ -28,7 +30,9 @@ type poolConfig struct {
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
-// them as children, applies configuration changes and stops removed ones.
+// them (pooled mailboxes on cfg.boxes, registered under account/<id>),
+// applies configuration changes and stops removed ones; System.Stop has it
+// stop them all (poolStopAll) before it stops the pool.
 type pool struct {
 	cfg      poolConfig
 	children map[string]*actor.PID
@@ -57,21 +61,19 @@ func (p *pool) Receive(c *actor.Context) {
 			c.Send(pid, m.msg)
 		}
 	case poolStopAll:
-		var wg sync.WaitGroup
+		stopped := make([]context.Context, 0, len(p.children))
 		for id, pid := range p.children {
-			ctx := c.Engine().Poison(pid)
-			wg.Go(func() { <-ctx.Done() })
+			stopped = append(stopped, c.Engine().Poison(pid))
 			delete(p.children, id)
 		}
-		go func() { wg.Wait(); close(m.done) }()
+		go func() {
+			for _, ctx := range stopped {
+				<-ctx.Done()
+			}
+			close(m.done)
+		}()
 	}
 }
-
-// accountInbox is the initial capacity of an account actor's mailbox, in
-// messages. hollywood's ring buffer doubles when it fills, so this is no
-// limit, only memory: an idle account rarely holds more than a grant and a
-// release, and at 100,000 accounts each slot costs 2.4 MB.
-const accountInbox = 8
 
 func (p *pool) put(c *actor.Context, acc storage.Account) {
 	tr, err := p.cfg.transport(acc)
@@ -91,7 +93,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	}
 	snap := new(snapshot)
 	p.cfg.snapshots.Store(acc.ID, snap)
-	pid := c.SpawnChild(newAccount(accountConfig{
+	pid := spawnPooled(c.Engine(), p.cfg.boxes, newAccount(accountConfig{
 		account:    acc,
 		transport:  tr,
 		factory:    p.cfg.transport,
@@ -102,6 +104,6 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		now:        p.cfg.now,
 		probeEvery: p.cfg.probe,
 		stateLog:   p.cfg.stateLog,
-	}), "account", actor.WithID(acc.ID), actor.WithInboxSize(accountInbox))
+	}), "account", acc.ID, p.cfg.log)
 	p.children[acc.ID] = pid
 }

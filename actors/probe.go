@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -130,7 +129,7 @@ func probeRequest(p storage.Provider, model string) *upstream.Request {
 // quota is back, and ends the cooldown at once; a quota refusal with a reset
 // replaces the recorded reset (a stale, later one never keeps the account
 // out); anything else says nothing and the next probe is armed.
-func (a *account) probed(c *actor.Context, m accountProbed) {
+func (a *account) probed(c *mailCtx, m accountProbed) {
 	a.probing = false
 	if !a.quotaCooling(m.gen) {
 		return

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -192,7 +191,7 @@ func (a *account) refreshAfter(d time.Duration) {
 
 // startRefresh runs one refresh on a goroutine unless one is in flight
 // (single flight per account; the lease makes it single across instances).
-func (a *account) startRefresh(c *actor.Context) {
+func (a *account) startRefresh(c *mailCtx) {
 	if a.refreshing || !a.canRefresh() {
 		return
 	}
@@ -207,7 +206,7 @@ func (a *account) startRefresh(c *actor.Context) {
 }
 
 // refreshed applies a refresh result.
-func (a *account) refreshed(c *actor.Context, m *accountRefreshed) {
+func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 	a.refreshing = false
 	now := a.cfg.now()
 	if m.err != nil {
@@ -253,7 +252,7 @@ func (a *account) refreshed(c *actor.Context, m *accountRefreshed) {
 // before the last refresh used the old tokens and says nothing more. The
 // first 401 on the current tokens rests the account and refreshes once; a
 // 401 on tokens that such a refresh produced means the login is gone.
-func (a *account) authFailed(c *actor.Context, now, granted time.Time) bool {
+func (a *account) authFailed(c *mailCtx, now, granted time.Time) bool {
 	if !a.canRefresh() {
 		return false
 	}

@@ -61,19 +61,19 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 // had not are leases that may be granted, so they count as in flight (and as
 // requests) on top of v's counters, which v itself must keep (it is shared
 // with readers).
-func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, answered uint64) {
+func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, answered uint64) {
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {
 			return // a refusal from an account removed meanwhile
 		}
-		e = &entry{idx: s.next, pid: pid}
+		e = &entry{idx: s.next, pid: pid, box: box}
 		s.next++
 		s.byID[v.ID] = e
 	} else if v.Version < e.view.Version {
 		return // out of order; a newer view is installed
 	} else if pid != nil {
-		e.pid = pid
+		e.pid, e.box = pid, box
 	}
 	pending := 0
 	if e.sent > answered {

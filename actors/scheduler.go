@@ -35,13 +35,14 @@ type entry struct {
 	idx       uint32
 	view      View
 	pid       *actor.PID
+	box       *mailbox   // the account's mailbox (grants skip the registry)
 	v         [2]verdict // the policy's last verdict, and the canary's (while one runs)
 	lastGrant uint64
 	sent      uint64 // grant requests sent to the account (schedView.answered)
 	keys      []routeKey
-	terminal  bool   // counted as not live
-	recheck   uint64 // generation of the pending recheck timer (0: none)
-	policyGen uint64 // policy generation the score was computed with
+	terminal  bool      // counted as not live
+	recheck   uint64    // generation of the pending recheck timer (0: none)
+	policyGen uint64    // policy generation the score was computed with
 }
 
 // verdict is one policy's judgement of an account.
@@ -141,7 +142,7 @@ func (s *scheduler) receive(c *mailCtx, msg any) {
 	case schedAcquire:
 		s.acquire(c, m.req)
 	case *schedView:
-		s.onView(c, &m.view, m.pid, m.answered)
+		s.onView(c, &m.view, m.pid, m.box, m.answered)
 	default:
 		s.receiveRare(c, m)
 	}
@@ -160,7 +161,7 @@ func (s *scheduler) receiveRare(c *mailCtx, msg any) {
 		s.ticker.Stop()
 	case *schedRefused:
 		s.stats.Refusals++
-		s.onView(c, &m.view, nil, m.answered)
+		s.onView(c, &m.view, nil, nil, m.answered)
 		if m.req.state.Load() == acqPending {
 			m.req.tries++
 			s.acquire(c, m.req)

@@ -76,7 +76,8 @@ type System struct {
 	pool      *actor.PID
 	sched     *actor.PID
 	usage     *actor.PID
-	snapshots sync.Map // account ID → *snapshot
+	boxes     *mailPool // the account actors' workers
+	snapshots sync.Map  // account ID → *snapshot
 	timers    sync.Pool
 	stopped   atomic.Bool
 	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
@@ -145,8 +146,10 @@ func Start(cfg Config) (*System, error) {
 		log:       cfg.Logger,
 		onWritten: cfg.OnUsageWritten,
 	}), "usage", actor.WithID("0"), actor.WithInboxSize(4096))
+	s.boxes = newMailPool(0)
 	s.pool = e.Spawn(newPool(poolConfig{
 		scheduler: s.sched,
+		boxes:     s.boxes,
 		transport: cfg.Transport,
 		refresh:   ref,
 		snapshots: &s.snapshots,
@@ -281,6 +284,10 @@ func (s *System) Release(l *Lease, out Outcome) {
 	if l == nil || !l.released.CompareAndSwap(false, true) {
 		return
 	}
+	if l.box != nil {
+		l.box.send(&accountRelease{leaseID: l.ID, outcome: out}, nil)
+		return
+	}
 	s.engine.Send(l.pid, &accountRelease{leaseID: l.ID, outcome: out})
 }
 
@@ -388,6 +395,16 @@ func (s *System) Stop(ctx context.Context) error {
 	}
 	s.stopWSPools(ctx)
 	defer s.stall.close()
+	// The account actors first (they are not the pool's hollywood children),
+	// then their workers.
+	accounts := make(chan struct{})
+	s.engine.Send(s.pool, poolStopAll{done: accounts})
+	select {
+	case <-accounts:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.boxes.close()
 	for _, pid := range []*actor.PID{s.pool, s.sched, s.usage} {
 		select {
 		case <-s.engine.Poison(pid).Done():

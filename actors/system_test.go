@@ -400,7 +400,7 @@ func TestSchedulerCountsPendingGrants(t *testing.T) {
 	sc := newScheduler(schedulerConfig{policy: LeastInFlight{}, maxWaiter: 10, log: quiet, now: time.Now})().(*scheduler)
 	pid := &actor.PID{ID: "id-0"}
 	v := View{ID: "id-0", Name: "a", Provider: storage.ProviderOpenAI, MaxInFlight: 4, Version: 1, ConfigGen: 1, InFlight: 1, Requests: 5}
-	sc.onView(nil, &v, pid, 0)
+	sc.onView(nil, &v, pid, nil, 0)
 	e := sc.byID["id-0"]
 	e.sent = 2 // two grant requests sent (scheduler.grant)
 	e.view.InFlight, e.view.Requests = 3, 7
@@ -415,7 +415,7 @@ func TestSchedulerCountsPendingGrants(t *testing.T) {
 	} {
 		v.Version++
 		v.InFlight, v.Requests = c.inFlight, 5
-		sc.onView(nil, &v, nil, c.answered)
+		sc.onView(nil, &v, nil, nil, c.answered)
 		if e.view.InFlight != c.want {
 			t.Errorf("view inflight %d, answered %d: scheduler counts %d, want %d", c.inFlight, c.answered, e.view.InFlight, c.want)
 		}

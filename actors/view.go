@@ -161,6 +161,7 @@ type Lease struct {
 	// holder may set it (before Release) for the account's log lines.
 	RequestID string
 	pid       *actor.PID
+	box       *mailbox // the account's mailbox, which the release goes to
 	released  atomic.Bool
 }
 
