@@ -24,11 +24,10 @@ func (k routeKey) lane() routeKey { return routeKey{group: k.group} }
 // ordered by score, then least recently granted. Membership counters cover
 // every account filed under the key, available or not.
 type candidates struct {
-	slot    int // which verdict orders the heap: 0 the policy's, 1 the canary's
-	items   []*entry
-	pos     map[*entry]int // position in items of each available entry
-	members int            // accounts filed under this key
-	live    int            // members not in a terminal status (disabled, unauthorized, banned)
+	slot    int      // which verdict orders the heap: 0 the policy's, 1 the canary's
+	items   []*entry // the heap; each entry keeps its position in entry.heaps
+	members int      // accounts filed under this key
+	live    int      // members not in a terminal status (disabled, unauthorized, banned)
 	// native counts, by client protocol (translate.Protocol), the members and
 	// live members whose provider speaks that protocol itself, so a request
 	// limited to them (AcquireRequest.Native) knows when none exists.
@@ -68,7 +67,60 @@ func (c *candidates) countLive(p storage.Provider, d int) {
 }
 
 func newCandidates(slot int) *candidates {
-	return &candidates{slot: slot, pos: make(map[*entry]int)}
+	return &candidates{slot: slot}
+}
+
+// heapPos is an entry's position in one candidate heap.
+type heapPos struct {
+	cs *candidates
+	i  int
+}
+
+// posIn returns e's position in c's heap, and whether it is there. An entry
+// is in a few heaps at most (its keys, times the running slots), so the
+// scan costs less than a map lookup and touches only the entry.
+func (e *entry) posIn(c *candidates) (int, bool) {
+	for k := range e.heaps {
+		if e.heaps[k].cs == c {
+			return e.heaps[k].i, true
+		}
+	}
+	return 0, false
+}
+
+// moved records e's new position i in c's heap, where it is.
+func (e *entry) moved(c *candidates, i int) {
+	for k := range e.heaps {
+		if e.heaps[k].cs == c {
+			e.heaps[k].i = i
+			return
+		}
+	}
+}
+
+// leftSlot forgets e's positions in the heaps of slot sl.
+func (e *entry) leftSlot(sl int) {
+	kept := e.heaps[:0]
+	for _, h := range e.heaps {
+		if h.cs.slot != sl {
+			kept = append(kept, h)
+		}
+	}
+	clear(e.heaps[len(kept):])
+	e.heaps = kept
+}
+
+// left forgets e's position in c's heap.
+func (e *entry) left(c *candidates) {
+	for k := range e.heaps {
+		if e.heaps[k].cs == c {
+			last := len(e.heaps) - 1
+			e.heaps[k] = e.heaps[last]
+			e.heaps[last] = heapPos{}
+			e.heaps = e.heaps[:last]
+			return
+		}
+	}
 }
 
 // better orders candidates: tier first (healthy before warm before risky),
@@ -96,20 +148,20 @@ func (c *candidates) len() int { return len(c.items) }
 
 // set inserts e or restores heap order after its score changed.
 func (c *candidates) set(e *entry) {
-	if i, ok := c.pos[e]; ok {
+	if i, ok := e.posIn(c); ok {
 		if !c.up(i) {
 			c.down(i)
 		}
 		return
 	}
 	c.items = append(c.items, e)
-	c.pos[e] = len(c.items) - 1
+	e.heaps = append(e.heaps, heapPos{cs: c, i: len(c.items) - 1})
 	c.up(len(c.items) - 1)
 }
 
 // remove deletes e if present.
 func (c *candidates) remove(e *entry) {
-	i, ok := c.pos[e]
+	i, ok := e.posIn(c)
 	if !ok {
 		return
 	}
@@ -117,8 +169,9 @@ func (c *candidates) remove(e *entry) {
 	if i != last {
 		c.swap(i, last)
 	}
+	c.items[last] = nil
 	c.items = c.items[:last]
-	delete(c.pos, e)
+	e.left(c)
 	if i != last {
 		if !c.up(i) {
 			c.down(i)
@@ -128,8 +181,8 @@ func (c *candidates) remove(e *entry) {
 
 func (c *candidates) swap(i, j int) {
 	c.items[i], c.items[j] = c.items[j], c.items[i]
-	c.pos[c.items[i]] = i
-	c.pos[c.items[j]] = j
+	c.items[i].moved(c, i)
+	c.items[j].moved(c, j)
 }
 
 func (c *candidates) up(i int) bool {

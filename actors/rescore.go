@@ -312,6 +312,9 @@ func (s *scheduler) setCanary(c *mailCtx, p Policy) {
 	s.canary, s.canaryReady = s.withLog(p), false
 	s.setReads()
 	s.sets[slotCanary] = make(map[routeKey]*candidates)
+	for _, e := range s.byID {
+		e.leftSlot(slotCanary) // the old heaps are dropped whole
+	}
 	if p == nil {
 		s.cfg.log.Info("routing canary removed")
 		return

@@ -40,6 +40,7 @@ type entry struct {
 	lastGrant uint64
 	sent      uint64 // grant requests sent to the account (schedView.answered)
 	keys      []routeKey
+	heaps     []heapPos // where the entry is in candidate heaps (index.go)
 	terminal  bool      // counted as not live
 	recheck   uint64    // generation of the pending recheck timer (0: none)
 	policyGen uint64    // policy generation the score was computed with
