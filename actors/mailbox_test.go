@@ -172,14 +172,15 @@ func testMailboxPanic(t *testing.T, pool *mailPool) {
 	}
 }
 
-// TestSystemStopsMailbox: System.Stop stops the scheduler's mailbox and
-// its goroutine, and the account actors' pool and its workers. (Loops of earlier tests' systems may still be exiting, so
+// TestSystemStopsMailbox: System.Stop stops the scheduler's and the usage
+// recorder's mailboxes and their goroutines, and the account actors' pool
+// and its workers. (Loops of earlier tests' systems may still be exiting, so
 // the count is only bounded.)
 func TestSystemStopsMailbox(t *testing.T) {
 	before := mailboxLoops()
 	s, _ := startSystem(t, 2, 1)
-	if mailboxLoops() < 1+runtime.GOMAXPROCS(0) {
-		t.Fatal("the scheduler runs no mailbox, or the accounts no pool")
+	if mailboxLoops() < 2+runtime.GOMAXPROCS(0) {
+		t.Fatal("the scheduler or the usage recorder runs no mailbox, or the accounts no pool")
 	}
 	if err := s.Stop(t.Context()); err != nil {
 		t.Fatal(err)

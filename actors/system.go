@@ -138,14 +138,14 @@ func Start(cfg Config) (*System, error) {
 		now:       cfg.Clock,
 		rand:      seededRand(cfg.Seed),
 	}), "scheduler", "0", cfg.Logger)
-	s.usage = e.Spawn(newRecorder(usageConfig{
+	s.usage = spawnMailbox(e, newRecorder(usageConfig{
 		store:     cfg.Store,
 		batchSize: cfg.UsageBatch,
 		interval:  cfg.UsageInterval,
 		maxQueued: cfg.UsageMaxQueue,
 		log:       cfg.Logger,
 		onWritten: cfg.OnUsageWritten,
-	}), "usage", actor.WithID("0"), actor.WithInboxSize(4096))
+	}), "usage", "0", cfg.Logger)
 	s.boxes = newMailPool(0)
 	s.pool = e.Spawn(newPool(poolConfig{
 		scheduler: s.sched,

@@ -47,13 +47,16 @@ type recorder struct {
 	done     chan struct{}
 }
 
-func newRecorder(cfg usageConfig) actor.Producer {
-	return func() actor.Receiver { return &recorder{cfg: cfg} }
+func newRecorder(cfg usageConfig) func() mailHandler {
+	return func() mailHandler { return &recorder{cfg: cfg} }
 }
 
-// Receive handles recorder messages.
-func (r *recorder) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
+// receive handles recorder messages, on a mailbox of its own (mailbox.go):
+// a record reaching an idle recorder wakes its goroutine rather than
+// starting one, as hollywood's inbox did for every request. (Not on the
+// accounts' pool: a flush may block while the writer is far behind.)
+func (r *recorder) receive(c *mailCtx, msg any) {
+	switch m := msg.(type) {
 	case actor.Started:
 		r.writes = make(chan usageBatch, 1024)
 		r.done = make(chan struct{})
@@ -120,7 +123,7 @@ func (r *recorder) Receive(c *actor.Context) {
 func (r *recorder) pending() int { return len(r.batch) + len(r.events) }
 
 // arm starts the batch's timer when the batch is empty.
-func (r *recorder) arm(c *actor.Context) {
+func (r *recorder) arm(c *mailCtx) {
 	if r.pending() == 0 {
 		r.first = time.Now()
 		e, self := c.Engine(), c.PID()

@@ -296,10 +296,10 @@ func TestUsageNeverGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := e.Spawn(newRecorder(usageConfig{
+	pid := spawnMailbox(e, newRecorder(usageConfig{
 		store: w, batchSize: 5, interval: time.Hour, maxQueued: 1000, retryBase: time.Millisecond,
 		log: slog.New(slog.DiscardHandler), onWritten: func(n int, err error) { written <- n },
-	}), "usage")
+	}), "usage", "0", slog.New(slog.DiscardHandler))
 	defer func() { <-e.Poison(pid).Done() }()
 	for _, r := range storagetest.VariedUsage("retry", 0, 5) {
 		e.Send(pid, usageRecord{rec: r})
