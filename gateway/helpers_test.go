@@ -20,10 +20,11 @@ import (
 
 // memStore is an in-memory storage.Store for gateway unit tests.
 type memStore struct {
-	mu     sync.Mutex
-	keys   map[string]storage.APIKey
-	usage  []storage.UsageRecord
-	events []storage.ErrorEvent
+	storage.Users // nil: tests of tenants use a real store
+	mu            sync.Mutex
+	keys          map[string]storage.APIKey
+	usage         []storage.UsageRecord
+	events        []storage.ErrorEvent
 }
 
 func newMemStore() *memStore { return &memStore{keys: map[string]storage.APIKey{}} }

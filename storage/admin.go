@@ -67,6 +67,7 @@ type UsageRecordQuery struct {
 	KeyID      string
 	AccountID  string
 	Model      string
+	UserID     string // the paying user (UsageRecord.UserID)
 	Status     int
 	FailedOnly bool
 	After      UsageCursor

@@ -101,6 +101,9 @@ type APIKey struct {
 	// saturated: its waiters get Weight turns per round against 1 for a
 	// default key. Stored 1 when 0 (the default); ErrInvalid when negative.
 	Weight int
+	// UserID is the User who owns the key and pays for its requests
+	// (column user_id); "" for an operator key, which is never charged.
+	UserID string
 }
 
 // KeyLimits are a key's request limits, enforced at the gateway from the
@@ -146,6 +149,18 @@ type UsageRecord struct {
 	// else estimated from the request; output is estimated from the content
 	// relayed (docs/storage.md#estimated-usage). Column estimated.
 	Estimated bool
+
+	// CacheWriteTokens is the part of InputTokens written to the prompt
+	// cache (Anthropic's cache_creation_input_tokens); column cache_write_tokens.
+	CacheWriteTokens int64
+	// UserID is the key's owner (User.ID), "" for an operator key; column user_id.
+	UserID string
+	// Cost is what the request costs the user, in micro-units, computed by
+	// the gateway from this record's token counts and the price in force
+	// (billing.Cost); column cost. InsertUsage charges it to UserID's
+	// balance (a LedgerCharge row with this RequestID) in the transaction
+	// that stores the record, so a record stored once is charged once.
+	Cost int64
 
 	// Decision is the compact trace of how the serving account was chosen
 	// (column decision; format in docs/policies.md#decision-traces); "" when
@@ -227,7 +242,11 @@ type Usage interface {
 	// or none. Records whose RequestID is already stored (or repeated in recs)
 	// are skipped, so a retried batch is never counted twice. The hourly
 	// rollups of the records actually stored are updated in the same
-	// transaction. ErrInvalid if a record fails Validate (nothing is written).
+	// transaction, and so is the billing of each stored record with a
+	// UserID and a Cost > 0: a LedgerCharge row of -Cost referencing its
+	// RequestID, the user's balance, and the user's daily rollup (a record
+	// of a user deleted meanwhile is stored but not charged). ErrInvalid if
+	// a record fails Validate (nothing is written).
 	InsertUsage(ctx context.Context, recs []UsageRecord) error
 	// CountUsage returns the number of stored usage records.
 	CountUsage(ctx context.Context) (int64, error)
@@ -309,6 +328,7 @@ type Store interface {
 	RequestLog
 	AdminUsers
 	UsageLog
+	Users
 	// Close releases the backend's resources; the Store must not be used after.
 	Close() error
 }

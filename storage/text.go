@@ -55,7 +55,7 @@ func CheckAccountText(a *Account) error {
 // CheckKeyText refuses, as ErrInvalid, an API key with text a backend
 // cannot store or a group longer than MaxGroupBytes.
 func CheckKeyText(k *APIKey) error {
-	if !TextOK(k.ID, k.Name, k.Prefix, k.Group) || !TextOK(k.Models...) {
+	if !TextOK(k.ID, k.Name, k.Prefix, k.Group, k.UserID) || !TextOK(k.Models...) {
 		return fmt.Errorf("%w: api key %q: text that is not valid UTF-8 (or holds a NUL byte)", ErrInvalid, k.Name)
 	}
 	if len(k.Group) > MaxGroupBytes {

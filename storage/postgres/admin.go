@@ -159,7 +159,7 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 	if !q.To.IsZero() {
 		add("at < $%d", q.To)
 	}
-	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}} {
+	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}, {"user_id", q.UserID}} {
 		if f.v != "" {
 			add(f.col+" = $%d", storage.CleanText(f.v))
 		}
@@ -175,7 +175,8 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		add("(at < $%d OR (at = $%d AND request_id < $%d))", at, at, storage.CleanText(q.After.RequestID))
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated FROM usage_records`
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
+	cache_write_tokens, user_id, cost FROM usage_records`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -193,7 +194,8 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 			lat, ttft        int64
 		)
 		if err := rows.Scan(&r.RequestID, &r.At, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &r.Stream, &status, &r.ErrorClass,
-			&attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.Estimated); err != nil {
+			&attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.Estimated,
+			&r.CacheWriteTokens, &r.UserID, &r.Cost); err != nil {
 			return nil, fmt.Errorf("postgres: list usage records: %w", err)
 		}
 		r.At = r.At.UTC()

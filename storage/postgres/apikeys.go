@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight, user_id`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = $1`
 
@@ -45,9 +45,12 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		t := ms(*k.ExpiresAt)
 		k.ExpiresAt = &t
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, list(k.Models), k.Disabled, k.ExpiresAt, k.CreatedAt,
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.Weight)
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.Weight, optString(k.UserID))
+	if pgCode(err) == "23503" {
+		return storage.APIKey{}, fmt.Errorf("postgres: create api key %q: %w: no user %q", k.Name, storage.ErrInvalid, k.UserID)
+	}
 	if uniqueViolation(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -158,12 +161,16 @@ func scanAPIKey(row pgx.Row) (storage.APIKey, error) {
 		models  []string
 		expires *time.Time
 		created time.Time
+		userID  *string
 	)
 	if err := row.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &k.Disabled, &expires, &created,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin, &k.Weight); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin, &k.Weight, &userID); err != nil {
 		return storage.APIKey{}, err
 	}
 	k.Models = normList(models)
+	if userID != nil {
+		k.UserID = *userID
+	}
 	if expires != nil {
 		t := expires.UTC()
 		k.ExpiresAt = &t

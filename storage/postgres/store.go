@@ -65,7 +65,10 @@ const createStagingSQL = `CREATE TEMP TABLE IF NOT EXISTS ` + stagingTable + ` (
 	output_tokens    bigint NOT NULL,
 	reasoning_tokens bigint NOT NULL,
 	decision         text NOT NULL,
-	estimated        boolean NOT NULL
+	estimated        boolean NOT NULL,
+	cache_write_tokens bigint NOT NULL,
+	user_id          text COLLATE "C" NOT NULL,
+	cost             bigint NOT NULL
 ) ON COMMIT DELETE ROWS`
 
 // Store is the PostgreSQL implementation of storage.Store. It is safe for

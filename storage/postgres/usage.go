@@ -17,33 +17,68 @@ import (
 var usageColumns = []string{
 	"request_id", "at", "key_id", "account_id", "model", "route", "stream", "status", "error_class", "attempts",
 	"latency_us", "ttft_us", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "decision", "estimated",
+	"cache_write_tokens", "user_id", "cost",
 }
 
 // insertStagedSQL moves the staged records into usage_records, skipping
 // those whose request_id is stored, and adds exactly the inserted ones
-// (RETURNING) to usage_hourly. Rows are inserted and rollups upserted in key
-// order, so that concurrent batches lock shared rows in the same order and
-// cannot deadlock.
+// (RETURNING) to usage_hourly; those of a user that exists (has a balance
+// row) are added to usage_daily_users and, when they cost anything, charged:
+// a ledger row each (a charge of that request already there is kept, not
+// doubled) and their sum taken from the user's balance, all in the one
+// statement. Rows are inserted and rollups upserted in key order, and the
+// balances were locked in user order before (lockBalancesSQL), so that
+// concurrent batches lock shared rows in the same order and cannot deadlock.
 var insertStagedSQL = `WITH ins AS (
 	INSERT INTO usage_records (` + strings.Join(usageColumns, ", ") + `)
 	SELECT ` + strings.Join(usageColumns, ", ") + ` FROM ` + stagingTable + ` ORDER BY request_id
 	ON CONFLICT (request_id) DO NOTHING
-	RETURNING at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens
+	RETURNING request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens, user_id, cost
+), hourly AS (
+	INSERT INTO usage_hourly AS h (hour, key_id, account_id, model, status,
+		requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
+	SELECT date_trunc('hour', at, 'UTC'), key_id, account_id, model, status,
+		count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens)
+	FROM ins
+	GROUP BY 1, 2, 3, 4, 5
+	ORDER BY 1, 2, 3, 4, 5
+	ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
+		requests = h.requests + excluded.requests,
+		input_tokens = h.input_tokens + excluded.input_tokens,
+		cached_tokens = h.cached_tokens + excluded.cached_tokens,
+		output_tokens = h.output_tokens + excluded.output_tokens,
+		reasoning_tokens = h.reasoning_tokens + excluded.reasoning_tokens,
+		cost = h.cost + excluded.cost
+), billed AS (
+	SELECT ins.* FROM ins JOIN balances b ON b.user_id = ins.user_id WHERE ins.user_id <> ''
+), daily AS (
+	INSERT INTO usage_daily_users AS d (day, user_id, model, requests, input_tokens, cached_tokens, output_tokens, cost)
+	SELECT (at AT TIME ZONE 'UTC')::date, user_id, model, count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(greatest(cost, 0))
+	FROM billed
+	GROUP BY 1, 2, 3
+	ORDER BY 1, 2, 3
+	ON CONFLICT (day, user_id, model) DO UPDATE SET
+		requests = d.requests + excluded.requests,
+		input_tokens = d.input_tokens + excluded.input_tokens,
+		cached_tokens = d.cached_tokens + excluded.cached_tokens,
+		output_tokens = d.output_tokens + excluded.output_tokens,
+		cost = d.cost + excluded.cost
+), charged AS (
+	INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
+	SELECT user_id, 'charge', -cost, 'gateway', '', request_id, date_trunc('milliseconds', now())
+	FROM billed WHERE cost > 0
+	ORDER BY request_id
+	ON CONFLICT DO NOTHING
+	RETURNING user_id, amount
 )
-INSERT INTO usage_hourly AS h (hour, key_id, account_id, model, status,
-	requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
-SELECT date_trunc('hour', at, 'UTC'), key_id, account_id, model, status,
-	count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens)
-FROM ins
-GROUP BY 1, 2, 3, 4, 5
-ORDER BY 1, 2, 3, 4, 5
-ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
-	requests = h.requests + excluded.requests,
-	input_tokens = h.input_tokens + excluded.input_tokens,
-	cached_tokens = h.cached_tokens + excluded.cached_tokens,
-	output_tokens = h.output_tokens + excluded.output_tokens,
-	reasoning_tokens = h.reasoning_tokens + excluded.reasoning_tokens,
-	cost = h.cost + excluded.cost`
+UPDATE balances AS b SET balance = b.balance + c.amount, updated_at = date_trunc('milliseconds', now())
+FROM (SELECT user_id, sum(amount) AS amount FROM charged GROUP BY user_id) c
+WHERE b.user_id = c.user_id`
+
+// lockBalancesSQL locks, in user order, the balances the staged records may
+// charge, before insertStagedSQL updates them in an order of its own.
+const lockBalancesSQL = `SELECT 1 FROM balances WHERE user_id IN (SELECT user_id FROM ` + stagingTable + ` WHERE user_id <> '')
+ORDER BY user_id FOR NO KEY UPDATE`
 
 // pruneBatch is how many rows one DELETE of PruneUsage removes: each batch is
 // its own short transaction.
@@ -58,7 +93,8 @@ const maxAttempts = 5
 type usageSource struct {
 	recs     []storage.UsageRecord
 	keep     []bool // records to copy (the first of each RequestID)
-	text     [][7]string
+	text     [][8]string
+	users    bool // some record has a UserID: lock balances first
 	lat, ttf []int64
 	status   []int64
 	attempts []int64
@@ -80,7 +116,8 @@ func (u *usageSource) Values() ([]any, error) {
 	v = append(v, textRef{&t[0]}, timeRef{&r.At}, textRef{&t[1]}, textRef{&t[2]}, textRef{&t[3]}, textRef{&t[4]},
 		boolRef{&r.Stream}, int8Ref{&u.status[i]}, textRef{&t[5]}, int8Ref{&u.attempts[i]},
 		int8Ref{&u.lat[i]}, int8Ref{&u.ttf[i]}, int8Ref{&r.InputTokens}, int8Ref{&r.CachedTokens},
-		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens}, textRef{&t[6]}, boolRef{&r.Estimated})
+		int8Ref{&r.OutputTokens}, int8Ref{&r.ReasoningTokens}, textRef{&t[6]}, boolRef{&r.Estimated},
+		int8Ref{&r.CacheWriteTokens}, textRef{&t[7]}, int8Ref{&r.Cost})
 	u.vals = v
 	return v, nil
 }
@@ -112,7 +149,7 @@ func (u *usageSource) Err() error { return nil }
 func newUsageSource(recs []storage.UsageRecord) *usageSource {
 	n := len(recs)
 	u := &usageSource{
-		recs: recs, keep: make([]bool, n), text: make([][7]string, n),
+		recs: recs, keep: make([]bool, n), text: make([][8]string, n),
 		lat: make([]int64, n), ttf: make([]int64, n), status: make([]int64, n), attempts: make([]int64, n),
 		vals: make([]any, 0, len(usageColumns)),
 	}
@@ -125,7 +162,8 @@ func newUsageSource(recs []storage.UsageRecord) *usageSource {
 		}
 		seen[id] = struct{}{}
 		u.keep[i] = true
-		u.text[i] = [7]string{id, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model), storage.CleanText(r.Route), storage.CleanText(r.ErrorClass), storage.CleanText(r.Decision)}
+		u.text[i] = [8]string{id, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model), storage.CleanText(r.Route), storage.CleanText(r.ErrorClass), storage.CleanText(r.Decision), storage.CleanText(r.UserID)}
+		u.users = u.users || r.UserID != ""
 		u.lat[i], u.ttf[i] = r.Latency.Microseconds(), r.TTFT.Microseconds()
 		u.status[i], u.attempts[i] = int64(r.Status), int64(r.Attempts)
 	}
@@ -184,6 +222,11 @@ func (s *Store) insertUsage(ctx context.Context, src *usageSource, create bool) 
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{stagingTable}, usageColumns, src); err != nil {
 			return fmt.Errorf("copy: %w", err)
+		}
+		if src.users {
+			if _, err := tx.Exec(ctx, lockBalancesSQL); err != nil {
+				return fmt.Errorf("lock balances: %w", err)
+			}
 		}
 		if _, err := tx.Exec(ctx, insertStagedSQL); err != nil {
 			return err

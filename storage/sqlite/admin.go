@@ -161,7 +161,7 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 	if !q.To.IsZero() {
 		where, args = append(where, "at < ?"), append(args, toMillis(q.To))
 	}
-	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}} {
+	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}, {"user_id", q.UserID}} {
 		if f.v != "" {
 			where, args = append(where, f.col+" = ?"), append(args, storage.CleanText(f.v))
 		}
@@ -177,7 +177,8 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		where, args = append(where, "(at < ? OR (at = ? AND request_id < ?))"), append(args, at, at, q.After.RequestID)
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated FROM usage_records`
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
+	cache_write_tokens, user_id, cost FROM usage_records`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -195,7 +196,8 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 			stream, est   int
 		)
 		if err := rows.Scan(&r.RequestID, &at, &r.KeyID, &r.AccountID, &r.Model, &r.Route, &stream, &r.Status, &r.ErrorClass,
-			&r.Attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &est); err != nil {
+			&r.Attempts, &lat, &ttft, &r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &est,
+			&r.CacheWriteTokens, &r.UserID, &r.Cost); err != nil {
 			return nil, fmt.Errorf("sqlite: list usage records: %w", err)
 		}
 		r.At, r.Stream, r.Estimated = fromMillis(at), stream != 0, est != 0

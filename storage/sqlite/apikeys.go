@@ -10,7 +10,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight`
+const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight, user_id`
 
 const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = ?`
 
@@ -47,9 +47,12 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	}
 	k.CreatedAt = fromMillis(toMillis(k.CreatedAt))
 	expires := nullMillis(k.ExpiresAt)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Hash, k.Prefix, k.Group, encodeList(k.Models), boolInt(k.Disabled), expires, toMillis(k.CreatedAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.Weight)
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.Weight, nullString(k.UserID))
+	if isForeignKey(err) {
+		return storage.APIKey{}, fmt.Errorf("sqlite: create api key %q: %w: no user %q", k.Name, storage.ErrInvalid, k.UserID)
+	}
 	if isConstraint(err) {
 		return storage.APIKey{}, conflict(fmt.Sprintf("create api key %q", k.Name), err)
 	}
@@ -157,11 +160,12 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		models    string
 		disabled  int
 		admin     int
+		userID    sql.NullString
 		expires   sql.NullInt64
 		createdMs int64
 	)
 	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin, &k.Weight); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin, &k.Weight, &userID); err != nil {
 		return storage.APIKey{}, err
 	}
 	var err error
@@ -170,6 +174,7 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 	}
 	k.Disabled = disabled != 0
 	k.Admin = admin != 0
+	k.UserID = userID.String
 	if expires.Valid {
 		t := fromMillis(expires.Int64)
 		k.ExpiresAt = &t

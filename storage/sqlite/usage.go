@@ -14,8 +14,9 @@ import (
 
 const insertUsageSQL = `INSERT INTO usage_records (
 	request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated,
+	cache_write_tokens, user_id, cost
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id) DO NOTHING`
 
 // insertErrorEventSQL stores one failed attempt; a repeated one is skipped.
@@ -92,11 +93,14 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	groups, err := s.insertRecords(ctx, tx, recs)
+	groups, charges, err := s.insertRecords(ctx, tx, recs)
 	if err != nil {
 		return err
 	}
 	if err := s.addRollups(ctx, tx, groups); err != nil {
+		return err
+	}
+	if err := chargeUsage(context.WithoutCancel(ctx), tx, charges); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -106,16 +110,18 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 }
 
 // insertRecords inserts recs in tx, skipping those already stored, and
-// returns the rollup sums of the records it stored. The rows run under a
+// returns the rollup sums of the records it stored and what they charge
+// their users. The rows run under a
 // context without cancellation: the driver would otherwise start a watcher
 // goroutine per row. Cancellation is still honoured between rows.
-func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, error) {
+func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
 	stmt := tx.StmtContext(ctx, s.insertUsage)
 	rowCtx := context.WithoutCancel(ctx)
 	groups := make(map[rollupKey]*rollupSums, 8)
+	var charges []userCharge
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("sqlite: insert usage: %w", err)
+			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		r := &recs[i]
 		at := r.At.UnixMilli()
@@ -124,16 +130,21 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.Us
 			storage.CleanText(r.RequestID), at, keyID, accountID, model, storage.CleanText(r.Route),
 			boolInt(r.Stream), r.Status, storage.CleanText(r.ErrorClass), r.Attempts,
 			r.Latency.Microseconds(), r.TTFT.Microseconds(),
-			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), boolInt(r.Estimated))
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), boolInt(r.Estimated),
+			r.CacheWriteTokens, storage.CleanText(r.UserID), r.Cost)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
 		if n == 0 {
 			continue // already stored: not counted again
+		}
+		if r.UserID != "" {
+			charges = append(charges, userCharge{requestID: storage.CleanText(r.RequestID), userID: storage.CleanText(r.UserID), model: model,
+				at: at, input: r.InputTokens, cached: r.CachedTokens, output: r.OutputTokens, cost: max(r.Cost, 0)})
 		}
 		k := rollupKey{hour: hourOf(at), keyID: keyID, accountID: accountID, model: model, status: r.Status}
 		g := groups[k]
@@ -147,7 +158,7 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.Us
 		g.output += r.OutputTokens
 		g.reasoning += r.ReasoningTokens
 	}
-	return groups, nil
+	return groups, charges, nil
 }
 
 // addRollups adds groups to their usage_hourly rows in tx, in key order.

@@ -88,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"Concurrent/Mixed", testConcurrentMixed},
 		{"Context/Canceled", testContextCanceled},
 	}
+	tests = append(tests, tenantTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
