@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/admin"
+	"github.com/troupe-gw/troupe/fleet"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/internal/telemetry"
@@ -43,10 +44,14 @@ const (
 
 // app is one running gateway: storage, the actor system and the HTTP front.
 type app struct {
-	cfg     *Config
-	log     *slog.Logger
-	store   storage.Store
-	cache   storage.Cache
+	cfg   *Config
+	log   *slog.Logger
+	store storage.Store
+	cache storage.Cache
+	// shared is the Redis under cache, unwrapped (nil with the in-memory
+	// cache): the fleet's membership store.
+	shared  *rediscache.Cache
+	fleet   *fleet.Fleet // the deployment's live instances (fleet.go)
 	sys     *actors.System
 	metrics *gateway.Metrics
 	server  *gateway.Server
@@ -148,19 +153,21 @@ func openStoreWith(ctx context.Context, cfg *Config, sealer *storage.Sealer) (st
 
 // openCache opens the configured cache. Redis is wrapped so that an outage
 // degrades to this process's memory (affinity and limits go local) and
-// recovers by itself; onChange reports the state for metrics.
-func openCache(ctx context.Context, cfg *Config, log *slog.Logger, onChange func(degraded bool)) (storage.Cache, error) {
+// recovers by itself; onChange reports the state for metrics. shared is
+// the Redis itself, unwrapped, for the fleet's membership (which must see
+// an outage, not a local stand-in); nil with the in-memory cache.
+func openCache(ctx context.Context, cfg *Config, log *slog.Logger, onChange func(degraded bool)) (c storage.Cache, shared *rediscache.Cache, err error) {
 	local := memcache.New(memcache.Options{})
 	if cfg.Cache.Driver != "redis" {
-		return local, nil
+		return local, nil, nil
 	}
 	rediscache.UseLogger(log)
 	rc, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix, Lazy: true})
 	if err != nil {
 		local.Close()
-		return nil, fmt.Errorf("cache: %w", err)
+		return nil, nil, fmt.Errorf("cache: %w", err)
 	}
-	return fallback.New(rc, local, fallback.Options{Logger: log, OnChange: onChange}), nil
+	return fallback.New(rc, local, fallback.Options{Logger: log, OnChange: onChange}), rc, nil
 }
 
 // startApp opens storage, syncs declared accounts, starts the actors and
@@ -276,6 +283,7 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.cache.Close()
 		return err
 	}
+	a.startFleet(ctx) // last: nothing after it can fail, so it needs no undoing
 	a.log.Info("troupe listening", "addr", a.ln.Addr().String(), "accounts", len(accounts), "storage", cfg.Storage.Driver, "cache", cfg.Cache.Driver)
 	return nil
 }
@@ -334,7 +342,7 @@ func (a *app) openCacheOnce(ctx context.Context) error {
 	}
 	metrics := a.metrics
 	var err error
-	a.cache, err = openCache(ctx, a.cfg, a.log, func(degraded bool) {
+	a.cache, a.shared, err = openCache(ctx, a.cfg, a.log, func(degraded bool) {
 		metrics.CacheDegraded(degraded)
 		if s := a.live.Load(); s != nil && !degraded {
 			// Trusting what is known meanwhile: the database may be down too.
@@ -464,6 +472,13 @@ func (a *app) shutdown(grace time.Duration) error {
 			a.log.Warn("tracing: spans not exported at shutdown", "err", err)
 		}
 		tcancel()
+	}
+	if a.fleet != nil { // before the cache: leaving is a Redis call
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.fleet.Stop(fctx); err != nil {
+			a.log.Warn("fleet: not removed from the live set; the others drop this instance after fleet.ttl", "err", err)
+		}
+		fcancel()
 	}
 	if a.cache != nil {
 		if err := a.cache.Close(); err != nil {

@@ -51,6 +51,13 @@ type Config struct {
 		URL    string `koanf:"url"`    // redis: redis://host:port/db
 		Prefix string `koanf:"prefix"` // redis key prefix, so deployments can share a server
 	} `koanf:"cache"`
+	// Fleet is the membership of a deployment of several instances
+	// (docs/fleet.md); it runs with cache.driver redis.
+	Fleet struct {
+		Addr      string        `koanf:"addr"`      // internal address announced to the other instances; default the listen address, its host filled in
+		TTL       time.Duration `koanf:"ttl"`       // life of an announcement: a dead instance leaves the set this long after its last heartbeat
+		Heartbeat time.Duration `koanf:"heartbeat"` // heartbeat period, shorter than ttl
+	} `koanf:"fleet"`
 	Gateway struct {
 		MaxBodyBytes   int           `koanf:"max_body_bytes"`
 		MaxAttempts    int           `koanf:"max_attempts"`
@@ -155,6 +162,9 @@ func defaults() map[string]any {
 		"policies.active":                 defaultPolicy,
 		"cache.url":                       "",
 		"cache.prefix":                    "troupe:",
+		"fleet.addr":                      "",
+		"fleet.ttl":                       "5s",
+		"fleet.heartbeat":                 "1s",
 		"gateway.max_body_bytes":          16 << 20,
 		"gateway.max_attempts":            3,
 		"gateway.max_wait":                "10s",
@@ -316,6 +326,9 @@ func (c *Config) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("cache.driver %q: want memory or redis", c.Cache.Driver))
+	}
+	if c.Fleet.Heartbeat <= 0 || c.Fleet.Heartbeat >= c.Fleet.TTL {
+		errs = append(errs, fmt.Errorf("fleet.heartbeat (%v) must be positive and shorter than fleet.ttl (%v)", c.Fleet.Heartbeat, c.Fleet.TTL))
 	}
 	if c.Policies.Active == "" {
 		errs = append(errs, errors.New("policies.active must name a policy"))

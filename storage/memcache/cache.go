@@ -103,6 +103,7 @@ type Cache struct {
 	perMax  int // items per family per shard
 	nowFn   func() time.Time
 	hub     hub
+	members members // the live instances (fleet.go)
 	closed  atomic.Bool
 	done    chan struct{}
 	sweeper sync.WaitGroup

@@ -10,6 +10,7 @@
 //	<prefix>e:<key>            entry (string, PX ttl)
 //	<prefix>c:<window ms>:<key> counter: hash {e: window end (Unix ms), n: total}, PEXPIREAT e
 //	<prefix>l:<key>            lease (string owner, PX ttl)
+//	<prefix>f:live, f:info     the live members of a fleet (fleet.go, storage.Membership)
 //	<prefix><channel>          pub/sub channel
 //
 // # Counters

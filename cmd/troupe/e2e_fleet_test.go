@@ -1,0 +1,77 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage/cachetest"
+	"github.com/troupe-gw/troupe/storage/storagetest"
+)
+
+// TestFleetMembership: two gateways on one PostgreSQL and Redis announce
+// themselves and each sees both (troupe_fleet_members 2); when one shuts
+// down it leaves the set and the other sees it gone at its next heartbeat.
+// The embedded default (the in-memory cache) is one member, itself.
+func TestFleetMembership(t *testing.T) {
+	pg := storagetest.PostgresDB(t)
+	rurl := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, rurl)
+	numbers := span(2, 10, 4)
+	cfgA := clusterConfig(t, pg, rurl, prefix)
+	cfgA.Fleet.Heartbeat = 100 * time.Millisecond // see the join quickly
+	a := startTestDemo(t, cfgA, tuned(numbers, nil))
+	cfgB := clusterConfig(t, pg, rurl, prefix)
+	b := startInstance(t, cfgB, len(numbers))
+
+	ids := func(ap *app) []string {
+		var out []string
+		for _, m := range ap.fleet.Members() {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	both := []string{a.app.fleet.Self().ID, b.fleet.Self().ID}
+	slices.Sort(both)
+	waitFleet(t, a.app, both, ids)
+	if got := ids(b); !slices.Equal(got, both) {
+		t.Fatalf("the second instance read %v at its start, want %v", got, both)
+	}
+	if g := gaugeValue(t, a, "troupe_fleet_members"); g != 2 {
+		t.Fatalf("troupe_fleet_members %v, want 2", g)
+	}
+	if g := gaugeValue(t, a, "troupe_fleet_heartbeat_failing"); g != 0 {
+		t.Fatalf("troupe_fleet_heartbeat_failing %v, want 0", g)
+	}
+	if addr := b.fleet.Self().Addr; addr != b.addr() {
+		t.Fatalf("announced address %q, want the listen address %q", addr, b.addr())
+	}
+
+	if err := b.fleet.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet(t, a.app, []string{a.app.fleet.Self().ID}, ids)
+
+	// The embedded default: this instance alone, nothing shared.
+	solo := startTestDemo(t, nil, tuned(numbers, nil))
+	if solo.app.fleet.Shared() || len(solo.app.fleet.Members()) != 1 {
+		t.Fatalf("in-memory cache: shared %v, members %v", solo.app.fleet.Shared(), solo.app.fleet.Members())
+	}
+}
+
+// waitFleet waits on a's fleet change signal until its live set is want.
+func waitFleet(t *testing.T, a *app, want []string, ids func(*app) []string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		ch := a.fleet.Changed()
+		if got := ids(a); slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("fleet members %v, want %v", ids(a), want)
+		}
+	}
+}

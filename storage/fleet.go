@@ -1,0 +1,38 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// FleetMember is one running Troupe process of a deployment, as it
+// announced itself (package fleet).
+type FleetMember struct {
+	// ID names the process run: unique in the deployment, new at every
+	// start (a restarted instance is a new member).
+	ID string
+	// Addr is the internal address (host:port) other instances reach it
+	// at; "" when it gave none.
+	Addr string
+	// Started is when the process started (millisecond precision, UTC).
+	Started time.Time
+}
+
+// Membership is the optional capability of a Cache to keep the live set of
+// a deployment's instances (package fleet). An instance is live while its
+// last announcement's ttl has not passed. Expiry is judged by the
+// backend's clock — the Redis server's for storage/rediscache, one clock
+// for every instance, so instances' clocks need not agree; the process's
+// for storage/memcache, where the set holds the instances of one process.
+// Methods are safe for concurrent use; an unreachable backend is an error
+// wrapping ErrCacheUnavailable, a ttl that is not positive or an empty ID
+// one wrapping ErrInvalid.
+type Membership interface {
+	// Heartbeat announces m as live for ttl from now, replacing its earlier
+	// announcement, drops the members whose ttl has passed, and returns the
+	// live members, m included, ordered by ID. One round trip.
+	Heartbeat(ctx context.Context, m FleetMember, ttl time.Duration) ([]FleetMember, error)
+	// Leave removes id's announcement at once (a clean shutdown); an
+	// unknown id is not an error.
+	Leave(ctx context.Context, id string) error
+}

@@ -1,0 +1,97 @@
+package rediscache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+var _ storage.Membership = (*Cache)(nil)
+
+// Keys of the live set (storage.Membership), under the prefix:
+//
+//	<prefix>f:live   sorted set: member ID, scored by its expiry (Unix ms, server clock)
+//	<prefix>f:info   hash: member ID → its announcement (JSON: addr, started ms)
+func (c *Cache) liveKey() string { return c.prefix + "f:live" }
+func (c *Cache) infoKey() string { return c.prefix + "f:info" }
+
+// heartbeatScript announces ARGV[1] (announcement ARGV[2]) live for ARGV[3]
+// ms on the server's clock, drops the members whose expiry has passed (from
+// both keys), keeps both keys alive for ARGV[4] ms (so an abandoned
+// deployment's set goes away), and returns the live announcements as
+// HGETALL does: id, announcement, id, announcement…
+var heartbeatScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+for _, id in ipairs(gone) do
+  redis.call('HDEL', KEYS[2], id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return redis.call('HGETALL', KEYS[2])
+`)
+
+// leaveScript removes ARGV[1] from the live set.
+var leaveScript = redis.NewScript(`
+redis.call('ZREM', KEYS[1], ARGV[1])
+return redis.call('HDEL', KEYS[2], ARGV[1])
+`)
+
+// announcement is a member's stored announcement.
+type announcement struct {
+	Addr    string `json:"addr,omitempty"`
+	Started int64  `json:"started"` // Unix ms
+}
+
+// keepMembers is how long the live set's keys outlive the last heartbeat:
+// long past any member's ttl, so they only go when the deployment is gone.
+const keepMembers = time.Hour
+
+// Heartbeat announces m as live for ttl (whole milliseconds, rounded up)
+// on the Redis server's clock, drops the members whose ttl has passed and
+// returns the live members ordered by ID, in one script. See
+// storage.Membership.
+func (c *Cache) Heartbeat(ctx context.Context, m storage.FleetMember, ttl time.Duration) ([]storage.FleetMember, error) {
+	if ttl <= 0 {
+		return nil, invalid("ttl", ttl)
+	}
+	if m.ID == "" {
+		return nil, fmt.Errorf("%w: rediscache: member id is empty", storage.ErrInvalid)
+	}
+	ann, err := json.Marshal(announcement{Addr: m.Addr, Started: m.Started.UnixMilli()})
+	if err != nil {
+		return nil, fmt.Errorf("rediscache: heartbeat: %w", err)
+	}
+	keep := max(ceilMs(ttl), keepMembers.Milliseconds())
+	res, err := heartbeatScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey()}, m.ID, ann, ceilMs(ttl), keep).StringSlice()
+	if err != nil {
+		return nil, c.wrap(ctx, "heartbeat", err)
+	}
+	out := make([]storage.FleetMember, 0, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		var a announcement
+		if err := json.Unmarshal([]byte(res[i+1]), &a); err != nil {
+			continue // not an announcement of ours: ignore rather than fail every heartbeat
+		}
+		out = append(out, storage.FleetMember{ID: res[i], Addr: a.Addr, Started: time.UnixMilli(a.Started).UTC()})
+	}
+	slices.SortFunc(out, func(a, b storage.FleetMember) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Leave removes id from the live set. See storage.Membership.
+func (c *Cache) Leave(ctx context.Context, id string) error {
+	err := leaveScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey()}, id).Err()
+	return c.wrap(ctx, "leave", err)
+}
