@@ -57,7 +57,11 @@ directly against the mock and through the gateway, interleaved.
 
 With --target URL --key KEY it measures a running gateway instead (any
 OpenAI-compatible one); add --mock URL (a "troupe mock --scenario" the
-gateway points at) for the direct baseline, and --pid for its CPU and memory.`,
+gateway points at) for the direct baseline, and --pid for its CPU and memory.
+
+With --mock URL and no --target it starts only the gateway, in front of that
+running mock fleet, so that Troupe and other gateways measured with --target
+share one fleet (the peers scenario, docs/bench.md).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -71,7 +75,7 @@ gateway points at) for the direct baseline, and --pid for its CPU and memory.`,
 	fs.StringVar(&f.out, "out", "", "output directory (default ./bench-out/SCENARIO-TIME)")
 	fs.StringVar(&f.target, "target", "", "base URL of a running gateway to measure, e.g. http://127.0.0.1:8080/v1")
 	fs.StringVar(&f.key, "key", "", "API key for --target")
-	fs.StringVar(&f.mockURL, "mock", "", "with --target: base URL of the mock fleet behind it (troupe mock --scenario), for the direct baseline")
+	fs.StringVar(&f.mockURL, "mock", "", "base URL of a running mock fleet of the scenario (troupe mock --scenario), e.g. http://127.0.0.1:9090/v1: with --target the one behind it, for the direct baseline; without, the gateway troupe bench starts points at it instead of a mock of its own")
 	fs.IntVar(&f.pid, "pid", 0, "with --target: the gateway's process id, for CPU and memory")
 	fs.StringVar(&f.troupeBin, "troupe-bin", "", "troupe binary to start the mock and the gateway with (default: this one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (data, configs, logs of the processes)")
@@ -223,7 +227,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	env, err := startBenchEnv(ctx, bin, tmp, s, progress)
+	env, err := startBenchEnv(ctx, bin, tmp, s, strings.TrimRight(f.mockURL, "/"), progress)
 	if env != nil {
 		defer env.stop(progress)
 	}
@@ -231,7 +235,12 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 		return err
 	}
 	cfg.Mode = "self"
-	cfg.TargetDesc = fmt.Sprintf("troupe serve (pid %d) in front of troupe mock (pid %d), %d accounts", env.gateway.Process.Pid, env.mock.Process.Pid, s.Accounts)
+	if env.mock != nil {
+		cfg.TargetDesc = fmt.Sprintf("troupe serve (pid %d) in front of troupe mock (pid %d), %d accounts", env.gateway.Process.Pid, env.mock.Process.Pid, s.Accounts)
+	} else {
+		cfg.TargetDesc = fmt.Sprintf("troupe serve (pid %d) in front of the running mock fleet at %s, %d accounts", env.gateway.Process.Pid, env.mockURL, s.Accounts)
+		cfg.Notes = append(cfg.Notes, "--mock: the gateway points at a mock fleet this run did not start ("+env.mockURL+")")
+	}
 	cfg.Gateway = load.Target{Name: "gateway", BaseURL: env.gatewayURL, Keys: []string{env.key}}
 	cfg.Direct = directTarget(s, env.mockURL)
 	cfg.GatewayPID = env.gateway.Process.Pid
@@ -331,9 +340,11 @@ type benchEnv struct {
 
 // startBenchEnv starts the mock fleet and the gateway as child processes of
 // bin, with the scenario's accounts and API keys provisioned in a fresh
-// data directory under tmp. On error the returned env (if not nil) holds
-// what was started, to stop.
-func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, progress io.Writer) (*benchEnv, error) {
+// data directory under tmp. When mockURL (http://HOST:PORT/v1) is not empty
+// it starts no mock: the gateway points at that running fleet, which must
+// serve the scenario's accounts. On error the returned env (if not nil)
+// holds what was started, to stop.
+func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, mockURL string, progress io.Writer) (*benchEnv, error) {
 	scen, err := yaml.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -344,11 +355,19 @@ func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, p
 	}
 	env := &benchEnv{}
 	childEnv := benchChildEnv()
-	addr, err := env.startMock(bin, tmp, scenPath, childEnv)
-	if err != nil {
-		return env, err
+	var addr string
+	if mockURL != "" {
+		if addr, err = checkRunningMock(ctx, s, mockURL); err != nil {
+			return env, err
+		}
+		env.mockURL = mockURL
+		fmt.Fprintf(progress, "bench: using the running mock fleet on %s\n", addr)
+	} else {
+		if addr, err = env.startMock(bin, tmp, scenPath, childEnv); err != nil {
+			return env, err
+		}
+		fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", addr, env.mock.Process.Pid)
 	}
-	fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", addr, env.mock.Process.Pid)
 
 	// Provision the gateway's storage: accounts and API keys.
 	listen, err := freeAddr()
@@ -380,6 +399,45 @@ func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, p
 	}
 	fmt.Fprintf(progress, "bench: gateway on %s (pid %d)\n", listen, env.gateway.Process.Pid)
 	return env, nil
+}
+
+// checkRunningMock checks that mockURL (http://HOST:PORT/v1) is a running
+// mock fleet of scenario s — its first and last default-group accounts'
+// tokens are accepted on GET /models — and returns its HOST:PORT, the
+// address the gateway's accounts are given.
+func checkRunningMock(ctx context.Context, s *scenario.Scenario, mockURL string) (string, error) {
+	rest, ok := strings.CutPrefix(mockURL, "http://")
+	addr, ok2 := strings.CutSuffix(rest, "/v1")
+	if !ok || !ok2 || addr == "" || strings.Contains(addr, "/") {
+		return "", fmt.Errorf("bench: --mock %q: want the mock fleet's base URL, http://HOST:PORT/v1", mockURL)
+	}
+	var tokens []string
+	for _, m := range s.Fleet() {
+		if m.Group == "" {
+			tokens = append(tokens, m.Account.Token)
+		}
+	}
+	if len(tokens) == 0 {
+		return "", errors.New("bench: the scenario has no default-group accounts")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, tok := range []string{tokens[0], tokens[len(tokens)-1]} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, mockURL+"/models", nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("bench: --mock %s: %w", mockURL, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("bench: --mock %s refuses the scenario's account token %q (%s): is it `troupe mock --scenario %s`?", mockURL, tok, resp.Status, s.Name)
+		}
+	}
+	return addr, nil
 }
 
 // startMock starts the mock fleet of the scenario at scenPath as a child

@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-gw/troupe/bench/mock"
+	"github.com/troupe-gw/troupe/bench/scenario"
+	"github.com/troupe-gw/troupe/bench/scenarios"
+	"go.yaml.in/yaml/v3"
 )
 
 // benchChildVar, when set to 1, makes this test binary act as the troupe
@@ -121,5 +127,134 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if page, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !bytes.Contains(page, []byte("uPlot")) || !bytes.Contains(page, []byte("<h2>Verdict</h2>")) {
 		t.Errorf("report.html: %v (or no verdict)", err)
+	}
+}
+
+// TestBenchPeers runs the peers scenario the way docs/bench.md's side by side
+// does, on a shrunken copy (few accounts, low rates, short phases): one mock
+// fleet, Troupe started by troupe bench in front of it (--mock without
+// --target), then a --target run against a stand-in peer (the mock fleet
+// itself, with one account's key, as a peer is configured). Both reports
+// must have the peers' four phases measured against the same baseline.
+func TestBenchPeers(t *testing.T) {
+	t.Setenv(benchChildVar, "1")
+	src, err := scenarios.Source("peers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shrink the scale, keep the phases' kinds and order.
+	s.Accounts, s.Rounds = 20, 1
+	rate, dur := 50.0, 300*time.Millisecond
+	if !testing.Short() {
+		s.Rounds, rate, dur = 2, 200, time.Second
+	}
+	for i := range s.Phases {
+		p := &s.Phases[i]
+		p.Duration, p.Warmup = dur, 0
+		if p.Mode == scenario.Open {
+			p.Rate = rate * p.Rate / 1000
+		} else {
+			p.Concurrency = 4
+		}
+	}
+	dir := t.TempDir()
+	scenPath := filepath.Join(dir, "peers-small.yaml")
+	b, err := yaml.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scenPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	fleet := mock.New(mock.Config{Accounts: s.MockAccounts()})
+	addr, err := fleet.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	mockURL := "http://" + addr + "/v1"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	run := func(out string, args ...string) map[string]any {
+		t.Helper()
+		cmd := rootCmd()
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs(append([]string{"bench", "--scenario", scenPath, "--out", out}, args...))
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatalf("troupe bench %v: %v\n%s", args, err, stderr.String())
+		}
+		b, err := os.ReadFile(filepath.Join(out, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	self := run(filepath.Join(dir, "troupe"), "--mock", mockURL, "--troupe-bin", os.Args[0])
+	peer := run(filepath.Join(dir, "peer"), "--target", mockURL, "--key", s.MockAccounts()[0].Token, "--mock", mockURL)
+
+	for name, rep := range map[string]map[string]any{"troupe": self, "peer": peer} {
+		phases, _ := rep["phases"].([]any)
+		if len(phases) != len(s.Phases) {
+			t.Fatalf("%s: %d phases, want %d", name, len(phases), len(s.Phases))
+		}
+		for i, p := range phases {
+			p := p.(map[string]any)
+			if p["name"] != s.Phases[i].Name {
+				t.Errorf("%s: phase %d is %v, want %s", name, i, p["name"], s.Phases[i].Name)
+			}
+			for _, side := range []string{"direct", "gateway"} {
+				r, _ := p[side].(map[string]any)
+				if ok, _ := r["ok"].(float64); ok <= 0 || r["errors"].(float64) != 0 {
+					t.Errorf("%s: phase %v %s: ok %v errors %v", name, p["name"], side, r["ok"], r["errors"])
+				}
+			}
+		}
+		sum := rep["summary"].(map[string]any)
+		for _, k := range []string{"added_p50_us", "added_p99_us", "added_ttft_p99_us", "throughput_ratio"} {
+			if _, ok := sum[k].(float64); !ok {
+				t.Errorf("%s: summary.%s = %v, want a number", name, k, sum[k])
+			}
+		}
+	}
+	if self["mode"] != "self" || peer["mode"] != "target" {
+		t.Errorf("modes %v and %v, want self and target", self["mode"], peer["mode"])
+	}
+	if cpu, _ := self["summary"].(map[string]any)["gateway_cpu_us_per_request"].(float64); cpu <= 0 {
+		t.Errorf("troupe run: gateway CPU per request %v, want > 0", cpu)
+	}
+	if notes := fmt.Sprint(self["notes"]); !strings.Contains(notes, "--mock: the gateway points at a mock fleet this run did not start") {
+		t.Errorf("troupe run's notes do not say the mock was not its own: %s", notes)
+	}
+
+	// A --mock that does not serve the scenario's fleet is refused before
+	// any load is sent.
+	other := mock.New(mock.Config{Accounts: []mock.Account{{Name: "x", Kind: mock.KindOpenAI, Token: "x-token", Models: []string{s.Model}}}})
+	otherAddr, err := other.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	cmd := rootCmd()
+	var stderr bytes.Buffer
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"bench", "--scenario", scenPath, "--out", filepath.Join(dir, "bad"), "--mock", "http://" + otherAddr + "/v1", "--troupe-bin", os.Args[0]})
+	if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "is it `troupe mock --scenario peers`?") {
+		t.Errorf("a mock of another fleet: %v, want the refusal naming the scenario", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad", "report.json")); err == nil {
+		t.Errorf("a report was written for a refused --mock")
 	}
 }
