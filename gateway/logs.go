@@ -97,16 +97,26 @@ func (s *Server) logEnd(c *call, status int) {
 			account = c.errors[n-1].AccountID
 		}
 	}
-	if status == statusClientClosed {
+	var why string
+	switch {
+	case status == statusClientClosed:
 		class = upstream.ClassCanceled.String()
+	case c.broke != nil:
+		// A committed stream that broke: no failover was possible, and the
+		// read's error is the only trace of why.
+		class, why = upstream.ClassTransient.String(), clip(c.broke.Error())
 	}
 	if account != "" {
 		if v, ok := s.sys.View(account); ok {
 			account = v.Name
 		}
 	}
-	s.log.LogAttrs(ctx, level, "request failed",
+	attrs := []slog.Attr{
 		slog.String("request_id", c.id), slog.String("route", c.route()), slog.String("model", c.model),
 		slog.Int("status", status), slog.String("class", class), slog.String("account", account),
-		slog.Int("attempts", c.attempts), slog.String("key", c.key.Name), slog.Int64("suppressed", held))
+		slog.Int("attempts", c.attempts), slog.String("key", c.key.Name), slog.Int64("suppressed", held)}
+	if why != "" {
+		attrs = append(attrs, slog.String("error", why))
+	}
+	s.log.LogAttrs(ctx, level, "request failed", attrs...)
 }

@@ -165,3 +165,21 @@ func TestAttemptLogOmitsEmptyError(t *testing.T) {
 		}
 	}
 }
+
+// A committed stream the upstream cut before its terminal event logs
+// "request failed" as transient with why it broke (before, class was empty
+// and nothing said what the upstream did).
+func TestBrokenStreamLogsWhy(t *testing.T) {
+	cut := cannedTransport{200, "text/event-stream", []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"partial"},"finish_reason":null}]}` + "\n\n")}
+	s, key, buf := loggedServer(t, 1, cut, slog.LevelInfo)
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if !bytes.Contains(resp.Body(), []byte("partial")) || !bytes.Contains(resp.Body(), []byte(msgStreamBroke)) {
+		t.Fatalf("body %q: want the content, then the broken-stream error", resp.Body())
+	}
+	var lines []map[string]any
+	waitUntil(t, "the request's failure logged", func() bool { lines = buf.lines(t, "request failed"); return len(lines) > 0 })
+	l := lines[0]
+	if l["class"] != "transient" || l["status"] != float64(502) || l["error"] != errNoTerminal.Error() {
+		t.Fatalf("request failed line %v: want class transient, status 502, error %q", l, errNoTerminal)
+	}
+}

@@ -95,8 +95,12 @@ type call struct {
 	// estimated: usage is the gateway's estimate (a stream cut before the
 	// upstream reported it; gateway/estimate.go).
 	estimated bool
-	latency   time.Duration // serving attempt: start to last byte
-	ttft      time.Duration // serving attempt: time to first content
+	// broke: why the serving attempt's committed stream ended without its
+	// protocol's terminal event (the upstream read's error, or
+	// errNoTerminal), for the failed request's log line; nil otherwise.
+	broke   error
+	latency time.Duration // serving attempt: start to last byte
+	ttft    time.Duration // serving attempt: time to first content
 
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
 	only       string // the only account that may serve it: the owner of prevResp's state

@@ -424,6 +424,10 @@ func (st *stream) tail() []byte {
 
 const msgStreamBroke = "The upstream stream ended unexpectedly."
 
+// errNoTerminal is why a stream broke when the upstream closed it cleanly
+// but before its protocol's terminal event.
+var errNoTerminal = errors.New("upstream stream closed before its terminal event")
+
 // WriteTo relays the stream into the HTTP response body (see relay), each
 // event one flushed chunk. During upstream silences longer than
 // HeartbeatInterval it writes SSE comments, so the connection stays alive
@@ -588,6 +592,9 @@ func (st *stream) finish(count bool) {
 	case v.Class != upstream.ClassNone:
 	case !st.clean:
 		v = upstream.Verdict{Class: upstream.ClassTransient}
+		if c.broke = st.rerr; c.broke == nil {
+			c.broke = errNoTerminal
+		}
 	}
 	// A read error after the protocol's terminal event (st.clean; the
 	// client closing its WebSocket right after response.completed cancels
