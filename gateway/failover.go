@@ -326,13 +326,19 @@ func (s *Server) logRequest(c *call, status int) {
 	case status >= 400 && len(c.errors) > 0:
 		class = c.errors[len(c.errors)-1].Class
 	}
-	s.sys.Record(storage.UsageRecord{
+	rec := storage.UsageRecord{
 		RequestID: c.id, At: c.start.UTC(), KeyID: c.key.ID, AccountID: account,
 		Model: c.model, Route: c.route(), Stream: c.stream, Status: status, ErrorClass: class, Attempts: c.attempts,
 		Latency: latency, TTFT: c.ttft,
 		InputTokens: c.usage.InputTokens, CachedTokens: c.usage.CachedTokens, OutputTokens: c.usage.OutputTokens, ReasoningTokens: c.usage.ReasoningTokens,
-		Decision: decisionText(c), Estimated: c.estimated,
-	})
+		CacheWriteTokens: c.usage.CacheWriteTokens, Decision: decisionText(c), Estimated: c.estimated,
+		UserID: c.key.UserID, // refused requests too: the user's request log shows them
+	}
+	if c.ticket != nil { // a user's request: priced from this record's numbers, charged when it is stored
+		s.billing.Finish(c.ticket, &rec)
+		c.ticket = nil
+	}
+	s.sys.Record(rec)
 }
 
 // failed adds the attempt that just failed on account to c's error events.

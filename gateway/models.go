@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"time"
@@ -19,14 +20,15 @@ import (
 // {"data":[{"type":"model","id","display_name","created_at"}],"has_more":false,"first_id","last_id"}.
 // Every model any account serves is listed, whatever its provider, since
 // every client protocol reaches every account. Aliases are listed too; a
-// key's model allowlist narrows the list.
+// key's model allowlist narrows the list, and for a user's key so do the
+// user's allowlist and the models that have a price (docs/billing.md).
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}
-	ids, seen := s.servedModels(&key)
+	ids, seen := s.servedModels(ctx, &key)
 	if anthropicClient(ctx) {
 		ctx.SetContentType("application/json")
 		ctx.SetBody(appendAnthropicModels(make([]byte, 0, 96+len(ids)*128), ids, s.now()))
@@ -46,8 +48,22 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 }
 
 // servedModels returns the sorted ids /v1/models lists for key and each
-// listed id's owner (the provider of the first account serving it).
-func (s *Server) servedModels(key *storage.APIKey) ([]string, map[string]string) {
+// listed id's owner (the provider of the first account serving it). A
+// user's key lists only what its user may use and has a price; none when
+// the user cannot be read or billing is off.
+func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]string, map[string]string) {
+	var user *storage.User
+	if key.UserID != "" {
+		if s.billing == nil {
+			return nil, nil
+		}
+		u, err := s.billing.User(ctx, key.UserID)
+		if err != nil {
+			s.log.Warn("models: user not read; listing none", "err", err)
+			return nil, nil
+		}
+		user = &u
+	}
 	seen := map[string]string{} // model → owner (provider)
 	anyCodex := false           // a codex account serves any model: the catalog says which
 	for _, v := range s.sys.Views() {
@@ -72,7 +88,7 @@ func (s *Server) servedModels(key *storage.APIKey) ([]string, map[string]string)
 	}
 	ids := make([]string, 0, len(seen))
 	for m := range seen {
-		if modelAllowed(key, m) {
+		if modelAllowed(key, m) && (user == nil || s.billing.Usable(user, m)) {
 			ids = append(ids, m)
 		}
 	}
@@ -128,7 +144,7 @@ func (s *Server) model(ctx *fasthttp.RequestCtx, id string) {
 		writeError(ctx, aerr)
 		return
 	}
-	ids, seen := s.servedModels(&key)
+	ids, seen := s.servedModels(ctx, &key)
 	if _, found := slices.BinarySearch(ids, id); !found {
 		writeError(ctx, errModelNotFound(id))
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -87,6 +88,9 @@ type call struct {
 	streamOptions     bool
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
+
+	maxOutput int64           // the body's max_tokens (max_output_tokens, max_completion_tokens); 0 when none
+	ticket    *billing.Ticket // a user's admitted request, settled by logRequest (billing.go); nil: none
 
 	authed bool // the client was authenticated: the request is logged (Server.logRequest)
 	// The attempt that served the client (Server.served), for its request-log record.
@@ -184,6 +188,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 	c.group = c.key.Group
 	if c.session = sessionKey(ctx, nil); c.session == "" {
 		c.session = c.cacheKey
+	}
+	if aerr := s.admitBilling(ctx, c); aerr != nil {
+		writeError(ctx, aerr)
+		return aerr.Status
 	}
 	entry, aerr := s.admit(ctx, &c.key, pinKey(c)) // limits and affinity: one cache round trip
 	if aerr == nil {
@@ -291,6 +299,13 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			c.streamOptions = true
 		case "max_tokens":
 			maxTokens = v
+			if v.Type == gjson.Number {
+				c.maxOutput = v.Int()
+			}
+		case "max_output_tokens", "max_completion_tokens":
+			if v.Type == gjson.Number {
+				c.maxOutput = v.Int()
+			}
 		case "previous_response_id":
 			prev = v
 		case "prompt_cache_key":

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
@@ -162,6 +163,7 @@ type Server struct {
 	routing        *routing.Runtime // the routing policy and canary (route.go); nil: no route()
 	catalog        ModelCatalog     // upstream models lists for /v1/models (catalog.go); nil: none
 	mount          Mount            // the paths served beside /v1: the admin API and console (mount.go); nil: none
+	billing        *billing.Gate    // users' requests: admission, price, charge (billing.go); nil: users' keys refused
 	now            func() time.Time
 	ws             wsHub                    // downstream Responses WebSocket connections (gateway/ws.go)
 	health         []storage.HealthReporter // dependencies /readyz reports (ready.go)

@@ -365,6 +365,9 @@ func (ss *wsSession) prepare(c *call, f createFrame, body []byte, prev *turn) *A
 			entry = c.sessionEntry()
 		}
 	}
+	if aerr := s.admitBilling(ss.ctx, c); aerr != nil {
+		return aerr
+	}
 	entry, aerr := s.admit(ss.ctx, &c.key, entry) // limits and affinity: one cache round trip
 	switch {
 	case aerr != nil:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/admin"
+	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/fleet"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/hygiene"
@@ -67,6 +68,8 @@ type app struct {
 	keys *lastknown.Store
 	// journal takes the usage records storage does not (usage.journal).
 	journal *journal.Usage
+	// billing admits, prices and charges users' requests (docs/billing.md).
+	billing *billing.Gate
 
 	codex    *codexSetup         // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	admin    adminSetup          // the admin UI's first-start result (admin.go)
@@ -194,7 +197,14 @@ func (a *app) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	a.journal, err = journal.Open(filepath.Join(cfg.DataDir, "usage.journal"), backend,
+	a.billing = billing.New(backend, nil, billing.Options{Logger: a.log})
+	if err = a.billing.Reload(ctx); err != nil {
+		a.keys.Stop()
+		return err
+	}
+	// Below the journal, so a user's hold is released only when its charge
+	// is stored, after an outage too.
+	a.journal, err = journal.Open(filepath.Join(cfg.DataDir, "usage.journal"), billing.CommitWriter(backend, a.billing),
 		journal.Options{MaxBytes: cfg.Storage.UsageJournalMaxBytes, Logger: a.log})
 	if err != nil {
 		a.keys.Stop()
@@ -237,6 +247,8 @@ func (a *app) startWrapped(ctx context.Context) error {
 		a.sys.PutAccount(acc)
 	}
 	a.server = gateway.New(gatewayConfig(cfg), a.sys, a.store, a.cache, a.metrics, a.log)
+	a.billing.SetCache(a.cache)
+	a.server.SetBilling(a.billing)
 	if err := a.startTracing(ctx); err != nil {
 		a.sys.Stop(context.Background())
 		a.cache.Close()
@@ -429,7 +441,42 @@ func (a *app) watchKeys() error {
 			a.log.Debug("api keys changed: key cache dropped", "change", msg)
 		}
 	}()
+	bills, err := a.cache.Subscribe(wctx, billing.Channel)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("cache: subscribe to %q: %w", billing.Channel, err)
+	}
+	go a.watchBilling(wctx, bills)
 	return nil
+}
+
+// billingReload is how often prices are read again without an
+// announcement: a change made by the CLI without a shared cache.
+const billingReload = 30 * time.Second
+
+// watchBilling reloads the billing gate's prices and drops its cached
+// users on every message of the billing channel (prices or users changed
+// by the admin API, or the CLI with a shared cache), and every
+// billingReload, until ctx ends.
+func (a *app) watchBilling(ctx context.Context, ch <-chan string) {
+	t := time.NewTicker(billingReload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := a.billing.Reload(rctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("billing: prices not reloaded; the previous ones stay", "err", err)
+		}
+		cancel()
+	}
 }
 
 // addr is the address the gateway listens on (host:port).

@@ -1,0 +1,477 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// Channel is the cache pub/sub channel on which changes of prices, price
+// groups and users are announced; every Gate drops its cached users and
+// reloads its prices on a message.
+const Channel = "billing"
+
+// Store is what a Gate reads (storage.Store has it).
+type Store interface {
+	GetUser(ctx context.Context, idNameOrEmail string) (storage.User, error)
+	Balance(ctx context.Context, userID string) (int64, error)
+	ListPrices(ctx context.Context) ([]storage.Price, error)
+	ListPriceGroups(ctx context.Context) ([]storage.PriceGroup, error)
+}
+
+// Options configure a Gate. The zero value is valid.
+type Options struct {
+	// OutputEstimate is the output tokens a request is assumed to produce
+	// when it does not say (no max_tokens); default DefaultOutputEstimate.
+	OutputEstimate int64
+	// UserTTL is how long a user read from storage is trusted; default
+	// 10 s (a change announced on Channel applies at once).
+	UserTTL time.Duration
+	// HoldWindow is the life of the in-flight hold counters in the cache
+	// (they expire with their window, so a hold lost to a crash frees itself);
+	// default DefaultHoldWindow.
+	HoldWindow time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time // default time.Now
+}
+
+// Defaults of Options.
+const (
+	DefaultOutputEstimate = 1024
+	DefaultHoldWindow     = time.Hour
+)
+
+// Gate admits users' requests against their limits and balance, prices
+// them from their usage, and holds what requests in flight may cost until
+// their charges are stored (docs/billing.md). It is safe for concurrent use.
+//
+// The holds live in the cache (Redis: shared by every instance; memory:
+// this process): per user, the sum of the estimates of the requests
+// admitted and not yet charged. A request is admitted only when the
+// balance covers every hold including its own, so concurrent requests
+// overdraw only by what their real cost exceeds their estimate.
+type Gate struct {
+	store Store
+	cache storage.Cache
+	opts  Options
+	book  atomic.Pointer[book]
+
+	mu      sync.Mutex
+	users   map[string]cachedUser
+	pending map[string]*Ticket // request id → ticket whose charge is not stored yet
+	swept   time.Time
+}
+
+type cachedUser struct {
+	u  storage.User
+	at time.Time
+}
+
+// book is one snapshot of prices and group multipliers.
+type book struct {
+	prices map[string]storage.Price
+	groups map[string]int64
+}
+
+// New returns a Gate over store and cache (nil: no holds, limits or
+// concurrency across requests; tests). Call Reload before use.
+func New(store Store, cache storage.Cache, opts Options) *Gate {
+	if opts.OutputEstimate <= 0 {
+		opts.OutputEstimate = DefaultOutputEstimate
+	}
+	if opts.UserTTL <= 0 {
+		opts.UserTTL = 10 * time.Second
+	}
+	if opts.HoldWindow <= 0 {
+		opts.HoldWindow = DefaultHoldWindow
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	g := &Gate{store: store, cache: cache, opts: opts, users: map[string]cachedUser{}, pending: map[string]*Ticket{}}
+	g.book.Store(&book{prices: map[string]storage.Price{}, groups: map[string]int64{}})
+	return g
+}
+
+// SetCache sets the cache of the holds and limits, before the gate admits
+// a request (the cache opens after the usage journal, which needs the gate).
+func (g *Gate) SetCache(c storage.Cache) { g.cache = c }
+
+// Reload reads prices and group multipliers again and drops cached users.
+// On an error the previous prices stay.
+func (g *Gate) Reload(ctx context.Context) error {
+	g.mu.Lock()
+	clear(g.users)
+	g.mu.Unlock()
+	prices, err := g.store.ListPrices(ctx)
+	if err != nil {
+		return fmt.Errorf("billing: reload prices: %w", err)
+	}
+	groups, err := g.store.ListPriceGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("billing: reload price groups: %w", err)
+	}
+	b := &book{prices: make(map[string]storage.Price, len(prices)), groups: make(map[string]int64, len(groups))}
+	for _, p := range prices {
+		b.prices[p.Model] = p
+	}
+	for _, gr := range groups {
+		b.groups[gr.Group] = gr.Multiplier
+	}
+	g.book.Store(b)
+	return nil
+}
+
+// Price returns the price of model and whether it has one.
+func (g *Gate) Price(model string) (storage.Price, bool) {
+	p, ok := g.book.Load().prices[model]
+	return p, ok
+}
+
+// Multiplier returns group's multiplier in parts per million (UnitMultiplier
+// when it has none).
+func (g *Gate) Multiplier(group string) int64 {
+	if m, ok := g.book.Load().groups[group]; ok && m > 0 {
+		return m
+	}
+	return UnitMultiplier
+}
+
+// User returns the user with id, cached for Options.UserTTL.
+func (g *Gate) User(ctx context.Context, id string) (storage.User, error) {
+	now := g.opts.Now()
+	g.mu.Lock()
+	c, ok := g.users[id]
+	g.mu.Unlock()
+	if ok && now.Sub(c.at) < g.opts.UserTTL {
+		return c.u, nil
+	}
+	u, err := g.store.GetUser(ctx, id)
+	if err != nil {
+		return storage.User{}, err
+	}
+	g.mu.Lock()
+	g.users[id] = cachedUser{u: u, at: now}
+	g.mu.Unlock()
+	return u, nil
+}
+
+// Usable reports whether user u may use model: its allowlist has it (or is
+// empty) and the model has a price.
+func (g *Gate) Usable(u *storage.User, model string) bool {
+	if len(u.Models) > 0 && !slices.Contains(u.Models, model) {
+		return false
+	}
+	_, ok := g.Price(model)
+	return ok
+}
+
+// RefusalKind says why a request was refused.
+type RefusalKind int
+
+// Refusals, with the status the gateway answers them with.
+const (
+	RefusedUnknown     RefusalKind = iota + 1 // the key's user does not exist: 401
+	RefusedDisabled                           // the user is disabled: 401
+	RefusedModel                              // not in the user's allowlist: 403
+	RefusedUnpriced                           // the model has no price: 403
+	RefusedRPM                                // the user's requests per minute: 429
+	RefusedConcurrency                        // the user's requests in flight: 429
+	RefusedBalance                            // the balance cannot cover the estimate: 429 insufficient_quota (OpenAI), 402 billing_error (Anthropic)
+	RefusedUnavailable                        // storage cannot tell the balance: 503
+)
+
+// Refusal is why Admit refused a request.
+type Refusal struct {
+	Kind       RefusalKind
+	Limit      int64         // RefusedRPM, RefusedConcurrency: the limit
+	RetryAfter time.Duration // RefusedRPM: until the minute ends
+	Err        error         // RefusedUnavailable, RefusedUnknown: the storage error (never shown to clients)
+}
+
+// Error describes the refusal (for logs).
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("billing: request refused (kind %d): %v", r.Kind, r.Err)
+}
+
+// Request is what Admit needs of a request.
+type Request struct {
+	ID        string // the request id its usage record will have
+	UserID    string
+	Model     string // as the client named it (prices are per client model name)
+	Input     int64  // estimated input tokens
+	MaxOutput int64  // the request's max_tokens; <= 0: Options.OutputEstimate
+}
+
+// Ticket is an admitted request's claim: its estimate held, its slot in
+// the user's concurrency. Finish prices it; Committed releases its hold.
+type Ticket struct {
+	id       string
+	user     storage.User
+	price    storage.Price
+	mult     int64
+	estimate int64
+	slot     int64 // the hold window it was added in
+	conc     bool  // it holds a concurrency slot
+	released atomic.Bool
+	at       time.Time
+}
+
+// Estimate is the amount held for the request, in micro-units.
+func (t *Ticket) Estimate() int64 { return t.estimate }
+
+func holdKey(user string, slot int64) string {
+	return "bill:hold:" + user + ":" + strconv.FormatInt(slot, 10)
+}
+
+func concKey(user string, slot int64) string {
+	return "bill:conc:" + user + ":" + strconv.FormatInt(slot, 10)
+}
+
+// Admit checks request r of a user before it goes upstream: the user exists
+// and is enabled, may use the model and the model has a price, its RPM and
+// concurrency limits, then holds the request's estimate (the price of its
+// estimated input and of max_tokens, or Options.OutputEstimate, of output)
+// and admits it when the balance covers every hold of the user including
+// this one. The hold is counted before the balance is read, so a charge
+// stored meanwhile (whose hold is dropped only after it is stored) is never
+// missed by both. A cache that fails lets limits through (they are a guard)
+// and counts the hold as this request's alone; a balance storage cannot
+// read refuses (RefusedUnavailable). On admission the caller must pass the
+// ticket to Finish exactly once.
+func (g *Gate) Admit(ctx context.Context, r Request) (*Ticket, *Refusal) {
+	u, err := g.User(ctx, r.UserID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, &Refusal{Kind: RefusedUnknown, Err: err}
+	case err != nil:
+		return nil, &Refusal{Kind: RefusedUnavailable, Err: err}
+	case u.Disabled:
+		return nil, &Refusal{Kind: RefusedDisabled}
+	case len(u.Models) > 0 && !slices.Contains(u.Models, r.Model):
+		return nil, &Refusal{Kind: RefusedModel}
+	}
+	p, ok := g.Price(r.Model)
+	if !ok {
+		return nil, &Refusal{Kind: RefusedUnpriced}
+	}
+	mult := g.Multiplier(u.Group)
+	out := r.MaxOutput
+	if out <= 0 {
+		out = g.opts.OutputEstimate
+	}
+	now := g.opts.Now()
+	t := &Ticket{id: r.ID, user: u, price: p, mult: mult, estimate: Cost(p, mult, Tokens{Input: r.Input, Output: out}),
+		slot: now.UnixMilli() / g.opts.HoldWindow.Milliseconds(), at: now}
+	if g.cache != nil {
+		if ref := g.limits(ctx, t, now); ref != nil {
+			return nil, ref
+		}
+	}
+	held := t.estimate
+	if g.cache != nil && t.estimate > 0 {
+		total, err := g.cache.Incr(ctx, holdKey(u.ID, t.slot), t.estimate, g.opts.HoldWindow)
+		if err != nil {
+			g.opts.Logger.Warn("billing: hold not counted in the cache; this request's estimate alone is held", "err", err)
+			t.estimate = 0 // nothing to release
+		} else {
+			held = max(total, held)
+		}
+	}
+	bal, err := g.store.Balance(ctx, u.ID)
+	if err != nil || bal < held {
+		g.release(t)
+		if err != nil {
+			return nil, &Refusal{Kind: RefusedUnavailable, Err: err}
+		}
+		return nil, &Refusal{Kind: RefusedBalance}
+	}
+	return t, nil
+}
+
+// limits counts t against its user's RPM and concurrency limits.
+func (g *Gate) limits(ctx context.Context, t *Ticket, now time.Time) *Refusal {
+	var buf [2]storage.CacheOp
+	ops := buf[:0]
+	if t.user.RPM > 0 {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: "bill:rpm:" + t.user.ID, N: 1, TTL: time.Minute, Limit: t.user.RPM})
+	}
+	if t.user.MaxConcurrency > 0 {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: concKey(t.user.ID, t.slot), N: 1, TTL: g.opts.HoldWindow, Limit: t.user.MaxConcurrency})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	_ = storage.Batch(ctx, g.cache, ops) // each op carries its error
+	for i := range ops {
+		op := &ops[i]
+		if op.Key == concKey(t.user.ID, t.slot) && op.Err == nil && !op.Skipped {
+			t.conc = true
+		}
+		if op.Err != nil {
+			g.opts.Logger.Warn("billing: user limit counter unavailable; request admitted", "err", op.Err)
+		}
+	}
+	for i := range ops {
+		if !ops[i].Over {
+			continue
+		}
+		g.releaseConc(t)
+		if ops[i].TTL == time.Minute {
+			return &Refusal{Kind: RefusedRPM, Limit: t.user.RPM, RetryAfter: time.Minute - time.Duration(now.UnixNano()%int64(time.Minute))}
+		}
+		return &Refusal{Kind: RefusedConcurrency, Limit: t.user.MaxConcurrency}
+	}
+	return nil
+}
+
+// Finish prices the request of ticket t from its usage record rec — the
+// same token counts the record stores — and sets rec.UserID and rec.Cost;
+// storing rec charges the cost (storage.Usage.InsertUsage). It frees the
+// request's concurrency slot and sets its hold from the estimate to the
+// cost, kept until Committed sees rec stored (or freed now when the
+// request costs nothing). Call it once per
+// ticket, before the record is handed to the recorder.
+func (g *Gate) Finish(t *Ticket, rec *storage.UsageRecord) {
+	rec.UserID = t.user.ID
+	rec.Cost = Cost(t.price, t.mult, Tokens{Input: rec.InputTokens, Cached: rec.CachedTokens, CacheWrite: rec.CacheWriteTokens, Output: rec.OutputTokens})
+	g.releaseConc(t)
+	if rec.Cost == 0 {
+		g.release(t)
+		return
+	}
+	// From now until its charge is stored the request holds its exact
+	// cost, not its estimate: a request already answered never overdraws.
+	if d := rec.Cost - t.estimate; d != 0 && g.cache != nil && !t.released.Load() {
+		if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
+			t.estimate = 0 // the window, and the hold with it, has ended
+		} else if err := g.adjust(t, d); err != nil {
+			g.opts.Logger.Warn("billing: hold not set to the request's cost; its estimate stays held", "err", err)
+		} else {
+			t.estimate = rec.Cost
+		}
+	}
+	now := g.opts.Now()
+	g.mu.Lock()
+	g.pending[rec.RequestID] = t
+	var stale []*Ticket
+	if now.Sub(g.swept) > g.opts.HoldWindow {
+		// A record the recorder dropped is never committed: its hold
+		// expired with its window; forget it here.
+		g.swept = now
+		for id, p := range g.pending {
+			if now.Sub(p.at) > 2*g.opts.HoldWindow {
+				delete(g.pending, id)
+				stale = append(stale, p)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, p := range stale {
+		p.released.Store(true)
+	}
+}
+
+// Committed releases the holds of the records in recs, which storage has
+// just stored (and so charged). Records of other instances or without a
+// ticket are ignored.
+func (g *Gate) Committed(recs []storage.UsageRecord) {
+	var done []*Ticket
+	g.mu.Lock()
+	for i := range recs {
+		if recs[i].UserID == "" {
+			continue
+		}
+		if t, ok := g.pending[recs[i].RequestID]; ok {
+			delete(g.pending, recs[i].RequestID)
+			done = append(done, t)
+		}
+	}
+	g.mu.Unlock()
+	for _, t := range done {
+		g.release(t)
+	}
+}
+
+// Pending is how many finished requests wait for their charge to be stored.
+func (g *Gate) Pending() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}
+
+// release takes t's estimate off its user's hold, once. A hold added in a
+// window that has ended went with its counter.
+func (g *Gate) release(t *Ticket) {
+	g.releaseConc(t)
+	if t.released.Swap(true) || g.cache == nil || t.estimate == 0 {
+		return
+	}
+	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
+		return
+	}
+	if err := g.adjust(t, -t.estimate); err != nil {
+		g.opts.Logger.Warn("billing: hold not released; it expires with its window", "err", err)
+	}
+}
+
+// adjust adds d to t's user's hold in t's window.
+func (g *Gate) adjust(t *Ticket, d int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := g.cache.Incr(ctx, holdKey(t.user.ID, t.slot), d, g.opts.HoldWindow)
+	return err
+}
+
+// releaseConc frees t's concurrency slot, once. A slot taken in a window
+// that has ended went with its counter.
+func (g *Gate) releaseConc(t *Ticket) {
+	if !t.conc {
+		return
+	}
+	t.conc = false
+	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := g.cache.Incr(ctx, concKey(t.user.ID, t.slot), -1, g.opts.HoldWindow); err != nil {
+		g.opts.Logger.Warn("billing: concurrency slot not released; it expires with its window", "err", err)
+	}
+}
+
+// Writer is what CommitWriter wraps: storage's usage writer (the usage
+// journal writes through it).
+type Writer interface {
+	InsertUsage(ctx context.Context, recs []storage.UsageRecord) error
+	InsertErrorEvents(ctx context.Context, evs []storage.ErrorEvent) error
+}
+
+// CommitWriter returns w that tells g which records storage took, so their
+// holds are released only once their charges are stored — after a journal
+// replay too.
+func CommitWriter(w Writer, g *Gate) Writer { return commitWriter{w, g} }
+
+type commitWriter struct {
+	Writer
+	g *Gate
+}
+
+func (c commitWriter) InsertUsage(ctx context.Context, recs []storage.UsageRecord) error {
+	err := c.Writer.InsertUsage(ctx, recs)
+	if err == nil {
+		c.g.Committed(recs)
+	}
+	return err
+}

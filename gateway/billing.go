@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/troupe-gw/troupe/billing"
+	"github.com/troupe-gw/troupe/translate"
+)
+
+// SetBilling installs the gate that admits, prices and charges the requests
+// of users' keys (docs/billing.md); call it before Serve. Without one a
+// user's key is refused (an operator key is never billed).
+func (s *Server) SetBilling(g *billing.Gate) { s.billing = g }
+
+// admitBilling is the request's billing step before it goes upstream, for
+// a key that belongs to a user: the user's state, model allowlist, price,
+// RPM and concurrency limits, and its balance against every request of the
+// user in flight (billing.Gate.Admit). The ticket it takes is settled by
+// logRequest, which every authenticated request reaches exactly once.
+func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
+	if c.key.UserID == "" {
+		return nil
+	}
+	if s.billing == nil {
+		return errUnusableKey("belongs to a user account, and billing is not running on this gateway")
+	}
+	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
+		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput})
+	if ref != nil {
+		return s.billingRefusal(c, ref)
+	}
+	c.ticket = t
+	return nil
+}
+
+// billingRefusal is the client-facing error of a refusal, in the client's
+// protocol: no balance is OpenAI's 429 insufficient_quota (recorded in the
+// shared fixture openai-chat/error-429-insufficient-quota.json), which
+// clients treat as final, and Anthropic's 402 billing_error for Messages.
+func (s *Server) billingRefusal(c *call, r *billing.Refusal) *APIError {
+	switch r.Kind {
+	case billing.RefusedUnknown:
+		return errUnusableKey("belongs to a user account that no longer exists")
+	case billing.RefusedDisabled:
+		return errUnusableKey("belongs to a disabled user account")
+	case billing.RefusedModel:
+		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
+			Message: "Your account is not allowed to use the model `" + clip(c.model) + "`."}
+	case billing.RefusedUnpriced:
+		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
+			Message: "The model `" + clip(c.model) + "` has no price for user accounts; ask your Troupe operator."}
+	case billing.RefusedRPM:
+		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: r.RetryAfter,
+			Message: "Rate limit reached for your account: " + strconv.FormatInt(r.Limit, 10) + " requests per minute. Please try again later."}
+	case billing.RefusedConcurrency:
+		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded",
+			Message: "Your account has " + strconv.FormatInt(r.Limit, 10) + " requests in flight, its limit. Please try again when one ends."}
+	case billing.RefusedBalance:
+		if c.endpoint == translate.Messages {
+			return &APIError{Status: 402, Type: "billing_error", Code: "insufficient_quota",
+				Message: "Your credit balance is too low for this request. Ask your Troupe operator to top up your account."}
+		}
+		return &APIError{Status: 429, Type: "insufficient_quota", Code: "insufficient_quota",
+			Message: "You exceeded your current quota: your balance cannot cover this request. Ask your Troupe operator to top up your account."}
+	}
+	s.log.Warn("billing: balance unavailable; user request refused", "err", r.Err)
+	return &APIError{Status: 503, Type: "server_error", Code: "billing_unavailable",
+		Message: "The gateway cannot read your balance right now. Please try again shortly."}
+}
