@@ -1,82 +1,147 @@
 package stats
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// series is one account's (or provider's) rings, one per window.
+// series is one account's (or provider's) rings, one per window. It is
+// allocated on the account's first attempt; each ring's arena grows with
+// the entries its buckets hold and is freed by Store.Sweep once the ring's
+// window holds nothing.
 type series struct {
 	mu    sync.Mutex
-	rings [numWindows][]bucket
+	last  int64 // Unix nanoseconds of the newest attempt recorded
+	dead  bool  // dropped from the Store (Forget, Sweep): record into a new one
+	rings [numWindows]ring
 }
 
-// bucket is one ring slot: the counts of the attempts in [at, at+step).
-type bucket struct {
-	at     int64 // bucket number (Unix nanoseconds / step) + 1; 0: empty
-	tokens Tokens
-	counts tally
+// ring is one window's buckets: slot n mod len holds bucket n (Unix
+// nanoseconds / step + 1) for the len buckets up to head.
+type ring struct {
+	head int64 // the newest bucket number written; 0: none yet
+	t    tally
 }
 
-func newSeries() *series {
-	r := &series{}
-	for i, w := range Windows {
-		r.rings[i] = make([]bucket, w.buckets()+1)
-	}
-	return r
-}
+// slots is the number of buckets a window's ring holds.
+func (w Window) slots() int64 { return int64(w.buckets() + 1) }
 
-// slot returns ring i's bucket for time at, emptied if it held an older one.
-// It returns nil when at is older than the ring reaches (a late record).
-func (r *series) slot(i int, at time.Time) *bucket {
-	n := at.UnixNano()/int64(Windows[i].step) + 1
-	ring := r.rings[i]
-	b := &ring[n%int64(len(ring))]
+// slot returns ring i's slot for bucket n, emptying the slots of the
+// buckets the ring moves past; ok is false when n is older than the ring
+// reaches (a late record).
+func (r *series) slot(i int, n int64) (slot int, ok bool) {
+	g := &r.rings[i]
+	l := Windows[i].slots()
 	switch {
-	case b.at == n:
-	case b.at < n:
-		b.at, b.tokens, b.counts = n, Tokens{}, b.counts[:0]
-	default:
-		return nil
+	case n > g.head:
+		if g.head == 0 || n-g.head >= l {
+			g.t = g.t[:0]
+		} else {
+			for b := g.head + 1; b <= n; b++ {
+				g.t.clear(int(b % l))
+			}
+		}
+		g.head = n
+	case n <= g.head-l:
+		return 0, false
 	}
-	return b
+	return int(n % l), true
 }
 
-func (r *series) record(at time.Time, a Attempt) {
-	st := a.Status
-	if st < 0 || st > 999 {
-		st = 0
+// record counts a; it returns false, counting nothing, when r was dropped
+// from its Store.
+func (r *series) record(at time.Time, a Attempt) bool {
+	ns := at.UnixNano()
+	class := uint32(a.Class)
+	if class >= keyStatus-keyClass {
+		class = uint32(upstream.ClassTransient)
 	}
+	st := keyStatus + statusKey(a.Status)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.dead {
+		return false
+	}
+	r.last = max(r.last, ns)
 	for i := range r.rings {
-		b := r.slot(i, at)
-		if b == nil {
+		sl, ok := r.slot(i, ns/int64(Windows[i].step)+1)
+		if !ok {
 			continue
 		}
-		b.counts.add(keyClass+uint32(a.Class), 1)
-		b.counts.add(keyStatus+uint32(st), 1)
+		t := &r.rings[i].t
+		t.add(sl, keyClass+class, 1)
+		t.add(sl, st, 1)
 		if a.Latency > 0 {
-			b.counts.add(keyLatency+bin(a.Latency), 1)
+			t.add(sl, keyLatency+bin(a.Latency), 1)
 		}
 		if a.TTFT > 0 {
-			b.counts.add(keyTTFT+bin(a.TTFT), 1)
+			t.add(sl, keyTTFT+bin(a.TTFT), 1)
 		}
 	}
+	return true
 }
 
-func (r *series) addTokens(at time.Time, t Tokens) {
+// addTokens counts tk; like record, it returns false when r was dropped.
+func (r *series) addTokens(at time.Time, tk Tokens) bool {
+	ns := at.UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.dead {
+		return false
+	}
+	r.last = max(r.last, ns)
 	for i := range r.rings {
-		if b := r.slot(i, at); b != nil {
-			b.tokens.add(t)
+		sl, ok := r.slot(i, ns/int64(Windows[i].step)+1)
+		if !ok {
+			continue
+		}
+		t := &r.rings[i].t
+		for k, v := range [tokenKinds]int64{tk.Input, tk.Output, tk.CacheRead, tk.CacheWrite} {
+			if v > 0 {
+				t.addWide(sl, keyTokens+uint32(k*tokenDigits), uint64(v))
+			}
 		}
 	}
+	return true
 }
+
+// reach returns the buckets of ring i a window as of now reads: lo..hi,
+// empty when lo > hi.
+func (r *series) reach(i int, now time.Time) (lo, hi int64) {
+	first, last := span(Windows[i], now)
+	g := &r.rings[i]
+	return max(first, g.head-Windows[i].slots()+1), min(last, g.head)
+}
+
+// sweep frees the arenas of the rings whose window as of now holds
+// nothing (their newest bucket is older than the window's first), when
+// they are larger than keepEntries: a quiet account's small arenas stay, so
+// its next attempt does not allocate them again. It reports whether every
+// ring is empty. A ring freed keeps its head, so a late record still finds
+// it behind.
+func (r *series) sweep(now time.Time) (empty bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	empty = true
+	for i := range r.rings {
+		g := &r.rings[i]
+		if first, _ := span(Windows[i], now); g.head < first {
+			if cap(g.t) > keepEntries {
+				g.t = nil
+			} else {
+				g.t = g.t[:0]
+			}
+		} else {
+			empty = false
+		}
+	}
+	return empty
+}
+
+// keepEntries is the largest arena an empty ring keeps (64 bytes).
+const keepEntries = 16
 
 // merged is a window's buckets added up.
 type merged struct {
@@ -124,21 +189,32 @@ func (r *series) merge(w Window, now time.Time, m *merged) {
 	if r == nil {
 		return
 	}
-	first, last := span(w, now)
+	i := index(w)
+	l := w.slots()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, b := range r.rings[index(w)] {
-		if b.at >= first && b.at <= last {
-			b.counts.merge(&m.counts)
-			m.tokens.add(b.tokens)
+	lo, hi := r.reach(i, now)
+	t := r.rings[i].t
+	if hi-lo+1 >= l {
+		t.merge(&m.counts)
+	} else {
+		for b := lo; b <= hi; b++ {
+			t.slot(int(b % l)).merge(&m.counts)
 		}
 	}
+	r.mu.Unlock()
 	m.sums()
 }
 
 // sums fills the totals from the counts.
 func (m *merged) sums() {
 	m.requests, m.lat, m.ttf = 0, 0, 0
+	var tk [tokenKinds]int64
+	for k := range tk {
+		for d := tokenDigits - 1; d >= 0; d-- {
+			tk[k] = tk[k]<<countBits + int64(m.counts[keyTokens+k*tokenDigits+d])
+		}
+	}
+	m.tokens = Tokens{Input: tk[0], Output: tk[1], CacheRead: tk[2], CacheWrite: tk[3]}
 	for _, c := range m.counts[keyClass:keyStatus] {
 		m.requests += c
 	}
@@ -199,9 +275,9 @@ func (r *series) summary(w Window, now time.Time) Summary {
 			s.Errors[c.String()] = n
 		}
 	}
-	for st := 0; st < keyLatency-keyStatus; st++ {
-		if n := m.counts[keyStatus+st]; n > 0 {
-			s.Statuses[strconv.Itoa(st)] = n
+	for k := 0; k < numStatusKeys; k++ {
+		if n := m.counts[keyStatus+k]; n > 0 {
+			s.Statuses[statusName(k)] = n
 		}
 	}
 	return s
@@ -221,23 +297,24 @@ func (r *series) points(w Window, now time.Time) []Point {
 	first, last := span(w, now)
 	out := make([]Point, 0, last-first+1)
 	var m merged
-	var ring []bucket
+	lo, hi := int64(1), int64(0)
+	var t tally
+	l := w.slots()
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		ring = r.rings[index(w)]
+		lo, hi = r.reach(index(w), now)
+		t = r.rings[index(w)].t
 	}
 	for n := first; n <= last; n++ {
 		p := Point{At: time.Unix(0, (n-1)*int64(w.step)).UTC()}
-		if ring != nil {
-			if b := ring[n%int64(len(ring))]; b.at == n {
-				m = merged{}
-				b.counts.merge(&m.counts)
-				m.sums()
-				p.Requests = m.requests
-				p.Errors = m.requests - m.counts[keyClass+uint32(upstream.ClassNone)]
-				p.P50ms, p.P95ms, p.TTFTp95 = ms(m.latency(.5)), ms(m.latency(.95)), ms(m.ttft(.95))
-			}
+		if n >= lo && n <= hi {
+			m = merged{}
+			t.slot(int(n % l)).merge(&m.counts)
+			m.sums()
+			p.Requests = m.requests
+			p.Errors = m.requests - m.counts[keyClass+uint32(upstream.ClassNone)]
+			p.P50ms, p.P95ms, p.TTFTp95 = ms(m.latency(.5)), ms(m.latency(.95)), ms(m.ttft(.95))
 		}
 		out = append(out, p)
 	}

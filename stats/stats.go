@@ -8,10 +8,14 @@
 // ring: 5 one-minute buckets) plus the current one. A window is read as its
 // complete buckets plus the current partial one, so it spans between its
 // length and its length plus one bucket (5m: 5–6 minutes; 1h: 60–65
-// minutes; 7d: 7 days to 7 days 14 hours). Counts in a bucket are a sparse
-// tally of packed 4-byte entries (tally.go): a quiet account costs a few
-// hundred bytes, and an account's rings are allocated on its first attempt.
-// docs/benchmarks.md has the measured cost at 10,000 accounts.
+// minutes; 7d: 7 days to 7 days 14 hours). A ring's counts are one sorted
+// slice of packed 4-byte entries (tally.go) — slot, key (failure class,
+// status, latency or TTFT bin, token digit) and count — holding only the
+// keys a bucket saw. An account's series is allocated on its first attempt,
+// a ring whose window is empty is freed by Sweep, and an account idle for
+// longer than the 7d window reaches is dropped (Sweep runs every
+// SweepEvery of record time, started by Record). docs/benchmarks.md has the
+// measured cost at 10,000 accounts.
 //
 // The gateway records every upstream attempt where it releases the lease
 // (gateway.Server.release) and the tokens of the attempt that served the
@@ -20,6 +24,7 @@ package stats
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-gw/troupe/upstream"
@@ -76,13 +81,6 @@ type Tokens struct {
 	CacheWrite int64 `json:"cache_write"`
 }
 
-func (t *Tokens) add(o Tokens) {
-	t.Input += o.Input
-	t.Output += o.Output
-	t.CacheRead += o.CacheRead
-	t.CacheWrite += o.CacheWrite
-}
-
 // Store holds the statistics of every account and provider. The zero value
 // is not usable; call New. It is safe for concurrent use: a lookup takes a
 // read lock on the key map, a record the one key's mutex.
@@ -90,20 +88,78 @@ type Store struct {
 	mu        sync.RWMutex
 	accounts  map[string]*series
 	providers map[string]*series
+	nextSweep atomic.Int64   // Unix nanoseconds of record time at which Record starts the next Sweep
+	sweeps    sync.WaitGroup // the sweeps Record started (tests wait for them)
+	since     time.Time
 }
 
-// New returns an empty Store.
+// SweepEvery is how often, in the time of the attempts recorded, Record
+// starts a Sweep in the background.
+const SweepEvery = 10 * time.Minute
+
+// New returns an empty Store, counting from now on.
 func New() *Store {
-	return &Store{accounts: map[string]*series{}, providers: map[string]*series{}}
+	return &Store{accounts: map[string]*series{}, providers: map[string]*series{}, since: time.Now().UTC().Truncate(time.Second)}
 }
+
+// Since is when the Store was made: statistics are kept in memory by each
+// instance, from its start, so no window reaches back before it.
+func (s *Store) Since() time.Time { return s.since }
 
 // Record counts one attempt of account (its ID) on provider, completed at at.
 func (s *Store) Record(at time.Time, account, provider string, a Attempt) {
 	if s == nil {
 		return
 	}
-	s.get(&s.accounts, account).record(at, a)
+	for !s.get(&s.accounts, account).record(at, a) { // false: Forget or Sweep dropped it just now
+	}
 	s.get(&s.providers, provider).record(at, a)
+	if ns, next := at.UnixNano(), s.nextSweep.Load(); ns >= next && s.nextSweep.CompareAndSwap(next, ns+int64(SweepEvery)) && next != 0 {
+		s.sweeps.Go(func() { s.Sweep(at) })
+	}
+}
+
+// Sweep frees what the statistics no longer need as of now: the rings of
+// every series whose window holds nothing (an account idle for an hour
+// keeps only its 6h, 24h and 7d rings' entries; an empty ring's arena is
+// freed when larger than 64 bytes, kept for reuse when smaller), and the
+// accounts with no attempt in any window (idle for longer than the 7d
+// window reaches). Record starts it every SweepEvery; it is safe to call at
+// any time.
+func (s *Store) Sweep(now time.Time) {
+	if s == nil {
+		return
+	}
+	// Under the read lock: Records of known accounts go on, and no list of
+	// every key is allocated (the lock order, store then series, is
+	// Forget's too).
+	var idle []string
+	s.mu.RLock()
+	for _, r := range s.providers {
+		r.sweep(now)
+	}
+	for k, r := range s.accounts {
+		if r.sweep(now) {
+			idle = append(idle, k)
+		}
+	}
+	s.mu.RUnlock()
+	if len(idle) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range idle {
+		// An attempt may have come since: keep the account if so.
+		if r := s.accounts[k]; r != nil {
+			r.mu.Lock()
+			if r.last <= now.UnixNano() {
+				r.dead = true
+				delete(s.accounts, k)
+			}
+			r.mu.Unlock()
+		}
+	}
 }
 
 // AddTokens counts the tokens of an attempt of account on provider that
@@ -112,7 +168,8 @@ func (s *Store) AddTokens(at time.Time, account, provider string, t Tokens) {
 	if s == nil {
 		return
 	}
-	s.get(&s.accounts, account).addTokens(at, t)
+	for !s.get(&s.accounts, account).addTokens(at, t) { // as in Record
+	}
 	s.get(&s.providers, provider).addTokens(at, t)
 }
 
@@ -123,7 +180,12 @@ func (s *Store) Forget(account string) {
 		return
 	}
 	s.mu.Lock()
-	delete(s.accounts, account)
+	if r := s.accounts[account]; r != nil {
+		r.mu.Lock()
+		r.dead = true
+		r.mu.Unlock()
+		delete(s.accounts, account)
+	}
 	s.mu.Unlock()
 }
 
@@ -137,7 +199,7 @@ func (s *Store) get(m *map[string]*series, key string) *series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r = (*m)[key]; r == nil {
-		r = newSeries()
+		r = &series{}
 		(*m)[key] = r
 	}
 	return r

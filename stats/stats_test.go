@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -43,10 +44,21 @@ func TestWindowsSlideWithTheClock(t *testing.T) {
 		if got.Statuses["200"] != tc.want || got.LatencyMs.Count != tc.want || got.TTFTms.Count != tc.want {
 			t.Errorf("%s: statuses %v, %d latencies, %d TTFTs; want %d each", tc.w, got.Statuses, got.LatencyMs.Count, got.TTFTms.Count, tc.want)
 		}
-		// The newest attempts are the slowest: p50 is the median minute's.
+		// The newest attempts are the slowest: p50 is the median minute's,
+		// within the bins' 12.5 %.
 		wantP50 := float64(minutes - int(tc.want)/2)
-		if d := got.LatencyMs.P50/wantP50 - 1; d > 0.07 || d < -0.07 {
+		if d := got.LatencyMs.P50/wantP50 - 1; d > 0.125 || d < -0.125 {
 			t.Errorf("%s: latency p50 %v ms, want about %v", tc.w, got.LatencyMs.P50, wantP50)
+		}
+		// p95 and p99: the ceil(q·n)-th smallest of the window's latencies.
+		for _, q := range []struct {
+			q   float64
+			got float64
+		}{{0.95, got.LatencyMs.P95}, {0.99, got.LatencyMs.P99}, {0.95, 2 * got.TTFTms.P95}, {0.99, 2 * got.TTFTms.P99}} {
+			want := float64(minutes) - float64(tc.want) + math.Ceil(q.q*float64(tc.want))
+			if d := q.got/want - 1; d > 0.125 || d < -0.125 {
+				t.Errorf("%s: p%v %v ms (TTFTs doubled), want about %v", tc.w, q.q*100, q.got, want)
+			}
 		}
 		if p := s.Provider("openai", w, now); p.Requests != tc.want {
 			t.Errorf("%s: provider has %d requests, want %d", tc.w, p.Requests, tc.want)
@@ -145,29 +157,37 @@ func TestClassesStatusesTokensAndPoints(t *testing.T) {
 	}
 }
 
-// BenchmarkRecord is one attempt recorded into a store of 10,000 accounts
-// (one provider), each already holding eight days of traffic (one attempt an hour).
+// BenchmarkRecord is one served attempt (Record and AddTokens, as the
+// gateway does) into a store of 10,000 accounts at steady state: each
+// account holds eight days of one attempt an hour and the benchmark goes on
+// at that rate (the clock advances 360 ms an op, the accounts in turn), so
+// every ring's arena already has its size.
 func BenchmarkRecord(b *testing.B) {
 	s, ids := filled(10000)
 	at := t0.Add(8 * 24 * time.Hour)
+	step := time.Hour / time.Duration(len(ids))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		s.Record(at.Add(time.Duration(i)*time.Millisecond), ids[i%len(ids)], "openai", ok(time.Duration(i%5000)*time.Millisecond))
+		now := at.Add(time.Duration(i) * step)
+		s.Record(now, ids[i%len(ids)], "openai", ok(time.Duration(200+i*7919%20000)*time.Millisecond))
+		s.AddTokens(now, ids[i%len(ids)], "openai", Tokens{Input: int64(1000 + i*7919%40000), Output: 300, CacheRead: 4000})
 	}
 }
 
-// BenchmarkRecordParallel is Record from every CPU at once.
+// BenchmarkRecordParallel is Record from every CPU at once (each goroutine
+// its own clock at the rate of BenchmarkRecord).
 func BenchmarkRecordParallel(b *testing.B) {
 	s, ids := filled(10000)
 	at := t0.Add(8 * 24 * time.Hour)
+	step := time.Hour / time.Duration(len(ids))
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			i++
-			s.Record(at, ids[i%len(ids)], "openai", ok(time.Duration(i%5000)*time.Millisecond))
+			s.Record(at.Add(time.Duration(i)*step), ids[i%len(ids)], "openai", ok(time.Duration(200+i*7919%20000)*time.Millisecond))
 		}
 	})
 }
@@ -194,7 +214,8 @@ func BenchmarkBriefs10k(b *testing.B) {
 
 // BenchmarkMemory reports the heap a store holds per account after eight
 // days in which every account had perHour attempts an hour with latencies
-// spread over 0.2–20 s (every bucket of every ring in use): 10,000 accounts
+// spread over 0.2–20 s and the tokens of each success (every bucket of
+// every ring in use): 10,000 accounts
 // at 1 and 12 attempts an hour, and 1,000 at 60 (the cost is per account;
 // filling 10,000 at 60 an hour takes minutes).
 func BenchmarkMemory(b *testing.B) {
@@ -239,6 +260,13 @@ func fill(n, perHour int) *Store {
 				a = Attempt{Status: 429, Class: upstream.ClassRate, Latency: lat / 10}
 			}
 			s.Record(at, id, "openai", a)
+			if a.Class == upstream.ClassNone {
+				tk := Tokens{Input: int64(1000 + k*7919%40000), Output: int64(100 + k*104729%2000)}
+				if k%3 != 0 {
+					tk.CacheRead = int64(k * 15485863 % 30000)
+				}
+				s.AddTokens(at, id, "openai", tk)
+			}
 		}
 	}
 	return s
@@ -262,4 +290,78 @@ func TestForgetDropsTheAccountOnly(t *testing.T) {
 	var nilStore *Store
 	nilStore.Forget("a")
 	nilStore.Record(t0, "a", "p", ok(time.Second))
+	nilStore.Sweep(t0)
+	// A series dropped while a Record holds it is not written to: the
+	// attempt goes into a new one.
+	r := s.get(&s.accounts, "b")
+	s.Forget("b")
+	if r.record(t0, ok(time.Second)) {
+		t.Fatal("a dropped series took a record")
+	}
+	s.Record(t0, "b", "p", ok(time.Second))
+	if got := s.Account("b", w, t0).Requests; got != 1 {
+		t.Errorf("account recorded after Forget: %d requests, want 1", got)
+	}
+}
+
+func TestSweepFreesIdleRingsAndAccounts(t *testing.T) {
+	s := New()
+	for i := range 30 { // 30 latency bins: the short rings' arenas are over 64 bytes
+		s.Record(t0, "idle", "p", ok(time.Duration(100<<(i/4))*time.Microsecond+time.Duration(i%4)*time.Duration(25<<(i/4))*time.Microsecond))
+	}
+	s.AddTokens(t0, "idle", "p", Tokens{Input: 5})
+	s.Record(t0, "quiet", "p", ok(time.Second))
+	s.Record(t0, "busy", "p", ok(time.Second))
+	// Two hours on, the idle account's 5m and 1h rings hold nothing in
+	// their windows: their arenas go, the longer windows stay. The quiet
+	// account's small arenas are emptied but kept, for its next attempt.
+	at := t0.Add(2 * time.Hour)
+	s.Record(at, "busy", "p", ok(time.Second))
+	s.sweeps.Wait() // the one that Record started
+	s.Sweep(at)
+	r := s.lookup(s.accounts, "idle")
+	if r == nil || r.rings[0].t != nil || r.rings[1].t != nil || r.rings[2].t == nil {
+		t.Fatalf("idle account after 2 h: %+v, want the 5m and 1h arenas freed, the 6h one kept", r)
+	}
+	if q := s.lookup(s.accounts, "quiet"); len(q.rings[0].t) != 0 || cap(q.rings[0].t) == 0 || len(q.rings[2].t) == 0 {
+		t.Fatalf("quiet account after 2 h: %+v, want its 5m arena emptied and kept, its 6h one as it was", q)
+	}
+	if got := s.Account("idle", Windows[2], at); got.Requests != 30 || got.Tokens.Input != 5 {
+		t.Errorf("6h window after the sweep: %+v, want the attempts and their tokens", got)
+	}
+	if b := s.lookup(s.accounts, "busy"); len(b.rings[0].t) == 0 || len(b.rings[1].t) == 0 {
+		t.Error("the busy account's short rings were emptied")
+	}
+	// A late record into a freed ring still lands in its bucket (the one
+	// freed is gone: windows are read as of now, which no longer holds it).
+	s.Record(t0.Add(time.Minute), "idle", "p", Attempt{Status: 503, Class: upstream.ClassTransient})
+	if got := s.Account("idle", Windows[1], t0.Add(10*time.Minute)); got.Requests != 1 || got.Errors["transient"] != 1 {
+		t.Errorf("1h window with the late record: %+v, want the late attempt", got)
+	}
+	// Past the 7d window's reach (7 days and its 14-hour bucket) the idle
+	// account is dropped; the busy one and the provider stay.
+	end := t0.Add(7*24*time.Hour + 15*time.Hour)
+	s.Record(end, "busy", "p", ok(time.Second))
+	s.sweeps.Wait()
+	s.Sweep(end)
+	if s.lookup(s.accounts, "idle") != nil || s.lookup(s.accounts, "quiet") != nil || s.lookup(s.accounts, "busy") == nil {
+		t.Fatalf("after 7 days 15 hours: accounts %v, want only busy", s.accounts)
+	}
+	if got := s.Provider("p", Windows[4], end).Requests; got != 1 || len(s.Providers()) != 1 {
+		t.Errorf("provider's 7d window: %d requests (providers %v), want the one inside it", got, s.Providers())
+	}
+}
+
+func TestRecordStartsSweeps(t *testing.T) {
+	s := New()
+	s.Record(t0, "gone", "p", ok(time.Second))
+	// Each Record that passes the next sweep time starts one; the one eight
+	// days on drops the account idle since t0.
+	for at := t0; !at.After(t0.Add(8 * 24 * time.Hour)); at = at.Add(SweepEvery) {
+		s.Record(at, "busy", "p", ok(time.Second))
+	}
+	s.sweeps.Wait()
+	if s.lookup(s.accounts, "gone") != nil {
+		t.Fatal("no sweep dropped the idle account")
+	}
 }
