@@ -97,7 +97,7 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 	front := gateway.New(gateway.Config{MaxWait: 200 * time.Millisecond}, sys, store, cache, nil, nil)
 	pol := routing.New(sys, routing.Options{Store: store, Cache: cache})
 	front.SetRouting(pol)
-	srv := New(Deps{Front: front, Pool: sys, Store: store, Cache: cache, Routing: pol, Stats: front.Stats()})
+	srv := New(Deps{Front: front, Pool: sys, Store: store, Cache: cache, Routing: pol, Stats: front.Stats(), Instance: "test-instance"})
 	front.SetMount(srv)
 	srv.SetUI(fstest.MapFS{
 		"index.html":         {Data: []byte("<!doctype html><title>Troupe admin</title>")},

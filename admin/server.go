@@ -69,6 +69,10 @@ type Deps struct {
 	// Stats are the front's attempt statistics (gateway.Server.Stats); nil
 	// answers the statistics routes with 503.
 	Stats *stats.Store
+	// Instance names this instance in the statistics' answers (they count
+	// this instance's attempts only): telemetry.InstanceID, the
+	// service.instance.id its spans carry.
+	Instance string
 	// Hygiene is the account hygiene rule (GET /api/admin/hygiene, POST
 	// /api/admin/accounts/{id}/restore); nil answers those with 503.
 	Hygiene *hygiene.Keeper
@@ -86,6 +90,7 @@ type Server struct {
 	cache   storage.Cache
 	routing *routing.Runtime
 	stats   *stats.Store
+	inst    string // Deps.Instance
 	hygiene *hygiene.Keeper
 	log     *slog.Logger
 	now     func() time.Time
@@ -94,7 +99,7 @@ type Server struct {
 
 // New builds the admin API over d.
 func New(d Deps) *Server {
-	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, hygiene: d.Hygiene, log: d.Log, now: d.Now}
+	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, inst: d.Instance, hygiene: d.Hygiene, log: d.Log, now: d.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

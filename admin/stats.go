@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/troupe-gw/troupe/stats"
 	"github.com/valyala/fasthttp"
@@ -36,8 +37,18 @@ func (s *Server) noStats(ctx *fasthttp.RequestCtx) bool {
 	return false
 }
 
+// source says where statistics come from: they are this instance's own
+// (each instance counts the attempts it made), kept since it started.
+type source struct {
+	Instance string    `json:"instance"` // Deps.Instance: the host name unless OTEL_RESOURCE_ATTRIBUTES names it
+	Since    time.Time `json:"since"`    // when this instance began counting (its start)
+}
+
+func (s *Server) source() source { return source{Instance: s.inst, Since: s.stats.Since()} }
+
 // accountStatsJSON is the answer of GET /api/admin/accounts/{id or name}/stats.
 type accountStatsJSON struct {
+	source
 	ID       string          `json:"id"`
 	Name     string          `json:"name"`
 	Provider string          `json:"provider"`
@@ -63,7 +74,7 @@ func (s *Server) accountStats(ctx *fasthttp.RequestCtx, rctx context.Context, id
 		return
 	}
 	now := s.now()
-	out := accountStatsJSON{ID: a.ID, Name: a.Name, Provider: string(a.Provider), Window: w.Name, StepS: int64(w.Step().Seconds()),
+	out := accountStatsJSON{source: s.source(), ID: a.ID, Name: a.Name, Provider: string(a.Provider), Window: w.Name, StepS: int64(w.Step().Seconds()),
 		Windows: make([]stats.Summary, len(stats.Windows)), Points: s.stats.AccountPoints(a.ID, w, now)}
 	for i, ww := range stats.Windows {
 		out.Windows[i] = s.stats.Account(a.ID, ww, now)
@@ -104,7 +115,7 @@ func (s *Server) adminStats(ctx *fasthttp.RequestCtx, method string, parts []str
 	}
 	now := s.now()
 	if parts[0] == "accounts" {
-		writeJSON(ctx, 200, map[string]any{"window": w.Name, "accounts": s.stats.Briefs(w, now)})
+		writeJSON(ctx, 200, map[string]any{"window": w.Name, "instance": s.inst, "since": s.stats.Since(), "accounts": s.stats.Briefs(w, now)})
 		return
 	}
 	names := s.stats.Providers()
@@ -113,5 +124,5 @@ func (s *Server) adminStats(ctx *fasthttp.RequestCtx, method string, parts []str
 	for i, p := range names {
 		rows[i] = providerStatsJSON{Provider: p, Summary: s.stats.Provider(p, w, now)}
 	}
-	writeJSON(ctx, 200, map[string]any{"window": w.Name, "providers": rows})
+	writeJSON(ctx, 200, map[string]any{"window": w.Name, "instance": s.inst, "since": s.stats.Since(), "providers": rows})
 }

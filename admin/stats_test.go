@@ -2,6 +2,7 @@ package admin
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -37,6 +38,12 @@ func TestAdminStats(t *testing.T) {
 	r = c.do("GET", "/api/admin/stats/providers", nil).want(t, 200)
 	if p := gjson.GetBytes(r.body, "providers.0"); p.Get("provider").Str != "openai" || p.Get("requests").Int() != 3 || gjson.GetBytes(r.body, "window").Str != "1h" {
 		t.Errorf("providers: %s", r.body)
+	}
+	// Each answer names the instance whose counts it is, and since when.
+	for _, a := range []gjson.Result{gjson.ParseBytes(r.body), j} {
+		if a.Get("instance").Str != "test-instance" || a.Get("since").Time().IsZero() || a.Get("since").Time().After(time.Now()) {
+			t.Errorf("source: instance %q since %q, want test-instance and the store's start", a.Get("instance").Str, a.Get("since").Str)
+		}
 	}
 	r = c.do("GET", "/api/admin/stats/accounts?window=24h", nil).want(t, 200)
 	id := j.Get("id").Str

@@ -242,6 +242,20 @@ func newExporter(ctx context.Context, protocol, endpoint string, getenv func(str
 	return nil, "", fmt.Errorf("OTLP protocol %q: want http/protobuf, http/json or grpc", protocol)
 }
 
+// InstanceID is the service.instance.id this process's spans carry (or
+// would, with tracing off): the host name, unless OTEL_RESOURCE_ATTRIBUTES
+// sets service.instance.id. It names the instance in answers that are one
+// instance's own (the admin API's statistics).
+func InstanceID(ctx context.Context) string {
+	res, err := newResource(ctx, "")
+	if err != nil {
+		host, _ := os.Hostname()
+		return host
+	}
+	v, _ := res.Set().Value("service.instance.id")
+	return v.AsString()
+}
+
 // newResource describes this process: service.name "troupe", its version
 // and service.instance.id (the host name), then what OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES say, which win.
