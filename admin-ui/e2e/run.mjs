@@ -3,7 +3,8 @@
 // It starts `troupe demo` on a free port with a fresh data directory, then:
 // logs in, imports accounts, creates an API key and uses it against /v1,
 // writes a policy with a syntax error and sees the error at its line, fixes
-// and activates it, and sees the pool view change. Every page is
+// and activates it, and sees the pool view change; reads the account page and
+// the Providers page over the statistics those requests made. Every page is
 // screenshotted into $ARTIFACTS (default ../.cache/artifacts/admin-ui).
 // Run by `make admin-ui-e2e` (part of `make test`).
 import { chromium } from 'playwright-core'
@@ -227,6 +228,22 @@ async function main() {
     await page.getByRole('button', { name: '← Accounts' }).click()
     await page.locator('input[name=q]').fill('')
   }
+
+  // Providers: each provider's attempts over a window, from this instance's
+  // counts (the requests above went to openai and codex accounts).
+  await page.getByRole('link', { name: 'Providers' }).click()
+  await waitText(page.getByTestId('provider-requests-openai'), /^[1-9]/, 'openai requests on the Providers page')
+  await waitText(page.getByTestId('provider-success-openai'), /^\d+(\.\d)?%$/, "openai's success rate")
+  await waitText(page.getByTestId('provider-latency-openai'), /^\d.* · .* · /, "openai's latency p50 · p95 · p99")
+  await waitText(page.getByTestId('providers-source'), /counted by instance \S+/, 'the instance that counted')
+  await page.getByRole('tab', { name: '5m' }).click()
+  await waitText(page.getByTestId('providers-source'), /last 5m/, 'the 5m window')
+  await waitText(page.getByTestId('provider-requests-openai'), /^[1-9]/, 'openai requests in the last 5 minutes')
+  {
+    const cut = await truncated('[data-testid=providers-table] td, [data-testid=providers-table] th')
+    check(cut.length === 0, `Providers cells cut: ${JSON.stringify(cut)}`)
+  }
+  await shot('08-providers')
 
   // Overview: trend charts over the window, with their values in the legends.
   await page.getByRole('link', { name: 'Overview' }).click()

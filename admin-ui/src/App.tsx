@@ -5,6 +5,7 @@ import { Login } from './pages/Login'
 import { Overview } from './pages/Overview'
 import { Accounts } from './pages/Accounts'
 import { AccountStats } from './pages/AccountStats'
+import { Providers } from './pages/Providers'
 import { Keys } from './pages/Keys'
 import { Usage } from './pages/Usage'
 import { Policies } from './pages/Policies'
@@ -19,6 +20,7 @@ export interface Me {
 const pages: [string, string][] = [
   ['overview', 'Overview'],
   ['accounts', 'Accounts'],
+  ['providers', 'Providers'],
   ['keys', 'API keys'],
   ['usage', 'Usage'],
   ['policies', 'Policies'],
@@ -109,6 +111,7 @@ export function App() {
       <main>
         {page === 'overview' && <Overview dark={dark} />}
         {page === 'accounts' && (rest ? <AccountStats name={rest} dark={dark} /> : <Accounts />)}
+        {page === 'providers' && <Providers />}
         {page === 'keys' && <Keys />}
         {page === 'usage' && <Usage dark={dark} />}
         {page === 'policies' && <Policies name={rest} dark={dark} />}
