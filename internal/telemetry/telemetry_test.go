@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +135,21 @@ func TestSetupGRPC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.Shutdown(ctx)
+}
+
+// TestInstanceID: the instance the admin API's statistics name is the one
+// spans carry: the host name, or what OTEL_RESOURCE_ATTRIBUTES says.
+func TestInstanceID(t *testing.T) {
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name:", err)
+	}
+	if got := InstanceID(context.Background()); got != host {
+		t.Errorf("InstanceID() = %q, want the host name %q", got, host)
+	}
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "service.instance.id=gw-7,deployment.environment=prod")
+	if got := InstanceID(context.Background()); got != "gw-7" {
+		t.Errorf("InstanceID() with OTEL_RESOURCE_ATTRIBUTES = %q, want gw-7", got)
+	}
 }
