@@ -34,6 +34,9 @@ type accountConfig struct {
 	// stateLog rate-limits the state-change lines of all accounts
 	// (logState); nil: they are not logged.
 	stateLog *ratelog.Event
+	// fence is the account's ownership lease (Config.Fenced; fence.go);
+	// nil: it grants whenever it has capacity.
+	fence *Fence
 }
 
 // account is the actor that owns one upstream account: its in-flight count
@@ -52,6 +55,8 @@ type account struct {
 	self      *actor.PID
 	box       *mailbox // its own mailbox, handed to the scheduler and in leases
 	engine    *actor.Engine
+	draining  bool       // moving to another instance: no grants (fence.go)
+	drainTo   *actor.PID // the pool, told when a draining account holds no lease
 
 	// Token refresh (refresh.go); the goroutines run under ctx.
 	ctx           context.Context
@@ -140,6 +145,8 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 		a.probe(m)
 	case accountProbed:
 		a.probed(c, m)
+	case accountOwned, accountDrain:
+		a.receiveFence(c, m)
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
 			reason := a.view.CooldownReason
@@ -200,7 +207,7 @@ func (a *account) grant(c *mailCtx, req *acquireState) {
 		a.view.CooldownUntil = time.Time{}
 		a.view.CooldownReason = ""
 	}
-	if !a.view.Available(now) || (req.limit > 0 && a.view.InFlight >= req.limit) || a.view.ModelCooling(req.Model, now) {
+	if a.unfenced(c, now) || !a.view.Available(now) || (req.limit > 0 && a.view.InFlight >= req.limit) || a.view.ModelCooling(req.Model, now) {
 		a.view.Version++
 		c.Send(a.cfg.scheduler, &schedRefused{req: req, view: a.view, answered: a.answered})
 		return
@@ -251,6 +258,7 @@ func (a *account) release(c *mailCtx, id uint64, out *Outcome) {
 	a.view.InFlight--
 	a.observe(c, out, held)
 	a.publish(c)
+	a.drained(c)
 }
 
 // heldLease is what the account remembers of a lease it granted.

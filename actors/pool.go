@@ -27,6 +27,7 @@ type poolConfig struct {
 	now       func() time.Time
 	probe     time.Duration  // quota probe interval (<= 0: off)
 	stateLog  *ratelog.Event // budget of the accounts' state-change lines (shared)
+	fenced    bool           // run only the accounts owned (Config.Fenced; fence.go)
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
@@ -36,11 +37,16 @@ type poolConfig struct {
 type pool struct {
 	cfg      poolConfig
 	children map[string]*actor.PID
+	fenced   *fenced // nil unless cfg.fenced (fence.go)
 }
 
 func newPool(cfg poolConfig) actor.Producer {
 	return func() actor.Receiver {
-		return &pool{cfg: cfg, children: make(map[string]*actor.PID)}
+		p := &pool{cfg: cfg, children: make(map[string]*actor.PID)}
+		if cfg.fenced {
+			p.fenced = &fenced{configs: make(map[string]poolPut), fences: make(map[string]*Fence), draining: make(map[string]func())}
+		}
+		return p
 	}
 }
 
@@ -48,14 +54,12 @@ func newPool(cfg poolConfig) actor.Producer {
 func (p *pool) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case poolPut:
-		p.put(c, m.account)
-	case poolRemove:
-		if pid, ok := p.children[m.id]; ok {
-			delete(p.children, m.id)
-			c.Engine().Poison(pid)
-			p.cfg.snapshots.Delete(m.id)
-			c.Send(p.cfg.scheduler, schedRemove(m))
+		if _, owned := p.owns(m); owned || p.children[m.account.ID] != nil {
+			p.put(c, m.account)
 		}
+	case poolRemove:
+		p.forget(m.id)
+		p.stop(c, m.id)
 	case poolForward:
 		if pid, ok := p.children[m.id]; ok {
 			c.Send(pid, m.msg)
@@ -72,6 +76,19 @@ func (p *pool) Receive(c *actor.Context) {
 			}
 			close(m.done)
 		}()
+	default:
+		p.receiveFenced(c, m)
+	}
+}
+
+// stop stops account id's actor, if it runs, and drops it from the
+// scheduler and the readers' snapshots.
+func (p *pool) stop(c *actor.Context, id string) {
+	if pid, ok := p.children[id]; ok {
+		delete(p.children, id)
+		c.Engine().Poison(pid)
+		p.cfg.snapshots.Delete(id)
+		c.Send(p.cfg.scheduler, schedRemove{id: id})
 	}
 }
 
@@ -104,6 +121,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		now:        p.cfg.now,
 		probeEvery: p.cfg.probe,
 		stateLog:   p.cfg.stateLog,
+		fence:      p.fenceOf(acc.ID),
 	}), "account", acc.ID, p.cfg.log)
 	p.children[acc.ID] = pid
 }

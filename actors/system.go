@@ -53,6 +53,11 @@ type Config struct {
 	// timeline as they did. Timers that end cooldowns still run on real time;
 	// a cooldown past its end is over at the next pick either way.
 	Clock func() time.Time
+	// Fenced runs an account's actor only on the instance that owns it
+	// (package fleet): PutAccount keeps the configuration, Own spawns the
+	// actor under its ownership lease (a Fence), Disown drains and stops it.
+	// Default false: every account put runs here (one instance).
+	Fenced bool
 	// Seed seeds the scheduler's top-k jitter; 0 seeds it from the clock.
 	// Simulations and replays set it so the same input routes the same way.
 	Seed uint64
@@ -157,6 +162,7 @@ func Start(cfg Config) (*System, error) {
 		now:       cfg.Clock,
 		probe:     probeEvery(cfg.QuotaProbe),
 		stateLog:  ratelog.New(stateLogBurst, stateLogWindow),
+		fenced:    cfg.Fenced,
 	}), "pool", actor.WithID("0"))
 	s.stall = newStallClock()
 	return s, nil

@@ -50,6 +50,10 @@ type View struct {
 	CooldownUntil  time.Time // zero unless Status is StatusCooling
 	CooldownReason string    // failure class that caused the cooldown
 	Probes         uint64    // quota probes sent since start (Config.QuotaProbe)
+	// Moving is set while the account grants nothing on this instance
+	// although its status allows it: it is moving to another instance, or
+	// this instance's ownership lease lapsed (docs/fleet.md).
+	Moving bool
 
 	Requests      uint64 // leases granted since start
 	Successes     uint64
@@ -85,7 +89,7 @@ type View struct {
 
 // Available reports whether the account can take one more lease at now.
 func (v *View) Available(now time.Time) bool {
-	if v.InFlight >= v.MaxInFlight {
+	if v.InFlight >= v.MaxInFlight || v.Moving {
 		return false
 	}
 	switch v.Status {

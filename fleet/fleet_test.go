@@ -98,6 +98,7 @@ func membership(t *testing.T, store storage.Membership, ttl, every time.Duration
 		t.Fatal(err)
 	}
 	waitMembers(t, a, "a", "b")
+	waitMembers(t, b, "a", "b")
 
 	// b cut off: the others drop it after the TTL; b keeps its last set and says why.
 	v := a.State().Version

@@ -36,3 +36,27 @@ type Membership interface {
 	// unknown id is not an error.
 	Leave(ctx context.Context, id string) error
 }
+
+// OwnershipClaim is one account's ownership lease in a Renew call: what
+// the caller wants, and once the call has run, what holds.
+type OwnershipClaim struct {
+	Account string // account ID
+	// Want takes the lease when it is free, or renews it when the caller
+	// holds it; false releases it when the caller holds it.
+	Want bool
+
+	Holder string // the lease's holder after the call; "" when free
+	// Token is the holder's fencing token (0 when free). Tokens of an
+	// account increase with every change of holder and are never reused.
+	Token uint64
+}
+
+// Ownership is the optional capability of a Cache to keep the ownership
+// leases of a fleet's accounts (package fleet): at most one holder per
+// account, a lease lasting ttl from its last renewal on the backend's
+// clock. Safe for concurrent use; errors as for Membership.
+type Ownership interface {
+	// Renew takes, renews or releases owner's leases of claims, in order,
+	// in one round trip, writing each claim's outcome into it.
+	Renew(ctx context.Context, owner string, claims []OwnershipClaim, ttl time.Duration) error
+}

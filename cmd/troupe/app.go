@@ -51,8 +51,10 @@ type app struct {
 	cache storage.Cache
 	// shared is the Redis under cache, unwrapped (nil with the in-memory
 	// cache): the fleet's membership store.
-	shared  *rediscache.Cache
-	fleet   *fleet.Fleet // the deployment's live instances (fleet.go)
+	shared *rediscache.Cache
+	fleet  *fleet.Fleet  // the deployment's live instances (fleet.go)
+	owners *fleet.Owners // this instance's ownership leases; nil unless fleet.ownership
+
 	sys     *actors.System
 	metrics *gateway.Metrics
 	server  *gateway.Server
@@ -335,6 +337,7 @@ func (a *app) startActors(cx *codexSetup) error {
 		OnUsageWritten: func(n int, err error) { metrics.UsageWritten(n, err) },
 		WSIdleTimeout:  cfg.Gateway.WebSocket.IdleTimeout,
 		QuotaProbe:     quotaProbe(cfg.Gateway.QuotaProbe),
+		Fenced:         cfg.ownership(),
 	})
 	if err != nil {
 		return err
@@ -508,6 +511,13 @@ func (a *app) shutdown(grace time.Duration) error {
 	}
 	if a.unwatch != nil {
 		a.unwatch()
+	}
+	if a.owners != nil { // the front grants nothing more: hand the accounts over now
+		octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.owners.Stop(octx); err != nil {
+			a.log.Warn("fleet: ownership leases not released; the next owners take the accounts after fleet.ttl", "err", err)
+		}
+		ocancel()
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()

@@ -57,6 +57,9 @@ type Config struct {
 		Addr      string        `koanf:"addr"`      // internal address announced to the other instances; default the listen address, its host filled in
 		TTL       time.Duration `koanf:"ttl"`       // life of an announcement: a dead instance leaves the set this long after its last heartbeat
 		Heartbeat time.Duration `koanf:"heartbeat"` // heartbeat period, shorter than ttl
+		// Ownership runs each account only on the instance that owns it
+		// (rendezvous hashing, a fenced lease in Redis); with cache.driver redis.
+		Ownership bool `koanf:"ownership"`
 	} `koanf:"fleet"`
 	Gateway struct {
 		MaxBodyBytes   int           `koanf:"max_body_bytes"`
@@ -165,6 +168,7 @@ func defaults() map[string]any {
 		"fleet.addr":                      "",
 		"fleet.ttl":                       "5s",
 		"fleet.heartbeat":                 "1s",
+		"fleet.ownership":                 false,
 		"gateway.max_body_bytes":          16 << 20,
 		"gateway.max_attempts":            3,
 		"gateway.max_wait":                "10s",
@@ -329,6 +333,8 @@ func (c *Config) validate() error {
 	}
 	if c.Fleet.Heartbeat <= 0 || c.Fleet.Heartbeat >= c.Fleet.TTL {
 		errs = append(errs, fmt.Errorf("fleet.heartbeat (%v) must be positive and shorter than fleet.ttl (%v)", c.Fleet.Heartbeat, c.Fleet.TTL))
+	} else if c.Fleet.Ownership && c.Fleet.Heartbeat >= c.Fleet.TTL*3/4 {
+		errs = append(errs, fmt.Errorf("fleet.ownership: fleet.heartbeat (%v) must be shorter than 3/4 of fleet.ttl (%v), the fence of an ownership lease", c.Fleet.Heartbeat, c.Fleet.TTL))
 	}
 	if c.Policies.Active == "" {
 		errs = append(errs, errors.New("policies.active must name a policy"))

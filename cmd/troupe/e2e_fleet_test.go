@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -74,4 +77,68 @@ func waitFleet(t *testing.T, a *app, want []string, ids func(*app) []string) {
 			t.Fatalf("fleet members %v, want %v", ids(a), want)
 		}
 	}
+}
+
+// TestFleetOwnership: with fleet.ownership two gateways on one PostgreSQL
+// and Redis split the accounts: each account's actor runs on exactly one
+// of them (its views), together they run all, and when one shuts down the
+// other runs every account again.
+func TestFleetOwnership(t *testing.T) {
+	pg := storagetest.PostgresDB(t)
+	rurl := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, rurl)
+	numbers := span(2, 40, 2)
+	cfg := func() *Config {
+		c := clusterConfig(t, pg, rurl, prefix)
+		c.Fleet.Ownership = true
+		c.Fleet.TTL, c.Fleet.Heartbeat = 2*time.Second, 100*time.Millisecond
+		return c
+	}
+	a := startTestDemo(t, cfg(), tuned(numbers, nil)) // alone: it owns every account
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &app{cfg: cfg(), log: newLogger(cfg(), io.Discard), store: store}
+	if err := b.start(ctx); err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	b.serve()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			b.shutdown(10 * time.Second)
+		}
+	})
+	views := func(ap *app) map[string]bool {
+		out := map[string]bool{}
+		for _, v := range ap.sys.Views() {
+			out[v.ID] = true
+		}
+		return out
+	}
+	eventually(t, 20*time.Second, "the accounts split between the two", func() (bool, string) {
+		va, vb := views(a.app), views(b)
+		for id := range vb {
+			if va[id] {
+				return false, "account " + id + " runs on both"
+			}
+		}
+		return len(va)+len(vb) == len(numbers) && len(vb) > 0 && len(va) > 0,
+			fmt.Sprintf("a runs %d, b %d of %d", len(va), len(vb), len(numbers))
+	})
+	if g := gaugeValue(t, a, "troupe_fleet_owned_accounts"); int(g) != len(views(a.app)) {
+		t.Fatalf("troupe_fleet_owned_accounts %v, a runs %d", g, len(views(a.app)))
+	}
+	stopped = true
+	if err := b.shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a runs every account again", func() (bool, string) {
+		n := len(views(a.app))
+		return n == len(numbers), fmt.Sprintf("%d of %d", n, len(numbers))
+	})
 }

@@ -32,6 +32,18 @@ func (a *app) startFleet(ctx context.Context) {
 	}
 	a.fleet = f
 	registerFleetMetrics(a.metrics, f)
+	if a.cfg.ownership() {
+		o, err := fleet.StartOwners(ctx, fleet.OwnerConfig{Fleet: f, Store: a.shared, Pool: a.sys})
+		if err != nil { // the configuration was checked at load
+			a.log.Error("fleet: ownership not started: this instance runs no account", "err", err)
+			return
+		}
+		a.owners = o
+		a.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_fleet_owned_accounts",
+			Help: "Accounts this instance owns and runs (fleet.ownership; draining ones excluded)."},
+			func() float64 { return float64(o.Owned()) }))
+		a.log.Info("fleet: ownership on", "owned", o.Owned())
+	}
 	if f.Shared() {
 		a.log.Info("fleet: joined", "member", f.Self().ID, "addr", f.Self().Addr, "members", len(f.Members()))
 	}
@@ -73,3 +85,7 @@ func registerFleetMetrics(m *gateway.Metrics, f *fleet.Fleet) {
 			}),
 	)
 }
+
+// ownership reports whether accounts run only on their owner: fleet.ownership
+// with a shared cache (alone, an instance owns everything: nothing to fence).
+func (c *Config) ownership() bool { return c.Fleet.Ownership && c.Cache.Driver == "redis" }

@@ -104,6 +104,7 @@ type Cache struct {
 	nowFn   func() time.Time
 	hub     hub
 	members members // the live instances (fleet.go)
+	owned   owned   // the ownership leases of accounts (fleet.go)
 	closed  atomic.Bool
 	done    chan struct{}
 	sweeper sync.WaitGroup

@@ -69,3 +69,61 @@ func (c *Cache) Leave(_ context.Context, id string) error {
 	c.members.mu.Unlock()
 	return nil
 }
+
+var _ storage.Ownership = (*Cache)(nil)
+
+// owned are the ownership leases of this Cache's fleets (one process).
+type owned struct {
+	mu     sync.Mutex
+	leases map[string]ownedLease // account → its lease
+	tokens map[string]uint64     // account → its last token
+}
+
+type ownedLease struct {
+	holder string
+	token  uint64
+	exp    int64 // Unix ns
+}
+
+// Renew takes, renews or releases owner's leases of claims on the cache's
+// clock. See storage.Ownership.
+func (c *Cache) Renew(_ context.Context, owner string, claims []storage.OwnershipClaim, ttl time.Duration) error {
+	if c.closed.Load() {
+		return errClosed
+	}
+	if ttl <= 0 {
+		return invalid("ttl", ttl)
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: memcache: lease owner is empty", storage.ErrInvalid)
+	}
+	now := c.now()
+	o := &c.owned
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.leases == nil {
+		o.leases, o.tokens = make(map[string]ownedLease), make(map[string]uint64)
+	}
+	for i := range claims {
+		cl := &claims[i]
+		l, ok := o.leases[cl.Account]
+		if ok && l.exp <= now {
+			delete(o.leases, cl.Account)
+			l, ok = ownedLease{}, false
+		}
+		switch {
+		case cl.Want && !ok:
+			o.tokens[cl.Account]++
+			l = ownedLease{holder: owner, token: o.tokens[cl.Account], exp: deadline(now, ttl)}
+			o.leases[cl.Account] = l
+		case cl.Want && l.holder == owner:
+			l.exp = deadline(now, ttl)
+			o.leases[cl.Account] = l
+		case !cl.Want && ok && l.holder == owner:
+			delete(o.leases, cl.Account)
+			l = ownedLease{}
+		}
+		cl.Holder, cl.Token = l.holder, l.token
+	}
+	return nil
+}

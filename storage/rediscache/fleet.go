@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,4 +95,86 @@ func (c *Cache) Heartbeat(ctx context.Context, m storage.FleetMember, ttl time.D
 func (c *Cache) Leave(ctx context.Context, id string) error {
 	err := leaveScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey()}, id).Err()
 	return c.wrap(ctx, "leave", err)
+}
+
+var _ storage.Ownership = (*Cache)(nil)
+
+// Ownership leases (storage.Ownership), under the prefix:
+//
+//	<prefix>f:own:<account>  "<holder>|<token>", PX ttl
+//	<prefix>f:tok            hash: account → its last token (never decreases while the deployment lives)
+func (c *Cache) tokenKey() string { return c.prefix + "f:tok" }
+
+// renewScript takes (free), renews (held by ARGV[1]) or, when want is 0,
+// releases (held by ARGV[1]) the lease of each account of the pairs
+// ARGV[4..] (account, want) for ARGV[2] ms; lease keys are ARGV[3] ..
+// account. A new holder's token is HINCRBY KEYS[1] account 1; the token
+// hash is kept a day past the last call. It returns holder and token for
+// each account.
+var renewScript = redis.NewScript(`
+local out = {}
+for i = 4, #ARGV, 2 do
+  local acc, want = ARGV[i], ARGV[i + 1]
+  local k = ARGV[3] .. acc
+  local v = redis.call('GET', k)
+  local holder, tok = '', '0'
+  if v then
+    holder, tok = string.match(v, '^(.*)|(%d+)$')
+    if not holder then holder, tok = '', '0' end
+  end
+  if want == '1' then
+    if not v then
+      tok = tostring(redis.call('HINCRBY', KEYS[1], acc, 1))
+      holder = ARGV[1]
+      redis.call('SET', k, holder .. '|' .. tok, 'PX', ARGV[2])
+    elseif holder == ARGV[1] then
+      redis.call('PEXPIRE', k, ARGV[2])
+    end
+  elseif v and holder == ARGV[1] then
+    redis.call('DEL', k)
+    holder, tok = '', '0'
+  end
+  out[#out + 1] = holder
+  out[#out + 1] = tok
+end
+redis.call('PEXPIRE', KEYS[1], 86400000)
+return out
+`)
+
+// Renew takes, renews or releases owner's leases of claims in one script
+// (one round trip), on the Redis server's clock, with ttl rounded up to
+// whole milliseconds. See storage.Ownership. The lease keys are named in
+// the script rather than declared, so it needs a single Redis (not a
+// cluster).
+func (c *Cache) Renew(ctx context.Context, owner string, claims []storage.OwnershipClaim, ttl time.Duration) error {
+	if ttl <= 0 {
+		return invalid("ttl", ttl)
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: rediscache: lease owner is empty", storage.ErrInvalid)
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3+2*len(claims))
+	args = append(args, owner, ceilMs(ttl), c.prefix+"f:own:")
+	for _, cl := range claims {
+		want := "0"
+		if cl.Want {
+			want = "1"
+		}
+		args = append(args, cl.Account, want)
+	}
+	res, err := renewScript.Run(ctx, c.rdb, []string{c.tokenKey()}, args...).StringSlice()
+	if err != nil {
+		return c.wrap(ctx, "renew", err)
+	}
+	if len(res) != 2*len(claims) {
+		return c.wrap(ctx, "renew", errShortReply)
+	}
+	for i := range claims {
+		claims[i].Holder = res[2*i]
+		claims[i].Token, _ = strconv.ParseUint(res[2*i+1], 10, 64)
+	}
+	return nil
 }
