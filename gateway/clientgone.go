@@ -7,47 +7,102 @@ import (
 	"time"
 )
 
-// clientPoll is how often watchClient looks at the client's connection.
+// clientPoll is how often the client watch looks at the connections it
+// watches.
 const clientPoll = 500 * time.Millisecond
 
-// watchClient calls gone once if the client's connection conn is closed by
-// the peer while the watch runs, looking every clientPoll; stop ends the
-// watch (it returns once a check in progress is done). A request that ends
-// within clientPoll costs one timer. The check peeks at the socket without
-// consuming a byte (peerClosed), so a pipelined next request stays for
-// fasthttp to read; nginx notices a client that went away the same way.
-// Connections that are not sockets (in-memory listeners) are not watched.
-func watchClient(conn net.Conn, gone func()) (stop func()) {
+// clientWatch looks, every clientPoll, at the connections of the requests
+// still finding their answer, and calls a request's gone once if its client
+// closed the connection. One goroutine serves every request (it runs while
+// something is watched and ends after a tick that finds nothing), so a
+// request costs no timer of its own; a connection is first looked at on
+// the second tick after its request began (clientPoll to twice that), so a
+// request that ends within clientPoll costs no look. The check peeks at the
+// socket without consuming a byte (peerClosed), so a pipelined next request
+// stays for fasthttp to read; nginx notices a client that went away the
+// same way. Connections that are not sockets (in-memory listeners) are not
+// watched.
+type clientWatch struct {
+	mu      sync.Mutex
+	set     map[*watched]struct{}
+	running bool // the ticking goroutine runs
+}
+
+// watched is one request's connection under watch.
+type watched struct {
+	conn net.Conn
+	gone func()
+	// mu serialises the check with stop, so gone is not called once stop
+	// has returned.
+	mu      sync.Mutex
+	stopped bool
+	ticks   int // ticks seen; looked at from the second on
+}
+
+// watch calls gone once if the client's connection conn is closed by the
+// peer while the watch runs; stop ends the watch (it returns once a check
+// in progress is done).
+func (cw *clientWatch) watch(conn net.Conn, gone func()) (stop func()) {
 	if conn == nil || !canPeek(conn) {
 		return func() {}
 	}
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	check := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if peerClosed(conn) {
-			stopped = true
-			gone()
-			return
-		}
-		t.Reset(clientPoll)
+	w := &watched{conn: conn, gone: gone}
+	cw.mu.Lock()
+	if cw.set == nil {
+		cw.set = make(map[*watched]struct{})
 	}
-	mu.Lock()
-	t = time.AfterFunc(clientPoll, check)
-	mu.Unlock()
+	cw.set[w] = struct{}{}
+	if !cw.running {
+		cw.running = true
+		go cw.run()
+	}
+	cw.mu.Unlock()
 	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		cw.mu.Lock()
+		delete(cw.set, w)
+		cw.mu.Unlock()
 	}
+}
+
+// run ticks every clientPoll and checks the watched connections, until a
+// tick finds none.
+func (cw *clientWatch) run() {
+	t := time.NewTicker(clientPoll)
+	defer t.Stop()
+	var due []*watched
+	for range t.C {
+		cw.mu.Lock()
+		if len(cw.set) == 0 {
+			cw.running = false
+			cw.mu.Unlock()
+			return
+		}
+		due = due[:0]
+		for w := range cw.set {
+			if w.ticks++; w.ticks >= 2 {
+				due = append(due, w)
+			}
+		}
+		cw.mu.Unlock()
+		for _, w := range due {
+			w.check()
+		}
+		clear(due)
+	}
+}
+
+// check looks at w's connection once, unless its watch has stopped.
+func (w *watched) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || !peerClosed(w.conn) {
+		return
+	}
+	w.stopped = true
+	w.gone()
 }
 
 // runWatched is the failover loop with the client watched: if the client
@@ -58,7 +113,7 @@ func watchClient(conn net.Conn, gone func()) (stop func()) {
 // The watch ends with the loop: a stream it returns runs on under rctx and
 // notices a hang-up at its next write.
 func (s *Server) runWatched(rctx context.Context, conn net.Conn, c *call, gone func()) outcome {
-	stop := watchClient(conn, gone)
+	stop := s.watch.watch(conn, gone)
 	defer stop()
 	return s.run(rctx, c)
 }

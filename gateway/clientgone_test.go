@@ -144,3 +144,35 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 		t.Fatalf("%d records, want 1", len(recs))
 	}
 }
+
+// BenchmarkClientWatch is the client-gone watch's own cost for one request
+// on a real socket that ends before the first look: start the watch, stop
+// it.
+func BenchmarkClientWatch(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	conn := <-accepted
+	defer conn.Close()
+	var s Server
+	gone := func() { b.Error("a live client reported gone") }
+	b.ReportAllocs()
+	for b.Loop() {
+		stop := s.watch.watch(conn, gone)
+		stop()
+	}
+}

@@ -140,6 +140,7 @@ type Server struct {
 	// running, and serving counts those requests (proxyWith to finish).
 	life    context.Context
 	endLife context.CancelCauseFunc
+	watch   clientWatch // the client-gone watch of requests finding their answer (clientgone.go)
 	serving atomic.Int64
 	// unsized maps the header of a request whose body has no length
 	// (chunked) to whether its client speaks Anthropic's protocol, decided
