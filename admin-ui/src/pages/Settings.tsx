@@ -1,5 +1,6 @@
 import { useState } from 'react'
 import { api } from '../api'
+import { HygieneRule, type HygieneAnswer } from '../HygieneRule'
 import { usePoll } from '../usePoll'
 
 interface Setting {
@@ -12,6 +13,7 @@ interface Setting {
 
 export function Settings() {
   const { data, reload } = usePoll(() => api<{ settings: Setting[]; instance: Record<string, unknown> }>('GET', 'settings'), [])
+  const { data: hygiene } = usePoll(() => api<HygieneAnswer>('GET', 'hygiene'), [], 10000)
   const [edits, setEdits] = useState<Record<string, string>>({})
   const [msg, setMsg] = useState('')
   const save = async () => {
@@ -54,6 +56,7 @@ export function Settings() {
             ))}
           </dl>
         </div>
+        {hygiene && <HygieneRule data={hygiene} />}
         <Password />
       </div>
     </div>
