@@ -60,6 +60,8 @@ function startDemo() {
   dataDir = mkdtempSync(join(tmpdir(), 'troupe-e2e-'))
   const env = { ...process.env }
   delete env.TROUPE_ADMIN_PASSWORD
+  // The account hygiene rule, quick: flag an account unauthorized for 1 s, sweeping every second.
+  Object.assign(env, { TROUPE_HYGIENE_ACTION: 'flag', TROUPE_HYGIENE_UNAUTHORIZED_AFTER: '1s', TROUPE_HYGIENE_INTERVAL: '1s' })
   demo = spawn(bin, ['demo', '--listen', '127.0.0.1:0', '--accounts', '24', '--data', dataDir], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   demo.stderr.on('data', (d) => (log = (log + d).slice(-20000)))
@@ -245,6 +247,49 @@ async function main() {
   }
   await shot('08-providers')
 
+  // Account hygiene: an account whose key the upstream refuses is flagged by
+  // the rule, tagged in the table with its reason on hover, shows the reason
+  // in its panel and is restored in one click; then it is deleted again.
+  {
+    // An openai demo account's base URL: the mock fleet, which refuses an unknown key with 401.
+    const ref = await page.evaluate(async () => {
+      const list = await fetch('/api/admin/accounts?provider=openai&limit=1').then((r) => r.json())
+      return fetch('/api/admin/accounts/' + encodeURIComponent(list.accounts[0].name)).then((r) => r.json())
+    })
+    check(ref.provider === 'openai' && ref.base_url, `no openai demo account: ${JSON.stringify(ref)}`)
+    await page.getByRole('link', { name: 'Accounts' }).click()
+    await page.getByRole('button', { name: 'Import' }).click()
+    const revoked = [{ name: 'e2e-revoked', provider: 'openai', base_url: ref.base_url, models: ['e2e-revoked-model'], disabled: false, api_key: 'sk-e2e-revoked' }]
+    await page.locator('textarea[name=import]').fill(JSON.stringify(revoked))
+    await page.getByRole('button', { name: 'Check' }).click()
+    await waitText(page.locator('.modal .note'), /Would create 1/, 'import check of the revoked account')
+    await page.getByRole('button', { name: 'Import', exact: true }).last().click()
+    await waitText(page.getByTestId('accounts-total'), /^28 of 28$/, 'accounts after importing the revoked one')
+    const r = await fetch(env.TROUPE_BASE_URL + '/chat/completions', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + secret, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'e2e-revoked-model', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    const body = await r.text()
+    check(r.status !== 200, `a request to the account the upstream refuses answered 200: ${body}`)
+    await page.locator('input[name=q]').fill('e2e-revoked')
+    await waitText(page.getByTestId('accounts-total'), /^1 of /, 'search for the revoked account')
+    await waitText(page.locator('[data-row="e2e-revoked"] [data-testid=hygiene-tag]'), /^flagged$/, 'the hygiene tag in the table', 45_000)
+    const title = await page.locator('[data-row="e2e-revoked"] [data-testid=hygiene-tag]').getAttribute('title')
+    check(/unauthorized/.test(title ?? ''), `the hygiene tag's reason on hover: ${title}`)
+    await page.locator('[data-row="e2e-revoked"]').click()
+    await waitText(page.getByTestId('hygiene-reason'), /^Flagged at .*unauthorized/, 'the hygiene reason in the panel')
+    await shot('08-hygiene-flagged')
+    await page.getByTestId('restore').click()
+    await page.getByTestId('hygiene-reason').waitFor({ state: 'detached', timeout: 15_000 })
+    check((await page.getByTestId('restore').count()) === 0, 'Restore is still offered after restoring')
+    await waitText(page.locator('[data-row="e2e-revoked"] .pill').first(), /^active/, 'the restored account active again')
+    page.once('dialog', (d) => d.accept())
+    await page.locator('[data-testid=account-panel] button', { hasText: 'Delete' }).click()
+    await page.locator('input[name=q]').fill('')
+    await waitText(page.getByTestId('accounts-total'), /^27 of 27$/, 'accounts after deleting the revoked one')
+  }
+
   // Overview: trend charts over the window, with their values in the legends.
   await page.getByRole('link', { name: 'Overview' }).click()
   await page.waitForSelector('[data-testid=trends] canvas')
@@ -321,6 +366,9 @@ async function main() {
 
   await page.getByRole('link', { name: 'Settings' }).click()
   await page.waitForSelector('text=This instance')
+  // The hygiene rule as configured; the account it flagged was restored above.
+  await waitText(page.getByTestId('hygiene-rule-text'), /^Flags an account unauthorized for 1s /, 'the hygiene rule in Settings')
+  await waitText(page.getByTestId('hygiene-rule'), /No account flagged/, 'no account left flagged')
   await shot('14-settings')
 
   // Dark mode.
