@@ -14,15 +14,12 @@ import (
 //
 // A worker with an empty queue yields poolSpins scheduler turns before it
 // parks, as the scheduler's mailbox does: a grant the scheduler sends while
-// its worker yields is taken without a wake-up. One worker spins at a time
-// (the others park at once), and a mailbox queued while one spins wakes no
-// parked worker: spinning costs CPU, and a wake-up may cost a thread's.
+// its worker yields is taken without a wake-up.
 type mailPool struct {
 	mu     sync.Mutex
 	q      []*mailbox      // the run queue, from head on
 	head   int             // first queued mailbox in q
 	idle   []chan struct{} // the wake channels of parked workers (capacity 1 each)
-	spin   bool            // a worker is spinning: it will take what is queued
 	closed bool            // close was called: workers exit once the queue is empty
 	wg     sync.WaitGroup  // the workers
 }
@@ -49,61 +46,35 @@ func newMailPool(n int) *mailPool {
 func (p *mailPool) ready(m *mailbox) {
 	p.mu.Lock()
 	p.q = append(p.q, m)
-	wake := p.wakeOne()
+	var wake chan struct{}
+	if n := len(p.idle); n > 0 {
+		wake = p.idle[n-1]
+		p.idle = p.idle[:n-1]
+	}
 	p.mu.Unlock()
 	if wake != nil {
 		wake <- struct{}{} // taken off idle by this send alone: never blocks
 	}
 }
 
-// wakeOne takes a parked worker off idle to be woken (the caller sends on
-// the channel it returns after unlocking), unless a worker spins; nil when
-// none is to be woken. p.mu is held.
-func (p *mailPool) wakeOne() chan struct{} {
-	n := len(p.idle)
-	if p.spin || n == 0 {
-		return nil
-	}
-	wake := p.idle[n-1]
-	p.idle = p.idle[:n-1]
-	return wake
-}
-
 // work runs queued mailboxes until the pool is closed and its queue empty.
 func (p *mailPool) work(wake chan struct{}) {
 	for {
 		p.mu.Lock()
-		spinning := false
 		for spins := 0; p.head == len(p.q); spins++ {
 			switch {
 			case p.closed:
-				if spinning {
-					p.spin = false
-				}
 				p.mu.Unlock()
 				return
-			case spins < poolSpins && (spinning || !p.spin):
-				spinning, p.spin = true, true
+			case spins < poolSpins:
 				p.mu.Unlock()
 				runtime.Gosched()
 			default:
-				if spinning {
-					spinning, p.spin = false, false
-				}
 				p.idle = append(p.idle, wake)
 				p.mu.Unlock()
 				<-wake
 			}
 			p.mu.Lock()
-		}
-		var next chan struct{}
-		if spinning {
-			// The spinner found work: another worker may be needed for
-			// what is queued behind it.
-			p.spin = false
-			if p.head+1 < len(p.q) {
-				next = p.wakeOne()
-			}
 		}
 		m := p.q[p.head]
 		p.q[p.head] = nil
@@ -117,9 +88,6 @@ func (p *mailPool) work(wake chan struct{}) {
 			p.q, p.head = p.q[:n], 0
 		}
 		p.mu.Unlock()
-		if next != nil {
-			next <- struct{}{}
-		}
 		m.run()
 	}
 }
