@@ -228,7 +228,7 @@ func keysCmd() *cobra.Command {
 
 // keysCreateCmd is troupe keys create.
 func keysCreateCmd() *cobra.Command {
-	var name string
+	var name, user string
 	var disabled, admin bool
 	var cf keyLimitFlags
 	create := &cobra.Command{
@@ -236,7 +236,8 @@ func keysCreateCmd() *cobra.Command {
 		Short: "Create an API key and print its secret (shown once)",
 		Example: `  troupe keys create --name my-app
   troupe keys create --name batch --rpm 60 --rpd 10000 --tokens-per-day 2000000 --expires 720h --models gpt-4.1-mini,gpt-5.5 --group batch
-  troupe keys create --name ops --admin`,
+  troupe keys create --name ops --admin
+  troupe keys create --name alice-laptop --user alice`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return fmt.Errorf("--name is required")
@@ -251,6 +252,16 @@ func keysCreateCmd() *cobra.Command {
 				}
 				k.Disabled = disabled
 				k.Admin = admin
+				if user != "" {
+					if admin {
+						return fmt.Errorf("--admin and --user: a user's key cannot be an admin key")
+					}
+					u, err := s.GetUser(ctx, user)
+					if err != nil {
+						return fmt.Errorf("--user %q: %w (troupe users list shows the users)", user, err)
+					}
+					k.UserID = u.ID
+				}
 				k, err = s.CreateAPIKey(ctx, k)
 				if errors.Is(err, storage.ErrConflict) {
 					return fmt.Errorf("a key named %q already exists (troupe keys list shows the keys): pick another --name", name)
@@ -268,6 +279,7 @@ func keysCreateCmd() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "key name (unique)")
 	create.Flags().BoolVar(&disabled, "disabled", false, "create the key disabled")
 	create.Flags().BoolVar(&admin, "admin", false, "create an admin key: it may call /api/admin and ask for decision traces")
+	create.Flags().StringVar(&user, "user", "", "the user (name, email or id) who owns the key and pays for its requests; none: an operator key")
 	cf.register(create, false)
 	return create
 }

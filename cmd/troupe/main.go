@@ -32,7 +32,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringP("config", "c", "", "YAML config file (default: none; TROUPE_* env vars apply either way)")
 	root.AddCommand(serveCmd(), demoCmd(), mockCmd(), keysCmd(), accountsCmd(), migrateCmd(), policyCmd(), versionCmd())
-	root.AddCommand(benchCmd(), adminCmd())
+	root.AddCommand(benchCmd(), adminCmd(), usersCmd(), pricesCmd())
 	return root
 }
 
