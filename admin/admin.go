@@ -61,6 +61,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminStats(ctx, method, parts[1:])
 	case "hygiene":
 		s.adminHygiene(ctx, method, parts[1:])
+	case "fleet":
+		s.adminFleet(ctx, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
@@ -94,7 +95,8 @@ type Server struct {
 	hygiene *hygiene.Keeper
 	log     *slog.Logger
 	now     func() time.Time
-	adm     adminState // sessions' fallback cache, the UI, instance facts, the account list (state.go)
+	adm     adminState                 // sessions' fallback cache, the UI, instance facts, the account list (state.go)
+	fleet   atomic.Pointer[fleetState] // SetFleet (fleet.go)
 }
 
 // New builds the admin API over d.

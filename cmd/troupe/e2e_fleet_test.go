@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -132,6 +134,39 @@ func TestFleetOwnership(t *testing.T) {
 	})
 	if g := gaugeValue(t, a, "troupe_fleet_owned_accounts"); int(g) != len(views(a.app)) {
 		t.Fatalf("troupe_fleet_owned_accounts %v, a runs %d", g, len(views(a.app)))
+	}
+
+	// The admin API shows the members and each account's owner.
+	resp, body := a.do(t, http.MethodGet, "/api/admin/fleet", nil, map[string]string{"Authorization": "Bearer " + adminKey(t, a)})
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /api/admin/fleet: %d %s", resp.StatusCode, body)
+	}
+	var fj struct {
+		Self      string `json:"self"`
+		Ownership bool   `json:"ownership"`
+		Owned     int    `json:"owned"`
+		Members   []struct {
+			ID   string `json:"id"`
+			Self bool   `json:"self"`
+		} `json:"members"`
+		Accounts []struct {
+			ID    string `json:"id"`
+			Owner string `json:"owner"`
+			Held  bool   `json:"held"`
+			Token uint64 `json:"token"`
+		} `json:"accounts"`
+	}
+	if err := json.Unmarshal(body, &fj); err != nil {
+		t.Fatal(err)
+	}
+	va := views(a.app)
+	if !fj.Ownership || len(fj.Members) != 2 || fj.Self != a.app.fleet.Self().ID || len(fj.Accounts) != len(numbers) || fj.Owned != len(va) {
+		t.Fatalf("GET /api/admin/fleet: %s", body)
+	}
+	for _, acc := range fj.Accounts {
+		if acc.Held != va[acc.ID] || (acc.Owner == fj.Self) != va[acc.ID] || (acc.Held && acc.Token == 0) {
+			t.Fatalf("account %+v: a runs it %v; %s", acc, va[acc.ID], body)
+		}
 	}
 	stopped = true
 	if err := b.shutdown(10 * time.Second); err != nil {

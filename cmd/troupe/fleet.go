@@ -32,6 +32,7 @@ func (a *app) startFleet(ctx context.Context) {
 	}
 	a.fleet = f
 	registerFleetMetrics(a.metrics, f)
+	defer func() { a.adminAPI.SetFleet(f, a.owners) }()
 	if a.cfg.ownership() {
 		o, err := fleet.StartOwners(ctx, fleet.OwnerConfig{Fleet: f, Store: a.shared, Pool: a.sys})
 		if err != nil { // the configuration was checked at load

@@ -1,0 +1,94 @@
+package admin
+
+import (
+	"time"
+
+	"github.com/troupe-gw/troupe/fleet"
+	"github.com/valyala/fasthttp"
+)
+
+// fleetState is what SetFleet installed: the deployment's live set and,
+// with fleet.ownership, this instance's leases.
+type fleetState struct {
+	f      *fleet.Fleet
+	owners *fleet.Owners // nil without ownership
+}
+
+// SetFleet shows f (and owners, nil without fleet.ownership) at GET
+// /api/admin/fleet. The fleet starts after the admin API is built, hence a
+// setter; until it is called that route answers 503.
+func (s *Server) SetFleet(f *fleet.Fleet, owners *fleet.Owners) {
+	s.fleet.Store(&fleetState{f: f, owners: owners})
+}
+
+// fleetJSON is GET /api/admin/fleet (docs/admin-api.md#fleet).
+type fleetJSON struct {
+	Self      string             `json:"self"`
+	Shared    bool               `json:"shared"`    // the set is kept in Redis (false: this instance alone)
+	Ownership bool               `json:"ownership"` // fleet.ownership: each account runs on its owner only
+	Version   uint64             `json:"version"`
+	Heartbeat *time.Time         `json:"heartbeat,omitempty"`
+	Error     string             `json:"error,omitempty"` // the last heartbeat's failure
+	Members   []fleetMemberJSON  `json:"members"`
+	Accounts  []fleetAccountJSON `json:"accounts"`
+	Owned     int                `json:"owned"` // accounts running here (with ownership)
+}
+
+type fleetMemberJSON struct {
+	ID      string    `json:"id"`
+	Addr    string    `json:"addr,omitempty"`
+	Started time.Time `json:"started"`
+	Self    bool      `json:"self,omitempty"`
+}
+
+// fleetAccountJSON is one account: its owner by rendezvous hashing over
+// the live set, and whether this instance holds its lease (with its token).
+type fleetAccountJSON struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+	Held  bool   `json:"held,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+}
+
+// adminFleet serves GET /api/admin/fleet.
+func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	st := s.fleet.Load()
+	switch {
+	case len(parts) > 0:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+		return
+	case method != "GET":
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+		return
+	case st == nil:
+		writeError(ctx, &APIError{Status: 503, Type: "server_error", Code: "unavailable", Message: "The fleet is not running on this server yet."})
+		return
+	}
+	fs := st.f.State()
+	out := fleetJSON{Self: st.f.Self().ID, Shared: st.f.Shared(), Ownership: st.owners != nil, Version: fs.Version,
+		Error: fs.Err, Members: []fleetMemberJSON{}, Accounts: []fleetAccountJSON{}}
+	if !fs.Heartbeat.IsZero() {
+		h := fs.Heartbeat.UTC()
+		out.Heartbeat = &h
+	}
+	for _, m := range fs.Members {
+		out.Members = append(out.Members, fleetMemberJSON{ID: m.ID, Addr: m.Addr, Started: m.Started, Self: m.ID == out.Self})
+	}
+	accs, err := s.store.ListAccounts(ctx)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	for _, a := range accs {
+		fa := fleetAccountJSON{ID: a.ID, Name: a.Name, Owner: fleet.Owner(a.ID, fs.Members)}
+		if st.owners != nil {
+			fa.Token, fa.Held = st.owners.Holder(a.ID)
+		}
+		out.Accounts = append(out.Accounts, fa)
+	}
+	if st.owners != nil {
+		out.Owned = st.owners.Owned()
+	}
+	writeJSON(ctx, 200, out)
+}
