@@ -163,8 +163,9 @@ func (o *Owners) renew(ctx context.Context) {
 			claims = append(claims, storage.OwnershipClaim{Account: id, Want: !h.drained.Load()})
 		}
 	}
-	for id := range o.held {
-		if !known[id] { // removed from the pool
+	for id, h := range o.held {
+		if !known[id] { // removed from the pool: its actor is gone, release the lease
+			h.drained.Store(true)
 			claims = append(claims, storage.OwnershipClaim{Account: id})
 		}
 	}
