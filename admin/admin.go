@@ -63,6 +63,12 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminHygiene(ctx, method, parts[1:])
 	case "fleet":
 		s.adminFleet(ctx, method, parts[1:])
+	case "users":
+		s.adminUsers(ctx, p, method, parts[1:])
+	case "prices":
+		s.adminPrices(ctx, method, parts[1:])
+	case "spend":
+		s.adminSpend(ctx, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}

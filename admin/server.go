@@ -77,8 +77,14 @@ type Deps struct {
 	// Hygiene is the account hygiene rule (GET /api/admin/hygiene, POST
 	// /api/admin/accounts/{id}/restore); nil answers those with 503.
 	Hygiene *hygiene.Keeper
-	Log     *slog.Logger     // nil: slog.Default()
-	Now     func() time.Time // nil: time.Now
+	// Billing is this instance's billing gate, reloaded when the admin API
+	// changes prices or users (other instances hear billing.Channel); nil:
+	// none to reload.
+	Billing interface {
+		Reload(ctx context.Context) error
+	}
+	Log *slog.Logger     // nil: slog.Default()
+	Now func() time.Time // nil: time.Now
 }
 
 // Server serves the admin API and console. Create it with New and install
@@ -93,15 +99,18 @@ type Server struct {
 	stats   *stats.Store
 	inst    string // Deps.Instance
 	hygiene *hygiene.Keeper
-	log     *slog.Logger
-	now     func() time.Time
-	adm     adminState                 // sessions' fallback cache, the UI, instance facts, the account list (state.go)
-	fleet   atomic.Pointer[fleetState] // SetFleet (fleet.go)
+	billing interface {
+		Reload(ctx context.Context) error
+	} // Deps.Billing
+	log   *slog.Logger
+	now   func() time.Time
+	adm   adminState                 // sessions' fallback cache, the UI, instance facts, the account list (state.go)
+	fleet atomic.Pointer[fleetState] // SetFleet (fleet.go)
 }
 
 // New builds the admin API over d.
 func New(d Deps) *Server {
-	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, inst: d.Instance, hygiene: d.Hygiene, log: d.Log, now: d.Now}
+	s := &Server{front: d.Front, sys: d.Pool, store: d.Store, cache: d.Cache, routing: d.Routing, stats: d.Stats, inst: d.Instance, hygiene: d.Hygiene, billing: d.Billing, log: d.Log, now: d.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -278,7 +278,7 @@ func (a *app) startWrapped(ctx context.Context) error {
 	}
 	registerHygieneMetrics(a.metrics, a.hygiene)
 	// The admin API and console, served by the front beside /v1.
-	a.adminAPI = admin.New(admin.Deps{Hygiene: a.hygiene, Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Stats: a.server.Stats(),
+	a.adminAPI = admin.New(admin.Deps{Hygiene: a.hygiene, Front: a.server, Pool: a.sys, Store: a.store, Cache: a.cache, Routing: a.policies, Stats: a.server.Stats(), Billing: a.billing,
 		Instance: telemetry.InstanceID(ctx), Log: a.log})
 	a.server.SetMount(a.adminAPI)
 	// Listen before the first admin user is created: its generated password

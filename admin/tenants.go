@@ -1,0 +1,464 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/troupe-gw/troupe/billing"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// The tenants routes (docs/admin-api.md, "Users and billing"): users and
+// their ledgers, prices, and spend by user and model. Amounts are decimal
+// strings of the currency on the wire ("12.500000"), read exactly
+// (billing.ParseAmount) and never as JSON numbers, so no float touches them.
+
+// userJSON is a user as the admin API shows it; never its password hash.
+type userJSON struct {
+	ID             string     `json:"id"`
+	Name           string     `json:"name"`
+	Email          string     `json:"email"`
+	Group          string     `json:"group"`
+	Disabled       bool       `json:"disabled"`
+	Models         []string   `json:"models"`
+	RPM            int64      `json:"rpm"`
+	MaxConcurrency int64      `json:"max_concurrency"`
+	Password       bool       `json:"has_password"`
+	Balance        string     `json:"balance"`
+	BalanceMicro   int64      `json:"balance_micro"`
+	CreatedAt      time.Time  `json:"created_at"`
+	LastLoginAt    *time.Time `json:"last_login_at"`
+}
+
+func toUserJSON(u storage.User, balance int64) userJSON {
+	models := u.Models
+	if models == nil {
+		models = []string{}
+	}
+	return userJSON{ID: u.ID, Name: u.Name, Email: u.Email, Group: u.Group, Disabled: u.Disabled, Models: models, RPM: u.RPM,
+		MaxConcurrency: u.MaxConcurrency, Password: u.PasswordHash != "", Balance: billing.FormatAmount(balance), BalanceMicro: balance,
+		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
+}
+
+type ledgerJSON struct {
+	ID        int64     `json:"id"`
+	Kind      string    `json:"kind"`
+	Amount    string    `json:"amount"`
+	Micro     int64     `json:"amount_micro"`
+	Actor     string    `json:"actor"`
+	Note      string    `json:"note"`
+	RequestID string    `json:"request_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// actorOf names who made a change through the admin API, for the ledger.
+func actorOf(p *principal) string {
+	if p.session != nil {
+		return "admin:" + p.user.Username
+	}
+	return "key:" + p.key.Name
+}
+
+// billingChanged reloads this instance's prices and users and tells the
+// others (billing.Channel).
+func (s *Server) billingChanged(ctx context.Context, msg string) {
+	if s.billing != nil {
+		if err := s.billing.Reload(ctx); err != nil {
+			s.log.Warn("admin: billing not reloaded here", "err", err)
+		}
+	}
+	if s.cache != nil {
+		if err := s.cache.Publish(ctx, billing.Channel, msg); err != nil {
+			s.log.Warn("billing broadcast failed; other instances see the change within 30 s", "err", err)
+		}
+	}
+}
+
+// tenantStorageError answers a storage error of the tenants routes.
+func (s *Server) tenantStorageError(ctx *fasthttp.RequestCtx, what string, err error) {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such " + what + "."})
+	case errors.Is(err, storage.ErrConflict):
+		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Message: "The " + what + " conflicts with one stored: " + clip(storageReason(err))})
+	case errors.Is(err, storage.ErrInvalid):
+		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid", Message: "The " + what + " was refused: " + clip(storageReason(err))})
+	default:
+		s.storageError(ctx, err)
+	}
+}
+
+// adminUsers serves /api/admin/users: GET (list with balances), POST
+// (create); /users/{id|name}: GET (with its latest ledger rows), PATCH,
+// DELETE (only without ledger rows); /users/{id|name}/ledger: POST (a
+// top-up, refund or adjustment).
+func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method string, parts []string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch {
+	case len(parts) == 0 && method == "GET":
+		users, err := s.store.ListUsers(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		bal, err := s.store.Balances(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		q := strings.ToLower(string(ctx.QueryArgs().Peek("q")))
+		out := []userJSON{}
+		for _, u := range users {
+			if q == "" || strings.Contains(strings.ToLower(u.Name), q) || strings.Contains(strings.ToLower(u.Email), q) {
+				out = append(out, toUserJSON(u, bal[u.ID]))
+			}
+		}
+		writeJSON(ctx, 200, map[string]any{"users": out})
+	case len(parts) == 0 && method == "POST":
+		s.createUser(ctx, rctx, p)
+	case len(parts) == 1 || (len(parts) == 2 && parts[1] == "ledger"):
+		u, err := s.store.GetUser(rctx, parts[0])
+		if err != nil {
+			s.tenantStorageError(ctx, "user", err)
+			return
+		}
+		switch {
+		case len(parts) == 2 && method == "POST":
+			s.postLedger(ctx, rctx, p, u)
+		case len(parts) == 2:
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+		case method == "GET":
+			s.writeUser(ctx, rctx, u)
+		case method == "PATCH":
+			s.updateUser(ctx, rctx, u)
+		case method == "DELETE":
+			if err := s.store.DeleteUser(rctx, u.ID); err != nil {
+				s.tenantStorageError(ctx, "user", err)
+				return
+			}
+			s.billingChanged(rctx, "user deleted "+u.ID)
+			s.log.Info("admin: user deleted", "user", u.Name, "by", actorOf(p))
+			ctx.SetStatusCode(204)
+		default:
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+		}
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
+// userBody is the body of POST and PATCH /api/admin/users: absent fields
+// are unchanged (PATCH) or zero (POST).
+type userBody struct {
+	Name           *string   `json:"name"`
+	Email          *string   `json:"email"`
+	Password       *string   `json:"password"`
+	Group          *string   `json:"group"`
+	Disabled       *bool     `json:"disabled"`
+	Models         *[]string `json:"models"`
+	RPM            *int64    `json:"rpm"`
+	MaxConcurrency *int64    `json:"max_concurrency"`
+	Balance        string    `json:"balance"` // POST: starting balance, a decimal string
+}
+
+// apply sets the fields b has on u; an error is the 400 to answer.
+func (b *userBody) apply(u *storage.User) *APIError {
+	if b.Name != nil {
+		u.Name = *b.Name
+	}
+	if b.Email != nil {
+		u.Email = *b.Email
+	}
+	if b.Group != nil {
+		u.Group = *b.Group
+	}
+	if b.Disabled != nil {
+		u.Disabled = *b.Disabled
+	}
+	if b.Models != nil {
+		u.Models = *b.Models
+	}
+	if b.RPM != nil {
+		u.RPM = *b.RPM
+	}
+	if b.MaxConcurrency != nil {
+		u.MaxConcurrency = *b.MaxConcurrency
+	}
+	if b.Password != nil {
+		if *b.Password == "" {
+			u.PasswordHash = ""
+			return nil
+		}
+		if err := CheckPassword(*b.Password); err != nil {
+			return errBadParam("password", strings.Replace(err.Error(), "an admin password", "a password", 1)+".")
+		}
+		h, err := HashPassword(*b.Password)
+		if err != nil {
+			return &APIError{Status: 500, Type: "server_error", Message: "The password could not be hashed."}
+		}
+		u.PasswordHash = h
+	}
+	return nil
+}
+
+func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *principal) {
+	var b userBody
+	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || b.Name == nil {
+		writeError(ctx, errBadParam("name", `The body must be JSON with at least {"name": "…"}.`))
+		return
+	}
+	var u storage.User
+	if aerr := b.apply(&u); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	var start int64
+	if b.Balance != "" {
+		v, err := billing.ParseAmount(b.Balance)
+		if err != nil || v < 0 {
+			writeError(ctx, errBadParam("balance", "balance is a decimal amount, not negative, with at most 6 digits after the point (e.g. \"12.50\")."))
+			return
+		}
+		start = v
+	}
+	got, err := s.store.CreateUser(rctx, u, storage.NewUser{Balance: start, Actor: actorOf(p), Note: "starting balance"})
+	if err != nil {
+		s.tenantStorageError(ctx, "user", err)
+		return
+	}
+	s.log.Info("admin: user created", "user", got.Name, "by", actorOf(p))
+	writeJSON(ctx, 201, toUserJSON(got, start))
+}
+
+func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
+	var b userBody
+	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || b.Balance != "" {
+		writeError(ctx, errBadParam("", "The body must be JSON with the fields to change; a balance changes through POST …/ledger."))
+		return
+	}
+	if aerr := b.apply(&u); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	got, err := s.store.UpdateUser(rctx, u)
+	if err != nil {
+		s.tenantStorageError(ctx, "user", err)
+		return
+	}
+	s.billingChanged(rctx, "user "+got.ID)
+	s.writeUser(ctx, rctx, got)
+}
+
+// writeUser answers u with its balance and its latest 50 ledger rows.
+func (s *Server) writeUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
+	bal, err := s.store.Balance(rctx, u.ID)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	rows, err := s.store.Ledger(rctx, storage.LedgerQuery{UserID: u.ID, Limit: 50})
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	ledger := make([]ledgerJSON, 0, len(rows))
+	for _, e := range rows {
+		ledger = append(ledger, ledgerJSON{ID: e.ID, Kind: string(e.Kind), Amount: billing.FormatAmount(e.Amount), Micro: e.Amount,
+			Actor: e.Actor, Note: e.Note, RequestID: e.RequestID, CreatedAt: e.CreatedAt})
+	}
+	writeJSON(ctx, 200, map[string]any{"user": toUserJSON(u, bal), "ledger": ledger})
+}
+
+// postLedger serves POST /api/admin/users/{id}/ledger: {"kind": "topup" |
+// "refund" | "adjustment" (default topup), "amount": "12.50", "note": "…",
+// "request_id": "…" (a refund's request)}; a note is required.
+func (s *Server) postLedger(ctx *fasthttp.RequestCtx, rctx context.Context, p *principal, u storage.User) {
+	var b struct {
+		Kind      string `json:"kind"`
+		Amount    string `json:"amount"`
+		Note      string `json:"note"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
+		writeError(ctx, errBadParam("", `The body must be JSON {"amount": "12.50", "note": "…"}.`))
+		return
+	}
+	if b.Kind == "" {
+		b.Kind = string(storage.LedgerTopup)
+	}
+	if b.Kind == string(storage.LedgerCharge) {
+		writeError(ctx, errBadParam("kind", "Charges are made by the gateway; use topup, refund or adjustment."))
+		return
+	}
+	amount, err := billing.ParseAmount(b.Amount)
+	if err != nil {
+		writeError(ctx, errBadParam("amount", "amount is a decimal amount with at most 6 digits after the point (e.g. \"12.50\")."))
+		return
+	}
+	if strings.TrimSpace(b.Note) == "" {
+		writeError(ctx, errBadParam("note", "A note saying why is required; it is kept in the ledger."))
+		return
+	}
+	e, err := s.store.PostLedger(rctx, storage.LedgerEntry{UserID: u.ID, Kind: storage.LedgerKind(b.Kind), Amount: amount, Actor: actorOf(p), Note: b.Note, RequestID: b.RequestID})
+	if err != nil {
+		s.tenantStorageError(ctx, "ledger entry", err)
+		return
+	}
+	s.log.Info("admin: ledger entry", "user", u.Name, "kind", e.Kind, "amount", billing.FormatAmount(e.Amount), "by", e.Actor)
+	s.writeUser(ctx, rctx, u)
+}
+
+type priceJSON struct {
+	Model       string    `json:"model"`
+	Currency    string    `json:"currency"`
+	Input       string    `json:"input"`
+	CachedInput string    `json:"cached_input"`
+	CacheWrite  string    `json:"cache_write"`
+	Output      string    `json:"output"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func toPriceJSON(p storage.Price) priceJSON {
+	return priceJSON{Model: p.Model, Currency: p.Currency, Input: billing.FormatAmount(p.Input), CachedInput: billing.FormatAmount(p.CachedInput),
+		CacheWrite: billing.FormatAmount(p.CacheWrite), Output: billing.FormatAmount(p.Output), UpdatedAt: p.UpdatedAt}
+}
+
+// adminPrices serves /api/admin/prices: GET lists; /prices/{model}: PUT
+// {"input": "1.25", "output": "10", "cached_input"?, "cache_write"?} (per
+// million tokens; defaults as troupe prices set), DELETE.
+func (s *Server) adminPrices(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch {
+	case len(parts) == 0 && method == "GET":
+		prices, err := s.store.ListPrices(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		out := make([]priceJSON, 0, len(prices))
+		for _, p := range prices {
+			out = append(out, toPriceJSON(p))
+		}
+		writeJSON(ctx, 200, map[string]any{"prices": out})
+	case len(parts) == 1 && method == "PUT":
+		var b struct{ Input, Output, CachedInput, CacheWrite string }
+		var raw map[string]string
+		if err := json.Unmarshal(ctx.PostBody(), &raw); err != nil {
+			writeError(ctx, errBadParam("", `The body must be JSON {"input": "1.25", "output": "10"} (strings, per million tokens).`))
+			return
+		}
+		b.Input, b.Output, b.CachedInput, b.CacheWrite = raw["input"], raw["output"], raw["cached_input"], raw["cache_write"]
+		p := storage.Price{Model: parts[0]}
+		for _, f := range []struct {
+			name, v string
+			dst     *int64
+		}{{"input", b.Input, &p.Input}, {"output", b.Output, &p.Output}, {"cached_input", b.CachedInput, &p.CachedInput}, {"cache_write", b.CacheWrite, &p.CacheWrite}} {
+			if f.v == "" && (f.name == "input" || f.name == "output") {
+				writeError(ctx, errBadParam(f.name, f.name+" is required (a decimal string per million tokens)."))
+				return
+			}
+			if f.v == "" {
+				continue
+			}
+			v, err := billing.ParseAmount(f.v)
+			if err != nil || v < 0 {
+				writeError(ctx, errBadParam(f.name, f.name+" is a decimal amount, not negative, with at most 6 digits after the point."))
+				return
+			}
+			*f.dst = v
+		}
+		if b.CachedInput == "" {
+			p.CachedInput = p.Input
+		}
+		if b.CacheWrite == "" {
+			p.CacheWrite = billing.DefaultCacheWrite(p.Input)
+		}
+		p.Currency = storage.DefaultCurrency
+		if c, err := s.store.GetSetting(rctx, storage.SettingCurrency); err == nil {
+			p.Currency = c
+		}
+		got, err := s.store.PutPrice(rctx, p)
+		if err != nil {
+			s.tenantStorageError(ctx, "price", err)
+			return
+		}
+		s.billingChanged(rctx, "price "+p.Model)
+		writeJSON(ctx, 200, toPriceJSON(got))
+	case len(parts) == 1 && method == "DELETE":
+		if err := s.store.DeletePrice(rctx, parts[0]); err != nil {
+			s.tenantStorageError(ctx, "price", err)
+			return
+		}
+		s.billingChanged(rctx, "price deleted "+parts[0])
+		ctx.SetStatusCode(204)
+	case len(parts) <= 1:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
+// adminSpend serves GET /api/admin/spend?from=&to=&user=&model=: the daily
+// rollups per user and model (from and to RFC 3339, user an id or name),
+// with each row's cost as a decimal string.
+func (s *Server) adminSpend(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	if len(parts) != 0 || method != "GET" {
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := ctx.QueryArgs()
+	var q storage.UserDailyQuery
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := string(args.Peek(f.name)); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				writeError(ctx, errBadParam(f.name, f.name+" is an RFC 3339 time."))
+				return
+			}
+			*f.dst = t
+		}
+	}
+	if v := string(args.Peek("user")); v != "" {
+		u, err := s.store.GetUser(rctx, v)
+		if err != nil {
+			s.tenantStorageError(ctx, "user", err)
+			return
+		}
+		q.UserID = u.ID
+	}
+	q.Model = string(args.Peek("model"))
+	rows, err := s.store.UserDaily(rctx, q)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	type row struct {
+		Day          string `json:"day"`
+		UserID       string `json:"user_id"`
+		Model        string `json:"model"`
+		Requests     int64  `json:"requests"`
+		InputTokens  int64  `json:"input_tokens"`
+		CachedTokens int64  `json:"cached_tokens"`
+		OutputTokens int64  `json:"output_tokens"`
+		Cost         string `json:"cost"`
+		CostMicro    int64  `json:"cost_micro"`
+	}
+	out := make([]row, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, row{Day: r.Day.Format("2006-01-02"), UserID: r.UserID, Model: r.Model, Requests: r.Requests, InputTokens: r.InputTokens,
+			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost})
+	}
+	writeJSON(ctx, 200, map[string]any{"rows": out})
+}

@@ -1,0 +1,77 @@
+package admin
+
+import (
+	"testing"
+)
+
+// TestAdminUsersAndPrices: users created, listed, changed and credited
+// through the admin API, with amounts as exact decimal strings and every
+// balance change a ledger row naming who; prices set and listed; the spend
+// route answers the daily rollups.
+func TestAdminUsersAndPrices(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	r := c.do("POST", "/api/admin/users", map[string]any{"name": "alice", "email": "alice@example.com", "balance": "20.5", "rpm": 60}).want(t, 201)
+	if r.json["balance"] != "20.500000" || r.json["has_password"] != false {
+		t.Fatalf("created %v", r.json)
+	}
+	c.do("POST", "/api/admin/users", map[string]any{"name": "alice"}).want(t, 409)
+	if c.do("POST", "/api/admin/users", map[string]any{"name": "bob", "balance": "1.0000001"}).want(t, 400).errParam() != "balance" {
+		t.Fatal("a balance with 7 decimals was not refused for its balance")
+	}
+	if c.do("POST", "/api/admin/users", map[string]any{"name": "bob", "password": "short"}).want(t, 400).errParam() != "password" {
+		t.Fatal("a weak password was not refused")
+	}
+	r = c.do("POST", "/api/admin/users/alice/ledger", map[string]any{"amount": "0.000001", "note": "rounding"}).want(t, 200)
+	if u := r.json["user"].(map[string]any); u["balance"] != "20.500001" {
+		t.Fatalf("after a top-up: %v", u)
+	}
+	ledger := r.json["ledger"].([]any)
+	if len(ledger) != 2 || ledger[0].(map[string]any)["actor"] != "admin:admin" || ledger[0].(map[string]any)["note"] != "rounding" {
+		t.Fatalf("ledger %v", ledger)
+	}
+	c.do("POST", "/api/admin/users/alice/ledger", map[string]any{"amount": "5"}).want(t, 400)
+	c.do("POST", "/api/admin/users/alice/ledger", map[string]any{"amount": "-5", "note": "x"}).want(t, 400) // a negative top-up
+	c.do("POST", "/api/admin/users/alice/ledger", map[string]any{"kind": "charge", "amount": "-5", "note": "x"}).want(t, 400)
+	r = c.do("POST", "/api/admin/users/alice/ledger", map[string]any{"kind": "adjustment", "amount": "-0.5", "note": "correction"}).want(t, 200)
+	if u := r.json["user"].(map[string]any); u["balance"] != "20.000001" {
+		t.Fatalf("after an adjustment: %v", u)
+	}
+	r = c.do("PATCH", "/api/admin/users/alice", map[string]any{"disabled": true, "models": []string{"m"}}).want(t, 200)
+	if u := r.json["user"].(map[string]any); u["disabled"] != true || len(u["models"].([]any)) != 1 || u["email"] != "alice@example.com" {
+		t.Fatalf("after PATCH: %v", u)
+	}
+	c.do("PATCH", "/api/admin/users/alice", map[string]any{"balance": "100"}).want(t, 400)
+	r = c.do("GET", "/api/admin/users?q=ALI", nil).want(t, 200)
+	if users := r.json["users"].([]any); len(users) != 1 || users[0].(map[string]any)["balance_micro"].(float64) != 20_000_001 {
+		t.Fatalf("users %v", users)
+	}
+	c.do("GET", "/api/admin/users/nobody", nil).want(t, 404)
+	c.do("DELETE", "/api/admin/users/alice", nil).want(t, 409) // it has ledger rows
+	c.do("POST", "/api/admin/users", map[string]any{"name": "temp"}).want(t, 201)
+	c.do("DELETE", "/api/admin/users/temp", nil).want(t, 204)
+
+	r = c.do("PUT", "/api/admin/prices/m", map[string]any{"input": "1.25", "output": "10"}).want(t, 200)
+	if r.json["cached_input"] != "1.250000" || r.json["cache_write"] != "1.562500" || r.json["output"] != "10.000000" || r.json["currency"] != "USD" {
+		t.Fatalf("price %v", r.json)
+	}
+	c.do("PUT", "/api/admin/prices/m", map[string]any{"input": "1.25"}).want(t, 400)
+	c.do("PUT", "/api/admin/prices/m", map[string]any{"input": "x", "output": "1"}).want(t, 400)
+	if p := c.do("GET", "/api/admin/prices", nil).want(t, 200).json["prices"].([]any); len(p) != 1 {
+		t.Fatalf("prices %v", p)
+	}
+	c.do("DELETE", "/api/admin/prices/m", nil).want(t, 204)
+	c.do("DELETE", "/api/admin/prices/m", nil).want(t, 404)
+	if rows := c.do("GET", "/api/admin/spend?user=alice", nil).want(t, 200).json["rows"].([]any); len(rows) != 0 {
+		t.Fatalf("spend of a user who sent nothing: %v", rows)
+	}
+	c.do("GET", "/api/admin/spend?from=yesterday", nil).want(t, 400)
+	// An admin key works too, and is named in the ledger.
+	k := e.withKey(e.adminKey)
+	r = k.do("POST", "/api/admin/users/alice/ledger", map[string]any{"amount": "1", "note": "by key"}).want(t, 200)
+	if a := r.json["ledger"].([]any)[0].(map[string]any)["actor"]; a != "key:ops" {
+		t.Fatalf("actor %v", a)
+	}
+	// A client key is refused.
+	e.withKey(e.key).do("GET", "/api/admin/users", nil).want(t, 403)
+}
