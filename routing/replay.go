@@ -265,7 +265,7 @@ func (rp *replay) feedFailure(ctx context.Context, ev storage.ErrorEvent) {
 	if err != nil {
 		return
 	}
-	rp.sim.Release(l, actors.Outcome{Status: ev.Status, Verdict: upstream.Verdict{Class: replayClass(ev.Class)}, Latency: ev.Latency})
+	rp.sim.ReleaseSettled(l, actors.Outcome{Status: ev.Status, Verdict: upstream.Verdict{Class: replayClass(ev.Class)}, Latency: ev.Latency})
 }
 
 // request routes one recorded request again and tallies where it went.
@@ -304,10 +304,10 @@ func (rp *replay) request(ctx context.Context, r storage.UsageRecord) {
 		// last); its failures were fed back as error events, so its lease
 		// ends as nobody's fault rather than as a success.
 		rp.failed++
-		rp.sim.Release(l, actors.Outcome{Status: r.Status, Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
+		rp.sim.ReleaseSettled(l, actors.Outcome{Status: r.Status, Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
 		return
 	}
-	rp.sim.Release(l, actors.Outcome{Status: 200, Latency: r.Latency, TTFT: r.TTFT})
+	rp.sim.ReleaseSettled(l, actors.Outcome{Status: 200, Latency: r.Latency, TTFT: r.TTFT})
 }
 
 // report turns the tallies into the report, naming accounts.

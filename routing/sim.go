@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
@@ -89,6 +90,37 @@ func (s *Sim) waitIndexed(ctx context.Context, n int) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// ReleaseSettled releases l with out, as Release does, and returns once
+// the account has handled the release and the scheduler has its resulting
+// view queued ahead of any later Acquire: the account's published view
+// version moved past the one seen before the release (the account sends
+// the view to the scheduler before it publishes it). A sequential caller
+// (Replay) then routes its next request on the released state every run,
+// instead of racing the release (a busy machine made a replay's spread
+// differ from run to run). It gives up waiting after simSettleWait.
+func (s *Sim) ReleaseSettled(l *actors.Lease, out actors.Outcome) {
+	before, _ := s.View(l.AccountID)
+	s.Release(l, out)
+	settled := func() bool {
+		v, ok := s.View(l.AccountID)
+		return !ok || v.Version > before.Version
+	}
+	for range 64 {
+		if settled() {
+			return
+		}
+		runtime.Gosched()
+	}
+	deadline := time.Now().Add(simSettleWait)
+	for !settled() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// simSettleWait bounds ReleaseSettled's wait: far above an account actor's
+// turn on a loaded machine, and finite for an account removed meanwhile.
+const simSettleWait = 5 * time.Second
 
 // Route runs the policy's route(req) (when it has one) and applies its
 // answer to acq as the gateway does: a group only for keys of the default
