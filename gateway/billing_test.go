@@ -17,8 +17,12 @@ import (
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/cachetest"
 	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/storage/postgres"
+	"github.com/troupe-gw/troupe/storage/rediscache"
 	"github.com/troupe-gw/troupe/storage/sqlite"
+	"github.com/troupe-gw/troupe/storage/storagetest"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -59,16 +63,17 @@ func (priced) Do(_ context.Context, r *upstream.Request) (*upstream.Response, er
 	return &upstream.Response{Status: 200, Header: h, Body: io.NopCloser(strings.NewReader(body))}, nil
 }
 
-// billed is a gateway over a SQLite store with the billing gate wired as
+// billed is a gateway over a store with the billing gate wired as
 // cmd/troupe wires it: usage written through billing.CommitWriter.
 type billed struct {
 	s     *Server
-	store *sqlite.Store
+	store storage.Store
 	gate  *billing.Gate
 	price storage.Price
 	base  string
 }
 
+// billedServer is one instance over an in-memory SQLite store and a memory cache.
 func billedServer(t *testing.T) *billed {
 	t.Helper()
 	sealer, err := storage.NewSealer(bytes.Repeat([]byte{7, 1, 9, 3}, 8))
@@ -82,13 +87,25 @@ func billedServer(t *testing.T) *billed {
 	t.Cleanup(func() { store.Close() })
 	cache := memcache.New(memcache.Options{SweepInterval: -1})
 	t.Cleanup(func() { cache.Close() })
-	// $1000 / M input, $100 / M cached input, $2000 / M output: a request
-	// of the upstream above costs 80×1000 + 20×100 + 50×2000 = 182,000 micro-units.
+	return billedOn(t, store, cache, setPrice(t, store))
+}
+
+// setPrice prices model m at $1000 / M input, $100 / M cached input,
+// $2000 / M output: a request of the upstream above costs
+// 80×1000 + 20×100 + 50×2000 = 182,000 micro-units.
+func setPrice(t *testing.T, store storage.Store) storage.Price {
+	t.Helper()
 	p, err := store.PutPrice(context.Background(), storage.Price{Model: "m", Currency: "USD", Input: 1_000_000_000, CachedInput: 100_000_000,
 		CacheWrite: billing.DefaultCacheWrite(1_000_000_000), Output: 2_000_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// billedOn is one gateway instance over store and cache.
+func billedOn(t *testing.T, store storage.Store, cache storage.Cache, p storage.Price) *billed {
+	t.Helper()
 	// An output estimate of 64 tokens (128,000 micro-units) is below what a
 	// request costs, so concurrent requests can overdraw: the bound is tested.
 	gate := billing.New(store, cache, billing.Options{OutputEstimate: 64})
@@ -181,8 +198,43 @@ var billingRequests = []struct{ path, body string }{
 // below the documented bound: minus what the requests in flight could cost
 // beyond their estimates (docs/billing.md; here the Messages requests ask
 // max_tokens 1, so their estimate is below their cost and they can overdraw).
-func TestBillingUntilRefused(t *testing.T) {
-	b := billedServer(t)
+func TestBillingUntilRefused(t *testing.T) { runUntilRefused(t, billedServer(t)) }
+
+// TestBillingUntilRefusedTwoInstances is TestBillingUntilRefused on
+// PostgreSQL with two gateway instances sharing it and Redis: the senders
+// alternate between the instances, whose holds are one per user in Redis.
+func TestBillingUntilRefusedTwoInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL and Redis: not in -short")
+	}
+	sealer, err := storage.NewSealer(bytes.Repeat([]byte{7, 1, 9, 3}, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.Open(context.Background(), storagetest.PostgresDB(t), sealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	url := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, url)
+	p := setPrice(t, store)
+	var insts []*billed
+	for range 2 {
+		c, err := rediscache.New(context.Background(), url, rediscache.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		insts = append(insts, billedOn(t, store, c, p))
+	}
+	runUntilRefused(t, insts...)
+}
+
+// runUntilRefused runs the senders against insts (in turn) and checks the
+// outcome; insts share their store and cache.
+func runUntilRefused(t *testing.T, insts ...*billed) {
+	b := insts[0]
 	const start = 8_000_000 // about 44 requests of 182,000
 	u, secret := b.userKey(t, storage.User{Name: "small"}, start)
 	const senders = 6
@@ -197,7 +249,7 @@ func TestBillingUntilRefused(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < w+200; i++ {
 				r := billingRequests[i%len(billingRequests)]
-				status, body := b.post(t, r.path, secret, r.body)
+				status, body := insts[i%len(insts)].post(t, r.path, secret, r.body)
 				switch {
 				case status == 200:
 					served.Add(1)
@@ -222,7 +274,9 @@ func TestBillingUntilRefused(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	b.settled(t)
+	for _, in := range insts {
+		in.settled(t)
+	}
 	if refusals.Load() != senders || served.Load() < 20 {
 		t.Fatalf("%d served, %d refused; want several served and every sender refused", served.Load(), refusals.Load())
 	}
