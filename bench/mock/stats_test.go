@@ -16,7 +16,9 @@ func TestConcurrencyCounters(t *testing.T) {
 			name = "stream"
 		}
 		t.Run(name, func(t *testing.T) {
-			acc := Account{Name: "busy-1", Kind: KindOpenAI, Token: "sk-busy-000001", Latency: 100 * time.Millisecond}
+			// A second of latency: ten local requests overlap even on a
+			// loaded machine (at 100 ms some arrived after others ended).
+			acc := Account{Name: "busy-1", Kind: KindOpenAI, Token: "sk-busy-000001", Latency: time.Second}
 			f, base := startFleet(t, acc)
 			c := newClient(t)
 			body := chatBody
@@ -33,6 +35,9 @@ func TestConcurrencyCounters(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// The mock counts an answer's end after its last write reaches
+			// the client, so the client can finish first.
+			waitFor(t, "every answer counted as ended", func() bool { return f.Stats(acc.Name).InFlight == 0 })
 			st := f.Stats(acc.Name)
 			want := AccountStats{InFlight: 0, MaxInFlight: 10, Requests: 10, Completed: 10}
 			if st != want {
