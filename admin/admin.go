@@ -69,6 +69,10 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminPrices(ctx, method, parts[1:])
 	case "spend":
 		s.adminSpend(ctx, method, parts[1:])
+	case "invitations":
+		s.adminInvitations(ctx, p, method, parts[1:])
+	case "registration":
+		s.adminRegistration(ctx, p, method, parts[1:])
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}

@@ -462,3 +462,129 @@ func (s *Server) adminSpend(ctx *fasthttp.RequestCtx, method string, parts []str
 	}
 	writeJSON(ctx, 200, map[string]any{"rows": out})
 }
+
+type invitationJSON struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Note      string     `json:"note"`
+	MaxUses   int64      `json:"max_uses"`
+	Uses      int64      `json:"uses"`
+	Disabled  bool       `json:"disabled"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedBy string     `json:"created_by"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func toInvitationJSON(i storage.Invitation) invitationJSON {
+	return invitationJSON{ID: i.ID, Prefix: i.Prefix, Note: i.Note, MaxUses: i.MaxUses, Uses: i.Uses, Disabled: i.Disabled,
+		ExpiresAt: i.ExpiresAt, CreatedBy: i.CreatedBy, CreatedAt: i.CreatedAt}
+}
+
+// adminInvitations serves /api/admin/invitations: GET lists (never the
+// codes), POST {"max_uses"? (default 1), "note"?, "expires_in_hours"?}
+// answers 201 with the code, shown once (only its SHA-256 is stored);
+// DELETE /invitations/{id} disables one (kept, with its uses).
+func (s *Server) adminInvitations(ctx *fasthttp.RequestCtx, p *principal, method string, parts []string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch {
+	case len(parts) == 0 && method == "GET":
+		l, err := s.store.ListInvitations(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		out := make([]invitationJSON, 0, len(l))
+		for _, i := range l {
+			out = append(out, toInvitationJSON(i))
+		}
+		writeJSON(ctx, 200, map[string]any{"invitations": out})
+	case len(parts) == 0 && method == "POST":
+		var b struct {
+			MaxUses        int64  `json:"max_uses"`
+			Note           string `json:"note"`
+			ExpiresInHours int64  `json:"expires_in_hours"`
+		}
+		if len(ctx.PostBody()) > 0 {
+			if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
+				writeError(ctx, errBadParam("", `The body must be JSON {"max_uses": 1, "note": "…", "expires_in_hours": 72} (all optional).`))
+				return
+			}
+		}
+		if b.MaxUses == 0 {
+			b.MaxUses = 1
+		}
+		if b.MaxUses < 0 || b.ExpiresInHours < 0 || b.ExpiresInHours > 24*3650 {
+			writeError(ctx, errBadParam("max_uses", "max_uses is at least 1 and expires_in_hours from 0 (never) to 87600."))
+			return
+		}
+		code, err := NewPassword()
+		if err != nil {
+			writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "No code could be made."})
+			return
+		}
+		code = "inv-" + code
+		inv := storage.Invitation{Hash: storage.HashKey(code), Prefix: code[:8], Note: b.Note, MaxUses: b.MaxUses, CreatedBy: actorOf(p)}
+		if b.ExpiresInHours > 0 {
+			t := s.now().Add(time.Duration(b.ExpiresInHours) * time.Hour).UTC()
+			inv.ExpiresAt = &t
+		}
+		got, err := s.store.CreateInvitation(rctx, inv)
+		if err != nil {
+			s.tenantStorageError(ctx, "invitation", err)
+			return
+		}
+		s.log.Info("admin: invitation created", "prefix", got.Prefix, "max_uses", got.MaxUses, "by", got.CreatedBy)
+		writeJSON(ctx, 201, map[string]any{"invitation": toInvitationJSON(got), "code": code})
+	case len(parts) == 1 && method == "DELETE":
+		if err := s.store.DisableInvitation(rctx, parts[0]); err != nil {
+			s.tenantStorageError(ctx, "invitation", err)
+			return
+		}
+		ctx.SetStatusCode(204)
+	case len(parts) <= 1:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
+// adminRegistration serves GET and PUT /api/admin/registration
+// {"mode": "closed" | "invite" | "open"} (setting users.registration,
+// default closed).
+func (s *Server) adminRegistration(ctx *fasthttp.RequestCtx, p *principal, method string, parts []string) {
+	if len(parts) != 0 {
+		writeError(ctx, errNotFound(string(ctx.Path())))
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch method {
+	case "GET":
+	case "PUT":
+		var b struct {
+			Mode string `json:"mode"`
+		}
+		if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || !storage.ValidRegistration(b.Mode) {
+			writeError(ctx, errBadParam("mode", `The body must be JSON {"mode": "closed" | "invite" | "open"}.`))
+			return
+		}
+		if err := s.store.PutSetting(rctx, storage.SettingRegistration, b.Mode); err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		s.log.Info("admin: registration mode changed", "mode", b.Mode, "by", actorOf(p))
+	default:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+		return
+	}
+	mode, err := s.store.GetSetting(rctx, storage.SettingRegistration)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		mode = storage.RegistrationClosed
+	case err != nil:
+		s.storageError(ctx, err)
+		return
+	}
+	writeJSON(ctx, 200, map[string]string{"mode": mode})
+}

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/troupe-gw/troupe/storage"
 )
 
 // TestAdminUsersAndPrices: users created, listed, changed and credited
@@ -74,4 +77,43 @@ func TestAdminUsersAndPrices(t *testing.T) {
 	}
 	// A client key is refused.
 	e.withKey(e.key).do("GET", "/api/admin/users", nil).want(t, 403)
+}
+
+// TestAdminInvitationsAndRegistration: a code is shown once and stored as
+// its hash, used up after its uses, disabled on DELETE; the registration
+// mode is one of three and defaults to closed.
+func TestAdminInvitationsAndRegistration(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	c := e.login()
+	if m := c.do("GET", "/api/admin/registration", nil).want(t, 200).json["mode"]; m != "closed" {
+		t.Fatalf("default mode %v", m)
+	}
+	c.do("PUT", "/api/admin/registration", map[string]string{"mode": "invite"}).want(t, 200)
+	c.do("PUT", "/api/admin/registration", map[string]string{"mode": "anyone"}).want(t, 400)
+	if m := c.do("GET", "/api/admin/registration", nil).want(t, 200).json["mode"]; m != "invite" {
+		t.Fatalf("mode %v", m)
+	}
+	r := c.do("POST", "/api/admin/invitations", map[string]any{"max_uses": 1, "note": "friends", "expires_in_hours": 24}).want(t, 201)
+	code, _ := r.json["code"].(string)
+	inv := r.json["invitation"].(map[string]any)
+	if len(code) < 20 || inv["prefix"] != code[:8] || inv["created_by"] != "admin:admin" || inv["expires_at"] == nil {
+		t.Fatalf("created %v", r.json)
+	}
+	// The code registers one user (the console's registration uses this path).
+	if _, err := e.store.CreateUser(t.Context(), storage.User{Name: "friend"}, storage.NewUser{Invitation: storage.HashKey(code)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.CreateUser(t.Context(), storage.User{Name: "second"}, storage.NewUser{Invitation: storage.HashKey(code)}); err == nil {
+		t.Fatal("a 1-use code registered twice")
+	}
+	l := c.do("GET", "/api/admin/invitations", nil).want(t, 200).json["invitations"].([]any)
+	if len(l) != 1 || l[0].(map[string]any)["uses"].(float64) != 1 || strings.Contains(string(c.do("GET", "/api/admin/invitations", nil).body), code) {
+		t.Fatalf("invitations %v (the code must never be listed)", l)
+	}
+	c.do("DELETE", "/api/admin/invitations/"+inv["id"].(string), nil).want(t, 204)
+	c.do("DELETE", "/api/admin/invitations/nope", nil).want(t, 404)
+	if l := c.do("GET", "/api/admin/invitations", nil).want(t, 200).json["invitations"].([]any); l[0].(map[string]any)["disabled"] != true {
+		t.Fatalf("after DELETE: %v", l)
+	}
+	c.do("POST", "/api/admin/invitations", map[string]any{"max_uses": -1}).want(t, 400)
 }
