@@ -207,7 +207,7 @@ export function Accounts() {
         <div className="tr thead">
           {th('name', 'Name', 'w-name')}
           {th('provider', 'Provider', 'w-provider')}
-          {th('status', 'Status')}
+          {th('status', 'Status', 'w-status')}
           {th('score', 'Tier · score', 'w-tier')}
           {th('inflight', 'In flight', 'r')}
           {th('requests', 'Requests', 'r')}
@@ -236,11 +236,16 @@ export function Accounts() {
                         {a.group && <span className="tag">{a.group}</span>}
                       </div>
                       <div className="td w-provider">{a.provider}</div>
-                      <div className="td">
+                      <div className="td w-status">
                         <span className={'pill ' + a.live.status}>{a.live.status}</span>
                         {a.hygiene && (
-                          <span className="tag" title={a.hygiene.reason} data-testid="hygiene-tag">
-                            {a.hygiene.action === 'disable' ? 'disabled by hygiene' : 'flagged'}
+                          <span
+                            className="tag flag"
+                            title={(a.hygiene.action === 'disable' ? 'disabled by hygiene: ' : 'flagged: ') + a.hygiene.reason}
+                            aria-label={a.hygiene.action === 'disable' ? 'disabled by hygiene' : 'flagged'}
+                            data-testid="hygiene-tag"
+                          >
+                            ⚑
                           </span>
                         )}
                       </div>
