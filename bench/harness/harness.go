@@ -291,7 +291,7 @@ func runPhase(ctx context.Context, c doer, s *scenario.Scenario, p scenario.Phas
 	}
 	if cpuOK {
 		if after, err := proc.Read(pid); err == nil {
-			run.CPUs = after.CPUSeconds - before.CPUSeconds
+			run.CPUs = proc.CPUBetween(before, after)
 			if run.Sent > 0 {
 				run.CPUusReq = run.CPUs * 1e6 / float64(run.Sent)
 			}
