@@ -67,6 +67,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		s.adminUsers(ctx, p, method, parts[1:])
 	case "prices":
 		s.adminPrices(ctx, method, parts[1:])
+	case "price-groups":
+		s.adminPriceGroups(ctx, method, parts[1:])
 	case "spend":
 		s.adminSpend(ctx, method, parts[1:])
 	case "invitations":

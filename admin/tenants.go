@@ -405,6 +405,66 @@ func (s *Server) adminPrices(ctx *fasthttp.RequestCtx, method string, parts []st
 	}
 }
 
+// priceGroupJSON is a user group's price multiplier in the admin API: a
+// decimal string ("0.8" is ×0.8), six digits after the point at most.
+type priceGroupJSON struct {
+	Group      string `json:"group"`
+	Multiplier string `json:"multiplier"`
+}
+
+// adminPriceGroups serves /api/admin/price-groups: GET lists the user
+// groups' price multipliers; /price-groups/{group}: PUT {"multiplier":
+// "0.8"} (a decimal string above 0; the group's users pay every price ×
+// it, ×1 when their group has none), DELETE (back to ×1).
+func (s *Server) adminPriceGroups(ctx *fasthttp.RequestCtx, method string, parts []string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch {
+	case len(parts) == 0 && method == "GET":
+		groups, err := s.store.ListPriceGroups(rctx)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		out := make([]priceGroupJSON, 0, len(groups))
+		for _, g := range groups {
+			// Parts per million are micro-units of ×1: the amount format fits.
+			out = append(out, priceGroupJSON{Group: g.Group, Multiplier: billing.FormatAmount(g.Multiplier)})
+		}
+		writeJSON(ctx, 200, map[string]any{"price_groups": out})
+	case len(parts) == 1 && method == "PUT":
+		var b struct {
+			Multiplier string `json:"multiplier"`
+		}
+		if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
+			writeError(ctx, errBadParam("", `The body must be JSON {"multiplier": "0.8"} (a decimal string).`))
+			return
+		}
+		m, err := billing.ParseAmount(b.Multiplier)
+		if err != nil || m <= 0 {
+			writeError(ctx, errBadParam("multiplier", "multiplier is a decimal above 0 with at most 6 digits after the point (\"0.8\" is ×0.8)."))
+			return
+		}
+		if err := s.store.PutPriceGroup(rctx, storage.PriceGroup{Group: parts[0], Multiplier: m}); err != nil {
+			s.tenantStorageError(ctx, "price group", err)
+			return
+		}
+		s.billingChanged(rctx, "price group "+parts[0])
+		writeJSON(ctx, 200, priceGroupJSON{Group: parts[0], Multiplier: billing.FormatAmount(m)})
+	case len(parts) == 1 && method == "DELETE":
+		if err := s.store.DeletePriceGroup(rctx, parts[0]); err != nil {
+			s.tenantStorageError(ctx, "price group", err)
+			return
+		}
+		s.billingChanged(rctx, "price group deleted "+parts[0])
+		ctx.SetStatusCode(204)
+	case len(parts) <= 1:
+		writeError(ctx, errMethod(method, string(ctx.Path())))
+	default:
+		writeError(ctx, errNotFound(string(ctx.Path())))
+	}
+}
+
 // adminSpend serves GET /api/admin/spend?from=&to=&user=&model=: the daily
 // rollups per user and model (from and to RFC 3339, user an id or name),
 // with each row's cost as a decimal string.

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -65,6 +66,25 @@ func TestAdminUsersAndPrices(t *testing.T) {
 	}
 	c.do("DELETE", "/api/admin/prices/m", nil).want(t, 204)
 	c.do("DELETE", "/api/admin/prices/m", nil).want(t, 404)
+
+	// A user group's price multiplier: exact decimal strings, above 0.
+	if r := c.do("PUT", "/api/admin/price-groups/resellers", map[string]any{"multiplier": "0.8"}).want(t, 200); r.json["multiplier"] != "0.800000" {
+		t.Fatalf("price group %v", r.json)
+	}
+	for _, bad := range []string{"0", "-1", "0.0000001", "x", ""} {
+		if c.do("PUT", "/api/admin/price-groups/resellers", map[string]any{"multiplier": bad}).want(t, 400).errParam() != "multiplier" {
+			t.Fatalf("multiplier %q was not refused for its multiplier", bad)
+		}
+	}
+	if g := c.do("GET", "/api/admin/price-groups", nil).want(t, 200).json["price_groups"].([]any); len(g) != 1 || g[0].(map[string]any)["multiplier"] != "0.800000" {
+		t.Fatalf("price groups %v", g)
+	}
+	if mult, err := e.store.ListPriceGroups(context.Background()); err != nil || len(mult) != 1 || mult[0].Multiplier != 800_000 {
+		t.Fatalf("stored price groups %v %v, want resellers at 800000 ppm", mult, err)
+	}
+	c.do("DELETE", "/api/admin/price-groups/resellers", nil).want(t, 204)
+	c.do("DELETE", "/api/admin/price-groups/resellers", nil).want(t, 404)
+	c.do("POST", "/api/admin/price-groups", nil).want(t, 405)
 	if rows := c.do("GET", "/api/admin/spend?user=alice", nil).want(t, 200).json["rows"].([]any); len(rows) != 0 {
 		t.Fatalf("spend of a user who sent nothing: %v", rows)
 	}
