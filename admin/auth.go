@@ -93,9 +93,14 @@ func (p *principal) kind() string {
 	return "api_key"
 }
 
-func adminSessionKey(token string) string {
+func adminSessionKey(token string) string { return sessionKey("admin", token) }
+
+// sessionKey is the cache key of a session token of scope ("admin" or
+// "console"): scope + ":session:" + hex SHA-256 of the token. The scopes
+// keep admin and console sessions apart: a token is looked up in its own.
+func sessionKey(scope, token string) string {
 	h := sha256.Sum256([]byte(token))
-	return "admin:session:" + hex.EncodeToString(h[:])
+	return scope + ":session:" + hex.EncodeToString(h[:])
 }
 
 func pwPrint(hash string) string {
@@ -166,12 +171,8 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx, method string) (*principal,
 		return nil, aerr
 	}
 	if unsafeMethod(method) {
-		if !sameOrigin(ctx) {
-			return nil, errCSRF("Cross-origin requests may not change the admin state.")
-		}
-		got := ctx.Request.Header.Peek(CSRFHeader)
-		if len(got) == 0 || subtle.ConstantTimeCompare(got, []byte(p.session.CSRF)) != 1 {
-			return nil, errCSRF("Missing or wrong " + CSRFHeader + " header (it is returned by login and GET /api/admin/me).")
+		if aerr := checkCSRF(ctx, p.session, "login and GET /api/admin/me"); aerr != nil {
+			return nil, aerr
 		}
 	}
 	return p, nil
@@ -182,18 +183,14 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx, method string) (*principal,
 // fasthttp.RequestCtx must not be a parent context, since the context
 // package may read it from another goroutine after the handler returned.)
 func (s *Server) sessionPrincipal(token string) (*principal, *APIError) {
-	if len(token) > 128 {
-		return nil, errAdminAuth("The session is not valid; log in again.")
-	}
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	raw, ok, err := s.adminCache().Get(cctx, adminSessionKey(token))
+	sess, ok, err := s.loadSession(cctx, "admin", token)
 	if err != nil {
 		s.log.Error("admin session lookup", "err", err)
 		return nil, &APIError{Status: 503, Type: "server_error", Message: "Sessions are unavailable; retry, or use an admin API key."}
 	}
-	var sess adminSession
-	if !ok || json.Unmarshal([]byte(raw), &sess) != nil || time.Now().Unix() >= sess.Expires {
+	if !ok {
 		return nil, errAdminAuth("The session has ended; log in again.")
 	}
 	u, err := s.store.GetAdminUser(cctx, sess.UserID)
@@ -221,10 +218,17 @@ func verifyPassword(ctx context.Context, password, hash string) (bool, error) {
 	return argon2id.ComparePasswordAndHash(password, hash)
 }
 
+// loginBody is the body of a login: admins send username, console users
+// name or email.
 type loginBody struct {
 	Username string `json:"username"`
+	Name     string `json:"name"`
+	Email    string `json:"email"`
 	Password string `json:"password"`
 }
+
+// adminLoginID is who an admin login names.
+func adminLoginID(b loginBody) string { return b.Username }
 
 // countAttempt adds n to the login counter at key in the current window
 // and returns the window's total, in one atomic step of the cache (a Redis
@@ -243,7 +247,7 @@ func (s *Server) countAttempt(ctx context.Context, c storage.Cache, key string, 
 // adminLogin serves POST /api/admin/login: {"username","password"} → a
 // session cookie and {"user", "csrf_token"}.
 func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
-	body, ok := readLogin(ctx)
+	body, ok := readLogin(ctx, adminLoginID, 64, `The body must be JSON {"username": "...", "password": "..."}.`)
 	if !ok {
 		return
 	}
@@ -262,9 +266,10 @@ func (s *Server) adminLogin(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// readLogin reads a login's body, answering the client itself when it is
-// not a same-origin POST of JSON {"username", "password"} (ok false).
-func readLogin(ctx *fasthttp.RequestCtx) (body loginBody, ok bool) {
+// readLogin reads a login's body, answering the client itself (ok false)
+// when it is not a same-origin POST of JSON naming a login (id, at most
+// maxID bytes) and a password; shape is the 400's message.
+func readLogin(ctx *fasthttp.RequestCtx, id func(loginBody) string, maxID int, shape string) (body loginBody, ok bool) {
 	if !ctx.IsPost() {
 		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
 		return body, false
@@ -277,11 +282,17 @@ func readLogin(ctx *fasthttp.RequestCtx) (body loginBody, ok bool) {
 		writeError(ctx, &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type", Message: "Login takes Content-Type: application/json."})
 		return body, false
 	}
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Username == "" || body.Password == "" {
-		writeError(ctx, errBadParam("username", `The body must be JSON {"username": "...", "password": "..."}.`))
+	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || id(body) == "" || body.Password == "" {
+		param := "username"
+		if err == nil && body.Password == "" && id(body) != "" {
+			param = "password"
+		} else if id(body) == "" && body.Username == "" {
+			param = "name"
+		}
+		writeError(ctx, errBadParam(param, shape))
 		return body, false
 	}
-	if len(body.Password) > maxPasswordBytes || len(body.Username) > 64 {
+	if len(body.Password) > maxPasswordBytes || len(id(body)) > maxID {
 		writeError(ctx, errAdminAuth("Wrong username or password."))
 		return body, false
 	}
@@ -296,15 +307,25 @@ func readLogin(ctx *fasthttp.RequestCtx) (body loginBody, ok bool) {
 // password hash is checked: checking first and counting after let 60
 // parallel wrong passwords all through.
 func (s *Server) loginLimited(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, userKey string) bool {
-	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
-	if n := s.countAttempt(rctx, cache, ipKey, 1, loginIPWindow); n > loginIPLimit {
-		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
-			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
+	if s.addressLimited(ctx, rctx, cache) {
 		return true
 	}
 	if n := s.countAttempt(rctx, cache, userKey, 1, loginUserWindow); n > loginUserLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
 			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: loginUserWindow})
+		return true
+	}
+	return false
+}
+
+// addressLimited counts an attempt (an admin or console login, a console
+// registration: one budget) against the client's address and answers 429
+// (true) when the address made more than loginIPLimit in the window.
+func (s *Server) addressLimited(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache) bool {
+	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
+	if n := s.countAttempt(rctx, cache, ipKey, 1, loginIPWindow); n > loginIPLimit {
+		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
+			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
 		return true
 	}
 	return false
@@ -341,21 +362,11 @@ func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body
 // startSession stores a new session of u in cache, notes the login on the
 // user and answers the session cookie with the user and the CSRF token.
 func (s *Server) startSession(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, u storage.AdminUser) {
-	token, err := randomToken()
-	csrf, err2 := randomToken()
-	if err != nil || err2 != nil {
-		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a session."})
+	token, sess, ok := s.newSession(ctx, rctx, cache, "admin", u.ID, u.PasswordHash)
+	if !ok {
 		return
 	}
-	now := time.Now()
-	sess := adminSession{UserID: u.ID, CSRF: csrf, PwPrint: pwPrint(u.PasswordHash), Expires: now.Add(SessionTTL).Unix()}
-	raw, _ := json.Marshal(sess)
-	if err := cache.Set(rctx, adminSessionKey(token), string(raw), SessionTTL); err != nil {
-		s.log.Error("admin session store", "err", err)
-		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Sessions are unavailable; retry, or use an admin API key."})
-		return
-	}
-	at := now.UTC()
+	at := time.Now().UTC()
 	u.LastLoginAt = &at
 	if stored, err := s.store.UpdateAdminUser(rctx, u); err == nil {
 		u = stored
@@ -364,16 +375,72 @@ func (s *Server) startSession(ctx *fasthttp.RequestCtx, rctx context.Context, ca
 	}
 	s.setSessionCookie(ctx, token, SessionTTL)
 	s.log.Info("admin login", "user", u.Username, "ip", ctx.RemoteIP().String())
-	writeJSON(ctx, 200, map[string]any{"user": toAdminUserJSON(u), "csrf_token": csrf, "expires_at": time.Unix(sess.Expires, 0).UTC()})
+	writeJSON(ctx, 200, map[string]any{"user": toAdminUserJSON(u), "csrf_token": sess.CSRF, "expires_at": time.Unix(sess.Expires, 0).UTC()})
 }
 
-// setSessionCookie sets (ttl > 0) or clears the session cookie.
+// newSession stores a new session of scope ("admin" or "console") for the
+// user uid whose password hash is pwHash, lasting SessionTTL, and returns
+// its token; on failure it answers the client itself (ok false).
+func (s *Server) newSession(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, scope, uid, pwHash string) (token string, sess adminSession, ok bool) {
+	token, err := randomToken()
+	csrf, err2 := randomToken()
+	if err != nil || err2 != nil {
+		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a session."})
+		return "", sess, false
+	}
+	sess = adminSession{UserID: uid, CSRF: csrf, PwPrint: pwPrint(pwHash), Expires: time.Now().Add(SessionTTL).Unix()}
+	raw, _ := json.Marshal(sess)
+	if err := cache.Set(rctx, sessionKey(scope, token), string(raw), SessionTTL); err != nil {
+		s.log.Error(scope+" session store", "err", err)
+		writeError(ctx, &APIError{Status: 503, Type: "server_error", Message: "Sessions are unavailable; retry later."})
+		return "", sess, false
+	}
+	return token, sess, true
+}
+
+// loadSession returns the live session of scope the token names; found
+// false when there is none (or it expired); an error when the cache failed.
+func (s *Server) loadSession(rctx context.Context, scope, token string) (sess adminSession, found bool, err error) {
+	if len(token) > 128 {
+		return sess, false, nil
+	}
+	raw, ok, err := s.adminCache().Get(rctx, sessionKey(scope, token))
+	if err != nil {
+		return sess, false, err
+	}
+	if !ok || json.Unmarshal([]byte(raw), &sess) != nil || time.Now().Unix() >= sess.Expires {
+		return sess, false, nil
+	}
+	return sess, true, nil
+}
+
+// checkCSRF answers whether an unsafe request authenticated by a session
+// cookie comes from the same origin and carries the session's CSRF token
+// (nil), or the 403 to answer; where tells where the token comes from.
+func checkCSRF(ctx *fasthttp.RequestCtx, sess *adminSession, where string) *APIError {
+	if !sameOrigin(ctx) {
+		return errCSRF("Cross-origin requests may not change state.")
+	}
+	got := ctx.Request.Header.Peek(CSRFHeader)
+	if len(got) == 0 || subtle.ConstantTimeCompare(got, []byte(sess.CSRF)) != 1 {
+		return errCSRF("Missing or wrong " + CSRFHeader + " header (it is returned by " + where + ").")
+	}
+	return nil
+}
+
+// setSessionCookie sets (ttl > 0) or clears the admin session cookie.
 func (s *Server) setSessionCookie(ctx *fasthttp.RequestCtx, token string, ttl time.Duration) {
+	setCookie(ctx, SessionCookie, "/", token, ttl)
+}
+
+// setCookie sets (ttl > 0) or clears a session cookie: HttpOnly,
+// SameSite=Strict, Secure over TLS (or behind a TLS proxy).
+func setCookie(ctx *fasthttp.RequestCtx, name, path, token string, ttl time.Duration) {
 	c := fasthttp.AcquireCookie()
 	defer fasthttp.ReleaseCookie(c)
-	c.SetKey(SessionCookie)
+	c.SetKey(name)
 	c.SetValue(token)
-	c.SetPath("/")
+	c.SetPath(path)
 	c.SetHTTPOnly(true)
 	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
 	c.SetSecure(ctx.IsTLS() || string(ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https")

@@ -208,7 +208,7 @@ func (c *client) do(method, path string, body any) *response {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	r := &response{status: resp.StatusCode, header: resp.Header, body: b}
-	if strings.HasPrefix(path, "/api/admin/") {
+	if strings.HasPrefix(path, "/api/admin/") || strings.HasPrefix(path, "/api/console/") {
 		if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
 			c.e.t.Errorf("%s %s: Cache-Control %q, want no-store", method, path, cc)
 		}

@@ -28,15 +28,16 @@ const (
 // passwordContext are words that make a password guessable here.
 var passwordContext = []string{"troupe", "admin", "administrator", "gateway"}
 
-// CheckPassword reports whether password may be an admin password: 12
+// CheckPassword reports whether password may be an admin or console
+// user password: 12
 // to 1024 bytes, and not guessable by the patterns and lists above (a
 // zxcvbn score of at least 3). The error says why, without the password.
 func CheckPassword(password string) error {
 	if len(password) < 12 {
-		return errors.New("an admin password needs at least 12 characters")
+		return errors.New("a password needs at least 12 characters")
 	}
 	if len(password) > maxPasswordBytes {
-		return errors.New("an admin password may have at most " + strconv.Itoa(maxPasswordBytes) + " bytes")
+		return errors.New("a password may have at most " + strconv.Itoa(maxPasswordBytes) + " bytes")
 	}
 	judged := []rune(password)
 	if len(judged) > passwordJudged {

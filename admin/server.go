@@ -125,17 +125,23 @@ var pathAPI = []byte("/api/admin/")
 // isAPIPath reports whether p is under /api/admin/.
 func isAPIPath(p []byte) bool { return len(p) > len(pathAPI) && bytes.HasPrefix(p, pathAPI) }
 
-// Owns reports whether path is the admin API's (/api/admin/…) or the
-// console's (/admin, /admin/…) (gateway.Mount).
-func (s *Server) Owns(path []byte) bool { return isAPIPath(path) || isAdminUIPath(path) }
+// Owns reports whether path is the admin API's (/api/admin/…), the admin
+// console's (/admin, /admin/…) or the users' console API's
+// (/api/console/…) (gateway.Mount).
+func (s *Server) Owns(path []byte) bool {
+	return isAPIPath(path) || isAdminUIPath(path) || isConsolePath(path)
+}
 
 // Serve answers a request to a path Owns reports (gateway.Mount).
 func (s *Server) Serve(ctx *fasthttp.RequestCtx) {
-	if isAPIPath(ctx.Path()) {
+	switch {
+	case isAPIPath(ctx.Path()):
 		s.admin(ctx)
-		return
+	case isConsolePath(ctx.Path()):
+		s.console(ctx)
+	default:
+		s.adminUI(ctx)
 	}
-	s.adminUI(ctx)
 }
 
 // FullBody reports whether a request head names an admin route and carries
