@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/storage"
 )
 
 // This file is the seam between the pool and the fleet's ownership
@@ -64,6 +66,9 @@ type poolDrained struct{ id string }
 // poolAccounts asks for the IDs of every account put, owned or not.
 type poolAccounts struct{ reply chan []string }
 
+// poolServed asks what every enabled account put serves, owned or not.
+type poolServed struct{ reply chan []Served }
+
 // accountOwned tells the account it may grant again (ownership confirmed).
 type accountOwned struct{}
 
@@ -96,6 +101,34 @@ func (s *System) Accounts(ctx context.Context) ([]string, error) {
 	select {
 	case ids := <-reply:
 		return ids, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Served is what one enabled account of the deployment serves, for the
+// model catalog: its provider and models (empty: any model).
+type Served struct {
+	Provider storage.Provider
+	Models   []string
+}
+
+// Serves reports whether the account serves model.
+func (s Served) Serves(model string) bool {
+	return len(s.Models) == 0 || slices.Contains(s.Models, model)
+}
+
+// Served returns what every enabled account of the deployment serves,
+// owned by this instance or not, when accounts run only on their owners
+// (Config.Fenced): an instance's own views then hold only its share, yet
+// the deployment serves every account's models. Nil without Config.Fenced
+// (Views holds every account). The error is ctx's.
+func (s *System) Served(ctx context.Context) ([]Served, error) {
+	reply := make(chan []Served, 1)
+	s.engine.Send(s.pool, poolServed{reply: reply})
+	select {
+	case out := <-reply:
+		return out, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -159,6 +192,17 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 			}
 		}
 		m.reply <- ids
+	case poolServed:
+		var out []Served
+		if f != nil {
+			out = make([]Served, 0, len(f.configs))
+			for _, put := range f.configs {
+				if a := put.account; !a.Disabled {
+					out = append(out, Served{Provider: a.Provider, Models: a.Models})
+				}
+			}
+		}
+		m.reply <- out
 	default:
 		return false
 	}

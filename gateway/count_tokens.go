@@ -76,7 +76,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		if s.countUpstream(ctx, rctx, lease, body) {
 			return
 		}
-	} else if errors.Is(err, actors.ErrNoAccount) && !s.serves(target) {
+	} else if errors.Is(err, actors.ErrNoAccount) && !s.serves(target) && !s.servedElsewhere(target) {
 		writeError(ctx, errModelNotFound(m.Str))
 		return
 	}
@@ -134,6 +134,22 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 func (s *Server) serves(model string) bool {
 	for _, v := range s.sys.Views() {
 		if v.Serves(model) {
+			return true
+		}
+	}
+	return false
+}
+
+// servedElsewhere reports whether an account this instance does not own
+// serves model (fleet ownership, docs/fleet.md): a request for it is then
+// "no account here right now" (503, retryable through a load balancer),
+// never "no such model".
+func (s *Server) servedElsewhere(model string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	served, _ := s.sys.Served(ctx)
+	for _, a := range served {
+		if a.Serves(model) {
 			return true
 		}
 	}

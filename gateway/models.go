@@ -74,6 +74,20 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 		}
 		anyCodex = anyCodex || (v.Provider == storage.ProviderCodex && len(v.Models) == 0)
 	}
+	// Under fleet ownership the views are this instance's share; the
+	// deployment serves every account's models (docs/fleet.md).
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second) // not the request's: a fasthttp context is no context.Context off a server
+	defer cancel()
+	if served, err := s.sys.Served(sctx); err == nil {
+		for _, a := range served {
+			for _, m := range a.Models {
+				if _, ok := seen[m]; !ok {
+					seen[m] = string(a.Provider)
+				}
+			}
+			anyCodex = anyCodex || (a.Provider == storage.ProviderCodex && len(a.Models) == 0)
+		}
+	}
 	if anyCodex && s.catalog != nil {
 		for _, m := range s.catalog.Models() {
 			if _, ok := seen[m]; !ok {

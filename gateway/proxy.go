@@ -470,8 +470,11 @@ func (s *Server) acquireError(c *call, err error) *APIError {
 	var ae *actors.AcquireError
 	if errors.As(err, &ae) {
 		if errors.Is(ae.Err, actors.ErrNoAccount) {
-			if c.native && s.serves(c.target) {
+			switch {
+			case c.native && s.serves(c.target):
 				return errNeedsNative(c)
+			case s.servedElsewhere(c.target):
+				return errNoAccount(time.Second) // another instance owns its accounts
 			}
 			return errModelNotFound(c.model)
 		}
