@@ -312,12 +312,3 @@ func (s *Server) consoleRegister(ctx *fasthttp.RequestCtx) {
 	s.log.Info("console: user registered", "user", stored.Name, "mode", mode, "ip", ctx.RemoteIP().String())
 	writeJSON(ctx, 201, map[string]any{"user": toConsoleUserJSON(stored)})
 }
-
-// consoleData serves the logged-in user's own data: keys, balance, usage
-// and spend.
-func (s *Server) consoleData(ctx *fasthttp.RequestCtx, _ *consolePrincipal, _ string, parts []string) {
-	switch parts[0] {
-	default:
-		writeError(ctx, errNotFound(string(ctx.Path())))
-	}
-}

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-gw/troupe/storage"
 )
@@ -188,4 +190,114 @@ func doCookie(t *testing.T, url, name, value string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestConsoleKeys: a user creates (secret shown once), lists and revokes
+// its own keys; another user's key is 404 and not listed; the key is
+// stored as the user's, never admin.
+func TestConsoleKeys(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	alice := e.newConsoleUser("alice", "")
+	e.newConsoleUser("bob", "")
+	a, b := e.consoleLogin("alice"), e.consoleLogin("bob")
+	r := a.do("POST", "/api/console/keys", map[string]any{"name": "laptop"}).want(t, 201)
+	secret := r.json["secret"].(string)
+	id := r.json["key"].(map[string]any)["id"].(string)
+	if r.json["key"].(map[string]any)["name"] != "laptop" || len(secret) < 20 {
+		t.Fatalf("created %v", r.json["key"])
+	}
+	a.do("POST", "/api/console/keys", map[string]any{"name": "laptop"}).want(t, 409)
+	b.do("POST", "/api/console/keys", map[string]any{"name": "laptop"}).want(t, 201) // names are per user
+	a.do("POST", "/api/console/keys", map[string]any{"name": ""}).want(t, 400)
+	keys := a.do("GET", "/api/console/keys", nil).want(t, 200)
+	if ks := keys.json["keys"].([]any); len(ks) != 1 || ks[0].(map[string]any)["id"] != id {
+		t.Fatalf("alice's keys %v", ks)
+	}
+	if strings.Contains(string(keys.body), secret) || strings.Contains(string(keys.body), storage.HashKey(secret)) {
+		t.Fatal("the list shows the secret or its hash")
+	}
+	k, err := e.store.APIKeyByHash(context.Background(), storage.HashKey(secret))
+	if err != nil || k.UserID != alice.ID || k.Admin {
+		t.Fatalf("stored %+v %v", k, err)
+	}
+	b.do("DELETE", "/api/console/keys/"+id, nil).want(t, 404)
+	b.csrf = ""
+	a.csrf, b.csrf = "", a.csrf
+	a.do("DELETE", "/api/console/keys/"+id, nil).want(t, 403)
+	a.csrf = b.csrf
+	a.do("DELETE", "/api/console/keys/"+id, nil).want(t, 204)
+	a.do("DELETE", "/api/console/keys/"+id, nil).want(t, 404)
+	if ks := a.do("GET", "/api/console/keys", nil).want(t, 200).json["keys"].([]any); len(ks) != 0 {
+		t.Fatalf("after revoking: %v", ks)
+	}
+}
+
+// TestConsoleBalanceUsageSpend: a user sees its own balance and ledger,
+// request log with each request's cost, and daily spend; never another
+// user's.
+func TestConsoleBalanceUsageSpend(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	ctx := context.Background()
+	alice := e.newConsoleUser("alice", "")
+	bob := e.newConsoleUser("bob", "")
+	admin := e.login()
+	admin.do("POST", "/api/admin/users/alice/ledger", map[string]any{"amount": "10", "note": "welcome"}).want(t, 200)
+	admin.do("POST", "/api/admin/users/bob/ledger", map[string]any{"amount": "3", "note": "bob"}).want(t, 200)
+	a := e.consoleLogin("alice")
+	r := a.do("POST", "/api/console/keys", map[string]any{"name": "ci"}).want(t, 201)
+	keyID := r.json["key"].(map[string]any)["id"].(string)
+	at := time.Now().UTC().Add(-time.Minute)
+	recs := []storage.UsageRecord{
+		{RequestID: "r-a1", At: at, KeyID: keyID, Model: "m", Route: "chat.completions", Status: 200, Attempts: 1, InputTokens: 10, OutputTokens: 5, UserID: alice.ID, Cost: 1_250_000},
+		{RequestID: "r-a2", At: at.Add(time.Second), KeyID: keyID, Model: "m", Route: "chat.completions", Status: 200, Attempts: 1, InputTokens: 1, OutputTokens: 1, UserID: alice.ID, Cost: 1},
+		{RequestID: "r-b1", At: at, KeyID: "other", Model: "m", Route: "chat.completions", Status: 200, Attempts: 1, InputTokens: 7, UserID: bob.ID, Cost: 500_000},
+	}
+	if err := e.store.InsertUsage(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	r = a.do("GET", "/api/console/balance", nil).want(t, 200)
+	if r.json["balance"] != "8.749999" || r.json["currency"] != "USD" {
+		t.Fatalf("balance %v", r.json)
+	}
+	ledger := r.json["ledger"].([]any)
+	if len(ledger) != 3 || ledger[2].(map[string]any)["note"] != "welcome" || ledger[0].(map[string]any)["amount"] != "-0.000001" {
+		t.Fatalf("ledger %v", ledger)
+	}
+	if _, ok := ledger[2].(map[string]any)["actor"]; ok {
+		t.Fatal("the ledger names the operator")
+	}
+	r = a.do("GET", "/api/console/balance?limit=1", nil).want(t, 200)
+	before := strconv.FormatInt(int64(r.json["next_before"].(float64)), 10)
+	if l := a.do("GET", "/api/console/balance?limit=5&before="+before, nil).want(t, 200).json["ledger"].([]any); len(l) != 2 {
+		t.Fatalf("second page %v", l)
+	}
+	a.do("GET", "/api/console/balance?before=x", nil).want(t, 400)
+
+	r = a.do("GET", "/api/console/usage", nil).want(t, 200)
+	got := r.json["records"].([]any)
+	if len(got) != 2 {
+		t.Fatalf("alice's records %v", got)
+	}
+	first := got[0].(map[string]any)
+	if first["request_id"] != "r-a2" || first["cost"] != "0.000001" || first["key"] != "ci" {
+		t.Fatalf("newest record %v", first)
+	}
+	if _, ok := first["account_id"]; ok {
+		t.Fatal("the serving account is shown")
+	}
+	r = a.do("GET", "/api/console/usage?limit=1", nil).want(t, 200)
+	cur := r.json["next_cursor"].(string)
+	if l := a.do("GET", "/api/console/usage?cursor="+cur, nil).want(t, 200).json["records"].([]any); len(l) != 1 || l[0].(map[string]any)["request_id"] != "r-a1" {
+		t.Fatalf("second page %v", l)
+	}
+	a.do("GET", "/api/console/usage?from=yesterday", nil).want(t, 400)
+
+	r = a.do("GET", "/api/console/spend", nil).want(t, 200)
+	rows := r.json["rows"].([]any)
+	if len(rows) != 1 || rows[0].(map[string]any)["cost"] != "1.250001" || rows[0].(map[string]any)["requests"].(float64) != 2 || r.json["total"] != "1.250001" {
+		t.Fatalf("spend %v", r.json)
+	}
+	a.do("POST", "/api/console/spend", nil).want(t, 405)
+	a.do("GET", "/api/console/nothing", nil).want(t, 404)
+	e.browser().do("GET", "/api/console/balance", nil).want(t, 401)
 }

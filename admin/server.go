@@ -1,6 +1,7 @@
 // Package admin is Troupe's admin API (/api/admin/…: accounts, keys,
-// policies and canaries, usage, settings, ops, login and sessions) and the
-// console it serves at /admin. It is mounted on the gateway's front
+// policies and canaries, usage, settings, ops, login and sessions), the
+// users' console API (/api/console/…: console.go) and the
+// admin console it serves at /admin. It is mounted on the gateway's front
 // (gateway.Mount), which keeps the server, the body limits and the error
 // shapes; everything else it needs comes in Deps, so the /v1 hot path
 // imports none of it. docs/admin-api.md lists the routes.
