@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,20 +36,32 @@ type HostOptions struct {
 
 // ReloadStatus describes the host's last reload attempt and the serving
 // policy, for the admin API, logs and metrics. It is a value.
+//
+// In JSON (the admin API) the fields are snake_case, as the rest of the
+// admin API, and Took is took_ms.
 type ReloadStatus struct {
-	OK     bool          // the last attempt succeeded (or found the source unchanged)
-	Name   string        // the policy the last attempt loaded
-	Digest string        // its source digest
-	At     time.Time     // when the last attempt finished
-	Took   time.Duration // compile plus self-test time of the last attempt
-	Error  string        // the last attempt's error, "" when OK
-	Line   int           // the source line of Error, 0 when unknown
+	OK     bool          `json:"ok"`     // the last attempt succeeded (or found the source unchanged)
+	Name   string        `json:"name"`   // the policy the last attempt loaded
+	Digest string        `json:"digest"` // its source digest
+	At     time.Time     `json:"at"`     // when the last attempt finished
+	Took   time.Duration `json:"-"`      // compile plus self-test time of the last attempt
+	Error  string        `json:"error"`  // the last attempt's error, "" when OK
+	Line   int           `json:"line"`   // the source line of Error, 0 when unknown
 
-	Active  string // the serving policy's name, "" before the first success
-	Version uint64 // the serving policy's stored version (Policy.Version); 0 before the first success or when not stored
+	Active  string `json:"active"`  // the serving policy's name, "" before the first success
+	Version uint64 `json:"version"` // the serving policy's stored version (Policy.Version); 0 before the first success or when not stored
 
-	Loads    uint64 // reload attempts since the host started
-	Failures uint64 // failed attempts since the host started
+	Loads    uint64 `json:"loads"`    // reload attempts since the host started
+	Failures uint64 `json:"failures"` // failed attempts since the host started
+}
+
+// MarshalJSON writes s with Took as took_ms (milliseconds, fractional).
+func (s ReloadStatus) MarshalJSON() ([]byte, error) {
+	type plain ReloadStatus
+	return json.Marshal(struct {
+		plain
+		TookMS float64 `json:"took_ms"`
+	}{plain(s), float64(s.Took) / float64(time.Millisecond)})
 }
 
 // Host holds the active compiled policy and reloads it: Load compiles the

@@ -117,7 +117,7 @@ func TestAdminPolicies(t *testing.T) {
 			return ok, fmt.Sprintf("scheduler %s v%d, host %s v%d, ops v%v, metric %v", name, sv, hs.Active, hs.Version, ov, mv)
 		})
 	}
-	if act := m["activated"].(map[string]any); act["version"].(float64) != 2 || m["status"].(map[string]any)["Version"].(float64) != 2 {
+	if act := m["activated"].(map[string]any); act["version"].(float64) != 2 || m["status"].(map[string]any)["version"].(float64) != 2 {
 		t.Fatalf("activate answer: %v", m)
 	}
 	assertServing(2)

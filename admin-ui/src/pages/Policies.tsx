@@ -17,7 +17,7 @@ interface PolicyVersion {
 interface PolicyList {
   policies: PolicyVersion[]
   builtins: string[]
-  status: { OK: boolean; Name: string; Error: string; Line: number; Active: string; Version: number; At: string }
+  status: { ok: boolean; name: string; error: string; line: number; active: string; version: number; at: string }
 }
 interface SimResult {
   policy: string
@@ -172,9 +172,9 @@ export function Policies({ name, dark }: { name: string; dark: boolean }) {
         <h2>Routing policies</h2>
         <div className="grow" />
         {st && (
-          <span className={st.OK || !st.Error ? 'muted' : 'error'} data-testid="reload-status">
-            serving <b>{st.Active || st.Name}</b> {st.Version ? `v${st.Version}` : '(not stored)'}
-            {st.Error ? ` · last reload failed at line ${st.Line}: ${st.Error}` : ''}
+          <span className={st.ok || !st.error ? 'muted' : 'error'} data-testid="reload-status">
+            serving <b>{st.active || st.name}</b> {st.version ? `v${st.version}` : '(not stored)'}
+            {st.error ? ` · last reload failed at line ${st.line}: ${st.error}` : ''}
           </span>
         )}
       </div>
