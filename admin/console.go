@@ -188,12 +188,17 @@ func (s *Server) consoleLogin(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	at := time.Now().UTC()
-	u.LastLoginAt = &at
-	if stored, err := s.store.UpdateUser(rctx, u); err == nil {
-		u = stored
-	} else {
-		s.log.Warn("console last login", "err", err)
+	// UpdateUser writes every field: the login time goes on a copy read
+	// just now, so an operator's change made during the password check
+	// (disabling the user, say) is not written back over.
+	if fresh, err := s.store.GetUser(rctx, u.ID); err == nil && !fresh.Disabled && fresh.PasswordHash == u.PasswordHash {
+		at := time.Now().UTC()
+		fresh.LastLoginAt = &at
+		if stored, err := s.store.UpdateUser(rctx, fresh); err == nil {
+			u = stored
+		} else {
+			s.log.Warn("console last login", "err", err)
+		}
 	}
 	setCookie(ctx, ConsoleCookie, consoleCookiePath, token, SessionTTL)
 	s.log.Info("console login", "user", u.Name, "ip", ctx.RemoteIP().String())
