@@ -362,6 +362,19 @@ func (s *Server) checkLogin(ctx *fasthttp.RequestCtx, rctx context.Context, body
 // startSession stores a new session of u in cache, notes the login on the
 // user and answers the session cookie with the user and the CSRF token.
 func (s *Server) startSession(ctx *fasthttp.RequestCtx, rctx context.Context, cache storage.Cache, u storage.AdminUser) {
+	// Re-read the user: the password check takes a while, and a disable or
+	// password change meanwhile must win, not be written back over by the
+	// copy read before it (UpdateAdminUser rewrites every field).
+	fresh, err := s.store.GetAdminUser(rctx, u.ID)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	if fresh.Disabled || fresh.PasswordHash != u.PasswordHash {
+		writeError(ctx, errAdminAuth("Wrong username or password."))
+		return
+	}
+	u = fresh
 	token, sess, ok := s.newSession(ctx, rctx, cache, "admin", u.ID, u.PasswordHash)
 	if !ok {
 		return
