@@ -238,26 +238,9 @@ type consoleRecordJSON struct {
 func (s *Server) consoleUsage(ctx *fasthttp.RequestCtx, rctx context.Context, p *consolePrincipal) {
 	a := ctx.QueryArgs()
 	q := storage.UsageRecordQuery{UserID: p.user.ID, Model: string(a.Peek("model"))}
-	var aerr *APIError
-	if q.From, aerr = timeArg(a, "from", time.Time{}); aerr != nil {
+	if aerr := pageArgs(a, &q); aerr != nil {
 		writeError(ctx, aerr)
 		return
-	}
-	if q.To, aerr = timeArg(a, "to", time.Time{}); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if q.Limit, aerr = intArg(a, "limit", 100, 1, 1000); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if c := a.Peek("cursor"); len(c) > 0 {
-		cur, ok := decodeCursor(string(c))
-		if !ok {
-			writeError(ctx, errBadParam("cursor", "cursor is the next_cursor of a previous page."))
-			return
-		}
-		q.After = cur
 	}
 	recs, err := s.store.ListUsageRecords(rctx, q)
 	if err != nil {
@@ -279,12 +262,7 @@ func (s *Server) consoleUsage(ctx *fasthttp.RequestCtx, rctx context.Context, p 
 			Stream: r.Stream, Status: r.Status, LatencyMs: float64(r.Latency.Microseconds()) / 1000, InputTokens: r.InputTokens,
 			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, Estimated: r.Estimated, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost})
 	}
-	var next any
-	if len(recs) == q.PageLimit() {
-		last := recs[len(recs)-1]
-		next = encodeCursor(storage.UsageCursor{At: last.At, RequestID: last.RequestID})
-	}
-	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": next})
+	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": nextCursor(recs, q)})
 }
 
 // consoleSpend serves GET /api/console/spend?from=&to=&model=: the user's
@@ -293,11 +271,7 @@ func (s *Server) consoleSpend(ctx *fasthttp.RequestCtx, rctx context.Context, p 
 	a := ctx.QueryArgs()
 	q := storage.UserDailyQuery{UserID: p.user.ID, Model: string(a.Peek("model"))}
 	var aerr *APIError
-	if q.From, aerr = timeArg(a, "from", time.Time{}); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if q.To, aerr = timeArg(a, "to", time.Time{}); aerr != nil {
+	if q.From, q.To, aerr = fromTo(a); aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}
@@ -306,22 +280,11 @@ func (s *Server) consoleSpend(ctx *fasthttp.RequestCtx, rctx context.Context, p 
 		s.storageError(ctx, err)
 		return
 	}
-	type row struct {
-		Day          string `json:"day"`
-		Model        string `json:"model"`
-		Requests     int64  `json:"requests"`
-		InputTokens  int64  `json:"input_tokens"`
-		CachedTokens int64  `json:"cached_tokens"`
-		OutputTokens int64  `json:"output_tokens"`
-		Cost         string `json:"cost"`
-		CostMicro    int64  `json:"cost_micro"`
-	}
-	out := make([]row, 0, len(rows))
+	out := make([]spendRow, 0, len(rows))
 	var total int64
 	for _, r := range rows {
 		total += r.Cost
-		out = append(out, row{Day: r.Day.Format("2006-01-02"), Model: r.Model, Requests: r.Requests, InputTokens: r.InputTokens,
-			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost})
+		out = append(out, toSpendRow(r, false))
 	}
 	writeJSON(ctx, 200, map[string]any{"rows": out, "total": billing.FormatAmount(total), "total_micro": total, "currency": s.currency(rctx)})
 }

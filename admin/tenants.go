@@ -504,23 +504,36 @@ func (s *Server) adminSpend(ctx *fasthttp.RequestCtx, method string, parts []str
 		s.storageError(ctx, err)
 		return
 	}
-	type row struct {
-		Day          string `json:"day"`
-		UserID       string `json:"user_id"`
-		Model        string `json:"model"`
-		Requests     int64  `json:"requests"`
-		InputTokens  int64  `json:"input_tokens"`
-		CachedTokens int64  `json:"cached_tokens"`
-		OutputTokens int64  `json:"output_tokens"`
-		Cost         string `json:"cost"`
-		CostMicro    int64  `json:"cost_micro"`
-	}
-	out := make([]row, 0, len(rows))
+	out := make([]spendRow, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, row{Day: r.Day.Format("2006-01-02"), UserID: r.UserID, Model: r.Model, Requests: r.Requests, InputTokens: r.InputTokens,
-			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost})
+		out = append(out, toSpendRow(r, true))
 	}
 	writeJSON(ctx, 200, map[string]any{"rows": out})
+}
+
+// spendRow is one daily rollup of a user and model in the admin API and
+// the console: day (UTC, YYYY-MM-DD), tokens, and the cost as a decimal
+// string and in micro-units. user_id only in the admin API.
+type spendRow struct {
+	Day          string `json:"day"`
+	UserID       string `json:"user_id,omitempty"`
+	Model        string `json:"model"`
+	Requests     int64  `json:"requests"`
+	InputTokens  int64  `json:"input_tokens"`
+	CachedTokens int64  `json:"cached_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         string `json:"cost"`
+	CostMicro    int64  `json:"cost_micro"`
+}
+
+// toSpendRow renders r, naming its user when withUser.
+func toSpendRow(r storage.UserDaily, withUser bool) spendRow {
+	row := spendRow{Day: r.Day.Format("2006-01-02"), Model: r.Model, Requests: r.Requests, InputTokens: r.InputTokens,
+		CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost}
+	if withUser {
+		row.UserID = r.UserID
+	}
+	return row
 }
 
 type invitationJSON struct {

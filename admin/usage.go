@@ -268,36 +268,61 @@ func decodeCursor(s string) (storage.UsageCursor, bool) {
 	return storage.UsageCursor{At: time.Unix(0, n).UTC(), RequestID: id}, true
 }
 
+// fromTo parses the optional from and to (RFC 3339) of a query; zero when
+// absent. The error is 400 naming the bad one.
+func fromTo(a *fasthttp.Args) (from, to time.Time, aerr *APIError) {
+	if from, aerr = timeArg(a, "from", time.Time{}); aerr != nil {
+		return
+	}
+	to, aerr = timeArg(a, "to", time.Time{})
+	return
+}
+
+// pageArgs parses a request-log page's from, to, limit (1..1000, default
+// 100) and cursor (a previous page's next_cursor) into q. The error is 400
+// naming the bad parameter.
+func pageArgs(a *fasthttp.Args, q *storage.UsageRecordQuery) *APIError {
+	var aerr *APIError
+	if q.From, q.To, aerr = fromTo(a); aerr != nil {
+		return aerr
+	}
+	if q.Limit, aerr = intArg(a, "limit", 100, 1, 1000); aerr != nil {
+		return aerr
+	}
+	if c := a.Peek("cursor"); len(c) > 0 {
+		cur, ok := decodeCursor(string(c))
+		if !ok {
+			return errBadParam("cursor", "cursor is the next_cursor of a previous page.")
+		}
+		q.After = cur
+	}
+	return nil
+}
+
+// nextCursor is a page's next_cursor: the last record's, when the page is
+// full (more may follow); nil otherwise.
+func nextCursor(recs []storage.UsageRecord, q storage.UsageRecordQuery) any {
+	if len(recs) == q.PageLimit() {
+		last := recs[len(recs)-1]
+		return encodeCursor(storage.UsageCursor{At: last.At, RequestID: last.RequestID})
+	}
+	return nil
+}
+
 func (s *Server) usageRequests(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	a := ctx.QueryArgs()
 	var q storage.UsageRecordQuery
+	if aerr := pageArgs(a, &q); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	var aerr *APIError
-	if q.From, aerr = timeArg(a, "from", time.Time{}); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if q.To, aerr = timeArg(a, "to", time.Time{}); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
 	if q.Status, aerr = intArg(a, "status", 0, 0, 599); aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	if q.Limit, aerr = intArg(a, "limit", 100, 1, 1000); aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}
 	q.KeyID, q.AccountID, q.Model = string(a.Peek("key")), string(a.Peek("account")), string(a.Peek("model"))
 	q.FailedOnly = a.GetBool("failed")
-	if c := a.Peek("cursor"); len(c) > 0 {
-		cur, ok := decodeCursor(string(c))
-		if !ok {
-			writeError(ctx, errBadParam("cursor", "cursor is the next_cursor of a previous page."))
-			return
-		}
-		q.After = cur
-	}
 	recs, err := s.store.ListUsageRecords(rctx, q)
 	if err != nil {
 		s.storageError(ctx, err)
@@ -312,10 +337,5 @@ func (s *Server) usageRequests(ctx *fasthttp.RequestCtx, rctx context.Context) {
 			InputTokens: r.InputTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens,
 			Estimated: r.Estimated})
 	}
-	var next any
-	if len(recs) == q.PageLimit() {
-		last := recs[len(recs)-1]
-		next = encodeCursor(storage.UsageCursor{At: last.At, RequestID: last.RequestID})
-	}
-	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": next})
+	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": nextCursor(recs, q)})
 }
