@@ -124,6 +124,9 @@ func (s Served) Serves(model string) bool {
 // the deployment serves every account's models. Nil without Config.Fenced
 // (Views holds every account). The error is ctx's.
 func (s *System) Served(ctx context.Context) ([]Served, error) {
+	if !s.fenced {
+		return nil, nil // no pool round trip for every /v1/models
+	}
 	reply := make(chan []Served, 1)
 	s.engine.Send(s.pool, poolServed{reply: reply})
 	select {

@@ -88,6 +88,7 @@ type System struct {
 	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
 	stall     *stallClock      // bounds the wait for the scheduler's first answer (stall.go)
 	now       func() time.Time // Config.Clock
+	fenced    bool             // Config.Fenced
 }
 
 // Start spawns the scheduler, the usage recorder and the pool supervisor.
@@ -120,7 +121,7 @@ func Start(cfg Config) (*System, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	s := &System{engine: e, now: cfg.Clock}
+	s := &System{engine: e, now: cfg.Clock, fenced: cfg.Fenced}
 	s.ws.idle = cfg.WSIdleTimeout
 	var ref *refresher
 	if r := cfg.Refresh; r != nil {
