@@ -83,7 +83,11 @@ func (s *Server) console(ctx *fasthttp.RequestCtx) {
 		s.consoleLogin(ctx)
 		return
 	case parts[0] == "register" && len(parts) == 1:
-		s.consoleRegister(ctx)
+		if ctx.IsGet() {
+			s.consoleRegistrationMode(ctx)
+		} else {
+			s.consoleRegister(ctx)
+		}
 		return
 	}
 	p, aerr := s.consoleAuth(ctx, method)
@@ -105,6 +109,12 @@ func (s *Server) console(ctx *fasthttp.RequestCtx) {
 		}
 		writeJSON(ctx, 200, map[string]any{"user": toConsoleUserJSON(p.user), "csrf_token": p.session.CSRF,
 			"expires_at": time.Unix(p.session.Expires, 0).UTC()})
+	case "password":
+		if method != "POST" || len(parts) != 1 {
+			writeError(ctx, errMethod(method, string(ctx.Path())))
+			return
+		}
+		s.consolePassword(ctx, p)
 	default:
 		s.consoleData(ctx, p, method, parts)
 	}

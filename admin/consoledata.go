@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,8 @@ type consoleKeyJSON struct {
 	Disabled  bool       `json:"disabled"`
 	ExpiresAt *time.Time `json:"expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
-	State     string     `json:"state"` // active, disabled or expired
+	Limits    limitsJSON `json:"limits"` // the key's own; 0: none
+	State     string     `json:"state"`  // active, disabled or expired
 }
 
 // consoleKeyPrefix is how the names of u's keys begin in storage: key
@@ -38,7 +40,7 @@ func consoleKeyPrefix(u storage.User) string { return u.Name + "/" }
 func toConsoleKeyJSON(u storage.User, k storage.APIKey, now time.Time) consoleKeyJSON {
 	j := toKeyJSON(k, now)
 	return consoleKeyJSON{ID: k.ID, Name: strings.TrimPrefix(k.Name, consoleKeyPrefix(u)), Prefix: k.Prefix, Models: j.Models,
-		Disabled: k.Disabled, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, State: j.State}
+		Disabled: k.Disabled, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: j.Limits, State: j.State}
 }
 
 // consoleData serves the logged-in user's own data: keys, balance, usage
@@ -78,9 +80,56 @@ func (s *Server) ownKeys(rctx context.Context, u storage.User) ([]storage.APIKey
 	return own, nil
 }
 
+// consoleKeyInput is the body of POST /api/console/keys: a name and the
+// optional limits a user may put on its own key (each only narrows what
+// the user may do: the user's own allowlist and limits still apply).
+type consoleKeyInput struct {
+	Name      string      `json:"name"`
+	Models    []string    `json:"models"`     // the key's allowlist; empty: every model the user may use
+	Limits    *limitsJSON `json:"limits"`     // rpm, rpd, tokens_per_day; 0 or absent: no limit of the key's own
+	ExpiresIn string      `json:"expires_in"` // a Go duration from now ("720h"); "": never
+}
+
+// maxConsoleKeyModels bounds a console key's allowlist.
+const maxConsoleKeyModels = 100
+
+// check validates the optional fields against u and returns the key's
+// limits and expiry; a 400 naming the field otherwise. A model outside
+// the user's own allowlist (when it has one) is refused, so the list the
+// user sees is the list that applies.
+func (in *consoleKeyInput) check(u storage.User, now time.Time) (storage.KeyLimits, *time.Time, *APIError) {
+	var lim storage.KeyLimits
+	if len(in.Models) > maxConsoleKeyModels {
+		return lim, nil, errBadParam("models", "A key's allowlist has at most "+strconv.Itoa(maxConsoleKeyModels)+" models.")
+	}
+	for _, m := range in.Models {
+		if m == "" || len(m) > 200 || !storage.TextOK(m) {
+			return lim, nil, errBadParam("models", "Each model is 1 to 200 bytes of text.")
+		}
+		if len(u.Models) > 0 && !slices.Contains(u.Models, m) {
+			return lim, nil, errBadParam("models", clip(m)+" is not among the models you may use.")
+		}
+	}
+	if in.Limits != nil {
+		lim = storage.KeyLimits{RPM: in.Limits.RPM, RPD: in.Limits.RPD, TokensPerDay: in.Limits.TokensPerDay}
+		if lim.Validate() != nil {
+			return lim, nil, errBadParam("limits", "Limits must not be negative.")
+		}
+	}
+	if in.ExpiresIn == "" {
+		return lim, nil, nil
+	}
+	d, err := time.ParseDuration(in.ExpiresIn)
+	if err != nil || d <= 0 {
+		return lim, nil, errBadParam("expires_in", `expires_in is a positive duration such as "720h".`)
+	}
+	t := now.Add(d).UTC()
+	return lim, &t, nil
+}
+
 // consoleKeys serves /api/console/keys: GET (the user's keys), POST
-// {"name"} (a new key; its secret shown this once); /keys/{id}: DELETE
-// (revokes it).
+// {"name", "models", "limits", "expires_in"} (a new key; its secret shown
+// this once); /keys/{id}: DELETE (revokes it).
 func (s *Server) consoleKeys(ctx *fasthttp.RequestCtx, rctx context.Context, p *consolePrincipal, method string, parts []string) {
 	now := s.now()
 	own, err := s.ownKeys(rctx, p.user)
@@ -96,15 +145,18 @@ func (s *Server) consoleKeys(ctx *fasthttp.RequestCtx, rctx context.Context, p *
 		}
 		writeJSON(ctx, 200, map[string]any{"keys": out})
 	case len(parts) == 0 && method == "POST":
-		var b struct {
-			Name string `json:"name"`
-		}
+		var b consoleKeyInput
 		if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
-			writeError(ctx, errBadParam("name", `The body must be JSON {"name": "..."}: `+jsonDecodeError(err)+"."))
+			writeError(ctx, errBadParam("name", `The body must be JSON {"name": "...", "models", "limits", "expires_in"}: `+jsonDecodeError(err)+"."))
 			return
 		}
 		if b.Name == "" || len(b.Name) > 64 || strings.TrimSpace(b.Name) != b.Name || !storage.TextOK(b.Name) {
 			writeError(ctx, errBadParam("name", "A key needs a name of 1 to 64 bytes of text."))
+			return
+		}
+		limits, expires, aerr := b.check(p.user, now)
+		if aerr != nil {
+			writeError(ctx, aerr)
 			return
 		}
 		if len(own) >= maxConsoleKeys {
@@ -118,6 +170,7 @@ func (s *Server) consoleKeys(ctx *fasthttp.RequestCtx, rctx context.Context, p *
 			return
 		}
 		k.UserID = p.user.ID
+		k.Models, k.Limits, k.ExpiresAt = b.Models, limits, expires
 		stored, err := s.store.CreateAPIKey(rctx, k)
 		if errors.Is(err, storage.ErrConflict) {
 			writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: "name", Message: "You have a key of that name."})

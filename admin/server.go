@@ -127,8 +127,9 @@ var pathAPI = []byte("/api/admin/")
 func isAPIPath(p []byte) bool { return len(p) > len(pathAPI) && bytes.HasPrefix(p, pathAPI) }
 
 // Owns reports whether path is the admin API's (/api/admin/…), the admin
-// console's (/admin, /admin/…) or the users' console API's
-// (/api/console/…) (gateway.Mount).
+// console's (/admin, /admin/…), the users' console UI's (/console,
+// /console/…) or the users' console API's (/api/console/…)
+// (gateway.Mount).
 func (s *Server) Owns(path []byte) bool {
 	return isAPIPath(path) || isAdminUIPath(path) || isConsolePath(path)
 }

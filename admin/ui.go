@@ -11,7 +11,8 @@ import (
 )
 
 // SetUI installs the admin UI's files (index.html and assets/), served
-// at /admin; nil removes them, and /admin answers 404.
+// at /admin, and at /console for the users' console (the same app: its
+// console routes); nil removes them, and both answer 404.
 func (s *Server) SetUI(fsys fs.FS) {
 	if fsys == nil {
 		s.adm.ui.Store(nil)
@@ -21,13 +22,20 @@ func (s *Server) SetUI(fsys fs.FS) {
 }
 
 func isAdminUIPath(p []byte) bool {
-	return string(p) == "/admin" || bytes.HasPrefix(p, []byte("/admin/"))
+	return string(p) == "/admin" || bytes.HasPrefix(p, []byte("/admin/")) || isConsoleUIPath(p)
+}
+
+// isConsoleUIPath reports whether p is the users' console UI: /console or
+// under /console/.
+func isConsoleUIPath(p []byte) bool {
+	return string(p) == "/console" || bytes.HasPrefix(p, []byte("/console/"))
 }
 
 // adminUI serves the single-page admin UI: a file that exists is served as
 // is (assets/ names carry a content hash, so they are cached for a year);
 // any other path under /admin gets index.html, so the UI's own routes work
-// on reload. Every answer carries a strict Content-Security-Policy.
+// on reload. Every path under /console gets index.html (its assets are
+// under /admin/assets/). Every answer carries a strict Content-Security-Policy.
 func (s *Server) adminUI(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
@@ -39,12 +47,15 @@ func (s *Server) adminUI(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errNotFound(string(ctx.Path())))
 		return
 	}
-	if string(ctx.Path()) == "/admin" {
-		ctx.Redirect("/admin/", fasthttp.StatusFound)
+	if p := string(ctx.Path()); p == "/admin" || p == "/console" {
+		ctx.Redirect(p+"/", fasthttp.StatusFound)
 		return
 	}
 	name := strings.TrimPrefix(path.Clean(string(ctx.Path())), "/admin")
 	name = strings.TrimPrefix(name, "/")
+	if isConsoleUIPath(ctx.Path()) {
+		name = ""
+	}
 	b, err := fs.ReadFile(ui.fs, name)
 	if name == "" || err != nil {
 		if strings.HasPrefix(name, "assets/") {
