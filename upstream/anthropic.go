@@ -67,6 +67,7 @@ func newAnthropic(a storage.Account, b base, ua string) (*anthropic, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.pickClient(u)
 	if a.Credentials.APIKey == "" {
 		return nil, fmt.Errorf("upstream: account %q (anthropic): %w: no API key", a.Name, ErrMissingCredentials)
 	}

@@ -49,6 +49,7 @@ func newOpenAI(a storage.Account, b base, ua string) (*openAI, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.pickClient(u)
 	if a.Credentials.APIKey == "" {
 		return nil, fmt.Errorf("upstream: account %q (%s): %w: no API key", a.Name, a.Provider, ErrMissingCredentials)
 	}

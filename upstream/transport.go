@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -55,6 +57,11 @@ type Options struct {
 	Clients    *Clients
 	TLSProfile string
 	Proxy      string
+
+	// ClientMode chooses between net/http and fasthttp for an account
+	// without an Options.Client of its own (openai, openai_compat and
+	// anthropic; codex always uses net/http). The zero value is ClientAuto.
+	ClientMode ClientMode
 }
 
 // New returns the Transport for account a, by a.Provider:
@@ -134,7 +141,7 @@ type Options struct {
 // ErrUnknownProvider for a provider without a transport,
 // ErrMissingCredentials, ErrInvalidBaseURL; test them with errors.Is.
 func New(a storage.Account, opts Options) (Transport, error) {
-	b := base{client: opts.Client, headerTimeout: opts.HeaderTimeout}
+	b := base{client: opts.Client, headerTimeout: opts.HeaderTimeout, mode: opts.ClientMode}
 	if b.client == nil {
 		// The shared client has no jar, no timeout and no redirects, so its
 		// transport is called directly, without http.Client's per-request
@@ -240,9 +247,20 @@ type headerSetter interface {
 
 // base is what every provider's transport shares: the client and the timeouts.
 type base struct {
-	client        *http.Client      // used when rt is nil
-	rt            http.RoundTripper // the shared client's transport, or nil
+	client        *http.Client         // used when rt is nil
+	rt            http.RoundTripper    // the shared client's transport, or nil
+	fast          *fasthttp.HostClient // when set, used instead of both (see ClientMode)
+	mode          ClientMode
 	headerTimeout time.Duration
+}
+
+// pickClient sets b.fast when the account, whose endpoints are on u, sends
+// with fasthttp (see ClientMode): no client of its own and a mode and URL
+// that allow it.
+func (b *base) pickClient(u *url.URL) {
+	if b.client == nil && useFast(u, b.mode) {
+		b.fast = sharedFast().host(u)
+	}
 }
 
 // timeoutFor returns the header timeout for a call that streams upstream or not; 0 is none.
@@ -262,6 +280,9 @@ func (b *base) timeoutFor(stream bool) time.Duration {
 func (b *base) send(ctx context.Context, target *url.URL, body []byte, stream bool, hs headerSetter, req *Request) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, classifyErr(ctx, err, false)
+	}
+	if b.fast != nil {
+		return b.sendFast(ctx, target, body, stream, hs, req)
 	}
 	rctx := ctx
 	var cancel context.CancelCauseFunc

@@ -57,6 +57,9 @@ func account(p storage.Provider, baseURL string) storage.Account {
 
 func mustNew(t testing.TB, a storage.Account, opts Options) Transport {
 	t.Helper()
+	if opts.ClientMode == ClientAuto {
+		opts.ClientMode = suiteClientMode
+	}
 	tr, err := New(a, opts)
 	if err != nil {
 		t.Fatal(err)

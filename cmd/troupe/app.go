@@ -323,7 +323,8 @@ func (a *app) seedAccounts(ctx context.Context) ([]storage.Account, error) {
 // written through the journal) and the metrics over its views.
 func (a *app) startActors(cx *codexSetup) error {
 	cfg := a.cfg
-	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout}
+	mode, _ := upstream.ParseClientMode(cfg.Gateway.UpstreamClient) // checked by validate
+	topts := upstream.Options{HeaderTimeout: cfg.Gateway.HeaderTimeout, ClientMode: mode}
 	var metrics *gateway.Metrics
 	sys, err := actors.Start(actors.Config{
 		Store: a.journal,

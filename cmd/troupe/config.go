@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/journal"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // Config is troupe's configuration: defaults, then the YAML file, then
@@ -67,6 +68,9 @@ type Config struct {
 		MaxWait        time.Duration `koanf:"max_wait"`
 		RequestTimeout time.Duration `koanf:"request_timeout"`
 		HeaderTimeout  time.Duration `koanf:"header_timeout"`
+		// UpstreamClient is the HTTP client of upstream calls: auto, nethttp
+		// or http1 (upstream.ParseClientMode; docs/configuration.md).
+		UpstreamClient string `koanf:"upstream_client"`
 		// Failover before commit (see docs/architecture.md).
 		FirstTokenTimeout time.Duration `koanf:"first_token_timeout"`
 		NonStreamTimeout  time.Duration `koanf:"nonstream_timeout"`
@@ -174,6 +178,7 @@ func defaults() map[string]any {
 		"gateway.max_wait":                "10s",
 		"gateway.request_timeout":         "10m",
 		"gateway.header_timeout":          "0s",
+		"gateway.upstream_client":         "auto",
 		"gateway.nonstream_timeout":       "5m",
 		"gateway.first_token_timeout":     "60s",
 		"gateway.heartbeat_interval":      "15s",
@@ -310,6 +315,9 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("listen must not be empty"))
 	}
 	errs = append(errs, c.checkMode()...)
+	if _, err := upstream.ParseClientMode(c.Gateway.UpstreamClient); err != nil {
+		errs = append(errs, fmt.Errorf("gateway.upstream_client %q: want auto, nethttp or http1", c.Gateway.UpstreamClient))
+	}
 	switch c.Storage.Driver {
 	case "sqlite":
 		if strings.Contains(c.Storage.DSN, "://") {

@@ -1,0 +1,338 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ClientMode says which HTTP client an account's transport sends with:
+// net/http's (HTTP/2 by ALPN, a read and a write goroutine per connection,
+// proxies from the environment) or fasthttp's (HTTP/1.1 only, the request
+// written and the answer read on the caller's goroutine). Accounts with an
+// Options.Client of their own, and codex accounts (uTLS fingerprints,
+// per-account proxies), always use net/http.
+type ClientMode uint8
+
+const (
+	// ClientAuto sends plain http:// upstreams through fasthttp, unless a
+	// proxy from the environment (HTTP_PROXY, NO_PROXY) applies to the URL,
+	// and https:// upstreams through net/http, which negotiates HTTP/2.
+	ClientAuto ClientMode = iota
+	// ClientNetHTTP sends every upstream through net/http.
+	ClientNetHTTP
+	// ClientHTTP1 is ClientAuto plus https:// upstreams through fasthttp:
+	// HTTP/1.1 over crypto/tls with the system roots, no HTTP/2, no proxy.
+	// For HTTPS upstreams that speak HTTP/1.1 well (a vLLM or LiteLLM behind
+	// a TLS terminator); the public APIs are better served by HTTP/2.
+	ClientHTTP1
+)
+
+// ParseClientMode parses a configuration value: "auto" (or ""), "nethttp"
+// or "http1". Anything else is an error naming the accepted values.
+func ParseClientMode(s string) (ClientMode, error) {
+	switch s {
+	case "", "auto":
+		return ClientAuto, nil
+	case "nethttp":
+		return ClientNetHTTP, nil
+	case "http1":
+		return ClientHTTP1, nil
+	}
+	return 0, errors.New(`upstream: client mode: want "auto", "nethttp" or "http1"`)
+}
+
+// fastClient keeps one fasthttp.HostClient (one connection pool) per
+// upstream scheme and host:port, shared by every account of the process.
+type fastClient struct {
+	cfg   HTTPConfig
+	mu    sync.Mutex
+	hosts map[string]*fasthttp.HostClient
+}
+
+var sharedFast = sync.OnceValue(func() *fastClient {
+	return &fastClient{hosts: make(map[string]*fasthttp.HostClient)}
+})
+
+// host returns the pool of u's scheme and host, making it on first use.
+func (f *fastClient) host(u *url.URL) *fasthttp.HostClient {
+	isTLS := u.Scheme == "https"
+	addr := u.Host
+	if u.Port() == "" {
+		if isTLS {
+			addr = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	key := u.Scheme + "://" + addr
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if hc := f.hosts[key]; hc != nil {
+		return hc
+	}
+	d := &net.Dialer{
+		Timeout:   orDefault(f.cfg.DialTimeout, 10*time.Second),
+		KeepAlive: orDefault(f.cfg.KeepAlive, 30*time.Second),
+	}
+	hc := &fasthttp.HostClient{
+		Addr:  addr,
+		IsTLS: isTLS,
+		Dial:  func(a string) (net.Conn, error) { return d.Dial("tcp", a) },
+		// No cap on connections, as net/http has none per host: a request
+		// never fails for want of a free connection.
+		MaxConns:            1 << 30,
+		MaxIdleConnDuration: orDefault(f.cfg.IdleConnTimeout, fastIdleConn),
+		// The answer's head is read whole (bounded by the header timeout);
+		// its body streams, so no body size limit applies here.
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: false,
+	}
+	if isTLS {
+		hc.TLSConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+		if f.cfg.TLSClientConfig != nil {
+			hc.TLSConfig = f.cfg.TLSClientConfig.Clone()
+		}
+	}
+	f.hosts[key] = hc
+	return hc
+}
+
+// fastIdleConn is how long an idle fasthttp connection is kept: shorter than
+// net/http's 90 s, since fasthttp does not watch idle connections for the
+// server's close (net/http's read goroutine does), and a connection the
+// server closed is found only by the next request on it.
+const fastIdleConn = 20 * time.Second
+
+// useFast reports whether an account whose endpoints are on u sends with
+// fasthttp under mode (see ClientMode).
+func useFast(u *url.URL, mode ClientMode) bool {
+	switch {
+	case mode == ClientNetHTTP:
+		return false
+	case u.Scheme == "https" && mode != ClientHTTP1:
+		return false
+	}
+	// A proxy from the environment is net/http's business (fasthttp's
+	// client has none): the account keeps net/http then.
+	p, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	return err == nil && p == nil
+}
+
+// headerPool recycles the http.Header the providers fill for a fasthttp
+// request: it is copied into the fasthttp request and cleared.
+var headerPool = sync.Pool{New: func() any { return make(http.Header, 8) }}
+
+// sendFast is send on fasthttp's client: the request is written and the
+// answer's head read on the caller's goroutine, on a connection of hc's
+// pool. ctx's end sets a past deadline on the connection (so a blocked
+// read or write returns) through context.AfterFunc, with no goroutine of
+// its own; the header timeout is a read deadline until the head is in.
+// The returned body streams from the connection; its Close returns the
+// connection to the pool when the body was read to its end, and closes it
+// otherwise.
+func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, stream bool, hs headerSetter, req *Request) (*http.Response, error) {
+	hc := b.fast
+	freq := fasthttp.AcquireRequest()
+	freq.Header.SetMethod(http.MethodPost)
+	freq.SetRequestURI(target.String())
+	freq.Header.SetHost(target.Host)
+	h := headerPool.Get().(http.Header)
+	hs.setHeader(h, req)
+	for k, vs := range h {
+		for i, v := range vs {
+			if i == 0 {
+				freq.Header.Set(k, v)
+			} else {
+				freq.Header.Add(k, v)
+			}
+		}
+	}
+	clear(h)
+	headerPool.Put(h)
+	freq.SetBodyRaw(body)
+
+	cc, err := hc.AcquireConn(0, false)
+	if err != nil {
+		fasthttp.ReleaseRequest(freq)
+		return nil, classifyErr(ctx, fastErr(ctx, err), false)
+	}
+	conn := cc.Conn()
+	// The call's end closes the connection, as net/http's does: a blocked
+	// read or write returns, and the upstream sees the hang-up.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+
+	d := b.timeoutFor(stream)
+	if d > 0 {
+		err = conn.SetDeadline(time.Now().Add(d))
+	}
+	if err == nil {
+		bw := hc.AcquireWriter(conn)
+		err = freq.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		hc.ReleaseWriter(bw)
+	}
+	fasthttp.ReleaseRequest(freq)
+	fresp := fasthttp.AcquireResponse()
+	var br = hc.AcquireReader(conn)
+	if err == nil {
+		fresp.StreamBody = true
+		err = fresp.ReadLimitBody(br, 0)
+	}
+	if err == nil && d > 0 {
+		err = conn.SetDeadline(time.Time{})
+	}
+	if err != nil {
+		stop()
+		fasthttp.ReleaseResponse(fresp)
+		hc.CloseConn(cc)
+		hc.ReleaseReader(br)
+		// The only deadline is the head's: a timeout with ctx alive is it.
+		timedOut := d > 0 && ctx.Err() == nil && isTimeout(err)
+		if timedOut {
+			err = ErrHeaderTimeout
+		}
+		return nil, classifyErr(ctx, fastErr(ctx, err), timedOut)
+	}
+
+	resp := &http.Response{
+		StatusCode: fresp.StatusCode(),
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: fastHeader(&fresp.Header),
+	}
+	fb := &fastBody{hc: hc, conn: conn, br: br, resp: fresp, stop: stop, parent: ctx}
+	fb.release = func(reuse bool) {
+		if reuse {
+			hc.ReleaseConn(cc)
+		} else {
+			hc.CloseConn(cc)
+		}
+	}
+	if s := fresp.BodyStream(); s != nil {
+		fb.stream = s
+	} else {
+		fb.eof = true
+	}
+	resp.Body = fb
+	return resp, nil
+}
+
+// fastHeader copies a fasthttp response head into an http.Header, keys in
+// canonical form (fasthttp normalizes them the same way).
+func fastHeader(fh *fasthttp.ResponseHeader) http.Header {
+	h := make(http.Header, fh.Len()+2)
+	for k, v := range fh.All() {
+		key := string(k)
+		if key == "Connection" {
+			continue // hop-by-hop; nothing reads it
+		}
+		h[key] = append(h[key], string(v))
+	}
+	return h
+}
+
+// fastBody is the streaming body of a fasthttp answer. Reads hold mu; Close
+// may come from another goroutine while a Read blocks: it interrupts the
+// read with a past deadline and then waits for it.
+type fastBody struct {
+	hc      *fasthttp.HostClient
+	conn    net.Conn
+	br      *bufio.Reader
+	resp    *fasthttp.Response
+	stream  io.Reader
+	stop    func() bool      // unregisters the context's AfterFunc; false when it ran
+	release func(reuse bool) // returns the connection to the pool, or closes it
+	parent  context.Context
+
+	mu     sync.Mutex
+	eof    bool  // the body was read to its end
+	err    error // a read failed: the connection is not reused
+	closed bool
+}
+
+func (b *fastBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closed:
+		return 0, &Error{Kind: KindConn, Err: errBodyClosed}
+	case b.eof:
+		return 0, io.EOF
+	case b.err != nil:
+		return 0, b.err
+	}
+	n, err := b.stream.Read(p)
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = bodyErr(b.parent, fastErr(b.parent, err))
+		return n, b.err
+	}
+	return n, err
+}
+
+var errBodyClosed = errors.New("upstream: read on a closed body")
+
+// Close ends the call: the connection goes back to the pool when the body
+// was read to its end, the call's context had not ended and neither side
+// asked to close it; else it is closed.
+func (b *fastBody) Close() error {
+	if !b.mu.TryLock() {
+		// A Read is blocked on the connection: interrupt it, then wait.
+		_ = b.conn.Close()
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	stopped := b.stop()
+	reuse := b.eof && b.err == nil && stopped && !b.resp.ConnectionClose() && b.br.Buffered() == 0
+	if !reuse {
+		b.release(false) // closes the connection first: nothing reads it any more
+	}
+	fasthttp.ReleaseResponse(b.resp) // releases the body stream
+	b.hc.ReleaseReader(b.br)
+	if reuse {
+		b.release(true)
+	}
+	return nil
+}
+
+// fastErr maps an error of the fasthttp path to what net/http's would be:
+// after ctx ended, ctx's error (the connection was closed for it, so the
+// read or write error only says so); a connection the server closed before
+// answering, io.ErrUnexpectedEOF (a KindConn, as net/http's EOF).
+func fastErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	switch {
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF):
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// isTimeout reports a timeout error (a deadline hit): a net.Error's or
+// fasthttp's ErrTimeout, which has Timeout but not Temporary.
+func isTimeout(err error) bool {
+	te, ok := errors.AsType[interface {
+		error
+		Timeout() bool
+	}](err)
+	return ok && te.Timeout()
+}

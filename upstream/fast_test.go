@@ -1,0 +1,176 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
+)
+
+func TestClientModeChoice(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		mode ClientMode
+		want bool
+	}{
+		{"http://127.0.0.1:9090/v1", ClientAuto, true},
+		{"https://api.openai.com/v1", ClientAuto, false},
+		{"http://127.0.0.1:9090/v1", ClientNetHTTP, false},
+		{"https://api.openai.com/v1", ClientNetHTTP, false},
+		{"http://127.0.0.1:9090/v1", ClientHTTP1, true},
+		{"https://vllm.internal/v1", ClientHTTP1, true},
+	} {
+		u, _ := url.Parse(tc.url)
+		if got := useFast(u, tc.mode); got != tc.want {
+			t.Errorf("useFast(%s, %d) = %v, want %v", tc.url, tc.mode, got, tc.want)
+		}
+	}
+	for _, s := range []string{"", "auto", "nethttp", "http1"} {
+		if _, err := ParseClientMode(s); err != nil {
+			t.Errorf("ParseClientMode(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseClientMode("fast"); err == nil {
+		t.Error("ParseClientMode(fast): no error")
+	}
+	// codex and accounts with a client of their own never take fasthttp.
+	if tr := newDirect(t, account(storage.ProviderCodex, "http://127.0.0.1:1/x"), Options{ClientMode: ClientAuto}).(*codex); tr.fast != nil {
+		t.Error("codex account on fasthttp")
+	}
+	if tr := mustNew(t, account(storage.ProviderOpenAI, "http://127.0.0.1:1/v1"), Options{Client: http.DefaultClient}).(*openAI); tr.fast != nil {
+		t.Error("account with Options.Client on fasthttp")
+	}
+	if tr := newDirect(t, account(storage.ProviderAnthropic, "http://127.0.0.1:1"), Options{ClientMode: ClientAuto}).(*anthropic); tr.fast == nil {
+		t.Error("anthropic http:// account not on fasthttp")
+	}
+}
+
+// On the fasthttp path a body read to its end gives its connection back to
+// the pool, a body closed early closes it, and the answer's headers (rate
+// limits, request id) come back under canonical keys.
+func TestFastConnectionReuse(t *testing.T) {
+	srv, got := recordServer(t, answer{status: 200, header: map[string]string{
+		"Content-Type": "application/json", "x-request-id": "req-1", "x-ratelimit-remaining-requests": "99",
+	}, body: []byte(`{"id":"x"}`)})
+	tr := newDirect(t, account(storage.ProviderOpenAI, srv.URL), Options{ClientMode: ClientAuto})
+	if tr.(*openAI).fast == nil {
+		t.Fatal("not on fasthttp")
+	}
+	do := func(readAll bool) *Response {
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readAll {
+			io.Copy(io.Discard, resp.Body)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := do(true)
+	if resp.Header.Get("X-Request-Id") != "req-1" || resp.Header["X-Ratelimit-Remaining-Requests"][0] != "99" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("headers %v", resp.Header)
+	}
+	do(true)
+	do(false) // closed unread: the connection is closed, not pooled
+	do(true)
+	c := got()
+	if len(c) != 4 {
+		t.Fatalf("%d requests, want 4", len(c))
+	}
+	if c[0].RemoteAddr != c[1].RemoteAddr || c[1].RemoteAddr != c[2].RemoteAddr {
+		t.Errorf("whole answers did not reuse the connection: %s %s %s", c[0].RemoteAddr, c[1].RemoteAddr, c[2].RemoteAddr)
+	}
+	if c[3].RemoteAddr == c[2].RemoteAddr {
+		t.Errorf("the connection of a body closed unread was reused (%s)", c[3].RemoteAddr)
+	}
+}
+
+// newDirect is New without mustNew's suite mode: for tests of one path.
+func newDirect(t testing.TB, a storage.Account, opts Options) Transport {
+	t.Helper()
+	tr, err := New(a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// BenchmarkRoundTrip is one upstream call per op through each client, on
+// loopback to a fasthttp server (cheap, so the client's share shows):
+// request written, answer read whole, body closed. cpu-ns/op is the
+// process's CPU time per op (user+system, server included), which counts
+// the work of net/http's per-connection goroutines that ns/op can hide.
+//
+//	go test -run '^$' -bench RoundTrip -benchmem ./upstream/
+func BenchmarkRoundTrip(b *testing.B) {
+	json := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
+	sse := testdata(b, "chat-stream-text.sse")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		c.Response.Header.Set("X-Request-Id", "req-1")
+		c.Response.Header.Set("X-Ratelimit-Remaining-Requests", "99")
+		if string(c.Request.Header.Peek("Accept")) == "text/event-stream" {
+			c.SetContentType("text/event-stream")
+			c.SetBody(sse)
+			return
+		}
+		c.SetContentType("application/json")
+		c.SetBody(json)
+	}}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Shutdown() })
+	base := "http://" + ln.Addr().String() + "/v1"
+	body := []byte(`{"model":"gpt-5-nano","messages":[{"role":"user","content":"hi"}]}`)
+	buf := make([]byte, 32<<10)
+	for _, mode := range []struct {
+		name string
+		mode ClientMode
+	}{{"nethttp", ClientNetHTTP}, {"fasthttp", ClientAuto}} {
+		for _, stream := range []bool{false, true} {
+			name := mode.name + "/json"
+			if stream {
+				name = mode.name + "/sse"
+			}
+			b.Run(name, func(b *testing.B) {
+				tr := newDirect(b, account(storage.ProviderOpenAI, base), Options{ClientMode: mode.mode})
+				req := &Request{Endpoint: translate.Chat, Stream: stream, Body: body}
+				ctx, cancel := context.WithCancel(context.Background()) // cancelable, as a gateway request's is
+				defer cancel()
+				b.ReportAllocs()
+				cpu0 := cpuNanos()
+				for b.Loop() {
+					resp, err := tr.Do(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{resp.Body}, buf); err != nil {
+						b.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
+
+// cpuNanos is the process's user+system CPU time so far.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
