@@ -161,7 +161,15 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 	headerPool.Put(h)
 	freq.SetBodyRaw(body)
 
+	// A connection from the pool the server has closed meanwhile is
+	// dropped for another (idleAlive); one back from the pool was last used
+	// after it was made, a new one was not. Each pass takes a connection
+	// out of the pool, so the loop ends.
 	cc, err := hc.AcquireConn(0, false)
+	for err == nil && cc.LastUseTime().After(cc.CreatedTime()) && !idleAlive(cc.Conn()) {
+		hc.CloseConn(cc)
+		cc, err = hc.AcquireConn(0, false)
+	}
 	if err != nil {
 		fasthttp.ReleaseRequest(freq)
 		return nil, classifyErr(ctx, fastErr(ctx, err), false)

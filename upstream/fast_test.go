@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -173,4 +175,53 @@ func cpuNanos() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// A server that closes a keep-alive connection once it is idle (uvicorn
+// after 5 s, Node after 5 s) does not fail the next request: the pooled
+// connection is found closed before the request is written on it, and a
+// new one is dialed.
+func TestFastIdleClosedByServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				body := `{"id":"x"}`
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				c.Close() // the idle timeout, at once: no Connection: close was said
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	tr := newDirect(t, account(storage.ProviderOpenAI, "http://"+ln.Addr().String()+"/v1"), Options{ClientMode: ClientAuto})
+	if tr.(*openAI).fast == nil {
+		t.Fatal("not on fasthttp")
+	}
+	for i := range 3 {
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != `{"id":"x"}` {
+			t.Fatalf("request %d: body %q, %v", i, b, err)
+		}
+		<-closed // the server's close is on the wire before the next request
+	}
 }
