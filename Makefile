@@ -147,7 +147,7 @@ UI_DEPS  := $(UI_DIR)/node_modules/.package-lock.json
 UI_SRC   := $(shell find $(UI_DIR)/src -type f 2>/dev/null) $(UI_DIR)/index.html $(UI_DIR)/vite.config.ts $(UI_DIR)/tsconfig.json
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: admin-ui admin-ui-if-npm admin-ui-test admin-ui-e2e admin-ui-10k chromium
+.PHONY: admin-ui admin-ui-if-npm admin-ui-test admin-ui-e2e admin-ui-e2e-console admin-ui-10k chromium
 
 ## admin-ui: build the admin web UI (npm ci into admin-ui/node_modules, vite build into
 ## admin-ui/web/dist, which the Go build embeds; without it the binary serves a fallback page)
@@ -170,10 +170,15 @@ $(UI_DIST): $(UI_DEPS) $(UI_SRC)
 admin-ui-test: $(UI_DEPS)
 	cd $(UI_DIR) && npm test
 
-## admin-ui-e2e: the UI end to end in headless Chromium against `troupe demo`; screenshots of
-## every page go to .cache/artifacts/admin-ui
+## admin-ui-e2e: the UI end to end in headless Chromium against `troupe demo` (the admin pages,
+## then the users' console); screenshots of every page go to .cache/artifacts/admin-ui
 admin-ui-e2e: build chromium $(UI_DEPS)
 	cd $(UI_DIR) && TROUPE_BIN=$(CURDIR)/bin/troupe ARTIFACTS=$(CACHE)/artifacts/admin-ui CHROMIUM=$(CHROMIUM) node e2e/run.mjs
+	cd $(UI_DIR) && TROUPE_BIN=$(CURDIR)/bin/troupe ARTIFACTS=$(CACHE)/artifacts/admin-ui CHROMIUM=$(CHROMIUM) node e2e/console.mjs
+
+## admin-ui-e2e-console: the users' console alone in Chromium (part of admin-ui-e2e)
+admin-ui-e2e-console: build chromium $(UI_DEPS)
+	cd $(UI_DIR) && TROUPE_BIN=$(CURDIR)/bin/troupe ARTIFACTS=$(CACHE)/artifacts/admin-ui CHROMIUM=$(CHROMIUM) node e2e/console.mjs
 
 ## admin-ui-10k: time the Accounts page over a 10,000-account demo pool (docs/benchmarks.md)
 admin-ui-10k: build chromium $(UI_DEPS)

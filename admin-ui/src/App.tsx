@@ -28,7 +28,7 @@ const pages: [string, string][] = [
 ]
 
 /** useTheme is light or dark: the saved choice, else the system's. */
-function useTheme(): [boolean, () => void] {
+export function useTheme(): [boolean, () => void] {
   const [dark, setDark] = useState(() => {
     const saved = localStorage.getItem('troupe-theme')
     return saved ? saved === 'dark' : window.matchMedia?.('(prefers-color-scheme: dark)').matches ?? false
