@@ -147,6 +147,8 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 		a.probed(c, m)
 	case accountOwned, accountDrain:
 		a.receiveFence(c, m)
+	case accountConfigAsk:
+		m.reply <- a.cfg.account
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
 			reason := a.view.CooldownReason

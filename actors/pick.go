@@ -228,6 +228,10 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	} else {
 		s.file(e, s.cfg.now())
 	}
+	if e.owner != "" {
+		s.grantRemote(c, e, req)
+		return
+	}
 	if e.box != nil {
 		e.box.send(accountGrant{req: req}, c.pid)
 		return

@@ -70,6 +70,9 @@ func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, an
 		e = &entry{idx: s.next, pid: pid, box: box}
 		s.next++
 		s.byID[v.ID] = e
+	} else if pid != nil && e.owner != "" {
+		s.local(e) // it runs here now: its own actor's view replaces its old owner's
+		e.pid, e.box = pid, box
 	} else if v.Version < e.view.Version {
 		return // out of order; a newer view is installed
 	} else if pid != nil {
@@ -376,6 +379,10 @@ func (s *scheduler) remove(id string) {
 			alt.remove(e)
 		}
 		cs.count(e.view.Provider, -1, !e.terminal)
+	}
+	if e.owner != "" && s.remote != nil {
+		s.remote.count.Add(-1)
+		s.remote.views.Delete(id)
 	}
 	delete(s.byID, id)
 }

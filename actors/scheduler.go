@@ -44,6 +44,8 @@ type entry struct {
 	terminal  bool      // counted as not live
 	recheck   uint64    // generation of the pending recheck timer (0: none)
 	policyGen uint64    // policy generation the score was computed with
+	owner     string    // the member that owns the account when it runs on another instance (remote.go); "" here
+	seen      time.Time // a remote entry's last view from its owner
 }
 
 // verdict is one policy's judgement of an account.
@@ -98,6 +100,7 @@ type scheduler struct {
 	skipped     int                        // scratch: candidates the last collect skipped
 	frontier    []int                      // scratch: collect's heap positions
 	owned       map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
+	remote      *remoteSide                // routing across instances (remote.go); nil: local accounts only
 }
 
 type stickyEntry struct {
@@ -185,6 +188,8 @@ func (s *scheduler) receiveRare(c *mailCtx, msg any) {
 		s.replyPolicyState(m.reply)
 	case schedStats:
 		s.replyStats(m.reply)
+	default:
+		s.receiveRemote(c, m)
 	}
 }
 

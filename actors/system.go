@@ -89,6 +89,7 @@ type System struct {
 	stall     *stallClock      // bounds the wait for the scheduler's first answer (stall.go)
 	now       func() time.Time // Config.Clock
 	fenced    bool             // Config.Fenced
+	remote    remoteSide       // routing across instances (remote.go)
 }
 
 // Start spawns the scheduler, the usage recorder and the pool supervisor.
@@ -122,6 +123,7 @@ func Start(cfg Config) (*System, error) {
 		cfg.Clock = time.Now
 	}
 	s := &System{engine: e, now: cfg.Clock, fenced: cfg.Fenced}
+	s.remote.factory = cfg.Transport
 	s.ws.idle = cfg.WSIdleTimeout
 	var ref *refresher
 	if r := cfg.Refresh; r != nil {
@@ -291,6 +293,10 @@ func (s *System) Release(l *Lease, out Outcome) {
 	if l == nil || !l.released.CompareAndSwap(false, true) {
 		return
 	}
+	if l.remote != nil {
+		s.releaseRemote(l, out)
+		return
+	}
 	if l.box != nil {
 		l.box.send(&accountRelease{leaseID: l.ID, outcome: out}, nil)
 		return
@@ -303,6 +309,9 @@ func (s *System) Release(l *Lease, out Outcome) {
 // codex.rate_limits event on an upstream WebSocket), received at at.
 // Unknown accounts are ignored.
 func (s *System) ReportRateLimits(accountID, model string, l upstream.RateLimits, at time.Time) {
+	if s.remote.remote != nil && s.reportRemoteLimits(accountID, l) {
+		return // goes to its owner with the lease's release
+	}
 	s.engine.Send(s.pool, poolForward{id: accountID, msg: &accountRateLimits{limits: l, at: at, model: model}})
 }
 
@@ -350,11 +359,13 @@ func (s *System) Views() []View {
 	return out
 }
 
-// View returns the latest published view of one account.
+// View returns the latest published view of one account: of its actor
+// when it runs here, else (routing across instances, SetRemote) the last
+// view its owner published.
 func (s *System) View(id string) (View, bool) {
 	v, ok := s.snapshots.Load(id)
 	if !ok {
-		return View{}, false
+		return s.remoteView(id)
 	}
 	return v.(*snapshot).load()
 }

@@ -165,7 +165,8 @@ type Lease struct {
 	// holder may set it (before Release) for the account's log lines.
 	RequestID string
 	pid       *actor.PID
-	box       *mailbox // the account's mailbox, which the release goes to
+	box       *mailbox     // the account's mailbox, which the release goes to
+	remote    *remoteLease // set when another instance granted the lease (remote.go)
 	released  atomic.Bool
 }
 

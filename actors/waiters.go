@@ -125,6 +125,9 @@ func (s *scheduler) sweep() {
 		}
 	}
 	s.sweepOwned(now)
+	if s.remote != nil {
+		s.sweepRemote(now)
+	}
 	for k, q := range s.queues {
 		q.each(func(r *acquireState) {
 			if !r.deadline.IsZero() && now.After(r.deadline) {

@@ -21,6 +21,27 @@ func (s *Server) SetFleet(f *fleet.Fleet, owners *fleet.Owners) {
 	s.fleet.Store(&fleetState{f: f, owners: owners})
 }
 
+// fleetRemoteJSON is the remote grants' counters since start.
+type fleetRemoteJSON struct {
+	Issued   uint64            `json:"issued"`   // leases granted to other instances
+	Received uint64            `json:"received"` // leases other instances granted here
+	Held     int               `json:"held"`     // leases granted to others, not released yet
+	Refused  map[string]uint64 `json:"refused"`  // by reason
+}
+
+// fleetRouting is what SetFleetRouting installed.
+type fleetRouting struct {
+	remoteViews func() int
+	peer        *fleet.Peer
+}
+
+// SetFleetRouting adds routing across instances to GET /api/admin/fleet:
+// remoteViews counts the other instances' accounts the scheduler indexes,
+// peer has the remote grants' counters.
+func (s *Server) SetFleetRouting(remoteViews func() int, peer *fleet.Peer) {
+	s.fleetRouting.Store(&fleetRouting{remoteViews: remoteViews, peer: peer})
+}
+
 // fleetJSON is GET /api/admin/fleet (docs/admin-api.md#fleet).
 type fleetJSON struct {
 	Self      string             `json:"self"`
@@ -32,6 +53,11 @@ type fleetJSON struct {
 	Members   []fleetMemberJSON  `json:"members"`
 	Accounts  []fleetAccountJSON `json:"accounts"`
 	Owned     int                `json:"owned"` // accounts running here (with ownership)
+	// RemoteViews is how many accounts other instances own whose views
+	// this instance's scheduler indexes (routing across instances).
+	RemoteViews int `json:"remote_views"`
+	// Remote counts the remote grants (nil without routing across instances).
+	Remote *fleetRemoteJSON `json:"remote,omitempty"`
 }
 
 type fleetMemberJSON struct {
@@ -89,6 +115,11 @@ func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []str
 	}
 	if st.owners != nil {
 		out.Owned = st.owners.Owned()
+	}
+	if r := s.fleetRouting.Load(); r != nil {
+		out.RemoteViews = r.remoteViews()
+		ps := r.peer.Stats()
+		out.Remote = &fleetRemoteJSON{Issued: ps.Issued, Received: ps.Received, Held: ps.Held, Refused: ps.Refused}
 	}
 	writeJSON(ctx, 200, out)
 }

@@ -103,10 +103,11 @@ type Server struct {
 	billing interface {
 		Reload(ctx context.Context) error
 	} // Deps.Billing
-	log   *slog.Logger
-	now   func() time.Time
-	adm   adminState                 // sessions' fallback cache, the UI, instance facts, the account list (state.go)
-	fleet atomic.Pointer[fleetState] // SetFleet (fleet.go)
+	log          *slog.Logger
+	now          func() time.Time
+	adm          adminState                   // sessions' fallback cache, the UI, instance facts, the account list (state.go)
+	fleet        atomic.Pointer[fleetState]   // SetFleet (fleet.go)
+	fleetRouting atomic.Pointer[fleetRouting] // SetFleetRouting (fleet.go)
 }
 
 // New builds the admin API over d.

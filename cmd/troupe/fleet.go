@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/troupe-gw/troupe/fleet"
 	"github.com/troupe-gw/troupe/gateway"
@@ -44,6 +46,9 @@ func (a *app) startFleet(ctx context.Context) {
 			Help: "Accounts this instance owns and runs (fleet.ownership; draining ones excluded)."},
 			func() float64 { return float64(o.Owned()) }))
 		a.log.Info("fleet: ownership on", "owned", o.Owned())
+		if err := a.startRouting(ctx, f); err != nil {
+			a.log.Error("fleet: routing across instances not started: this instance serves from its own accounts only", "err", err)
+		}
 	}
 	if f.Shared() {
 		a.log.Info("fleet: joined", "member", f.Self().ID, "addr", f.Self().Addr, "members", len(f.Members()))
@@ -90,3 +95,108 @@ func registerFleetMetrics(m *gateway.Metrics, f *fleet.Fleet) {
 // ownership reports whether accounts run only on their owner: fleet.ownership
 // with a shared cache (alone, an instance owns everything: nothing to fence).
 func (c *Config) ownership() bool { return c.Fleet.Ownership && c.Cache.Driver == "redis" }
+
+// startRouting starts routing across instances (docs/fleet.md, stage 3):
+// the view exchange over the shared cache's pub/sub, the internal
+// endpoint (served by the front, beside /v1) and the scheduler's remote
+// grants through it, with their metrics.
+func (a *app) startRouting(ctx context.Context, f *fleet.Fleet) error {
+	master, _, err := masterKeys(a.cfg)
+	if err != nil {
+		return err
+	}
+	codec, err := fleet.NewCodec(master)
+	if err != nil {
+		return err
+	}
+	peer, err := fleet.StartPeer(ctx, fleet.PeerConfig{Fleet: f, Codec: codec, Pool: a.sys, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.sys.SetRemote(peer)
+	if err := fleet.StartViews(ctx, fleet.ViewsConfig{Fleet: f, Cache: a.shared, Pool: a.sys, Logger: a.log, Peer: peer}); err != nil {
+		return err
+	}
+	a.server.SetMount(&fleetMount{peer: peer, inner: a.adminAPI})
+	a.adminAPI.SetFleetRouting(a.sys.RemoteAccounts, peer)
+	registerRoutingMetrics(a.metrics, a.sys, peer)
+	return nil
+}
+
+// refusalReasons are the labels of troupe_fleet_remote_refused_total, listed
+// so that every series exists from the start.
+var refusalReasons = []string{"busy", "unavailable", "not_owned", "unreachable", "expired", "malformed", "stale", "forged", "replayed", "internal"}
+
+// registerRoutingMetrics exports the remote grants and views, read at scrape time.
+func registerRoutingMetrics(m *gateway.Metrics, sys interface{ RemoteAccounts() int }, p *fleet.Peer) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_fleet_remote_grants_issued_total",
+			Help: "Leases this instance granted to other instances on the accounts it owns."},
+			func() float64 { return float64(p.Stats().Issued) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_fleet_remote_grants_received_total",
+			Help: "Leases other instances granted to this one on the accounts they own."},
+			func() float64 { return float64(p.Stats().Received) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_fleet_remote_leases",
+			Help: "Leases granted to other instances and not released yet."},
+			func() float64 { return float64(p.Stats().Held) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_fleet_remote_views",
+			Help: "Accounts other instances own whose views this instance's scheduler indexes."},
+			func() float64 { return float64(sys.RemoteAccounts()) }),
+	)
+	for _, r := range refusalReasons {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_fleet_remote_refused_total",
+			Help:        "Remote grants and internal messages refused, by reason (docs/fleet.md).",
+			ConstLabels: prometheus.Labels{"reason": r}},
+			func() float64 { return float64(p.Stats().Refused[r]) }))
+	}
+}
+
+// fleetMount serves the internal endpoint beside the admin API's paths.
+type fleetMount struct {
+	peer  *fleet.Peer
+	inner gateway.Mount
+}
+
+// Owns implements gateway.Mount.
+func (m *fleetMount) Owns(path []byte) bool {
+	return m.peer.Owns(string(path)) || m.inner.Owns(path)
+}
+
+// Serve implements gateway.Mount: an internal message is verified and
+// answered by the peer; the rest goes to the admin API.
+func (m *fleetMount) Serve(ctx *fasthttp.RequestCtx) {
+	path := string(ctx.Path())
+	if !m.peer.Owns(path) {
+		m.inner.Serve(ctx)
+		return
+	}
+	if !ctx.IsPost() {
+		ctx.SetStatusCode(http.StatusMethodNotAllowed)
+		return
+	}
+	h := &ctx.Request.Header
+	env := fleet.Envelope{Sender: string(h.Peek(fleet.HeaderSender)), Time: string(h.Peek(fleet.HeaderTime)),
+		Nonce: string(h.Peek(fleet.HeaderNonce)), Signature: string(h.Peek(fleet.HeaderSignature))}
+	status, renv, body := m.peer.Handle(ctx, path, env, ctx.PostBody())
+	ctx.SetStatusCode(status)
+	if renv.Signature != "" {
+		ctx.Response.Header.Set(fleet.HeaderSender, renv.Sender)
+		ctx.Response.Header.Set(fleet.HeaderTime, renv.Time)
+		ctx.Response.Header.Set(fleet.HeaderNonce, renv.Nonce)
+		ctx.Response.Header.Set(fleet.HeaderSignature, renv.Signature)
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}
+
+// FullBody implements gateway.Mount (internal messages are small).
+func (m *fleetMount) FullBody(h *fasthttp.RequestHeader) bool { return m.inner.FullBody(h) }
+
+// Unread implements gateway.Mount.
+func (m *fleetMount) Unread(ctx *fasthttp.RequestCtx, err error, front func(*fasthttp.RequestCtx, error)) {
+	if m.peer.Owns(string(ctx.Path())) {
+		front(ctx, err)
+		return
+	}
+	m.inner.Unread(ctx, err, front)
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/bench/mock"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage/cachetest"
+	"github.com/troupe-gw/troupe/storage/storagetest"
+)
+
+// metric reads an instance's metric line that starts with series (name
+// and labels), -1 when absent or unreadable.
+func (c *serveChild) metric(series string) float64 {
+	resp, err := http.Get(c.base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// TestFleetRouting runs three real `troupe serve` processes with
+// fleet.ownership on one PostgreSQL and Redis, in front of a mock upstream
+// that counts answers in flight per credential (docs/fleet.md, routing
+// across instances). Every request goes to ONE instance: it is served by
+// the accounts all three own (remote grants), and no account ever has
+// more than its max_concurrency in flight. Then a cooldown learned by one
+// instance (a 429 through a remote grant, reported to the owner with the
+// release) is honoured by all three within a second.
+func TestFleetRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three gateways")
+	}
+	clearTroupeEnv(t)
+	const (
+		accounts = 12
+		limit    = 2
+	)
+	pg := storagetest.PostgresDB(t)
+	rurl := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, rurl)
+	bin := buildTroupe(t)
+
+	up := mock.New(mock.Config{})
+	mockAddr, err := up.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	master := newMasterKey(t)
+	cfg := testConfig(t)
+	cfg.Storage.Driver, cfg.Storage.DSN, cfg.Storage.MasterKey = "postgres", pg, master
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{} // account ID → name
+	for i := range accounts {
+		ma, sa := demoAccountAs(i+1, "openai", mockAddr)
+		ma.Latency, ma.TokensPerSecond = 60*time.Millisecond, 0
+		sa.MaxConcurrency = limit
+		up.Add(ma)
+		stored, err := store.PutAccount(ctx, sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[stored.ID] = ma.Name
+	}
+	secret, key, err := gateway.NewKey("fleet-routing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key.Admin = true // reads /api/admin/fleet
+	if _, err := store.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	env := []string{"TROUPE_LISTEN=127.0.0.1:0", "TROUPE_LOG_LEVEL=info",
+		"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg, "TROUPE_STORAGE_MASTER_KEY=" + master,
+		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + rurl, "TROUPE_CACHE_PREFIX=" + prefix,
+		"TROUPE_FLEET_OWNERSHIP=true", "TROUPE_FLEET_TTL=2s", "TROUPE_FLEET_HEARTBEAT=200ms",
+		"TROUPE_GATEWAY_MAX_WAIT=30s"}
+	var gws []*serveChild
+	for range 3 {
+		// No fleet.addr: each announces the address it listens on, where
+		// the others reach its internal endpoint.
+		gws = append(gws, startServeChild(t, bin, append(env, "TROUPE_DATA_DIR="+t.TempDir())...))
+	}
+	eventually(t, 30*time.Second, "the accounts split over three instances, each indexing the others'", func() (bool, string) {
+		var owned, remote []int
+		sum, ok := 0, true
+		for _, g := range gws {
+			o, r := g.ownedAccounts(), int(g.metric("troupe_fleet_remote_views"))
+			owned, remote = append(owned, o), append(remote, r)
+			sum += o
+			ok = ok && o > 0 && o+r == accounts
+		}
+		return ok && sum == accounts, fmt.Sprintf("owned %v, remote views %v", owned, remote)
+	})
+
+	client := &http.Client{Timeout: 60 * time.Second}
+	ask := func(g *serveChild) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+
+	// 1. Everything to the first instance.
+	const n = 120
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var fails []string
+	for range n {
+		wg.Go(func() {
+			if status, body := ask(gws[0]); status != 200 {
+				mu.Lock()
+				fails = append(fails, fmt.Sprintf("%d %s", status, body))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(fails) > 0 {
+		t.Fatalf("%d of %d requests to one instance failed, first: %s", len(fails), n, fails[0])
+	}
+	for id, name := range names {
+		st := up.Stats(name)
+		if st.MaxInFlight > limit {
+			t.Errorf("account %s had %d answers in flight, max_concurrency %d", name, st.MaxInFlight, limit)
+		}
+		if st.Requests == 0 {
+			t.Errorf("account %s (%s) not served through the first instance", name, id)
+		}
+	}
+	issued := 0.0
+	for _, g := range gws[1:] {
+		issued += g.metric("troupe_fleet_remote_grants_issued_total")
+	}
+	received := gws[0].metric("troupe_fleet_remote_grants_received_total")
+	t.Logf("first instance: %v remote grants received; the others issued %v", received, issued)
+	if received <= 0 || received != issued {
+		t.Errorf("remote grants: %v received by the first instance, %v issued by the others", received, issued)
+	}
+
+	// 2. A cooldown learned through one instance is honoured by all within a second.
+	var fl struct {
+		Self     string `json:"self"`
+		Accounts []struct {
+			ID    string `json:"id"`
+			Owner string `json:"owner"`
+		} `json:"accounts"`
+	}
+	req, _ := http.NewRequest(http.MethodGet, gws[0].base+"/api/admin/fleet", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&fl)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cooled string
+	for _, a := range fl.Accounts {
+		if a.Owner != fl.Self {
+			cooled = names[a.ID]
+			break
+		}
+	}
+	if cooled == "" {
+		t.Fatal("no account owned by another instance")
+	}
+	up.SetFault(cooled, &mock.Fault{Kind: mock.FaultRateLimitRetryAfter, RetryAfter: 10 * time.Minute})
+	var learned time.Time
+	for i := 0; learned.IsZero(); i++ {
+		if i > 5*accounts {
+			t.Fatalf("%s never asked through the first instance", cooled)
+		}
+		if status, body := ask(gws[0]); status != 200 {
+			t.Fatalf("a request failed over from the 429: %d %s", status, body)
+		}
+		if up.Stats(cooled).Faults > 0 {
+			learned = time.Now()
+		}
+	}
+	// Sequential requests round robin over the three: each instance's
+	// scheduler rotates over the accounts it sees available, so one that
+	// did not know of the cooldown would ask the cooled account again.
+	asked := [3]int{}
+	for i := 0; ; i++ {
+		g := i % 3
+		faults := up.Stats(cooled).Faults
+		sent := time.Now()
+		if status, body := ask(gws[g]); status != 200 {
+			t.Fatalf("instance %d: %d %s", g, status, body)
+		}
+		if up.Stats(cooled).Faults > faults && sent.Sub(learned) > time.Second {
+			t.Fatalf("instance %d asked the cooled account %s %v after the cooldown was learned", g, cooled, sent.Sub(learned).Round(time.Millisecond))
+		}
+		if sent.Sub(learned) > time.Second {
+			asked[g]++
+		}
+		if asked[0] >= 2*accounts && asked[1] >= 2*accounts && asked[2] >= 2*accounts {
+			break
+		}
+	}
+	t.Logf("cooldown of %s honoured by all three: %v requests each after the first second, none to it", cooled, asked)
+	for _, g := range gws {
+		if r := g.metric(`troupe_fleet_remote_refused_total{reason="forged"}`); r != 0 {
+			t.Errorf("%s refused %v messages as forged", g.base, r)
+		}
+	}
+}
