@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/bench/mock"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage/cachetest"
@@ -235,6 +236,49 @@ func TestFleetRouting(t *testing.T) {
 		}
 	}
 	t.Logf("cooldown of %s honoured by all three: %v requests each after the first second, none to it", cooled, asked)
+	// 3. Affinity across instances: a chain of previous_response_id
+	// follow-ups, and sessions, keep their account whichever instance they
+	// arrive at, whether it owns the account or asks its owner.
+	respond := func(g *serveChild, body string, hdr ...string) (string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/responses", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		if len(hdr) == 2 {
+			req.Header.Set(hdr[0], hdr[1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", g.base, resp.StatusCode, out)
+		}
+		return gjson.GetBytes(out, "id").Str, servedBy.FindString(gjson.GetBytes(out, "output.0.content.0.text").Str)
+	}
+	id, owner := respond(gws[0], `{"model":"gpt-4.1-mini","input":"hi"}`)
+	if owner == "" {
+		t.Fatal("the answer names no account")
+	}
+	for i := range 6 {
+		var by string
+		id, by = respond(gws[(i+1)%3], fmt.Sprintf(`{"model":"gpt-4.1-mini","input":"again","previous_response_id":%q}`, id))
+		if by != owner {
+			t.Fatalf("follow-up %d through instance %d served by %s, want %s", i, (i+1)%3, by, owner)
+		}
+	}
+	for i := range 4 {
+		session := fmt.Sprintf("fleet-sess-%d", i)
+		_, first := respond(gws[0], `{"model":"gpt-4.1-mini","input":"hi"}`, "Session-Id", session)
+		for g := 1; g < 3; g++ {
+			if _, by := respond(gws[g], `{"model":"gpt-4.1-mini","input":"hi"}`, "Session-Id", session); by != first {
+				t.Fatalf("session %s served by %s through instance %d, by %s through the first", session, by, g, first)
+			}
+		}
+	}
+
 	for _, g := range gws {
 		if r := g.metric(`troupe_fleet_remote_refused_total{reason="forged"}`); r != 0 {
 			t.Errorf("%s refused %v messages as forged", g.base, r)
