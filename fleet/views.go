@@ -14,13 +14,20 @@ import (
 // owners publish the views of the accounts they run.
 const ViewsChannel = "fleet:views"
 
-// Defaults of ViewsConfig.
+// Timing of the view exchange (Interval and Full: the defaults of ViewsConfig).
 const (
 	// ViewsInterval: how often an owner publishes the views that changed.
 	ViewsInterval = 100 * time.Millisecond
 	// ViewsFull: how often an owner publishes every view it has, so an
 	// instance that joined (or missed a message) catches up.
 	ViewsFull = 3 * time.Second
+	// ViewsCounters: how often at most a view whose only change is in its
+	// counters (requests, successes, health averages, in flight below the
+	// limit) is published again. A change of what decides whether the
+	// account can take a request — status, cooldown, moving, its limit,
+	// configuration, or in flight reaching or leaving the limit — goes at
+	// the next Interval.
+	ViewsCounters = time.Second
 )
 
 // viewsChunk bounds the views in one message.
@@ -92,12 +99,34 @@ func StartViews(ctx context.Context, cfg ViewsConfig) error {
 type published struct {
 	version  uint64
 	inFlight int
+	at       time.Time // when
+	gate     gate
 	seen     bool
 }
 
-// publishViews publishes, every Interval, the views that changed (version
-// or in-flight count: a grant changes the count without a new version),
-// and every Full, or when the live set changes, all of them.
+// gate is what decides whether an account can take a request, in a view.
+type gate struct {
+	status    actors.Status
+	cooldown  time.Time
+	reason    string
+	moving    bool
+	full      bool
+	limit     int
+	configGen uint64
+	families  int // len(Families): a family's rest shows as a new slice
+}
+
+func gateOf(v *actors.View) gate {
+	return gate{status: v.Status, cooldown: v.CooldownUntil, reason: v.CooldownReason, moving: v.Moving,
+		full: v.InFlight >= v.MaxInFlight, limit: v.MaxInFlight, configGen: v.ConfigGen, families: len(v.Families)}
+}
+
+// publishViews publishes, every Interval, the views whose gate changed
+// (gateOf), at most every ViewsCounters those whose counters alone changed
+// (version or in-flight count: a grant changes the count without a new
+// version), and every Full, or when the live set changes, all of them.
+// Under load every account's counters change all the time; the limit
+// keeps the channel's traffic to one view per account per second then.
 func publishViews(ctx context.Context, cfg ViewsConfig) {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
@@ -126,12 +155,19 @@ func publishViews(ctx context.Context, cfg ViewsConfig) {
 			p.seen = false
 			last[k] = p
 		}
-		for _, v := range views {
+		now := time.Now()
+		for i := range views {
+			v := &views[i]
 			p, ok := last[v.ID]
-			if full || !ok || p.version != v.Version || p.inFlight != v.InFlight {
-				out = append(out, v)
+			g := gateOf(v)
+			counters := p.version != v.Version || p.inFlight != v.InFlight
+			if full || !ok || g != p.gate || (counters && now.Sub(p.at) >= ViewsCounters) {
+				out = append(out, *v)
+				last[v.ID] = published{version: v.Version, inFlight: v.InFlight, at: now, gate: g, seen: true}
+				continue
 			}
-			last[v.ID] = published{version: v.Version, inFlight: v.InFlight, seen: true}
+			p.seen = true
+			last[v.ID] = p
 		}
 		for k, p := range last {
 			if !p.seen {
