@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/bench/mock"
+	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage/cachetest"
+	"github.com/troupe-gw/troupe/storage/storagetest"
+)
+
+// TestFleetJoin adds an instance under load (issue 17, "add an instance
+// under load"): two real `troupe serve` processes with fleet.ownership on
+// one PostgreSQL and Redis serve concurrent requests in front of a mock
+// upstream that counts answers in flight per credential; a third starts
+// while the load runs. Only the newcomer's share of the accounts moves
+// (every account that changes owner goes to it), it ends up owning about a
+// third, no account ever has more than its max_concurrency in flight
+// during the move, and no request fails but with the documented retryable
+// 503 no_account_available.
+func TestFleetJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three gateways")
+	}
+	clearTroupeEnv(t)
+	const (
+		accounts = 30
+		limit    = 2
+		workers  = 24 // under the 60 slots of the fleet: requests wait little
+	)
+	pg := storagetest.PostgresDB(t)
+	rurl := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, rurl)
+	bin := buildTroupe(t)
+
+	up := mock.New(mock.Config{})
+	mockAddr, err := up.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	master := newMasterKey(t)
+	cfg := testConfig(t)
+	cfg.Storage.Driver, cfg.Storage.DSN, cfg.Storage.MasterKey = "postgres", pg, master
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{} // account ID → name
+	for i := range accounts {
+		ma, sa := demoAccountAs(i+1, "openai", mockAddr)
+		ma.Latency, ma.TokensPerSecond = 60*time.Millisecond, 0
+		sa.MaxConcurrency = limit
+		up.Add(ma)
+		stored, err := store.PutAccount(ctx, sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[stored.ID] = ma.Name
+	}
+	secret, key, err := gateway.NewKey("fleet-join")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key.Admin = true // reads /api/admin/fleet
+	if _, err := store.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	env := []string{"TROUPE_LISTEN=127.0.0.1:0", "TROUPE_LOG_LEVEL=info",
+		"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg, "TROUPE_STORAGE_MASTER_KEY=" + master,
+		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + rurl, "TROUPE_CACHE_PREFIX=" + prefix,
+		"TROUPE_FLEET_OWNERSHIP=true", "TROUPE_FLEET_TTL=2s", "TROUPE_FLEET_HEARTBEAT=200ms",
+		"TROUPE_GATEWAY_MAX_WAIT=30s"}
+	start := func() *serveChild {
+		return startServeChild(t, bin, append(env, "TROUPE_DATA_DIR="+t.TempDir())...)
+	}
+	gws := []*serveChild{start(), start()}
+	split := func(gws []*serveChild) (bool, string) {
+		var n []int
+		sum, ok := 0, true
+		for _, g := range gws {
+			o := g.ownedAccounts()
+			n = append(n, o)
+			sum += o
+			ok = ok && o > 0
+		}
+		return ok && sum == accounts, fmt.Sprintf("owned %v", n)
+	}
+	eventually(t, 30*time.Second, "the accounts split over two instances", func() (bool, string) { return split(gws) })
+
+	client := &http.Client{Timeout: 60 * time.Second}
+	// owners reads each account's owner instance ID, as g sees them.
+	owners := func(g *serveChild) (self string, out map[string]string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, g.base+"/api/admin/fleet", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var fl struct {
+			Self     string `json:"self"`
+			Accounts []struct {
+				ID    string `json:"id"`
+				Owner string `json:"owner"`
+			} `json:"accounts"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&fl); err != nil {
+			t.Fatal(err)
+		}
+		out = map[string]string{}
+		for _, a := range fl.Accounts {
+			out[a.ID] = a.Owner
+		}
+		return fl.Self, out
+	}
+	_, before := owners(gws[0])
+	if len(before) != accounts {
+		t.Fatalf("GET /api/admin/fleet lists %d accounts, want %d", len(before), accounts)
+	}
+
+	// Load: workers send back to back, round robin over the instances in
+	// targets (the newcomer is added once it has joined), until stop.
+	var targets atomic.Pointer[[]*serveChild]
+	targets.Store(&[]*serveChild{gws[0], gws[1]})
+	var (
+		done      atomic.Int64
+		retryable atomic.Int64
+		mu        sync.Mutex
+		fails     []string
+		wg        sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				to := *targets.Load()
+				g := to[i%len(to)]
+				req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions",
+					strings.NewReader(`{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("Authorization", "Bearer "+secret)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					mu.Lock()
+					fails = append(fails, err.Error())
+					mu.Unlock()
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == 200:
+				case resp.StatusCode == 503 && strings.Contains(string(body), "no_account_available") && resp.Header.Get("Retry-After") != "":
+					retryable.Add(1) // documented retryable (docs/fleet.md)
+				default:
+					mu.Lock()
+					fails = append(fails, fmt.Sprintf("%s: %d %s", g.base, resp.StatusCode, body))
+					mu.Unlock()
+				}
+				done.Add(1)
+			}
+		})
+	}
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer halt()
+	served := func(n int64) func() (bool, string) {
+		return func() (bool, string) {
+			d := done.Load()
+			return d >= n, fmt.Sprintf("%d answered", d)
+		}
+	}
+	eventually(t, 60*time.Second, "the load under way on two instances", served(100))
+
+	// The third joins under load.
+	newcomer := start()
+	joinedAt := done.Load()
+	gws = append(gws, newcomer)
+	eventually(t, 30*time.Second, "the accounts split over three instances", func() (bool, string) { return split(gws) })
+	targets.Store(&[]*serveChild{gws[0], gws[1], gws[2]})
+	moved := done.Load()
+	eventually(t, 60*time.Second, "the load served by three instances", served(moved+200))
+	halt()
+
+	mu.Lock()
+	if len(fails) > 0 {
+		t.Errorf("%d of %d requests failed, first: %s", len(fails), done.Load(), fails[0])
+	}
+	mu.Unlock()
+	t.Logf("%d requests answered (%d before the join, %d while the accounts moved), %d retryable 503",
+		done.Load(), joinedAt, moved-joinedAt, retryable.Load())
+	for id, name := range names {
+		if st := up.Stats(name); st.MaxInFlight > limit {
+			t.Errorf("account %s (%s) had %d answers in flight, max_concurrency %d", name, id, st.MaxInFlight, limit)
+		}
+	}
+
+	// Only the newcomer's share moved, and it is about a third. The
+	// admin API's owner is the lease holder: read it once the newcomer's
+	// count agrees with it (no lease between two holders).
+	var self string
+	var after map[string]string
+	mine := 0
+	eventually(t, 30*time.Second, "the newcomer's owned accounts as its admin API lists them", func() (bool, string) {
+		self, after = owners(newcomer)
+		mine = 0
+		for _, o := range after {
+			if o == self {
+				mine++
+			}
+		}
+		o := newcomer.ownedAccounts()
+		return o == mine, fmt.Sprintf("troupe_fleet_owned_accounts %d, admin API %d", o, mine)
+	})
+	for id, was := range before {
+		now := after[id]
+		if now != was && now != self {
+			t.Errorf("account %s moved from %s to %s, not to the newcomer %s", names[id], was, now, self)
+		}
+	}
+	// Rendezvous over random member IDs: Binomial(30, 1/3), mean 10, sd 2.6.
+	if mine < accounts/3-6 || mine > accounts/3+6 {
+		t.Errorf("the newcomer owns %d of %d accounts, want about a third", mine, accounts)
+	}
+	t.Logf("the newcomer %s owns %d of %d accounts", self, mine, accounts)
+}
