@@ -56,7 +56,7 @@ export function Account({ user, onSession }: { user: ConsoleUser; onSession: (s:
             <dt>Email</dt>
             <dd>{user.email || '–'}</dd>
             <dt>Models</dt>
-            <dd>{user.models.length ? user.models.join(', ') : 'every model the gateway serves'}</dd>
+            <dd>{user.models.length ? user.models.join(', ') : 'every model the gateway has a price for'}</dd>
             <dt>Requests/min</dt>
             <dd>{user.rpm || 'no limit of your own'}</dd>
             <dt>Since</dt>
