@@ -204,6 +204,16 @@ async function main() {
   console.log('the user key served 55 requests on /v1')
 
   // Requests: 50 a page with each request's cost, the rest by next_cursor.
+  // The gateway writes usage records in batches within about a second, not
+  // in the order the requests ended: wait for all 55 before reading pages.
+  {
+    const end = Date.now() + 30_000
+    let n = 0
+    while ((n = await page.evaluate(() => fetch('/api/console/usage?limit=100').then((r) => r.json()).then((j) => j.records.length))) < 55) {
+      check(Date.now() < end, `usage records written: ${n} of 55 after 30 s`)
+      await page.waitForTimeout(200)
+    }
+  }
   await page.getByRole('link', { name: 'Requests' }).click()
   await waitText(page.getByTestId('requests-shown'), /^50 requests shown/, 'the first page of the request log', 30_000)
   const costs = await page.getByTestId('cost').allTextContents()
