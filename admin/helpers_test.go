@@ -92,7 +92,7 @@ func newAdminEnv(t testing.TB, accounts int) *adminEnv {
 		sys.PutAccount(stored)
 	}
 	waitFor(t, "accounts to start", func() bool { return len(sys.Views()) == accounts })
-	cache := memcache.New(memcache.Options{})
+	cache := memcache.New(memcache.Options{Now: windowStartClock()})
 	t.Cleanup(func() { cache.Close() })
 	front := gateway.New(gateway.Config{MaxWait: 200 * time.Millisecond}, sys, store, cache, nil, nil)
 	pol := routing.New(sys, routing.Options{Store: store, Cache: cache})
@@ -281,4 +281,14 @@ func isOpenAIError(b []byte) bool {
 	r := gjson.ParseBytes(b)
 	return r.Get("error.message").Type == gjson.String && r.Get("error.type").Type == gjson.String &&
 		r.Get("error.param").Exists() && r.Get("error.code").Exists()
+}
+
+// windowStartClock is a clock that runs at real speed from the start of an
+// hour: the cache's fixed, epoch-aligned counter windows (the login limits'
+// minute and 15 minutes) then start with the test environment, so a test's
+// attempts cannot straddle a window boundary and see their count reset.
+func windowStartClock() func() time.Time {
+	start := time.Now()
+	base := start.Truncate(time.Hour)
+	return func() time.Time { return base.Add(time.Since(start)) }
 }
