@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"RequestLog/ErrorEvents", testRequestLogErrorEvents},
 		{"RequestLog/Window", testRequestLogWindow},
 		{"RequestLog/Series", testRequestLogSeries},
+		{"AttemptStats/AddReadPrune", testAttemptStats},
 		{"Settings/RoundTrip", testSettingsRoundTrip},
 		{"Settings/Invalid", testSettingsInvalid},
 		{"Policies/SaveAndHistory", testPolicySaveAndHistory},
