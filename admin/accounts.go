@@ -546,13 +546,12 @@ func (s *Server) listAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 			rows = append(rows, r)
 		}
 	}
-	hour, _ := stats.WindowNamed("1h")
 	now := s.now()
 	brief := func(r *accountRow) {
 		if s.stats == nil {
 			return
 		}
-		if b, ok := s.stats.Brief(r.a.ID, hour, now); ok {
+		if b, ok := s.stats.HourBrief(r.a.ID, now); ok {
 			r.st = &b
 		}
 	}

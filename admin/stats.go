@@ -37,11 +37,13 @@ func (s *Server) noStats(ctx *fasthttp.RequestCtx) bool {
 	return false
 }
 
-// source says where statistics come from: they are this instance's own
-// (each instance counts the attempts it made), kept since it started.
+// source says where statistics come from: the short windows (5m, 1h) are
+// this instance's own (each instance counts the attempts it made), kept
+// since it started; the long ones (6h, 24h, 7d) are read from storage,
+// every instance's attempts.
 type source struct {
 	Instance string    `json:"instance"` // Deps.Instance: the host name unless OTEL_RESOURCE_ATTRIBUTES names it
-	Since    time.Time `json:"since"`    // when this instance began counting (its start)
+	Since    time.Time `json:"since"`    // when this instance began counting the short windows (its start)
 }
 
 func (s *Server) source() source { return source{Instance: s.inst, Since: s.stats.Since()} }
@@ -75,9 +77,16 @@ func (s *Server) accountStats(ctx *fasthttp.RequestCtx, rctx context.Context, id
 	}
 	now := s.now()
 	out := accountStatsJSON{source: s.source(), ID: a.ID, Name: a.Name, Provider: string(a.Provider), Window: w.Name, StepS: int64(w.Step().Seconds()),
-		Windows: make([]stats.Summary, len(stats.Windows)), Points: s.stats.AccountPoints(a.ID, w, now)}
+		Windows: make([]stats.Summary, len(stats.Windows))}
+	if out.Points, err = s.stats.AccountPoints(rctx, a.ID, w, now); err != nil {
+		s.storageError(ctx, err)
+		return
+	}
 	for i, ww := range stats.Windows {
-		out.Windows[i] = s.stats.Account(a.ID, ww, now)
+		if out.Windows[i], err = s.stats.Account(rctx, a.ID, ww, now); err != nil {
+			s.storageError(ctx, err)
+			return
+		}
 	}
 	writeJSON(ctx, 200, out)
 }
@@ -114,15 +123,30 @@ func (s *Server) adminStats(ctx *fasthttp.RequestCtx, method string, parts []str
 		return
 	}
 	now := s.now()
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if parts[0] == "accounts" {
-		writeJSON(ctx, 200, map[string]any{"window": w.Name, "instance": s.inst, "since": s.stats.Since(), "accounts": s.stats.Briefs(w, now)})
+		briefs, err := s.stats.Briefs(rctx, w, now)
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		writeJSON(ctx, 200, map[string]any{"window": w.Name, "instance": s.inst, "since": s.stats.Since(), "accounts": briefs})
 		return
 	}
-	names := s.stats.Providers()
+	names, err := s.stats.Providers(rctx, w, now)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
 	sort.Strings(names)
 	rows := make([]providerStatsJSON, len(names))
 	for i, p := range names {
-		rows[i] = providerStatsJSON{Provider: p, Summary: s.stats.Provider(p, w, now)}
+		if rows[i].Summary, err = s.stats.Provider(rctx, p, w, now); err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		rows[i].Provider = p
 	}
 	writeJSON(ctx, 200, map[string]any{"window": w.Name, "instance": s.inst, "since": s.stats.Since(), "providers": rows})
 }

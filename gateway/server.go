@@ -183,7 +183,9 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	if metrics == nil {
 		metrics = NewMetrics(sys.Views)
 	}
-	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents(), stats: stats.New()}
+	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents()}
+	as, _ := store.(storage.AttemptStats) // the application gives its backend (Stats().UseStorage) when store wraps it
+	s.stats = stats.New(as)
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
 	s.hints = newKeyHints()

@@ -7,15 +7,15 @@ import (
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// series is one account's (or provider's) rings, one per window. It is
-// allocated on the account's first attempt; each ring's arena grows with
-// the entries its buckets hold and is freed by Store.Sweep once the ring's
-// window holds nothing.
+// series is one account's (or provider's) rings, one per window kept in
+// memory (5m, 1h). It is allocated on the account's first attempt; each
+// ring's arena grows with the entries its buckets hold and is freed by
+// Store.Sweep once the ring's window holds nothing.
 type series struct {
 	mu    sync.Mutex
 	last  int64 // Unix nanoseconds of the newest attempt recorded
 	dead  bool  // dropped from the Store (Forget, Sweep): record into a new one
-	rings [numWindows]ring
+	rings [numRings]ring
 }
 
 // ring is one window's buckets: slot n mod len holds bucket n (Unix
@@ -54,10 +54,7 @@ func (r *series) slot(i int, n int64) (slot int, ok bool) {
 // from its Store.
 func (r *series) record(at time.Time, a Attempt) bool {
 	ns := at.UnixNano()
-	class := uint32(a.Class)
-	if class >= keyStatus-keyClass {
-		class = uint32(upstream.ClassTransient)
-	}
+	class := classKey(a.Class)
 	st := keyStatus + statusKey(a.Status)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -146,7 +143,7 @@ const keepEntries = 16
 // merged is a window's buckets added up.
 type merged struct {
 	counts   [keySpace]uint64
-	tokens   Tokens
+	tokens   [tokenKinds]int64 // from stored rows (addStored) or the digits (digitTokens)
 	requests uint64
 	lat, ttf uint64 // values in the latency and TTFT histograms
 }
@@ -203,18 +200,32 @@ func (r *series) merge(w Window, now time.Time, m *merged) {
 	}
 	r.mu.Unlock()
 	m.sums()
+	m.digitTokens()
+}
+
+// digitTokens fills the tokens from the in-memory counts' digits.
+func (m *merged) digitTokens() {
+	for k := range m.tokens {
+		m.tokens[k] = 0
+		for d := tokenDigits - 1; d >= 0; d-- {
+			m.tokens[k] = m.tokens[k]<<countBits + int64(m.counts[keyTokens+k*tokenDigits+d])
+		}
+	}
+}
+
+// addStored adds a stored row's count of key (pending.go "Stored keys").
+func (m *merged) addStored(key int, n int64) {
+	switch {
+	case key >= storedTokens && key < storedTokens+tokenKinds:
+		m.tokens[key-storedTokens] += n
+	case key >= 0 && key < keyTokens, key >= keyLatency && key < keySpace:
+		m.counts[key] += uint64(max(n, 0))
+	}
 }
 
 // sums fills the totals from the counts.
 func (m *merged) sums() {
 	m.requests, m.lat, m.ttf = 0, 0, 0
-	var tk [tokenKinds]int64
-	for k := range tk {
-		for d := tokenDigits - 1; d >= 0; d-- {
-			tk[k] = tk[k]<<countBits + int64(m.counts[keyTokens+k*tokenDigits+d])
-		}
-	}
-	m.tokens = Tokens{Input: tk[0], Output: tk[1], CacheRead: tk[2], CacheWrite: tk[3]}
 	for _, c := range m.counts[keyClass:keyStatus] {
 		m.requests += c
 	}
@@ -254,9 +265,7 @@ type Summary struct {
 	Tokens    Tokens            `json:"tokens"`     // of the attempts that served a client
 }
 
-func (r *series) summary(w Window, now time.Time) Summary {
-	var m merged
-	r.merge(w, now, &m)
+func (m *merged) summary(w Window, now time.Time) Summary {
 	first, _ := span(w, now)
 	s := Summary{
 		Window:      w.Name,
@@ -268,7 +277,7 @@ func (r *series) summary(w Window, now time.Time) Summary {
 		Statuses:    map[string]uint64{},
 		LatencyMs:   Quantiles{Count: m.lat, P50: ms(m.latency(.5)), P95: ms(m.latency(.95)), P99: ms(m.latency(.99))},
 		TTFTms:      Quantiles{Count: m.ttf, P50: ms(m.ttft(.5)), P95: ms(m.ttft(.95)), P99: ms(m.ttft(.99))},
-		Tokens:      m.tokens,
+		Tokens:      Tokens{Input: m.tokens[0], Output: m.tokens[1], CacheRead: m.tokens[2], CacheWrite: m.tokens[3]},
 	}
 	for c := upstream.Class(1); int(c) < upstream.NumClasses; c++ {
 		if n := m.counts[keyClass+uint32(c)]; n > 0 {
@@ -312,13 +321,21 @@ func (r *series) points(w Window, now time.Time) []Point {
 			m = merged{}
 			t.slot(int(n % l)).merge(&m.counts)
 			m.sums()
-			p.Requests = m.requests
-			p.Errors = m.requests - m.counts[keyClass+uint32(upstream.ClassNone)]
-			p.P50ms, p.P95ms, p.TTFTp95 = ms(m.latency(.5)), ms(m.latency(.95)), ms(m.ttft(.95))
+			p = m.point(p.At)
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// point is m as the chart point of the bucket starting at at.
+func (m *merged) point(at time.Time) Point {
+	p := Point{At: at, Requests: m.requests}
+	if m.requests > 0 {
+		p.Errors = m.requests - m.counts[keyClass+uint32(upstream.ClassNone)]
+		p.P50ms, p.P95ms, p.TTFTp95 = ms(m.latency(.5)), ms(m.latency(.95)), ms(m.ttft(.95))
+	}
+	return p
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -3,19 +3,30 @@
 // rate, failure classes, HTTP status codes, latency and time-to-first-token
 // quantiles, and tokens.
 //
-// Each account (and each provider) has five rings of time buckets, one per
-// window, each ring 12 buckets of a twelfth of its window (the 5-minute
-// ring: 5 one-minute buckets) plus the current one. A window is read as its
-// complete buckets plus the current partial one, so it spans between its
-// length and its length plus one bucket (5m: 5–6 minutes; 1h: 60–65
-// minutes; 7d: 7 days to 7 days 14 hours). A ring's counts are one sorted
-// slice of packed 4-byte entries (tally.go) — slot, key (failure class,
-// status, latency or TTFT bin, token digit) and count — holding only the
-// keys a bucket saw. An account's series is allocated on its first attempt,
-// a ring whose window is empty is freed by Sweep, and an account idle for
-// longer than the 7d window reaches is dropped (Sweep runs every
-// SweepEvery of record time, started by Record). docs/benchmarks.md has the
-// measured cost at 10,000 accounts.
+// The short windows (5m, 1h) are kept in memory, by each instance for the
+// attempts it made: each account (and each provider) has two rings of time
+// buckets, 5 one-minute buckets and 12 five-minute ones, each plus the
+// current one. A window is read as its complete buckets plus the current
+// partial one, so it spans between its length and its length plus one
+// bucket (5m: 5–6 minutes; 1h: 60–65 minutes). A ring's counts are one
+// sorted slice of packed 4-byte entries (tally.go) — slot, key (failure
+// class, status, latency or TTFT bin, token digit) and count — holding only
+// the keys a bucket saw. An account's series is allocated on its first
+// attempt, a ring whose window is empty is freed by Sweep, and an account
+// with no attempt in the last hour's window is dropped (Sweep runs every
+// SweepEvery of record time, started by Record): an idle account costs
+// nothing.
+//
+// The long windows (6h, 24h, 7d) are read from storage
+// (storage.AttemptStats, table attempt_stats): every attempt is also
+// counted, by UTC hour, into a pending batch that Flush adds to the
+// storage's hourly rows, so those windows are the deployment's, every
+// instance's attempts summed, and cost no memory between flushes. They are
+// read in buckets of whole hours (6h: 1-hour buckets, 24h: 2-hour, 7d:
+// 14-hour), as their complete buckets plus the current one. A read of a
+// long window flushes first, so it sees every attempt this instance
+// recorded. Without storage (New(nil)) the long windows are empty.
+// docs/benchmarks.md has the measured cost at 10,000 accounts.
 //
 // The gateway records every upstream attempt where it releases the lease
 // (gateway.Server.release) and the tokens of the attempt that served the
@@ -23,10 +34,15 @@
 package stats
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -34,25 +50,34 @@ import (
 type Window struct {
 	Name string        // "5m", "1h", "6h", "24h", "7d"
 	Span time.Duration // the window's length
-	step time.Duration // the ring's bucket width
+	step time.Duration // the width of its buckets
 }
 
-// Windows are the windows kept, shortest first.
+// Windows are the windows kept, shortest first: the first numRings in
+// memory, the others in storage.
 var Windows = [numWindows]Window{
 	{Name: "5m", Span: 5 * time.Minute, step: time.Minute},
 	{Name: "1h", Span: time.Hour, step: 5 * time.Minute},
-	{Name: "6h", Span: 6 * time.Hour, step: 30 * time.Minute},
+	{Name: "6h", Span: 6 * time.Hour, step: time.Hour},
 	{Name: "24h", Span: 24 * time.Hour, step: 2 * time.Hour},
 	{Name: "7d", Span: 7 * 24 * time.Hour, step: 14 * time.Hour},
 }
 
-const numWindows = 5
+const (
+	numWindows = 5
+	numRings   = 2 // windows kept in memory: 5m and 1h
+)
 
 // Buckets is the number of complete buckets a window reads besides the current one.
 func (w Window) buckets() int { return int(w.Span / w.step) }
 
 // Step is the width of the window's buckets: its resolution in time.
 func (w Window) Step() time.Duration { return w.step }
+
+// Stored reports whether the window is read from storage (6h, 24h, 7d),
+// and so counts every instance's attempts, rather than kept in memory by
+// this instance (5m, 1h).
+func (w Window) Stored() bool { return index(w) >= numRings }
 
 // WindowNamed returns the window called name ("5m", "1h", "6h", "24h",
 // "7d"); ok is false for any other name.
@@ -83,7 +108,8 @@ type Tokens struct {
 
 // Store holds the statistics of every account and provider. The zero value
 // is not usable; call New. It is safe for concurrent use: a lookup takes a
-// read lock on the key map, a record the one key's mutex.
+// read lock on the key map, a record the one key's mutex and the pending
+// batch's.
 type Store struct {
 	mu        sync.RWMutex
 	accounts  map[string]*series
@@ -91,19 +117,41 @@ type Store struct {
 	nextSweep atomic.Int64   // Unix nanoseconds of record time at which Record starts the next Sweep
 	sweeps    sync.WaitGroup // the sweeps Record started (tests wait for them)
 	since     time.Time
+
+	backend atomic.Pointer[backend] // nil: the long windows are not kept
+	pending pending
+	flushMu sync.Mutex // one Flush at a time, so a read that flushed sees every earlier attempt stored
 }
+
+type backend struct{ storage.AttemptStats }
 
 // SweepEvery is how often, in the time of the attempts recorded, Record
 // starts a Sweep in the background.
 const SweepEvery = 10 * time.Minute
 
-// New returns an empty Store, counting from now on.
-func New() *Store {
-	return &Store{accounts: map[string]*series{}, providers: map[string]*series{}, since: time.Now().UTC().Truncate(time.Second)}
+// New returns an empty Store, counting from now on, whose long windows are
+// kept in b (nil: not kept; see UseStorage).
+func New(b storage.AttemptStats) *Store {
+	s := &Store{accounts: map[string]*series{}, providers: map[string]*series{}, since: time.Now().UTC().Truncate(time.Second)}
+	s.UseStorage(b)
+	return s
 }
 
-// Since is when the Store was made: statistics are kept in memory by each
-// instance, from its start, so no window reaches back before it.
+// UseStorage makes b the storage of the long windows (nil: none): the
+// attempts recorded from then on are flushed to it, and the long windows
+// read from it. The application calls it with its storage backend, under
+// any wrapper the gateway's store has.
+func (s *Store) UseStorage(b storage.AttemptStats) {
+	if b == nil {
+		s.backend.Store(nil)
+		return
+	}
+	s.backend.Store(&backend{b})
+}
+
+// Since is when the Store was made: the short windows are kept in memory
+// by each instance, from its start, so they reach back no further (the
+// long ones are read from storage).
 func (s *Store) Since() time.Time { return s.since }
 
 // Record counts one attempt of account (its ID) on provider, completed at at.
@@ -114,18 +162,20 @@ func (s *Store) Record(at time.Time, account, provider string, a Attempt) {
 	for !s.get(&s.accounts, account).record(at, a) { // false: Forget or Sweep dropped it just now
 	}
 	s.get(&s.providers, provider).record(at, a)
+	if s.backend.Load() != nil {
+		s.pending.attempt(at, account, provider, a)
+	}
 	if ns, next := at.UnixNano(), s.nextSweep.Load(); ns >= next && s.nextSweep.CompareAndSwap(next, ns+int64(SweepEvery)) && next != 0 {
 		s.sweeps.Go(func() { s.Sweep(at) })
 	}
 }
 
-// Sweep frees what the statistics no longer need as of now: the rings of
-// every series whose window holds nothing (an account idle for an hour
-// keeps only its 6h, 24h and 7d rings' entries; an empty ring's arena is
-// freed when larger than 64 bytes, kept for reuse when smaller), and the
-// accounts with no attempt in any window (idle for longer than the 7d
-// window reaches). Record starts it every SweepEvery; it is safe to call at
-// any time.
+// Sweep frees what the in-memory statistics no longer need as of now: the
+// rings of every series whose window holds nothing (an empty ring's arena
+// is freed when larger than 64 bytes, kept for reuse when smaller), and the
+// accounts with no attempt in either ring's window (idle for longer than
+// the 1h window reaches). Record starts it every SweepEvery; it is safe to
+// call at any time.
 func (s *Store) Sweep(now time.Time) {
 	if s == nil {
 		return
@@ -160,6 +210,14 @@ func (s *Store) Sweep(now time.Time) {
 			r.mu.Unlock()
 		}
 	}
+	// A map keeps its buckets when keys are deleted: once most accounts
+	// went idle, copy the rest into a map of their size.
+	// (maps.Clone would copy the buckets too).
+	if len(idle) > 2*len(s.accounts) {
+		m := make(map[string]*series, len(s.accounts))
+		maps.Copy(m, s.accounts)
+		s.accounts = m
+	}
 }
 
 // AddTokens counts the tokens of an attempt of account on provider that
@@ -171,10 +229,14 @@ func (s *Store) AddTokens(at time.Time, account, provider string, t Tokens) {
 	for !s.get(&s.accounts, account).addTokens(at, t) { // as in Record
 	}
 	s.get(&s.providers, provider).addTokens(at, t)
+	if s.backend.Load() != nil {
+		s.pending.tokens(at, account, provider, t)
+	}
 }
 
-// Forget drops an account's statistics (it left the pool), so deleted
-// accounts do not hold memory. A nil Store ignores it.
+// Forget drops an account's in-memory statistics (it left the pool), so
+// deleted accounts do not hold memory; its stored hours stay until they
+// age out (Prune). A nil Store ignores it.
 func (s *Store) Forget(account string) {
 	if s == nil {
 		return
@@ -205,38 +267,135 @@ func (s *Store) get(m *map[string]*series, key string) *series {
 	return r
 }
 
-func (s *Store) lookup(m map[string]*series, key string) *series {
+// find returns the series of subject in scope, nil when none.
+func (s *Store) find(scope storage.StatsScope, subject string) *series {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return m[key]
+	if scope == storage.StatsProvider {
+		return s.providers[subject]
+	}
+	return s.accounts[subject]
 }
 
+// ErrNoStorage is Flush's error when the Store has no storage (New(nil));
+// reads of a long window then answer empty, without an error.
+var ErrNoStorage = errors.New("stats: no storage")
+
 // Account returns the summary of account's attempts over w as of now; an
-// account without attempts has an empty summary.
-func (s *Store) Account(account string, w Window, now time.Time) Summary {
-	return s.lookup(s.accounts, account).summary(w, now)
+// account without attempts has an empty summary. A long window is read
+// from storage: the error is the storage's.
+func (s *Store) Account(ctx context.Context, account string, w Window, now time.Time) (Summary, error) {
+	var m merged
+	if err := s.merge(ctx, storage.StatsAccount, account, w, now, &m); err != nil {
+		return Summary{}, err
+	}
+	return m.summary(w, now), nil
 }
 
 // AccountPoints returns account's attempts over w as of now, one point per
-// bucket, oldest first (for charts).
-func (s *Store) AccountPoints(account string, w Window, now time.Time) []Point {
-	return s.lookup(s.accounts, account).points(w, now)
+// bucket, oldest first (for charts). A long window is read from storage:
+// the error is the storage's.
+func (s *Store) AccountPoints(ctx context.Context, account string, w Window, now time.Time) ([]Point, error) {
+	if !w.Stored() {
+		return s.find(storage.StatsAccount, account).points(w, now), nil
+	}
+	rows, err := s.stored(ctx, storage.StatsAccount, account, w, now)
+	if err != nil {
+		return nil, err
+	}
+	first, last := span(w, now)
+	ms := make([]merged, last-first+1)
+	for _, c := range rows {
+		n := c.Hour.UnixNano()/int64(w.step) + 1
+		if n >= first && n <= last {
+			ms[n-first].addStored(c.Key, c.N)
+		}
+	}
+	out := make([]Point, len(ms))
+	for i := range ms {
+		ms[i].sums()
+		out[i] = ms[i].point(time.Unix(0, (first+int64(i)-1)*int64(w.step)).UTC())
+	}
+	return out, nil
 }
 
-// Provider returns the summary of provider's attempts over w as of now.
-func (s *Store) Provider(provider string, w Window, now time.Time) Summary {
-	return s.lookup(s.providers, provider).summary(w, now)
+// Provider returns the summary of provider's attempts over w as of now. A
+// long window is read from storage: the error is the storage's.
+func (s *Store) Provider(ctx context.Context, provider string, w Window, now time.Time) (Summary, error) {
+	var m merged
+	if err := s.merge(ctx, storage.StatsProvider, provider, w, now, &m); err != nil {
+		return Summary{}, err
+	}
+	return m.summary(w, now), nil
 }
 
-// Providers returns the providers with statistics, in no order.
-func (s *Store) Providers() []string {
+// Providers returns the providers with statistics over w as of now, in no
+// order: those in memory for a short window, those with a stored hour in a
+// long one.
+func (s *Store) Providers(ctx context.Context, w Window, now time.Time) ([]string, error) {
+	if w.Stored() {
+		if err := s.Flush(ctx); err != nil {
+			return nil, noStorage(err)
+		}
+		from, to := hours(w, now)
+		return s.backend.Load().AttemptSubjects(ctx, storage.StatsProvider, from, to)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]string, 0, len(s.providers))
 	for p := range s.providers {
 		out = append(out, p)
 	}
-	return out
+	return out, nil
+}
+
+// noStorage turns ErrNoStorage into no error (nil): the caller answers
+// empty.
+func noStorage(err error) error {
+	if errors.Is(err, ErrNoStorage) {
+		return nil
+	}
+	return err
+}
+
+// merge adds up the attempts of subject (an account or a provider) over w
+// as of now into m.
+func (s *Store) merge(ctx context.Context, scope storage.StatsScope, subject string, w Window, now time.Time, m *merged) error {
+	*m = merged{}
+	if !w.Stored() {
+		s.find(scope, subject).merge(w, now, m)
+		return nil
+	}
+	rows, err := s.stored(ctx, scope, subject, w, now)
+	if err != nil {
+		return err
+	}
+	for _, c := range rows {
+		m.addStored(c.Key, c.N)
+	}
+	m.sums()
+	return nil
+}
+
+// hours returns the stored hours a long window reads as of now: from..to,
+// to excluded.
+func hours(w Window, now time.Time) (from, to time.Time) {
+	first, last := span(w, now)
+	return time.Unix(0, (first-1)*int64(w.step)).UTC(), time.Unix(0, last*int64(w.step)).UTC()
+}
+
+// stored flushes, then returns the stored rows of subject that w reads as
+// of now (none without storage). An empty subject reads nothing (the
+// storage would read every subject).
+func (s *Store) stored(ctx context.Context, scope storage.StatsScope, subject string, w Window, now time.Time) ([]storage.AttemptCount, error) {
+	if subject == "" {
+		return nil, nil
+	}
+	if err := s.Flush(ctx); err != nil {
+		return nil, noStorage(err)
+	}
+	from, to := hours(w, now)
+	return s.backend.Load().AttemptCounts(ctx, scope, subject, from, to)
 }
 
 // Brief is the short read-out of an account over a window, for tables.
@@ -246,20 +405,29 @@ type Brief struct {
 	P95ms       float64 `json:"latency_p95_ms"`
 }
 
-// Brief returns account's Brief over w as of now; ok is false when the
-// account had no attempt in w.
-func (s *Store) Brief(account string, w Window, now time.Time) (b Brief, ok bool) {
+func (m *merged) brief() Brief {
+	return Brief{Requests: m.requests, SuccessRate: m.successRate(), P95ms: ms(m.latency(0.95))}
+}
+
+// HourBrief returns account's Brief over the last hour (the 1h window, in
+// memory) as of now; ok is false when the account had no attempt in it.
+func (s *Store) HourBrief(account string, now time.Time) (b Brief, ok bool) {
 	var m merged
-	s.lookup(s.accounts, account).merge(w, now, &m)
+	s.find(storage.StatsAccount, account).merge(Windows[1], now, &m)
 	if m.requests == 0 {
 		return Brief{}, false
 	}
-	return Brief{Requests: m.requests, SuccessRate: m.successRate(), P95ms: ms(m.latency(0.95))}, true
+	return m.brief(), true
 }
 
 // Briefs returns every account's Brief over w as of now, by account ID;
-// accounts without attempts in w are left out.
-func (s *Store) Briefs(w Window, now time.Time) map[string]Brief {
+// accounts without attempts in w are left out. A long window is read from
+// storage, every account's rows of it (at 10,000 busy accounts, 7d is
+// millions of rows: an admin's occasional read, not a table's column).
+func (s *Store) Briefs(ctx context.Context, w Window, now time.Time) (map[string]Brief, error) {
+	if w.Stored() {
+		return s.storedBriefs(ctx, w, now)
+	}
 	s.mu.RLock()
 	keys := make([]string, 0, len(s.accounts))
 	ser := make([]*series, 0, len(s.accounts))
@@ -275,7 +443,102 @@ func (s *Store) Briefs(w Window, now time.Time) map[string]Brief {
 		if m.requests == 0 {
 			continue
 		}
-		out[keys[i]] = Brief{Requests: m.requests, SuccessRate: m.successRate(), P95ms: ms(m.latency(0.95))}
+		out[keys[i]] = m.brief()
 	}
-	return out
+	return out, nil
+}
+
+func (s *Store) storedBriefs(ctx context.Context, w Window, now time.Time) (map[string]Brief, error) {
+	out := map[string]Brief{}
+	if err := s.Flush(ctx); err != nil {
+		return out, noStorage(err)
+	}
+	from, to := hours(w, now)
+	rows, err := s.backend.Load().AttemptCounts(ctx, storage.StatsAccount, "", from, to)
+	if err != nil {
+		return nil, err
+	}
+	var m merged
+	for i := 0; i < len(rows); {
+		j := i
+		m = merged{}
+		for ; j < len(rows) && rows[j].Subject == rows[i].Subject; j++ {
+			m.addStored(rows[j].Key, rows[j].N)
+		}
+		if m.sums(); m.requests > 0 {
+			out[rows[i].Subject] = m.brief()
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// Flush adds the attempts recorded since the last Flush to storage (one
+// transaction); on an error they stay pending, for the next Flush (up to
+// maxPending cells; past it, the newest are dropped and counted in
+// Dropped). Without storage it returns an error wrapping ErrNoStorage and
+// keeps nothing.
+func (s *Store) Flush(ctx context.Context) error {
+	b := s.backend.Load()
+	if b == nil {
+		return ErrNoStorage
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	cs := s.pending.take()
+	if len(cs) == 0 {
+		return nil
+	}
+	if err := b.AddAttemptCounts(ctx, cs); err != nil {
+		s.pending.putBack(cs)
+		return fmt.Errorf("stats: flush %d counts: %w", len(cs), err)
+	}
+	return nil
+}
+
+// Dropped is the number of counts the pending batch dropped because
+// storage was unreachable for too long (the long windows miss them).
+func (s *Store) Dropped() uint64 { return s.pending.dropped.Load() }
+
+// FlushEvery is how often Run flushes: the most a long window lags behind
+// another instance's attempts.
+const FlushEvery = 5 * time.Second
+
+// Keep is how long stored hours are kept: the 7d window's reach (7 days
+// and its current 14-hour bucket) and a margin.
+const Keep = 8 * 24 * time.Hour
+
+// Run flushes every FlushEvery and prunes the stored hours older than Keep
+// every hour until ctx ends (the application flushes once more at
+// shutdown, once the front has stopped). Errors are given to onErr (nil:
+// ignored), at most one a minute.
+func (s *Store) Run(ctx context.Context, onErr func(error)) {
+	if onErr == nil {
+		onErr = func(error) {}
+	}
+	t := time.NewTicker(FlushEvery)
+	defer t.Stop()
+	var lastErr, lastPrune time.Time
+	report := func(err error) {
+		if err != nil && !errors.Is(err, ErrNoStorage) && time.Since(lastErr) >= time.Minute {
+			lastErr = time.Now()
+			onErr(err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		report(s.Flush(fctx))
+		if b := s.backend.Load(); b != nil && time.Since(lastPrune) >= time.Hour {
+			lastPrune = time.Now()
+			if _, err := b.PruneAttemptCounts(fctx, time.Now().Add(-Keep)); err != nil {
+				report(fmt.Errorf("stats: prune: %w", err))
+			}
+		}
+		cancel()
+	}
 }

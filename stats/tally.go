@@ -18,7 +18,7 @@ import (
 // entries (one class, one status, a few latency bins, its tokens), 4 bytes
 // each, where a dense histogram would hold hundreds of zeros; and one slice
 // a ring rather than one a bucket saves a slice header (24 bytes) and a
-// timestamp (8 bytes) in each of an account's 58 buckets.
+// timestamp (8 bytes) in each of an account's 19 buckets.
 type tally []uint32
 
 const (

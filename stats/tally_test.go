@@ -76,8 +76,8 @@ func TestTokenDigitsCarry(t *testing.T) {
 	}
 	var m merged
 	tl.merge(&m.counts)
-	m.sums()
-	if uint64(m.tokens.Output) != want || m.tokens.Input != 0 {
+	m.digitTokens()
+	if uint64(m.tokens[1]) != want || m.tokens[0] != 0 {
 		t.Fatalf("tokens %+v, want output %d", m.tokens, want)
 	}
 	for _, e := range tl {

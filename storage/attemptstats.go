@@ -22,7 +22,7 @@ const (
 // attempt_stats): how many attempts of one account or provider in one UTC
 // hour had one key — a failure class, an HTTP status, a latency or TTFT bin
 // — or, for a token key, the sum of their tokens. Package stats writes and
-// reads it and owns the meaning of Key (stats.go "Stored keys"); storage
+// reads it and owns the meaning of Key (stats/pending.go "Stored keys"); storage
 // only adds and sums.
 type AttemptCount struct {
 	Scope   StatsScope

@@ -222,6 +222,11 @@ async function main() {
     await page.getByTestId('account-stats-link').click()
     await waitText(page.getByTestId('account-name'), new RegExp('^' + acct.name + '$'), 'the account page')
     await waitText(page.getByTestId('success-5m'), /^\d+(\.\d)?%$/, 'the 5m success rate')
+    // The long windows are read from storage (every instance's counts).
+    await waitText(page.getByTestId('success-7d'), /^\d+(\.\d)?%$/, 'the 7d success rate, from storage')
+    await page.getByRole('tab', { name: '24h' }).click()
+    await page.waitForSelector('[data-testid=account-requests-chart] canvas')
+    await waitText(page.getByTestId('account-requests-chart'), /requests\s*[1-9]/, 'requests in the 24h chart, from storage')
     await page.waitForSelector('[data-testid=account-requests-chart] canvas')
     await waitText(page.getByTestId('account-requests-chart'), /requests\s*[1-9]/, 'requests in the account chart legend')
     await page.getByRole('tab', { name: '5m' }).click()
@@ -241,6 +246,11 @@ async function main() {
   await page.getByRole('tab', { name: '5m' }).click()
   await waitText(page.getByTestId('providers-source'), /last 5m/, 'the 5m window')
   await waitText(page.getByTestId('provider-requests-openai'), /^[1-9]/, 'openai requests in the last 5 minutes')
+  await page.getByRole('tab', { name: '7d' }).click()
+  await waitText(page.getByTestId('providers-source'), /last 7d of every instance, from storage/, 'the 7d window, from storage')
+  await waitText(page.getByTestId('provider-requests-openai'), /^[1-9]/, 'openai requests in the last 7 days')
+  await page.getByRole('tab', { name: '5m' }).click()
+  await waitText(page.getByTestId('providers-source'), /last 5m/, 'the 5m window again')
   {
     const cut = await truncated('[data-testid=providers-table] td, [data-testid=providers-table] th')
     check(cut.length === 0, `Providers cells cut: ${JSON.stringify(cut)}`)

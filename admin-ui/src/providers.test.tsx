@@ -48,6 +48,14 @@ describe('ProvidersView', () => {
     expect(screen.getByTestId('provider-latency-codex').textContent).toBe('–')
   })
 
+  it('says that a long window is every instance\'s, from storage', () => {
+    render(<ProvidersView data={answer('24h', [row('openai', 40, 30)])} />)
+    expect(screen.getByTestId('providers-source').textContent).toContain('last 24h of every instance, from storage')
+    cleanup()
+    render(<ProvidersView data={answer('7d', [])} />)
+    expect(screen.getByTestId('providers-empty').textContent).toBe('No upstream attempt in the last 7d.')
+  })
+
   it('says when the instance has seen no attempt', () => {
     render(<ProvidersView data={answer('5m', [])} />)
     expect(screen.getByTestId('providers-empty').textContent).toContain('No upstream attempt on this instance')

@@ -47,6 +47,13 @@ export interface AccountStats {
 export const WINDOWS = ['5m', '1h', '6h', '24h', '7d']
 
 /**
+ * STORED are the windows the server reads from storage: every instance's
+ * attempts, where the others are the answering instance's own
+ * (docs/admin-api.md#statistics).
+ */
+export const STORED = ['6h', '24h', '7d']
+
+/**
  * charts turns a window's points into the account page's two charts:
  * requests and failed attempts per bucket, and latency p50/p95 with TTFT
  * p95 (null where a bucket had no attempts, so no line is drawn through 0).

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-gw/troupe/hygiene"
 	"github.com/troupe-gw/troupe/internal/telemetry"
 	"github.com/troupe-gw/troupe/routing"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/fallback"
 	"github.com/troupe-gw/troupe/storage/journal"
@@ -224,7 +225,15 @@ func (a *app) start(ctx context.Context) (err error) {
 			a.store = backend
 		}
 	}()
-	return a.startWrapped(ctx)
+	if err = a.startWrapped(ctx); err != nil {
+		return err
+	}
+	// The long windows of the attempt statistics are kept in the backend
+	// itself: lastknown wraps only what it serves in an outage.
+	if as, ok := backend.(storage.AttemptStats); ok {
+		a.server.Stats().UseStorage(as)
+	}
+	return nil
 }
 
 func (a *app) startWrapped(ctx context.Context) error {
@@ -524,6 +533,13 @@ func (a *app) shutdown(grace time.Duration) error {
 	defer scancel()
 	if err := a.sys.Stop(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("actors: %w", err))
+	}
+	if a.server != nil { // after the front: the last attempts' counts are stored too
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.server.Stats().Flush(fctx); err != nil && !errors.Is(err, stats.ErrNoStorage) {
+			a.log.Warn("stats: the last attempts' counts were not stored", "err", err)
+		}
+		fcancel()
 	}
 	if a.traces != nil { // after the front: the last requests' spans go out too
 		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -98,7 +98,10 @@ func (a *app) settingInt(ctx context.Context, key string, def int) int {
 func (a *app) background(ctx context.Context) {
 	go a.syncAccounts(ctx, 5*time.Second)
 	go a.pruneUsage(ctx, time.Hour)
-	go a.hygiene.Run(ctx)    // returns at once when hygiene.action is off
+	go a.hygiene.Run(ctx) // returns at once when hygiene.action is off
+	go a.server.Stats().Run(ctx, func(err error) {
+		a.log.Warn("stats: the long windows' counts are not stored yet; retrying", "err", err)
+	})
 	go a.refreshCatalog(ctx) // codex.go
 	a.watchPolicies(ctx)
 }

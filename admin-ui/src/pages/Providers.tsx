@@ -2,13 +2,14 @@ import { useState } from 'react'
 import { api, query } from '../api'
 import { ago } from '../format'
 import { ProvidersTable, type ProvidersAnswer } from '../ProvidersTable'
-import { WINDOWS } from '../stats'
+import { STORED, WINDOWS } from '../stats'
 import { usePoll } from '../usePoll'
 
 /**
  * Providers is the providers' page (/admin/providers): each provider's
  * upstream attempts over a window (GET /api/admin/stats/providers). The
- * counts are the answering instance's own, which the page says.
+ * counts of the short windows are the answering instance's own, those of
+ * the long ones every instance's, which the page says.
  */
 export function Providers() {
   const [w, setW] = useState('1h')
@@ -34,17 +35,24 @@ export function Providers() {
 
 /** ProvidersView is the page below its head: where the counts come from, then the table. */
 export function ProvidersView({ data }: { data: ProvidersAnswer }) {
+  const stored = STORED.includes(data.window)
   return (
     <>
-      <p className="muted small" data-testid="providers-source">
-        Upstream attempts over the last {data.window} counted by instance <b>{data.instance || '(unnamed)'}</b>, since it started {ago(data.since)}. Each instance counts its own
-        attempts; another instance behind the same load balancer shows its own.
-      </p>
+      {stored ? (
+        <p className="muted small" data-testid="providers-source">
+          Upstream attempts over the last {data.window} of every instance, from storage (each instance stores its counts every 5 s).
+        </p>
+      ) : (
+        <p className="muted small" data-testid="providers-source">
+          Upstream attempts over the last {data.window} counted by instance <b>{data.instance || '(unnamed)'}</b>, since it started {ago(data.since)}. Each instance counts its
+          own attempts over 5m and 1h; another instance behind the same load balancer shows its own.
+        </p>
+      )}
       {data.providers.length ? (
         <ProvidersTable rows={data.providers} />
       ) : (
         <p className="muted" data-testid="providers-empty">
-          No upstream attempt on this instance since it started.
+          {stored ? `No upstream attempt in the last ${data.window}.` : 'No upstream attempt on this instance since it started.'}
         </p>
       )}
     </>

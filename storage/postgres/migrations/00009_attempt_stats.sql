@@ -7,7 +7,7 @@ CREATE TABLE attempt_stats (
     scope   smallint    NOT NULL,           -- 1: account, 2: provider (storage.StatsScope)
     subject text        COLLATE "C" NOT NULL, -- account ID or provider name
     hour    timestamptz NOT NULL,           -- start of the UTC hour
-    key     smallint    NOT NULL,           -- what is counted: stats.go "Stored keys"
+    key     smallint    NOT NULL,           -- what is counted: stats/pending.go "Stored keys"
     n       bigint      NOT NULL,           -- attempts with that key, or tokens summed
     PRIMARY KEY (scope, subject, hour, key)
 );

@@ -7,7 +7,7 @@ CREATE TABLE attempt_stats (
     scope   INTEGER NOT NULL,  -- 1: account, 2: provider (storage.StatsScope)
     subject TEXT    NOT NULL,  -- account ID or provider name
     hour    INTEGER NOT NULL,  -- unix ms of the start of the UTC hour
-    key     INTEGER NOT NULL,  -- what is counted: stats.go "Stored keys"
+    key     INTEGER NOT NULL,  -- what is counted: stats/pending.go "Stored keys"
     n       INTEGER NOT NULL,  -- attempts with that key, or tokens summed
     PRIMARY KEY (scope, subject, hour, key)
 ) WITHOUT ROWID;
