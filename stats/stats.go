@@ -496,6 +496,13 @@ func (s *Store) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Pending is the number of hour × key cells waiting for the next Flush.
+func (s *Store) Pending() int {
+	s.pending.mu.Lock()
+	defer s.pending.mu.Unlock()
+	return len(s.pending.m)
+}
+
 // Dropped is the number of counts the pending batch dropped because
 // storage was unreachable for too long (the long windows miss them).
 func (s *Store) Dropped() uint64 { return s.pending.dropped.Load() }

@@ -267,7 +267,7 @@ func (a *app) startWrapped(ctx context.Context) error {
 	}
 	a.server.SetModelCatalog(cx.catalog)
 	a.server.SetHealth(a.health()...)
-	registerOutageMetrics(a.metrics, a.keys, a.journal)
+	registerOutageMetrics(a.metrics, a.keys, a.journal, a.server.Stats())
 	a.live.Store(a.server)
 	if err := a.watchKeys(); err != nil {
 		a.sys.Stop(context.Background())

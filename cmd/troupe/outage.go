@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/hygiene"
+	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/journal"
 	"github.com/troupe-gw/troupe/storage/lastknown"
@@ -20,9 +21,10 @@ func (a *app) health() []storage.HealthReporter {
 	return append(deps, a.journal)
 }
 
-// registerOutageMetrics exports the storage outage state and the usage
-// journal (docs/storage.md#outages), read at scrape time.
-func registerOutageMetrics(m *gateway.Metrics, keys *lastknown.Store, j *journal.Usage) {
+// registerOutageMetrics exports the storage outage state, the usage
+// journal and the attempt statistics' counts not stored
+// (docs/storage.md#outages), read at scrape time.
+func registerOutageMetrics(m *gateway.Metrics, keys *lastknown.Store, j *journal.Usage, st *stats.Store) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -54,6 +56,10 @@ func registerOutageMetrics(m *gateway.Metrics, keys *lastknown.Store, j *journal
 			func() float64 { return float64(j.Stats().Journalled) }),
 		counter("troupe_usage_replayed_total", "Journalled usage records and error events written to storage.",
 			func() float64 { return float64(j.Stats().Replayed) }),
+		gauge("troupe_stats_pending_counts", "Attempt statistics' hour × key counts waiting to be stored (the 6h, 24h and 7d windows).",
+			func() float64 { return float64(st.Pending()) }),
+		counter("troupe_stats_dropped_counts_total", "Attempt statistics' counts dropped because storage did not take them for too long: the 6h, 24h and 7d windows miss them.",
+			func() float64 { return float64(st.Dropped()) }),
 	)
 }
 
