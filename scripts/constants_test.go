@@ -36,7 +36,7 @@ func TestConstantsBounded(t *testing.T) {
 	}
 	// Repeats do not count: the same constants 10,000 times compile. The
 	// wall-clock backstop is raised: building the 30,000-entry table can
-	// take over the default 100 ms on a loaded machine under -race, and
+	// take over the default 1 s on a loaded machine under -race, and
 	// this test is about the constant bound, not the load budget.
 	src := "function score(a, now) return 1 end\nlocal t = {" + strings.Repeat("12345, 'x', y, ", 10_000) + "}\n"
 	if _, err := Compile("repeats", src, Options{LoadTimeout: time.Minute}); err != nil {

@@ -25,7 +25,11 @@ type Options struct {
 	// (concatenating huge strings). They also bound the memory such a call
 	// can allocate (about 1–1.5 MB per millisecond on one core), so they are
 	// short, yet long enough that a goroutine descheduled on a loaded
-	// machine is rarely cut off. Defaults DefaultScoreTimeout,
+	// machine is rarely cut off. The top-level chunk's is longer: it runs
+	// once per reload and per clone, off the request path, and a host
+	// saturated enough to deschedule the loader for 100 ms is when an
+	// operator most needs a new policy to load (its instruction budget
+	// still bounds its CPU). Defaults DefaultScoreTimeout,
 	// DefaultRouteTimeout, DefaultLoadTimeout.
 	ScoreTimeout, RouteTimeout, LoadTimeout time.Duration
 	// SelfTestBudget bounds a whole SelfTest run in wall-clock time: every
@@ -57,7 +61,7 @@ const (
 	DefaultLoadInstructions  = 1_000_000
 	DefaultScoreTimeout      = 50 * time.Millisecond
 	DefaultRouteTimeout      = 50 * time.Millisecond
-	DefaultLoadTimeout       = 100 * time.Millisecond
+	DefaultLoadTimeout       = time.Second
 	DefaultSelfTestBudget    = time.Second
 	DefaultCallStackSize     = 200
 	DefaultRegistrySize      = 1024
