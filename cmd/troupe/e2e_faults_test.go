@@ -51,14 +51,14 @@ const (
 	suiteHeartbeat  = 100 * time.Millisecond
 	suiteAttempts   = 6
 
-	quotaResetsIn   = 20 * time.Minute // rate_limit_reset: the mock's quota comes back after this
-	rateRetryAfter  = 90 * time.Second // rate_limit_retry_after: the Retry-After the 429 carries
-	quotaDefault    = time.Hour        // the cooldown of a quota failure with no reset time
-	transientBase   = 30 * time.Second
-	transientMax    = 10 * time.Minute
-	durationSlack   = 2 * time.Second
-	slowFaultDelay  = 2 * time.Minute // slow_first_token: far beyond both gateway timeouts
-	suiteStall      = time.Minute // no request started for this long: the suite hangs
+	quotaResetsIn  = 20 * time.Minute // rate_limit_reset: the mock's quota comes back after this
+	rateRetryAfter = 90 * time.Second // rate_limit_retry_after: the Retry-After the 429 carries
+	quotaDefault   = time.Hour        // the cooldown of a quota failure with no reset time
+	transientBase  = 30 * time.Second
+	transientMax   = 10 * time.Minute
+	durationSlack  = 2 * time.Second
+	slowFaultDelay = 2 * time.Minute // slow_first_token: far beyond both gateway timeouts
+	suiteStall     = time.Minute     // no request started for this long: the suite hangs
 )
 
 // suiteRoute is one of the request shapes the suite sends.
