@@ -171,7 +171,7 @@ func (s *System) GrantLocal(ctx context.Context, req RemoteRequest) (*Lease, sto
 		return nil, storage.Account{}, View{}, ErrNotOwned
 	}
 	l, err := s.Acquire(ctx, AcquireRequest{Only: req.Account, Model: req.Model, Group: req.Group, Endpoint: req.Endpoint, Native: req.Native})
-	v, _ := s.View(req.Account)
+	v, _ := s.View(req.Account) // after the grant: its counters count it
 	if err != nil {
 		return nil, storage.Account{}, v, err
 	}

@@ -241,7 +241,6 @@ func (p *Peer) grant(ctx context.Context, caller string, req actors.RemoteReques
 	p.leases[handle] = &granted{lease: l, caller: caller, model: req.Model, at: now, live: now}
 	p.mu.Unlock()
 	p.issued.Add(1)
-	v.InFlight++ // the grant, which the view read before it does not show
 	return grantReply{Granted: true, Handle: handle, Account: p.cfg.Codec.Seal(plain, []byte(handle)), View: &v}
 }
 
