@@ -44,6 +44,42 @@ type Report struct {
 	Memory *Memory `json:"memory,omitempty"`
 	// WebSocket says whether the Responses WebSocket path was measured.
 	WebSocket WebSocket `json:"websocket"`
+	// Fleet is what a run of several instances (scenario
+	// gateway.instances above 1) measured beyond the phases.
+	Fleet *Fleet `json:"fleet,omitempty"`
+}
+
+// Fleet is a fleet run's own figures (docs/bench.md, the fleet scenario):
+// the instances' ownership and remote grants after the phases, then the
+// recovery after a kill -9 of the last instance.
+type Fleet struct {
+	// Instances is the number of `troupe serve` processes; the phases went
+	// through the first.
+	Instances int `json:"instances"`
+	// Owned is each instance's troupe_fleet_owned_accounts after the
+	// phases, in start order.
+	Owned []int `json:"owned"`
+	// Requests is the first instance's troupe_requests_total after the
+	// phases (every route and status, warm-ups included), RemoteGrants
+	// its troupe_fleet_remote_grants_received_total (leases the other
+	// instances' owners granted it) and RemoteShare their ratio (0..1).
+	Requests     float64 `json:"requests"`
+	RemoteGrants float64 `json:"remote_grants"`
+	RemoteShare  float64 `json:"remote_share"`
+	// TTLs and HeartbeatS are the instances' fleet.ttl and
+	// fleet.heartbeat, in seconds.
+	TTLs       float64 `json:"fleet_ttl_s"`
+	HeartbeatS float64 `json:"fleet_heartbeat_s"`
+	// KilledOwned is the accounts the killed instance owned; RecoveryS the
+	// seconds from its kill -9 to the survivors owning every account.
+	KilledOwned int     `json:"killed_owned"`
+	RecoveryS   float64 `json:"recovery_s"`
+	// KillRequests is the requests a closed loop of KillWorkers sent to
+	// the first instance from the kill to the recovery, KillErrors those
+	// that did not answer 200, by status ("503", or "transport").
+	KillWorkers  int            `json:"kill_workers"`
+	KillRequests int            `json:"kill_requests"`
+	KillErrors   map[string]int `json:"kill_errors"`
 }
 
 // Summary is the headline of a report. Fields that could not be measured

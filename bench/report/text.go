@@ -33,6 +33,12 @@ func (r *Report) Text() string {
 				f.K, f.Requests, f.AttemptsPerRequest, f.TTFT.P50us, f.TTFT.P90us, f.TTFT.P99us, f.Errors)
 		}
 	}
+	if f := r.Fleet; f != nil {
+		fmt.Fprintf(&b, "\nfleet: %d instances (fleet.ttl %gs, heartbeat %gs), owned accounts %v; the first answered %.0f requests with %.0f remote grants: %.1f%% remote\n",
+			f.Instances, f.TTLs, f.HeartbeatS, f.Owned, f.Requests, f.RemoteGrants, 100*f.RemoteShare)
+		fmt.Fprintf(&b, "  kill -9 of the last (%d accounts): survivors own every account after %.2fs; meanwhile %d workers sent %d requests to the first, errors %v\n",
+			f.KilledOwned, f.RecoveryS, f.KillWorkers, f.KillRequests, f.KillErrors)
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(&b, "\ngateway RSS: %.1f MiB at start, %.1f MiB max seen, %.1f MiB after load\n", mib(m.RSSStart), mib(m.RSSMax), mib(m.RSSAfterLoad))
 	}

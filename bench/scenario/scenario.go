@@ -79,6 +79,13 @@ type Gateway struct {
 	// FirstTokenTimeout is gateway.first_token_timeout and bounds
 	// gateway.nonstream_timeout too (default 5s).
 	FirstTokenTimeout time.Duration `yaml:"first_token_timeout" json:"first_token_timeout_ns"`
+	// Instances is the number of `troupe serve` processes the harness
+	// starts (default 1). Above 1 they run as a fleet (docs/fleet.md:
+	// fleet.ownership on one PostgreSQL and Redis, given to troupe bench
+	// by --postgres and --redis); the phases go through the first, and
+	// the report's fleet section gives the share of remote grants and the
+	// recovery time after a kill -9 of the last.
+	Instances int `yaml:"instances" json:"instances,omitempty"`
 }
 
 // HoldProfile is the fleet behind hold phases: Accounts accounts of the
@@ -246,6 +253,9 @@ func (s *Scenario) fill() {
 	if s.Gateway.MaxAttempts == 0 {
 		s.Gateway.MaxAttempts = 3
 	}
+	if s.Gateway.Instances == 0 {
+		s.Gateway.Instances = 1
+	}
 	if s.Gateway.FirstTokenTimeout == 0 {
 		s.Gateway.FirstTokenTimeout = 5 * time.Second
 	}
@@ -311,6 +321,12 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Rounds < 1 {
 		bad("rounds must be at least 1")
+	}
+	if s.Gateway.Instances < 0 || s.Gateway.Instances > 9 {
+		bad("gateway.instances must be between 0 and 9")
+	}
+	if s.Gateway.Instances > 1 && (s.HasHold() || s.Failover != nil) {
+		bad("gateway.instances above 1 measures load phases only (no hold phases, no failover)")
 	}
 	if s.Mock.Latency < 0 || s.Mock.TokensPerSecond < 0 || s.Mock.OutputTokens < 0 {
 		bad("mock latency, tokens_per_second and output_tokens must not be negative")

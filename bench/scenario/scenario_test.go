@@ -99,3 +99,20 @@ failover: {ks: [0, 2], requests: 5}
 		}
 	}
 }
+
+// Several instances run load phases only, and default to one.
+func TestInstances(t *testing.T) {
+	s, err := Parse([]byte("name: x\nphases:\n  - {name: a, api: chat, mode: closed, concurrency: 1, duration: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Gateway.Instances != 1 {
+		t.Fatalf("instances %d, want the default 1", s.Gateway.Instances)
+	}
+	if _, err := Parse([]byte("name: x\ngateway: {instances: 3}\nfailover: {ks: [0]}\n")); err == nil {
+		t.Fatal("failover with 3 instances accepted")
+	}
+	if _, err := Parse([]byte("name: x\ngateway: {instances: 10}\nphases:\n  - {name: a, api: chat, mode: closed, concurrency: 1, duration: 1s}\n")); err == nil {
+		t.Fatal("10 instances accepted")
+	}
+}

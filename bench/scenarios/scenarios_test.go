@@ -8,7 +8,7 @@ import (
 )
 
 func TestShippedScenariosParse(t *testing.T) {
-	want := []string{"10k-accounts", "burst", "failover", "faults-30pct", "long-streams", "many-open-streams", "peers", "smoke", "steady"}
+	want := []string{"10k-accounts", "burst", "failover", "faults-30pct", "fleet", "long-streams", "many-open-streams", "peers", "smoke", "steady"}
 	names := Names()
 	if len(names) != len(want) {
 		t.Fatalf("shipped %v, want %v", names, want)

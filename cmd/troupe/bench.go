@@ -40,6 +40,8 @@ type benchFlags struct {
 	pid       int
 	troupeBin string
 	keep      bool
+	postgres  string
+	redis     string
 }
 
 func benchCmd() *cobra.Command {
@@ -79,6 +81,8 @@ share one fleet (the peers scenario, docs/bench.md).`,
 	fs.IntVar(&f.pid, "pid", 0, "with --target: the gateway's process id, for CPU and memory")
 	fs.StringVar(&f.troupeBin, "troupe-bin", "", "troupe binary to start the mock and the gateway with (default: this one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (data, configs, logs of the processes)")
+	fs.StringVar(&f.postgres, "postgres", "", "for a scenario of several instances (gateway.instances, e.g. fleet): a PostgreSQL server URL, postgres://USER:PASS@HOST:PORT/DB; the run creates a database of its own on it and drops it at the end")
+	fs.StringVar(&f.redis, "redis", "", "for a scenario of several instances: the Redis URL they share, redis://HOST:PORT/N (keys under a prefix of the run's own)")
 	cmd.AddCommand(benchCompareCmd())
 	return cmd
 }
@@ -190,6 +194,12 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 		Versions:     report.Versions{Troupe: version, Go: runtime.Version()},
 		Progress:     progress,
 	}
+	if f.target != "" && s.Gateway.Instances > 1 {
+		return fmt.Errorf("bench: scenario %s starts %d instances itself; --target measures one running gateway", s.Name, s.Gateway.Instances)
+	}
+	if s.Gateway.Instances > 1 {
+		return runFleetBench(ctx, cmd, f, s, cfg, out)
+	}
 	if f.target != "" {
 		if f.key == "" {
 			return errors.New("--target needs --key")
@@ -252,7 +262,10 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 // finishBench probes the WebSocket path (dropping the scenario's
 // responses_ws phases, with a note, when the gateway does not serve it),
 // runs the harness and writes the report.
-func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, out string) error {
+//
+// after, when given, runs once the harness has finished without error and
+// may add to the report before it is written.
+func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, out string, after ...func(context.Context, *report.Report) error) error {
 	cfg.WebSocket = probeWebSocket(ctx, cfg.Gateway)
 	s := cfg.Scenario
 	var kept []scenario.Phase
@@ -270,6 +283,11 @@ func finishBench(ctx context.Context, cmd *cobra.Command, cfg harness.Config, ou
 	rep, err := harness.Run(ctx, cfg)
 	if rep == nil {
 		return err
+	}
+	for _, a := range after {
+		if err == nil {
+			err = a(ctx, rep)
+		}
 	}
 	if werr := rep.Write(out); werr != nil {
 		return werr
@@ -332,10 +350,13 @@ func probeWebSocket(ctx context.Context, t load.Target) report.WebSocket {
 // benchEnv is the processes troupe bench started.
 type benchEnv struct {
 	mock, gateway *exec.Cmd
-	mockURL       string // .../v1
-	gatewayURL    string // .../v1
-	key, holdKey  string
-	failoverKeys  map[int][]string
+	// fleet is the other instances of a run of several (gateway is the
+	// first).
+	fleet        []*exec.Cmd
+	mockURL      string // .../v1
+	gatewayURL   string // .../v1
+	key, holdKey string
+	failoverKeys map[int][]string
 }
 
 // startBenchEnv starts the mock fleet and the gateway as child processes of
@@ -557,9 +578,9 @@ func provisionBench(ctx context.Context, confPath string, s *scenario.Scenario, 
 	return nil
 }
 
-// stop ends the gateway, then the mock (SIGTERM, then SIGKILL after 30 s).
+// stop ends the gateway (the instances of a fleet run), then the mock (SIGTERM, then SIGKILL after 30 s).
 func (e *benchEnv) stop(progress io.Writer) {
-	for _, c := range []*exec.Cmd{e.gateway, e.mock} {
+	for _, c := range append(append([]*exec.Cmd{e.gateway}, e.fleet...), e.mock) {
 		if c == nil || c.Process == nil {
 			continue
 		}
