@@ -38,7 +38,8 @@ type cell struct {
 // pending is the batch of counts recorded since the last Flush.
 type pending struct {
 	mu      sync.Mutex
-	m       map[cell]int64
+	m       map[cell]int64 // nil after a Flush, until the next count
+	last    int            // cells of the last batch taken: the next map's size (no growing it cell by cell)
 	dropped atomic.Uint64
 }
 
@@ -49,7 +50,7 @@ func (p *pending) add(c cell, n int64) {
 		return
 	}
 	if p.m == nil {
-		p.m = map[cell]int64{}
+		p.m = make(map[cell]int64, p.last)
 	}
 	if len(p.m) >= maxPending {
 		p.dropped.Add(1)
@@ -97,7 +98,7 @@ func (p *pending) tokens(at time.Time, account, provider string, t Tokens) {
 func (p *pending) take() []storage.AttemptCount {
 	p.mu.Lock()
 	m := p.m
-	p.m = nil
+	p.m, p.last = nil, len(m)
 	p.mu.Unlock()
 	out := make([]storage.AttemptCount, 0, len(m))
 	for c, n := range m {

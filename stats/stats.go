@@ -366,7 +366,14 @@ func (s *Store) merge(ctx context.Context, scope storage.StatsScope, subject str
 		s.find(scope, subject).merge(w, now, m)
 		return nil
 	}
-	rows, err := s.stored(ctx, scope, subject, w, now)
+	if subject == "" {
+		return nil
+	}
+	if err := s.Flush(ctx); err != nil {
+		return noStorage(err)
+	}
+	from, to := hours(w, now)
+	rows, err := s.backend.Load().AttemptTotals(ctx, scope, subject, from, to)
 	if err != nil {
 		return err
 	}
@@ -385,7 +392,7 @@ func hours(w Window, now time.Time) (from, to time.Time) {
 }
 
 // stored flushes, then returns the stored rows of subject that w reads as
-// of now (none without storage). An empty subject reads nothing (the
+// of now, hour by hour (none without storage). An empty subject reads nothing (the
 // storage would read every subject).
 func (s *Store) stored(ctx context.Context, scope storage.StatsScope, subject string, w Window, now time.Time) ([]storage.AttemptCount, error) {
 	if subject == "" {
@@ -454,7 +461,7 @@ func (s *Store) storedBriefs(ctx context.Context, w Window, now time.Time) (map[
 		return out, noStorage(err)
 	}
 	from, to := hours(w, now)
-	rows, err := s.backend.Load().AttemptCounts(ctx, storage.StatsAccount, "", from, to)
+	rows, err := s.backend.Load().AttemptTotals(ctx, storage.StatsAccount, "", from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -233,6 +233,9 @@ func (k *sink) AddAttemptCounts(_ context.Context, cs []storage.AttemptCount) er
 func (*sink) AttemptCounts(context.Context, storage.StatsScope, string, time.Time, time.Time) ([]storage.AttemptCount, error) {
 	return nil, nil
 }
+func (*sink) AttemptTotals(context.Context, storage.StatsScope, string, time.Time, time.Time) ([]storage.AttemptCount, error) {
+	return nil, nil
+}
 func (*sink) AttemptSubjects(context.Context, storage.StatsScope, time.Time, time.Time) ([]string, error) {
 	return nil, nil
 }

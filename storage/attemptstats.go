@@ -52,6 +52,11 @@ type AttemptStats interface {
 	// "" selects every subject of scope, others only that one. Rows are
 	// never zero.
 	AttemptCounts(ctx context.Context, scope StatsScope, subject string, from, to time.Time) ([]AttemptCount, error)
+	// AttemptTotals is AttemptCounts summed over the hours: one count per
+	// subject and key, ordered by subject (bytewise) and key, each with
+	// Hour from. It is what a window's summary reads: one row a key
+	// rather than one a key and hour.
+	AttemptTotals(ctx context.Context, scope StatsScope, subject string, from, to time.Time) ([]AttemptCount, error)
 	// AttemptSubjects returns the subjects of scope with a row whose Hour
 	// is at or after from and before to, ordered bytewise.
 	AttemptSubjects(ctx context.Context, scope StatsScope, from, to time.Time) ([]string, error)

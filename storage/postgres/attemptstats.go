@@ -74,6 +74,36 @@ func (s *Store) AttemptCounts(ctx context.Context, scope storage.StatsScope, sub
 	return out, nil
 }
 
+// AttemptTotals returns the attempt_stats counts of scope (and subject,
+// when not "") from from to to, summed by subject and key
+// (storage.AttemptStats).
+func (s *Store) AttemptTotals(ctx context.Context, scope storage.StatsScope, subject string, from, to time.Time) ([]storage.AttemptCount, error) {
+	q := `SELECT subject, key, sum(n)::bigint FROM attempt_stats WHERE scope = $1 AND hour >= $2 AND hour < $3`
+	args := []any{int16(scope), from, to}
+	if subject != "" {
+		q += ` AND subject = $4`
+		args = append(args, storage.CleanText(subject))
+	}
+	rows, err := s.pool.Query(ctx, q+` GROUP BY subject, key ORDER BY subject, key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: attempt totals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.AttemptCount, error) {
+		c := storage.AttemptCount{Scope: scope, Hour: from.UTC()}
+		var key int16
+		err := r.Scan(&c.Subject, &key, &c.N)
+		c.Key = int(key)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: attempt totals: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
 // AttemptSubjects returns the subjects of scope with rows from from to to
 // (storage.AttemptStats).
 func (s *Store) AttemptSubjects(ctx context.Context, scope storage.StatsScope, from, to time.Time) ([]string, error) {

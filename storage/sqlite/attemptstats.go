@@ -86,6 +86,35 @@ func (s *Store) AttemptCounts(ctx context.Context, scope storage.StatsScope, sub
 	return out, nil
 }
 
+// AttemptTotals returns the attempt_stats counts of scope (and subject,
+// when not "") from from to to, summed by subject and key
+// (storage.AttemptStats).
+func (s *Store) AttemptTotals(ctx context.Context, scope storage.StatsScope, subject string, from, to time.Time) ([]storage.AttemptCount, error) {
+	q := `SELECT subject, key, sum(n) FROM attempt_stats WHERE scope = ? AND hour >= ? AND hour < ?`
+	args := []any{int(scope), from.UnixMilli(), to.UnixMilli()}
+	if subject != "" {
+		q += ` AND subject = ?`
+		args = append(args, storage.CleanText(subject))
+	}
+	rows, err := s.r.QueryContext(ctx, q+` GROUP BY subject, key ORDER BY subject, key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: attempt totals: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.AttemptCount
+	for rows.Next() {
+		c := storage.AttemptCount{Scope: scope, Hour: from.UTC()}
+		if err := rows.Scan(&c.Subject, &c.Key, &c.N); err != nil {
+			return nil, fmt.Errorf("sqlite: attempt totals: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: attempt totals: %w", err)
+	}
+	return out, nil
+}
+
 // AttemptSubjects returns the subjects of scope with rows from from to to
 // (storage.AttemptStats).
 func (s *Store) AttemptSubjects(ctx context.Context, scope storage.StatsScope, from, to time.Time) ([]string, error) {

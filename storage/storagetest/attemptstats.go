@@ -63,6 +63,17 @@ func testAttemptStats(t *testing.T, s storage.Store) {
 	if got, err = as.AttemptCounts(c, storage.StatsAccount, "a3", h0, h1); err != nil || len(got) != 0 {
 		t.Fatalf("AttemptCounts(unknown) = %+v, %v", got, err)
 	}
+	tot, err := as.AttemptTotals(c, storage.StatsAccount, "", h0, h1.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTot := []storage.AttemptCount{acc("a1", h0, 3, 18), acc("a1", h0, 1023, 1<<40), acc("a2", h0, 70, 1)}
+	if !reflect.DeepEqual(tot, wantTot) {
+		t.Fatalf("AttemptTotals(every account) = %+v, want %+v", tot, wantTot)
+	}
+	if tot, err = as.AttemptTotals(c, storage.StatsAccount, "a2", h1, h1.Add(time.Hour)); err != nil || len(tot) != 0 {
+		t.Fatalf("AttemptTotals(a2, second hour) = %+v, %v; want none", tot, err)
+	}
 	subs, err := as.AttemptSubjects(c, storage.StatsAccount, h1, h1.Add(time.Hour))
 	if err != nil || !reflect.DeepEqual(subs, []string{"a1"}) {
 		t.Fatalf("AttemptSubjects(second hour) = %v, %v", subs, err)
