@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/troupe-gw/troupe/bench/harness"
 	"github.com/troupe-gw/troupe/bench/load"
@@ -77,6 +78,25 @@ func runFleetBench(ctx context.Context, cmd *cobra.Command, f benchFlags, s *sce
 	if !f.keep {
 		defer drop()
 	}
+	var rnd [storage.KeySize]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	master := base64.StdEncoding.EncodeToString(rnd[:])
+	var tag [4]byte // not the master key's bytes: the prefix is no secret
+	if _, err := rand.Read(tag[:]); err != nil {
+		return err
+	}
+	prefix := "troupe-bench-" + hex.EncodeToString(tag[:]) + ":"
+	if !f.keep {
+		// Deferred before env.stop, so it runs after the instances
+		// stopped: their fencing tokens outlive the leases by design.
+		defer func() {
+			if err := clearBenchPrefix(f.redis, prefix); err != nil {
+				fmt.Fprintf(progress, "bench: %v\n", err)
+			}
+		}()
+	}
 	env := &benchEnv{}
 	defer env.stop(progress)
 
@@ -95,12 +115,6 @@ func runFleetBench(ctx context.Context, cmd *cobra.Command, f benchFlags, s *sce
 	}
 	fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", mockAddr, env.mock.Process.Pid)
 
-	var rnd [storage.KeySize]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	master := base64.StdEncoding.EncodeToString(rnd[:])
-	prefix := "troupe-bench-" + hex.EncodeToString(rnd[:4]) + ":"
 	var insts []benchInstance
 	for i := range s.Gateway.Instances {
 		dir := filepath.Join(tmp, fmt.Sprintf("gw-%d", i))
@@ -318,6 +332,33 @@ func metricSum(base, name string) (float64, error) {
 		return 0, fmt.Errorf("bench: %s/metrics has no %s", base, name)
 	}
 	return sum, nil
+}
+
+// clearBenchPrefix deletes the keys under prefix from the Redis at
+// redisURL.
+func clearBenchPrefix(redisURL, prefix string) error {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return fmt.Errorf("bench: --redis: %w", err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("bench: clear the run's Redis keys: %w", err)
+	}
+	if len(keys) > 0 {
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("bench: clear the run's Redis keys: %w", err)
+		}
+	}
+	return nil
 }
 
 // createBenchDB creates an empty database troupe_bench_<hex> on the
