@@ -25,9 +25,10 @@ type poolConfig struct {
 	snapshots *sync.Map  // account ID → *snapshot; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
-	probe     time.Duration  // quota probe interval (<= 0: off)
-	stateLog  *ratelog.Event // budget of the accounts' state-change lines (shared)
-	fenced    bool           // run only the accounts owned (Config.Fenced; fence.go)
+	probe     time.Duration                                    // quota probe interval (<= 0: off)
+	stateLog  *ratelog.Event                                   // budget of the accounts' state-change lines (shared)
+	fenced    bool                                             // run only the accounts owned (Config.Fenced; fence.go)
+	open      func(sealed string) (storage.Credentials, error) // Config.Open
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
@@ -93,8 +94,11 @@ func (p *pool) stop(c *actor.Context, id string) {
 }
 
 func (p *pool) put(c *actor.Context, acc storage.Account) {
+	unsealed := p.unseal(&acc)
 	tr, err := p.cfg.transport(acc)
-	if err != nil {
+	if !unsealed {
+		acc.Disabled = true
+	} else if err != nil {
 		// An account whose transport cannot be built (bad base URL, missing
 		// credentials) joins the pool disabled, so operators see it.
 		if p.cfg.refresh != nil && acc.Provider == storage.ProviderCodex && acc.Credentials.RefreshToken != "" && errors.Is(err, upstream.ErrMissingCredentials) {
@@ -124,4 +128,24 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		fence:      p.fenceOf(acc.ID),
 	}), "account", acc.ID, p.cfg.log)
 	p.children[acc.ID] = pid
+}
+
+// unseal opens acc's credentials when it was put with them sealed (Config.Open),
+// in the pool, so that only an account that runs here is decrypted. It
+// reports false when they cannot be opened.
+func (p *pool) unseal(acc *storage.Account) bool {
+	if acc.Sealed == "" {
+		return true
+	}
+	if p.cfg.open == nil {
+		p.cfg.log.Warn("account credentials sealed and no opener: the account joins disabled", "account", acc.Name)
+		return false
+	}
+	creds, err := p.cfg.open(acc.Sealed)
+	if err != nil {
+		p.cfg.log.Warn("account credentials cannot be opened: the account joins disabled", "account", acc.Name, "err", err)
+		return false
+	}
+	acc.Credentials, acc.Sealed = creds, ""
+	return true
 }

@@ -58,6 +58,13 @@ type Config struct {
 	// actor under its ownership lease (a Fence), Disown drains and stops it.
 	// Default false: every account put runs here (one instance).
 	Fenced bool
+	// Open opens the credentials of an account put with them still sealed
+	// (storage.Account.Sealed: read from storage.Accounts.AccountChanges
+	// with open false) when its actor is spawned or updated here. With
+	// Fenced, only the instance that owns an account thus decrypts its
+	// credentials, once per change of the account. Nil, or an error: the
+	// account joins disabled (logged without the secret).
+	Open func(sealed string) (storage.Credentials, error)
 	// Seed seeds the scheduler's top-k jitter; 0 seeds it from the clock.
 	// Simulations and replays set it so the same input routes the same way.
 	Seed uint64
@@ -166,6 +173,7 @@ func Start(cfg Config) (*System, error) {
 		probe:     probeEvery(cfg.QuotaProbe),
 		stateLog:  ratelog.New(stateLogBurst, stateLogWindow),
 		fenced:    cfg.Fenced,
+		open:      cfg.Open,
 	}), "pool", actor.WithID("0"))
 	s.stall = newStallClock()
 	return s, nil

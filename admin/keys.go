@@ -19,6 +19,14 @@ import (
 // same channel "troupe keys" announces on).
 const KeysChannel = "keys"
 
+// AccountsChannel is the cache pub/sub channel on which account changes
+// are announced (every stored put or delete of an account, by any
+// instance's admin API, hygiene or token refresh, and by the CLI with a
+// shared cache): each instance then reads the storage's account change
+// feed at once (docs/fleet.md#account-changes). The message ("put <id>
+// <version>" or "delete <id or name>") is informative only.
+const AccountsChannel = "accounts"
+
 // limitsJSON are a key's limits; 0 means unlimited.
 type limitsJSON struct {
 	RPM          int64 `json:"rpm"`

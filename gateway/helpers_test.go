@@ -37,6 +37,12 @@ func (m *memStore) PutAccount(_ context.Context, a storage.Account) (storage.Acc
 	return a, nil
 }
 func (m *memStore) DeleteAccount(context.Context, string) error { return nil }
+func (m *memStore) AccountChanges(_ context.Context, since int64, _ bool) (storage.AccountChanges, error) {
+	return storage.AccountChanges{Version: max(since, 1)}, nil
+}
+func (m *memStore) OpenCredentials(string) (storage.Credentials, error) {
+	return storage.Credentials{}, storage.ErrUnseal
+}
 func (m *memStore) CreateAPIKey(_ context.Context, k storage.APIKey) (storage.APIKey, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -82,6 +82,32 @@ type Account struct {
 	Disabled       bool        // kept in storage but out of the pool
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Version is the account feed's version at the account's last change
+	// (AccountChanges): it grows with every PutAccount of any account, so
+	// a reader that has seen version v has seen this account's last change
+	// when Version <= v. 0 for an account unchanged since before the feed
+	// (schema version 10). Set by the backend; ignored by PutAccount.
+	Version int64
+	// Sealed holds the credentials as sealed at rest when the account was
+	// read without opening them (AccountChanges with open false), and
+	// Credentials is then zero; OpenCredentials opens it. "" when
+	// Credentials are open. Ignored by PutAccount.
+	Sealed string
+}
+
+// AccountChanges is one read of the account change feed: what changed
+// after a version a reader had seen, up to Version.
+type AccountChanges struct {
+	// Accounts changed (inserted or updated) after the version asked,
+	// ordered by Version; every account when it was 0.
+	Accounts []Account
+	// Deleted are the IDs of the accounts deleted after the version asked
+	// (none when it was 0), and not put again since.
+	Deleted []string
+	// Version is the feed's version as of this read: pass it to the next
+	// AccountChanges. Never less than the version asked (a reader never
+	// goes back), and at least 1.
+	Version int64
 }
 
 // APIKey is a client key for /v1. Only the SHA-256 of the secret is stored.
@@ -214,8 +240,23 @@ type Accounts interface {
 	// PutAccount inserts or updates (matched by Name) an account and returns it
 	// with ID and timestamps set.
 	PutAccount(ctx context.Context, a Account) (Account, error)
-	// DeleteAccount removes the account with the given ID or name, or returns ErrNotFound.
+	// DeleteAccount removes the account with the given ID or name, or
+	// returns ErrNotFound. It leaves a tombstone in the change feed.
 	DeleteAccount(ctx context.Context, idOrName string) error
+	// AccountChanges reads the account change feed: the accounts changed
+	// and the IDs deleted after version since (a previous answer's
+	// Version; 0 reads every account, in one consistent snapshot), and
+	// the version that brings the reader to. Every PutAccount and
+	// DeleteAccount takes the next version, in commit order, so reading
+	// from the last Version never misses a change and never reads an
+	// unchanged row. Credentials are opened when open is true; with open
+	// false they are left sealed in Account.Sealed (nothing is decrypted:
+	// an instance that does not own an account never holds its secrets).
+	AccountChanges(ctx context.Context, since int64, open bool) (AccountChanges, error)
+	// OpenCredentials opens credentials left sealed by AccountChanges
+	// (Account.Sealed). The error wraps ErrUnseal when no key of the
+	// Store's Sealer opens them; it never holds the plaintext.
+	OpenCredentials(sealed string) (Credentials, error)
 }
 
 // APIKeys stores client API keys.

@@ -73,6 +73,8 @@ type app struct {
 	journal *journal.Usage
 	// billing admits, prices and charges users' requests (docs/billing.md).
 	billing *billing.Gate
+	// feed is where the account sync is in the account change feed (sync.go).
+	feed accountFeed
 
 	codex    *codexSetup         // codex identities, TLS clients, OAuth, models catalog (codex.go)
 	admin    adminSetup          // the admin UI's first-start result (admin.go)
@@ -213,7 +215,8 @@ func (a *app) start(ctx context.Context) (err error) {
 		a.keys.Stop()
 		return fmt.Errorf("usage journal: %w", err)
 	}
-	a.store = a.keys
+	a.store = announced{Store: a.keys, a: a}
+	a.feed = accountFeed{wake: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			if a.traces != nil {
@@ -325,7 +328,7 @@ func (a *app) seedAccounts(ctx context.Context) ([]storage.Account, error) {
 			return nil, fmt.Errorf("account %s: %w", ac.Name, err)
 		}
 	}
-	return a.store.ListAccounts(ctx)
+	return a.loadAccounts(ctx)
 }
 
 // startActors starts the actor system (its transports from cx, usage
@@ -348,6 +351,7 @@ func (a *app) startActors(cx *codexSetup) error {
 		WSIdleTimeout:  cfg.Gateway.WebSocket.IdleTimeout,
 		QuotaProbe:     quotaProbe(cfg.Gateway.QuotaProbe),
 		Fenced:         cfg.ownership(),
+		Open:           a.store.OpenCredentials,
 	})
 	if err != nil {
 		return err
@@ -461,6 +465,12 @@ func (a *app) watchKeys() error {
 		return fmt.Errorf("cache: subscribe to %q: %w", billing.Channel, err)
 	}
 	go a.watchBilling(wctx, bills)
+	accs, err := a.cache.Subscribe(wctx, admin.AccountsChannel)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("cache: subscribe to %q: %w", admin.AccountsChannel, err)
+	}
+	go a.watchAccounts(accs)
 	return nil
 }
 

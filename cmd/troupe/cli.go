@@ -67,6 +67,27 @@ func announceKeys(cmd *cobra.Command, cfg *Config, msg string) {
 	}
 }
 
+// announceAccounts tells running gateways that accounts changed, so that
+// they read the account change feed at once (admin.AccountsChannel). With
+// the in-memory cache nobody in another process can be told: gateways read
+// the feed within 5 s (their poll). A failure is a warning: the change
+// itself is stored.
+func announceAccounts(cmd *cobra.Command, cfg *Config, msg string) {
+	if cfg.Cache.Driver != "redis" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
+	if err == nil {
+		err = c.Publish(ctx, admin.AccountsChannel, msg)
+		c.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: could not notify running gateways through the cache (%v); they apply this within 5 s\n", err)
+	}
+}
+
 // keyLimitFlags are the flags shared by keys create and keys update.
 type keyLimitFlags struct {
 	group   string
@@ -425,12 +446,13 @@ func accountsCmd() *cobra.Command {
 			if err := credentialFlagsGiven(ac); err != nil {
 				return err
 			}
-			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				a, err := s.PutAccount(ctx, ac.account())
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", a.ID, a.Name)
+				announceAccounts(cmd, cfg, "put "+a.ID)
 				return nil
 			})
 		},
@@ -476,7 +498,13 @@ func accountsCmd() *cobra.Command {
 		Short: "Remove an account",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, s storage.Store) error { return s.DeleteAccount(ctx, args[0]) })
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+				if err := s.DeleteAccount(ctx, args[0]); err != nil {
+					return err
+				}
+				announceAccounts(cmd, cfg, "delete "+args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(add, list, remove, resealCmd())

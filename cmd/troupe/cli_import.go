@@ -37,12 +37,15 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 			if err != nil {
 				return err
 			}
-			return withStore(cmd, func(ctx context.Context, s storage.Store) error {
+			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				st := importBar(cmd.ErrOrStderr(), s, data)
 				rep, err := admin.ImportCodexAccounts(ctx, st, data, opts)
 				st.bar.Finish()
 				if err != nil {
 					return err
+				}
+				if !rep.DryRun && rep.Counts["imported"]+rep.Counts["updated"] > 0 {
+					announceAccounts(cmd, cfg, "import")
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "LINE\tSTATUS\tNAME\tACCOUNT ID\tEMAIL\tPLAN\tREASON")

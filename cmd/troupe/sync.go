@@ -5,17 +5,47 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troupe-gw/troupe/admin"
+	"github.com/troupe-gw/troupe/storage"
 )
 
-// syncAccounts polls storage and applies account changes made outside this
-// process (troupe accounts add/remove) to the running pool, until ctx ends.
-func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
-	known := map[string]time.Time{}
-	if accs, err := a.store.ListAccounts(ctx); err == nil {
-		for _, acc := range accs {
-			known[acc.ID] = acc.UpdatedAt
-		}
+// accountPoll is how often the account change feed is read without an
+// announcement: the safety net for a broadcast missed (a cache outage, a
+// CLI change without a shared cache). A read with no change costs one
+// indexed query that returns no row.
+const accountPoll = 5 * time.Second
+
+// accountFeed is where this instance is in the storage's account change
+// feed (docs/fleet.md#account-changes).
+type accountFeed struct {
+	version int64         // the feed's version last applied
+	wake    chan struct{} // an announced change: read now (buffer 1)
+}
+
+// loadAccounts reads every stored account from the change feed, credentials
+// opened unless accounts run only on their owners (fleet.ownership: the
+// pool opens an account's credentials when this instance runs it), and
+// remembers the feed's version for syncAccounts.
+func (a *app) loadAccounts(ctx context.Context) ([]storage.Account, error) {
+	ch, err := a.store.AccountChanges(ctx, 0, !a.cfg.ownership())
+	if err != nil {
+		return nil, err
 	}
+	a.feed.version = ch.Version
+	return ch.Accounts, nil
+}
+
+// syncAccounts applies to the running pool the account changes made
+// outside this process (other instances' admin API, troupe accounts
+// add/remove, token refreshes, hygiene), until ctx ends: it reads the
+// change feed from the last version seen at once when a change is
+// announced on the cache (admin.AccountsChannel) and every interval
+// otherwise. A read returns only the rows changed and the IDs deleted
+// since, so steady state decrypts nothing and reads no unchanged row;
+// with fleet.ownership even the changed rows' credentials stay sealed
+// until the pool runs the account.
+func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -23,28 +53,80 @@ func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.feed.wake:
 		}
-		accs, err := a.store.ListAccounts(ctx)
-		if err != nil {
+		if err := a.applyAccountChanges(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("account sync", "err", err)
-			continue
 		}
-		seen := make(map[string]bool, len(accs))
-		for _, acc := range accs {
-			seen[acc.ID] = true
-			if at, ok := known[acc.ID]; !ok || !at.Equal(acc.UpdatedAt) {
-				known[acc.ID] = acc.UpdatedAt
-				a.sys.PutAccount(acc)
-				a.log.Info("account applied", "account", acc.Name)
-			}
-		}
-		for id := range known {
-			if !seen[id] {
-				delete(known, id)
-				a.sys.RemoveAccount(id)
-				a.server.Stats().Forget(id)
-				a.log.Info("account removed", "id", id)
-			}
+	}
+}
+
+// applyAccountChanges reads the change feed once and applies it.
+func (a *app) applyAccountChanges(ctx context.Context) error {
+	ch, err := a.store.AccountChanges(ctx, a.feed.version, !a.cfg.ownership())
+	if err != nil {
+		return err
+	}
+	for _, acc := range ch.Accounts {
+		a.sys.PutAccount(acc)
+		a.log.Info("account applied", "account", acc.Name, "version", acc.Version)
+	}
+	for _, id := range ch.Deleted {
+		a.sys.RemoveAccount(id)
+		a.server.Stats().Forget(id)
+		a.log.Info("account removed", "id", id)
+	}
+	a.feed.version = ch.Version
+	return nil
+}
+
+// announced is the app's store, which announces every account change it
+// stores on the cache (admin.AccountsChannel), so that every instance
+// reads the change feed at once instead of at its next poll. The cache is
+// the app's once open (with the in-memory cache, the one instance itself).
+type announced struct {
+	storage.Store
+	a *app
+}
+
+// PutAccount stores acc and announces the change.
+func (s announced) PutAccount(ctx context.Context, acc storage.Account) (storage.Account, error) {
+	stored, err := s.Store.PutAccount(ctx, acc)
+	if err == nil {
+		s.a.announceAccount(ctx, "put "+stored.ID+" "+strconv.FormatInt(stored.Version, 10))
+	}
+	return stored, err
+}
+
+// DeleteAccount deletes the account and announces the change.
+func (s announced) DeleteAccount(ctx context.Context, idOrName string) error {
+	err := s.Store.DeleteAccount(ctx, idOrName)
+	if err == nil {
+		s.a.announceAccount(ctx, "delete "+idOrName)
+	}
+	return err
+}
+
+// announceAccount publishes msg on admin.AccountsChannel. A failure is
+// logged: the change is stored, and the others read it at their next poll.
+func (a *app) announceAccount(ctx context.Context, msg string) {
+	if a.cache == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := a.cache.Publish(ctx, admin.AccountsChannel, msg); err != nil {
+		a.log.Warn("account change broadcast failed; other instances apply it within 5 s", "err", err)
+	}
+}
+
+// watchAccounts wakes syncAccounts on every message of
+// admin.AccountsChannel, until ch closes.
+func (a *app) watchAccounts(ch <-chan string) {
+	for range ch {
+		select {
+		case a.feed.wake <- struct{}{}:
+		default: // a read is already due; it will see this change too
 		}
 	}
 }
@@ -96,7 +178,7 @@ func (a *app) settingInt(ctx context.Context, key string, def int) int {
 
 // background runs the app's maintenance loops until ctx ends.
 func (a *app) background(ctx context.Context) {
-	go a.syncAccounts(ctx, 5*time.Second)
+	go a.syncAccounts(ctx, accountPoll)
 	go a.pruneUsage(ctx, time.Hour)
 	go a.hygiene.Run(ctx) // returns at once when hygiene.action is off
 	go a.server.Stats().Run(ctx, func(err error) {

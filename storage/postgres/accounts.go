@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at`
+const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at, version`
 
 // matchIDOrName selects at most one row of a table with id and name columns
 // for the parameter $1, preferring an id match over a name match (an account
@@ -21,11 +21,11 @@ const matchIDOrName = `(id = $1 OR name = $1) ORDER BY id = $1 DESC LIMIT 1`
 // putAccountSQL inserts an account or, when the name exists, updates it in
 // place keeping id and created_at. updated_at grows by at least 1 ms on every
 // update (even within one millisecond, or if the clock steps back), so that
-// readers can detect changes by comparing it. The WHERE refuses the update
-// when the caller named an id ($14) that is not the existing row's; RETURNING
-// then yields no row.
+// readers can detect changes by comparing it; version ($14) is the change
+// feed's. The WHERE refuses the update when the caller named an id ($15)
+// that is not the existing row's; RETURNING then yields no row.
 const putAccountSQL = `INSERT INTO accounts (` + accountColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (name) DO UPDATE SET
 	provider = excluded.provider,
 	base_url = excluded.base_url,
@@ -36,8 +36,9 @@ ON CONFLICT (name) DO UPDATE SET
 	tags = excluded.tags,
 	priority = excluded.priority,
 	disabled = excluded.disabled,
-	updated_at = greatest(excluded.updated_at, accounts.updated_at + interval '1 millisecond')
-WHERE $14 = '' OR accounts.id = $14
+	updated_at = greatest(excluded.updated_at, accounts.updated_at + interval '1 millisecond'),
+	version = excluded.version
+WHERE $15 = '' OR accounts.id = $15
 RETURNING id, created_at, updated_at`
 
 // ListAccounts returns every account, enabled or not, ordered by name
@@ -111,12 +112,23 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	if created.IsZero() {
 		created = t
 	}
-	var createdAt, updatedAt time.Time
-	err = s.pool.QueryRow(ctx, putAccountSQL,
-		id, a.Name, string(a.Provider), a.BaseURL, sealed, list(a.Models),
-		a.MaxConcurrency, a.Group, list(a.Tags), a.Priority, a.Disabled,
-		ms(created), t, a.ID,
-	).Scan(&id, &createdAt, &updatedAt)
+	var (
+		createdAt, updatedAt time.Time
+		version              int64
+	)
+	err = s.changeAccounts(ctx, func(tx pgx.Tx, v int64) error {
+		version = v
+		err := tx.QueryRow(ctx, putAccountSQL,
+			id, a.Name, string(a.Provider), a.BaseURL, sealed, list(a.Models),
+			a.MaxConcurrency, a.Group, list(a.Tags), a.Priority, a.Disabled,
+			ms(created), t, v, a.ID,
+		).Scan(&id, &createdAt, &updatedAt)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM account_tombstones WHERE id = $1`, id)
+		return err
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.Account{}, fmt.Errorf("postgres: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
@@ -125,6 +137,7 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	case err != nil:
 		return storage.Account{}, wrap(fmt.Sprintf("put account %q", a.Name), err)
 	}
+	a.Version, a.Sealed = version, ""
 	a.ID = id
 	a.CreatedAt = utc(createdAt)
 	a.UpdatedAt = utc(updatedAt)
@@ -139,17 +152,101 @@ func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
 	if !storage.TextOK(idOrName) {
 		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`)`, idOrName)
+	err := s.changeAccounts(ctx, func(tx pgx.Tx, v int64) error {
+		var id string
+		err := tx.QueryRow(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`) RETURNING id`, idOrName).Scan(&id)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO account_tombstones (id, version) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version`, id, v)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
+	}
 	if err != nil {
 		return wrap(fmt.Sprintf("delete account %q", idOrName), err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: account %q: %w", idOrName, storage.ErrNotFound)
 	}
 	return nil
 }
 
+// changeAccounts runs fn in a transaction with the change feed's next
+// version. The UPDATE locks the feed's one row until the commit, so
+// writers take their versions in the order they commit: a reader that sees
+// version v sees every change up to v, never v without an earlier one.
+func (s *Store) changeAccounts(ctx context.Context, fn func(tx pgx.Tx, version int64) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var v int64
+		if err := tx.QueryRow(ctx, `UPDATE account_feed SET version = version + 1 RETURNING version`).Scan(&v); err != nil {
+			return fmt.Errorf("account feed: %w", err)
+		}
+		return fn(tx, v)
+	})
+}
+
+// AccountChanges reads the account change feed after version since (0:
+// every account) in one REPEATABLE READ snapshot, so the rows, the
+// tombstones and the version agree. With open false no credentials are
+// decrypted: they stay in Account.Sealed. Changed rows come ordered by
+// version, through the accounts_version index.
+func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (storage.AccountChanges, error) {
+	var out storage.AccountChanges
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out = storage.AccountChanges{}
+		if err := tx.QueryRow(ctx, `SELECT version FROM account_feed`).Scan(&out.Version); err != nil {
+			return err
+		}
+		lower := since
+		if lower <= 0 {
+			lower = -1 // a full read: rows unchanged since before the feed have version 0
+		}
+		rows, err := tx.Query(ctx, `SELECT `+accountColumns+` FROM accounts WHERE version > $1 ORDER BY version`, lower)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			a, err := s.scanAccountSealed(rows, open)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out.Accounts = append(out.Accounts, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || since <= 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT id FROM account_tombstones WHERE version > $1 ORDER BY version`, since)
+		if err != nil {
+			return err
+		}
+		out.Deleted, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return storage.AccountChanges{}, wrap("account changes", err)
+	}
+	out.Version = max(out.Version, since)
+	return out, nil
+}
+
+// OpenCredentials opens credentials sealed by this Store (Account.Sealed).
+func (s *Store) OpenCredentials(sealed string) (storage.Credentials, error) {
+	c, err := s.openCredentials(sealed)
+	if err != nil {
+		return c, fmt.Errorf("postgres: credentials: %w", err)
+	}
+	return c, nil
+}
+
 func (s *Store) scanAccount(row pgx.Row) (storage.Account, error) {
+	return s.scanAccountSealed(row, true)
+}
+
+// scanAccountSealed scans an account row, opening its credentials when
+// open is true and otherwise leaving them in Sealed.
+func (s *Store) scanAccountSealed(row pgx.Row, open bool) (storage.Account, error) {
 	var (
 		a                  storage.Account
 		provider, sealed   string
@@ -158,13 +255,17 @@ func (s *Store) scanAccount(row pgx.Row) (storage.Account, error) {
 		createdAt, updated time.Time
 	)
 	if err := row.Scan(&a.ID, &a.Name, &provider, &a.BaseURL, &sealed, &models,
-		&maxConc, &a.Group, &tags, &priority, &a.Disabled, &createdAt, &updated); err != nil {
+		&maxConc, &a.Group, &tags, &priority, &a.Disabled, &createdAt, &updated, &a.Version); err != nil {
 		return storage.Account{}, err
 	}
 	a.Provider = storage.Provider(provider)
 	a.Models, a.Tags = normList(models), normList(tags)
 	a.MaxConcurrency, a.Priority = int(maxConc), int(priority)
 	a.CreatedAt, a.UpdatedAt = utc(createdAt), utc(updated)
+	if !open {
+		a.Sealed = sealed
+		return a, nil
+	}
 	var err error
 	if a.Credentials, err = s.openCredentials(sealed); err != nil {
 		return storage.Account{}, fmt.Errorf("account %q: credentials: %w", a.Name, err)

@@ -110,3 +110,9 @@ func BenchmarkAPIKeyByHash(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAccountReload: the account sync's reload at 10k accounts, a full
+// ListAccounts against the change feed (storagetest.BenchAccountReload).
+func BenchmarkAccountReload(b *testing.B) {
+	storagetest.BenchAccountReload(b, openAt(b, storagetest.PostgresDB(b), testSealer(b)), 10_000)
+}

@@ -12,7 +12,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at`
+const accountColumns = `id, name, provider, base_url, credentials, models, max_concurrency, grp, tags, priority, disabled, created_at, updated_at, version`
 
 // matchIDOrName selects at most one row of a table with id and name columns
 // for the parameter ?1, preferring an id match over a name match (an account
@@ -22,11 +22,11 @@ const matchIDOrName = `(id = ?1 OR name = ?1) ORDER BY id = ?1 DESC LIMIT 1`
 // putAccountSQL inserts an account or, when the name exists, updates it in
 // place keeping id and created_at. updated_at grows by at least 1 ms on every
 // update (even within one millisecond, or if the clock steps back), so that
-// readers can detect changes by comparing it. The WHERE refuses the update
-// when the caller named an id (?14) that is not the existing row's; RETURNING
-// then yields no row.
+// readers can detect changes by comparing it; version (?14) is the change
+// feed's. The WHERE refuses the update when the caller named an id (?15)
+// that is not the existing row's; RETURNING then yields no row.
 const putAccountSQL = `INSERT INTO accounts (` + accountColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (name) DO UPDATE SET
 	provider = excluded.provider,
 	base_url = excluded.base_url,
@@ -37,8 +37,9 @@ ON CONFLICT (name) DO UPDATE SET
 	tags = excluded.tags,
 	priority = excluded.priority,
 	disabled = excluded.disabled,
-	updated_at = max(excluded.updated_at, accounts.updated_at + 1)
-WHERE ?14 = '' OR accounts.id = ?14
+	updated_at = max(excluded.updated_at, accounts.updated_at + 1),
+	version = excluded.version
+WHERE ?15 = '' OR accounts.id = ?15
 RETURNING id, created_at, updated_at`
 
 // ListAccounts returns every account, enabled or not, ordered by name, with
@@ -115,12 +116,20 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	if created.IsZero() {
 		created = t
 	}
-	var createdMs, updatedMs int64
-	err = s.w.QueryRowContext(ctx, putAccountSQL,
-		id, a.Name, string(a.Provider), a.BaseURL, sealed, encodeList(a.Models),
-		a.MaxConcurrency, a.Group, encodeList(a.Tags), a.Priority, boolInt(a.Disabled),
-		toMillis(created), toMillis(t), a.ID,
-	).Scan(&id, &createdMs, &updatedMs)
+	var createdMs, updatedMs, version int64
+	err = s.changeAccounts(ctx, func(tx *sql.Tx, v int64) error {
+		version = v
+		err := tx.QueryRowContext(ctx, putAccountSQL,
+			id, a.Name, string(a.Provider), a.BaseURL, sealed, encodeList(a.Models),
+			a.MaxConcurrency, a.Group, encodeList(a.Tags), a.Priority, boolInt(a.Disabled),
+			toMillis(created), toMillis(t), v, a.ID,
+		).Scan(&id, &createdMs, &updatedMs)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM account_tombstones WHERE id = ?`, id)
+		return err
+	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
@@ -129,6 +138,7 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	case err != nil:
 		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w", a.Name, err)
 	}
+	a.Version, a.Sealed = version, ""
 	a.ID = id
 	a.CreatedAt = fromMillis(createdMs)
 	a.UpdatedAt = fromMillis(updatedMs)
@@ -140,17 +150,133 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 // DeleteAccount removes the account whose ID, or else whose Name, is
 // idOrName, or returns an error wrapping storage.ErrNotFound.
 func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`)`, idOrName)
+	err := s.changeAccounts(ctx, func(tx *sql.Tx, v int64) error {
+		var id string
+		err := tx.QueryRowContext(ctx, `DELETE FROM accounts WHERE id = (SELECT id FROM accounts WHERE `+matchIDOrName+`) RETURNING id`, idOrName).Scan(&id)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO account_tombstones (id, version) VALUES (?1, ?2)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version`, id, v)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite: account %q: %w", idOrName, storage.ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: delete account %q: %w", idOrName, err)
 	}
-	return affectedOne(res, "account", idOrName)
+	return nil
+}
+
+// changeAccounts runs fn in a write transaction with the change feed's next
+// version, committed with it. The Store's one writer connection orders the
+// versions as the commits.
+func (s *Store) changeAccounts(ctx context.Context, fn func(tx *sql.Tx, version int64) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+	var v int64
+	if err := tx.QueryRowContext(ctx, `UPDATE account_feed SET version = version + 1 RETURNING version`).Scan(&v); err != nil {
+		return fmt.Errorf("account feed: %w", err)
+	}
+	if err := fn(tx, v); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// AccountChanges reads the account change feed after version since (0:
+// every account) in one read transaction, so the rows, the tombstones and
+// the version agree. With open false no credentials are decrypted: they
+// stay in Account.Sealed. Changed rows come ordered by version, through
+// the accounts_version index.
+func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (storage.AccountChanges, error) {
+	var out storage.AccountChanges
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return out, fmt.Errorf("sqlite: account changes: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	if err := tx.QueryRowContext(ctx, `SELECT version FROM account_feed`).Scan(&out.Version); err != nil {
+		return out, fmt.Errorf("sqlite: account changes: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE version > ? ORDER BY version`, sinceOrAll(since))
+	if err != nil {
+		return out, fmt.Errorf("sqlite: account changes: %w", err)
+	}
+	for rows.Next() {
+		a, err := s.scanAccountSealed(rows, open)
+		if err != nil {
+			rows.Close()
+			return out, fmt.Errorf("sqlite: account changes: %w", err)
+		}
+		out.Accounts = append(out.Accounts, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("sqlite: account changes: %w", err)
+	}
+	if since > 0 {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM account_tombstones WHERE version > ? ORDER BY version`, since)
+		if err != nil {
+			return out, fmt.Errorf("sqlite: account changes: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return out, fmt.Errorf("sqlite: account changes: %w", err)
+			}
+			out.Deleted = append(out.Deleted, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return out, fmt.Errorf("sqlite: account changes: %w", err)
+		}
+	}
+	out.Version = max(out.Version, since)
+	return out, nil
+}
+
+// sinceOrAll is the lower bound (exclusive) of a feed read's versions: -1
+// for a full read, which also takes rows unchanged since before the feed
+// (version 0).
+func sinceOrAll(since int64) int64 {
+	if since <= 0 {
+		return -1
+	}
+	return since
+}
+
+// OpenCredentials opens credentials sealed by this Store (Account.Sealed).
+func (s *Store) OpenCredentials(sealed string) (storage.Credentials, error) {
+	var c storage.Credentials
+	plain, err := s.sealer.Open(sealed)
+	if err != nil {
+		return c, fmt.Errorf("sqlite: credentials: %w", err)
+	}
+	err = json.Unmarshal(plain, &c)
+	clear(plain)
+	if err != nil {
+		// The json error may quote the plaintext; do not wrap it.
+		return storage.Credentials{}, errors.New("sqlite: credentials: malformed json")
+	}
+	return c, nil
 }
 
 // scanner is the Scan method shared by *sql.Row and *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
 func (s *Store) scanAccount(sc scanner) (storage.Account, error) {
+	return s.scanAccountSealed(sc, true)
+}
+
+// scanAccountSealed scans an account row, opening its credentials when
+// open is true and otherwise leaving them in Sealed.
+func (s *Store) scanAccountSealed(sc scanner, open bool) (storage.Account, error) {
 	var (
 		a                  storage.Account
 		provider, sealed   string
@@ -159,7 +285,7 @@ func (s *Store) scanAccount(sc scanner) (storage.Account, error) {
 		createdMs, updated int64
 	)
 	if err := sc.Scan(&a.ID, &a.Name, &provider, &a.BaseURL, &sealed, &models,
-		&a.MaxConcurrency, &a.Group, &tags, &a.Priority, &disabled, &createdMs, &updated); err != nil {
+		&a.MaxConcurrency, &a.Group, &tags, &a.Priority, &disabled, &createdMs, &updated, &a.Version); err != nil {
 		return storage.Account{}, err
 	}
 	a.Provider = storage.Provider(provider)
@@ -172,6 +298,10 @@ func (s *Store) scanAccount(sc scanner) (storage.Account, error) {
 	}
 	if a.Tags, err = decodeList(tags); err != nil {
 		return storage.Account{}, fmt.Errorf("account %q: tags: %w", a.Name, err)
+	}
+	if !open {
+		a.Sealed = sealed
+		return a, nil
 	}
 	plain, err := s.sealer.Open(sealed)
 	if err != nil {
