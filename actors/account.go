@@ -37,6 +37,9 @@ type accountConfig struct {
 	// fence is the account's ownership lease (Config.Fenced; fence.go);
 	// nil: it grants whenever it has capacity.
 	fence *Fence
+	// states saves and loads the state handed over between owners
+	// (Config.States; handover.go); nil: none is.
+	states *states
 }
 
 // account is the actor that owns one upstream account: its in-flight count
@@ -55,8 +58,10 @@ type account struct {
 	self      *actor.PID
 	box       *mailbox // its own mailbox, handed to the scheduler and in leases
 	engine    *actor.Engine
-	draining  bool       // moving to another instance: no grants (fence.go)
-	drainTo   *actor.PID // the pool, told when a draining account holds no lease
+	draining  bool        // moving to another instance: no grants (fence.go)
+	drainTo   *actor.PID  // the pool, told when a draining account holds no lease
+	restoring bool        // reading the state its previous owner saved: no grants (handover.go)
+	saved     handoverKey // what the last saved state was saved at
 
 	// Token refresh (refresh.go); the goroutines run under ctx.
 	ctx           context.Context
@@ -145,7 +150,7 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 		a.probe(m)
 	case accountProbed:
 		a.probed(c, m)
-	case accountOwned, accountDrain:
+	case accountOwned, accountDrain, accountRestore:
 		a.receiveFence(c, m)
 	case accountConfigAsk:
 		m.reply <- a.cfg.account
@@ -169,6 +174,7 @@ func (a *account) started(c *mailCtx) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.setTransport(a.transport)
 	a.scheduleRefresh()
+	a.startRestore()
 	a.publish(c)
 }
 
@@ -383,6 +389,7 @@ func (a *account) publish(c *mailCtx) {
 	if a.cfg.snapshot != nil {
 		a.cfg.snapshot.publish(&m.view)
 	}
+	a.saveState()
 }
 
 // Budget of the accounts' state-change lines (logState): a mass cooldown of

@@ -60,8 +60,12 @@ type poolDisown struct {
 	done func()
 }
 
-// poolDrained is an account's word that it drains and holds no lease.
-type poolDrained struct{ id string }
+// poolDrained is an account's word that it drains and holds no lease,
+// with its state to hand over (Config.States; nil without).
+type poolDrained struct {
+	id    string
+	state *State
+}
 
 // poolAccounts asks for the IDs of every account put, owned or not.
 type poolAccounts struct{ reply chan []string }
@@ -180,7 +184,16 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 		}
 		delete(f.draining, m.id)
 		p.stop(c, m.id)
-		if done != nil {
+		if st, states := m.state, p.cfg.states; st != nil && states != nil {
+			// Saved before the lease is released (done), so the next
+			// owner, which may take it at once, reads it.
+			go func() {
+				states.saveNow(m.id, *st)
+				if done != nil {
+					done()
+				}
+			}()
+		} else if done != nil {
 			go done()
 		}
 	case poolAccounts:
@@ -248,7 +261,7 @@ func (p *pool) forget(id string) {
 // so (View.Moving), published when it changes, so the scheduler stops
 // picking it and readers see why.
 func (a *account) unfenced(c *mailCtx, now time.Time) bool {
-	if a.draining || (a.cfg.fence != nil && !a.cfg.fence.Holds(now)) {
+	if a.draining || a.restoring || (a.cfg.fence != nil && !a.cfg.fence.Holds(now)) {
 		if !a.view.Moving {
 			a.view.Moving = true
 			a.publish(c)
@@ -263,10 +276,12 @@ func (a *account) receiveFence(c *mailCtx, msg any) bool {
 	switch m := msg.(type) {
 	case accountOwned:
 		a.draining = false
-		if a.view.Moving {
+		if a.view.Moving && !a.restoring {
 			a.view.Moving = false
 			a.publish(c)
 		}
+	case accountRestore:
+		a.restore(c, m)
 	case accountDrain:
 		a.draining, a.drainTo = true, m.pool
 		a.view.Moving = true
@@ -281,6 +296,11 @@ func (a *account) receiveFence(c *mailCtx, msg any) bool {
 // drained tells the pool when a draining account holds no lease.
 func (a *account) drained(c *mailCtx) {
 	if a.draining && len(a.leases) == 0 && a.drainTo != nil {
-		c.Send(a.drainTo, poolDrained{id: a.view.ID})
+		var st *State
+		if a.cfg.states != nil && !a.restoring {
+			s := a.state()
+			st = &s
+		}
+		c.Send(a.drainTo, poolDrained{id: a.view.ID, state: st})
 	}
 }

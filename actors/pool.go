@@ -29,6 +29,7 @@ type poolConfig struct {
 	stateLog  *ratelog.Event                                   // budget of the accounts' state-change lines (shared)
 	fenced    bool                                             // run only the accounts owned (Config.Fenced; fence.go)
 	open      func(sealed string) (storage.Credentials, error) // Config.Open
+	states    *states                                          // Config.States (handover.go); nil: none
 }
 
 // pool is the supervisor actor that owns the set of account actors: it spawns
@@ -126,6 +127,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		probeEvery: p.cfg.probe,
 		stateLog:   p.cfg.stateLog,
 		fence:      p.fenceOf(acc.ID),
+		states:     p.cfg.states,
 	}), "account", acc.ID, p.cfg.log)
 	p.children[acc.ID] = pid
 }

@@ -65,6 +65,14 @@ type Config struct {
 	// credentials, once per change of the account. Nil, or an error: the
 	// account joins disabled (logged without the secret).
 	Open func(sealed string) (storage.Credentials, error)
+	// States, with Fenced, hands an account's learned state — cooldown
+	// until and reason, health, usage windows (State) — to its next owner:
+	// the owner saves it when its status, cooldown, windows or limit
+	// families change and when the account has drained away (before its
+	// lease is released), and an actor spawned here reads it first,
+	// granting nothing until the read answers (at most 2 s; a failed read
+	// starts afresh, logged). Nil: a new owner starts afresh.
+	States StateStore
 	// Seed seeds the scheduler's top-k jitter; 0 seeds it from the clock.
 	// Simulations and replays set it so the same input routes the same way.
 	Seed uint64
@@ -97,6 +105,7 @@ type System struct {
 	now       func() time.Time // Config.Clock
 	fenced    bool             // Config.Fenced
 	remote    remoteSide       // routing across instances (remote.go)
+	states    *states          // Config.States with Fenced; nil otherwise
 }
 
 // Start spawns the scheduler, the usage recorder and the pool supervisor.
@@ -131,6 +140,9 @@ func Start(cfg Config) (*System, error) {
 	}
 	s := &System{engine: e, now: cfg.Clock, fenced: cfg.Fenced}
 	s.remote.factory = cfg.Transport
+	if cfg.Fenced && cfg.States != nil {
+		s.states = newStates(cfg.States, cfg.Logger)
+	}
 	s.ws.idle = cfg.WSIdleTimeout
 	var ref *refresher
 	if r := cfg.Refresh; r != nil {
@@ -174,6 +186,7 @@ func Start(cfg Config) (*System, error) {
 		stateLog:  ratelog.New(stateLogBurst, stateLogWindow),
 		fenced:    cfg.Fenced,
 		open:      cfg.Open,
+		states:    s.states,
 	}), "pool", actor.WithID("0"))
 	s.stall = newStallClock()
 	return s, nil
@@ -413,6 +426,15 @@ func (s *System) PolicyStatus(ctx context.Context) (PolicyState, error) {
 	}
 }
 
+// FlushStates writes the accounts' handover states still queued
+// (Config.States), before this instance gives up its ownership leases, so
+// that the next owners read the latest. Without States it does nothing.
+func (s *System) FlushStates() {
+	if s.states != nil {
+		s.states.flush()
+	}
+}
+
 // Stop stops the pool, the scheduler and the usage recorder, writing every
 // queued usage record first. It waits until ctx is done at most.
 func (s *System) Stop(ctx context.Context) error {
@@ -431,6 +453,9 @@ func (s *System) Stop(ctx context.Context) error {
 		return ctx.Err()
 	}
 	s.boxes.close()
+	if s.states != nil {
+		s.states.close() // the accounts' last states, then the writer
+	}
 	for _, pid := range []*actor.PID{s.pool, s.sched, s.usage} {
 		select {
 		case <-s.engine.Poison(pid).Done():

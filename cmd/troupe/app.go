@@ -352,6 +352,7 @@ func (a *app) startActors(cx *codexSetup) error {
 		QuotaProbe:     quotaProbe(cfg.Gateway.QuotaProbe),
 		Fenced:         cfg.ownership(),
 		Open:           a.store.OpenCredentials,
+		States:         appStates{a}, // used with Fenced only
 	})
 	if err != nil {
 		return err
@@ -533,6 +534,7 @@ func (a *app) shutdown(grace time.Duration) error {
 		a.unwatch()
 	}
 	if a.owners != nil { // the front grants nothing more: hand the accounts over now
+		a.sys.FlushStates() // their states first, for the next owners
 		octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := a.owners.Stop(octx); err != nil {
 			a.log.Warn("fleet: ownership leases not released; the next owners take the accounts after fleet.ttl", "err", err)

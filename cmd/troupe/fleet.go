@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/fleet"
 	"github.com/troupe-gw/troupe/gateway"
+	"github.com/troupe-gw/troupe/storage"
 )
 
 // startFleet announces this instance to the deployment's others (with
@@ -199,4 +204,51 @@ func (m *fleetMount) Unread(ctx *fasthttp.RequestCtx, err error, front func(*fas
 		return
 	}
 	m.inner.Unread(ctx, err, front)
+}
+
+// appStates keeps the accounts' handover state (actors.State) in the
+// app's cache, which is opened after the actors start (and before any
+// account runs): key acct-state:<id>, JSON, for as long as it can matter
+// (stateTTL).
+type appStates struct{ a *app }
+
+// SaveState stores st for account id.
+func (s appStates) SaveState(ctx context.Context, id string, st actors.State) error {
+	if s.a.cache == nil {
+		return storage.ErrCacheUnavailable
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return s.a.cache.Set(ctx, "acct-state:"+id, string(b), stateTTL(st, time.Now()))
+}
+
+// LoadState returns account id's last saved state.
+func (s appStates) LoadState(ctx context.Context, id string) (actors.State, bool, error) {
+	var st actors.State
+	if s.a.cache == nil {
+		return st, false, storage.ErrCacheUnavailable
+	}
+	v, ok, err := s.a.cache.Get(ctx, "acct-state:"+id)
+	if err != nil || !ok {
+		return st, false, err
+	}
+	if err := json.Unmarshal([]byte(v), &st); err != nil {
+		return st, false, fmt.Errorf("account %s state: %w", id, err)
+	}
+	return st, true, nil
+}
+
+// stateTTL is how long a saved state is kept: until the last of its
+// cooldown's end and its windows' resets, at least a day (health) and at
+// most 8 days (a week-long window and a margin).
+func stateTTL(st actors.State, now time.Time) time.Duration {
+	end := st.CooldownUntil
+	for _, w := range st.Windows {
+		if w.ResetsAt.After(end) {
+			end = w.ResetsAt
+		}
+	}
+	return min(max(end.Sub(now)+time.Hour, 24*time.Hour), 8*24*time.Hour)
 }
