@@ -124,8 +124,10 @@ func (e *entry) left(c *candidates) {
 }
 
 // better orders candidates: tier first (healthy before warm before risky),
-// then score (its band, when the policy sets score_band), then the policy's
-// tie-break, then least recently granted, then join order.
+// then score (its band, when the policy sets score_band), then accounts run
+// here before those another instance owns (a remote grant costs a round trip
+// to the owner: docs/fleet.md, local first), then the policy's tie-break,
+// then least recently granted, then join order.
 // Slot sl picks the verdict compared (0: the policy's, 1: the canary's).
 func better(a, b *entry, sl int) bool {
 	va, vb := &a.v[sl], &b.v[sl]
@@ -134,6 +136,9 @@ func better(a, b *entry, sl int) bool {
 	}
 	if va.band != vb.band {
 		return va.band > vb.band
+	}
+	if (a.owner == "") != (b.owner == "") {
+		return a.owner == ""
 	}
 	if va.tie != vb.tie {
 		return va.tie > vb.tie

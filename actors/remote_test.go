@@ -72,7 +72,8 @@ func TestRemoteEntries(t *testing.T) {
 	}
 
 	s.RemoteViews("gw-b", []View{view(0, 1)})
-	waitFor(t, func() bool { return s.RemoteAccounts() == 1 })
+	// Counted when indexed, readable once stored: wait for both.
+	waitFor(t, func() bool { _, ok := s.View("b1"); return s.RemoteAccounts() == 1 && ok })
 	if v, ok := s.View("b1"); !ok || v.Name != "bee" {
 		t.Fatalf("View of a remote account: %+v %v", v, ok)
 	}
@@ -141,4 +142,76 @@ func TestRemoteEntries(t *testing.T) {
 	if n := s.RemoteAccounts(); n != 0 {
 		t.Errorf("%d remote accounts after a late view of one run here", n)
 	}
+}
+
+// Local first: of two accounts the policy judges alike, the one run here is
+// picked while it has room, and the one another instance owns only when the
+// local one is full; the owner is asked once.
+func TestRemoteLocalFirst(t *testing.T) {
+	s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
+		Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.Stop(ctx)
+	})
+	ctx := t.Context()
+	fr := &fakeRemote{}
+	s.SetRemote(fr)
+	remote := storage.Account{ID: "r1", Name: "remote", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
+		Credentials: storage.Credentials{APIKey: "sk-r"}, Models: []string{"m"}, MaxConcurrency: 1}
+	rview := View{ID: "r1", Name: "remote", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxInFlight: 1,
+		Version: 1, ConfigGen: 1, EWMASuccess: 1}
+	// The remote account joins first, so join order alone would pick it.
+	s.RemoteViews("gw-b", []View{rview})
+	waitFor(t, func() bool { return s.RemoteAccounts() == 1 })
+	local := storage.Account{ID: "l1", Name: "local", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
+		Credentials: storage.Credentials{APIKey: "sk-l"}, Models: []string{"m"}, MaxConcurrency: 1}
+	s.PutAccount(local)
+	fence := new(Fence)
+	fence.Extend(time.Now().Add(time.Hour), 1)
+	s.Own("l1", fence)
+	waitFor(t, func() bool { // the scheduler has judged both
+		sc, err := s.Scores(ctx)
+		_, l := sc["l1"]
+		_, r := sc["r1"]
+		return err == nil && l && r
+	})
+	fr.answer = func(RemoteRequest) (RemoteGrant, error) {
+		v := rview
+		v.InFlight, v.Version = 1, 2
+		return RemoteGrant{Granted: true, Handle: "h1", Account: remote, View: v}, nil
+	}
+	acquire := func() *Lease {
+		l, err := s.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// Released before the next: the local account always has room.
+	for range 5 {
+		l := acquire()
+		if l.AccountID != "l1" || l.remote != nil {
+			t.Fatalf("picked %s (remote %v) while the local account had room", l.AccountID, l.remote != nil)
+		}
+		s.Release(l, Outcome{Status: 200})
+		// The release reached the scheduler (a view readers see was
+		// queued to it first: account.publish).
+		waitFor(t, func() bool { v, _ := s.View("l1"); return v.InFlight == 0 })
+	}
+	if asked, _ := fr.counts(); asked != 0 {
+		t.Fatalf("the owner was asked %d times while the local account had room", asked)
+	}
+	// The local account full: the remote one serves.
+	held := acquire()
+	second := acquire()
+	if held.AccountID != "l1" || second.AccountID != "r1" || second.remote == nil {
+		t.Fatalf("picked %s then %s, want l1 then the remote r1", held.AccountID, second.AccountID)
+	}
+	s.Release(second, Outcome{Status: 200})
+	s.Release(held, Outcome{Status: 200})
 }
