@@ -256,6 +256,34 @@ func TestRenewStores(t *testing.T) {
 		if err := s.Renew(ctx, "a", []storage.OwnershipClaim{{Account: "x", Want: true}}, 0); !errors.Is(err, storage.ErrInvalid) {
 			t.Fatalf("ttl 0: %v", err)
 		}
+		// Many at once (Redis runs them in chunks of its scripts): every
+		// claim answered in place, the one held by b left to b.
+		many := make([]storage.OwnershipClaim, 1000)
+		for i := range many {
+			many[i] = storage.OwnershipClaim{Account: fmt.Sprintf("m%04d", i), Want: true}
+		}
+		many[700].Account = "acct"
+		if err := s.Renew(ctx, "c", many, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range many {
+			want := "c"
+			if i == 700 {
+				want = "b"
+			}
+			if c.Holder != want || c.Token == 0 {
+				t.Fatalf("claim %d of 1000: %+v, want held by %s with a token", i, c, want)
+			}
+		}
+		again := append([]storage.OwnershipClaim(nil), many...)
+		if err := s.Renew(ctx, "c", again, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for i := range again {
+			if again[i] != many[i] {
+				t.Fatalf("renewal %d: %+v, want %+v (the same token)", i, again[i], many[i])
+			}
+		}
 	}
 	t.Run("memory", func(t *testing.T) {
 		mc := memcache.New(memcache.Options{})
