@@ -257,6 +257,23 @@ async function main() {
   }
   await shot('08-providers')
 
+  // Fleet: the live instances and each account's owner. The demo runs
+  // alone (the in-memory cache): one member, this one, owning every account.
+  await page.getByRole('link', { name: 'Fleet' }).click()
+  await waitText(page.getByTestId('fleet-source'), /As seen by instance \S+ \(cache.driver memory/, 'the instance the fleet page asked')
+  await waitText(page.getByTestId('fleet-heartbeat'), /No heartbeat/, 'no heartbeat when alone')
+  check((await page.locator('input[name=fleet-q]').evaluate((e) => e.scrollWidth <= e.clientWidth + 1)), 'the fleet search box is cut')
+  {
+    const members = await page.locator('[data-testid=fleet-members] tbody tr').count()
+    check(members === 1, `fleet members: ${members}, want 1 (the demo alone)`)
+    const owned = await page.locator('[data-testid^=member-owned-]').first().textContent()
+    const rows = await page.locator('[data-testid=fleet-accounts] tbody tr').count()
+    check(Number(owned?.replace(/,/g, '')) >= rows && rows > 0, `the one member owns ${owned}, ${rows} account rows drawn`)
+    const cut = await truncated('[data-testid=fleet-members] td, [data-testid=fleet-members] th, [data-testid=fleet-accounts] td')
+    check(cut.length === 0, `Fleet cells cut: ${JSON.stringify(cut)}`)
+  }
+  await shot('08-fleet')
+
   // Account hygiene: an account whose key the upstream refuses is flagged by
   // the rule, tagged in the table with its reason on hover, shows the reason
   // in its panel and is restored in one click; then it is deleted again.

@@ -10,6 +10,7 @@ import { Keys } from './pages/Keys'
 import { Usage } from './pages/Usage'
 import { Policies } from './pages/Policies'
 import { Settings } from './pages/Settings'
+import { Fleet } from './pages/Fleet'
 
 export interface Me {
   auth: string
@@ -24,6 +25,7 @@ const pages: [string, string][] = [
   ['keys', 'API keys'],
   ['usage', 'Usage'],
   ['policies', 'Policies'],
+  ['fleet', 'Fleet'],
   ['settings', 'Settings'],
 ]
 
@@ -115,6 +117,7 @@ export function App() {
         {page === 'keys' && <Keys />}
         {page === 'usage' && <Usage dark={dark} />}
         {page === 'policies' && <Policies name={rest} dark={dark} />}
+        {page === 'fleet' && <Fleet />}
         {page === 'settings' && <Settings />}
         {!pages.some(([id]) => id === page) && <p>No such page.</p>}
       </main>
