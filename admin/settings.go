@@ -25,6 +25,8 @@ var adminSettingDefs = []settingDef{
 		Description: "Days usage records (the request log) are kept."},
 	{Key: storage.SettingUsageHourlyDays, Default: strconv.Itoa(storage.DefaultUsageHourlyDays), Min: 1, Max: 3650,
 		Description: "Days hourly usage rollups (the usage charts) are kept."},
+	{Key: storage.SettingUsageDailyDays, Default: strconv.Itoa(storage.DefaultUsageDailyDays), Min: 1, Max: 36500,
+		Description: "Days daily spend rollups per user and model (the spend pages) are kept."},
 }
 
 type settingJSON struct {

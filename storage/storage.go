@@ -322,6 +322,10 @@ const (
 	// SettingUsageHourlyDays is how many days hourly rollups are kept
 	// (DefaultUsageHourlyDays when unset).
 	SettingUsageHourlyDays = "retention.usage_hourly_days"
+	// SettingUsageDailyDays is how many days the daily rollups per user and
+	// model (usage_daily_users: the spend pages) are kept
+	// (DefaultUsageDailyDays when unset).
+	SettingUsageDailyDays = "retention.usage_daily_days"
 )
 
 // Retention defaults, in days.
@@ -332,6 +336,9 @@ const (
 	// DefaultUsageHourlyDays is how many days hourly rollups are kept when
 	// SettingUsageHourlyDays is unset.
 	DefaultUsageHourlyDays = 400
+	// DefaultUsageDailyDays is how many days the daily rollups per user and
+	// model are kept when SettingUsageDailyDays is unset: five years.
+	DefaultUsageDailyDays = 1825
 )
 
 // Policies stores routing policies with their full history (tables policies

@@ -288,6 +288,13 @@ type Users interface {
 	// UserDaily returns daily rollup rows matching q ordered by day, user,
 	// model; nil when none.
 	UserDaily(ctx context.Context, q UserDailyQuery) ([]UserDaily, error)
+	// PruneUserDaily deletes the daily rollup rows whose Day is before
+	// before (in batches, each its own short transaction, as PruneUsage)
+	// and returns how many it deleted; on an error the batches already
+	// committed stay deleted and are counted. A zero time deletes nothing.
+	// Balances and the ledger are never pruned: they do not depend on the
+	// rollups.
+	PruneUserDaily(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Well-known settings of tenants (table settings).

@@ -131,34 +131,42 @@ func (a *app) watchAccounts(ch <-chan string) {
 	}
 }
 
-// Retention defaults, overridable by the settings of the same names.
-const (
-	defaultRecordsDays = 30
-	defaultRollupsDays = 400
-)
-
-// pruneUsage deletes usage records and rollups past their retention, now and
-// then every interval, until ctx ends. The backends delete in small batches,
-// so this never holds a long lock.
+// pruneUsage deletes usage records, hourly rollups and the daily rollups per
+// user and model past their retention, now and then every interval, until ctx
+// ends. The backends delete in small batches, so this never holds a long lock.
 func (a *app) pruneUsage(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		recDays := a.settingInt(ctx, "retention.usage_records_days", defaultRecordsDays)
-		rollDays := a.settingInt(ctx, "retention.usage_hourly_days", defaultRollupsDays)
-		now := time.Now().UTC()
-		recs, rolls, err := a.store.PruneUsage(ctx, now.AddDate(0, 0, -recDays), now.AddDate(0, 0, -rollDays))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			a.log.Warn("usage retention", "err", err)
-		case recs > 0 || rolls > 0:
-			a.log.Info("usage retention", "records_deleted", recs, "rollups_deleted", rolls, "records_days", recDays, "rollups_days", rollDays)
-		}
+		a.pruneOnce(ctx, time.Now().UTC())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// pruneOnce is one pass of pruneUsage at now: each retention is read from its
+// setting (storage.SettingUsage*Days; the storage.DefaultUsage*Days when unset
+// or invalid), and a failure is logged, never fatal: the next pass retries.
+func (a *app) pruneOnce(ctx context.Context, now time.Time) {
+	recDays := a.settingInt(ctx, storage.SettingUsageRecordsDays, storage.DefaultUsageRecordsDays)
+	rollDays := a.settingInt(ctx, storage.SettingUsageHourlyDays, storage.DefaultUsageHourlyDays)
+	dailyDays := a.settingInt(ctx, storage.SettingUsageDailyDays, storage.DefaultUsageDailyDays)
+	recs, rolls, err := a.store.PruneUsage(ctx, now.AddDate(0, 0, -recDays), now.AddDate(0, 0, -rollDays))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Warn("usage retention", "err", err)
+	case recs > 0 || rolls > 0:
+		a.log.Info("usage retention", "records_deleted", recs, "rollups_deleted", rolls, "records_days", recDays, "rollups_days", rollDays)
+	}
+	daily, err := a.store.PruneUserDaily(ctx, now.AddDate(0, 0, -dailyDays))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Warn("daily spend retention", "err", err)
+	case daily > 0:
+		a.log.Info("daily spend retention", "rows_deleted", daily, "days", dailyDays)
 	}
 }
 

@@ -519,3 +519,18 @@ func optString(s string) *string {
 	}
 	return &s
 }
+
+// PruneUserDaily deletes the daily rollup rows of days before before (a
+// row's time is the start of its UTC day, as in UserDaily), in batches of
+// pruneBatch rows by primary key, each its own transaction (as PruneUsage).
+func (s *Store) PruneUserDaily(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	n, err := s.pruneLoop(ctx, `DELETE FROM usage_daily_users WHERE (day, user_id, model) IN (
+		SELECT day, user_id, model FROM usage_daily_users WHERE (day::timestamp AT TIME ZONE 'UTC') < $1 LIMIT `+fmt.Sprint(pruneBatch)+`)`, before)
+	if err != nil {
+		return n, fmt.Errorf("postgres: prune daily user rollups: %w", err)
+	}
+	return n, nil
+}

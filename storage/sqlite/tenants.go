@@ -596,3 +596,17 @@ func isForeignKey(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }
+
+// PruneUserDaily deletes the daily rollup rows of days before before, in
+// batches of pruneBatch rows, each its own transaction (as PruneUsage).
+func (s *Store) PruneUserDaily(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	n, err := s.pruneLoop(ctx, `DELETE FROM usage_daily_users WHERE rowid IN (
+		SELECT rowid FROM usage_daily_users WHERE day < ? LIMIT `+fmt.Sprint(pruneBatch)+`)`, toMillis(before))
+	if err != nil {
+		return n, fmt.Errorf("sqlite: prune daily user rollups: %w", err)
+	}
+	return n, nil
+}

@@ -21,6 +21,7 @@ var tenantTests = []struct {
 	{"Billing/ChargeAtomic", testChargeAtomic},
 	{"Billing/ConcurrentCharges", testConcurrentCharges},
 	{"Billing/DailyRollups", testUserDailyRollups},
+	{"Billing/PruneDailyRollups", testPruneUserDaily},
 	{"Billing/Prices", testPrices},
 }
 
@@ -488,6 +489,66 @@ func testUserDailyRollups(t *testing.T, s storage.Store) {
 	if err != nil || len(to) != 2 {
 		t.Fatalf("UserDaily to the next day = %+v, %v", to, err)
 	}
+}
+
+// testPruneUserDaily: the daily rollups per user and model are pruned by
+// day, apart from the request records (each outlives the other's pruning),
+// and pruning never touches a balance or its ledger.
+func testPruneUserDaily(t *testing.T, s storage.Store) {
+	u := mustUser(t, s, "pruned", 1_000_000)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	recs := userUsage("pd", u.ID, 4, 10)
+	for i := range recs {
+		recs[i].At = day.Add(time.Duration(i)*24*time.Hour + 2*time.Hour) // days 1 to 4
+	}
+	if err := s.InsertUsage(ctx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	days := func() []time.Time {
+		t.Helper()
+		rows, err := s.UserDaily(ctx(t), storage.UserDailyQuery{UserID: u.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []time.Time
+		for _, r := range rows {
+			out = append(out, r.Day)
+		}
+		return out
+	}
+	if got := days(); len(got) != 4 {
+		t.Fatalf("daily rows before pruning: %v, want 4 days", got)
+	}
+	if n, err := s.PruneUserDaily(ctx(t), time.Time{}); err != nil || n != 0 {
+		t.Fatalf("PruneUserDaily(zero) = %d, %v; want 0, nil", n, err)
+	}
+	// Records of every day pruned: the rollups stay.
+	if _, _, err := s.PruneUsage(ctx(t), day.Add(5*24*time.Hour), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := days(); len(got) != 4 {
+		t.Fatalf("daily rows after pruning the records: %v, want 4 days", got)
+	}
+	// A cut at the start of day 3 deletes days 1 and 2, not day 3.
+	n, err := s.PruneUserDaily(ctx(t), day.Add(2*24*time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("PruneUserDaily(day 3, 00:00) = %d, %v; want 2, nil", n, err)
+	}
+	got := days()
+	if len(got) != 2 || !got[0].Equal(day.Add(2*24*time.Hour)) || !got[1].Equal(day.Add(3*24*time.Hour)) {
+		t.Fatalf("daily rows after pruning = %v, want days 3 and 4", got)
+	}
+	if n, err := s.PruneUserDaily(ctx(t), day.Add(2*24*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("second PruneUserDaily = %d, %v; want 0, nil", n, err)
+	}
+	// A cut inside day 3: a row's time is the start of its day, so day 3 goes.
+	if n, err := s.PruneUserDaily(ctx(t), day.Add(2*24*time.Hour+time.Hour)); err != nil || n != 1 {
+		t.Fatalf("PruneUserDaily(day 3, 01:00) = %d, %v; want 1, nil", n, err)
+	}
+	if got := days(); len(got) != 1 || !got[0].Equal(day.Add(3*24*time.Hour)) {
+		t.Fatalf("daily rows after the second cut = %v, want day 4", got)
+	}
+	checkLedgerSum(t, s, u.ID, 1_000_000-4*10)
 }
 
 func testPrices(t *testing.T, s storage.Store) {
