@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
+import { billingPages } from './billing.mjs'
 
 const bin = resolve(process.env.TROUPE_BIN || '../bin/troupe')
 const artifacts = resolve(process.env.ARTIFACTS || '../.cache/artifacts/admin-ui')
@@ -401,6 +402,9 @@ async function main() {
   await waitText(page.getByTestId('hygiene-rule-text'), /^Flags an account unauthorized for 1s /, 'the hygiene rule in Settings')
   await waitText(page.getByTestId('hygiene-rule'), /No account flagged/, 'no account left flagged')
   await shot('14-settings')
+
+  // The billing admin pages (e2e/billing.mjs).
+  await billingPages({ page, env, shot, waitText, check })
 
   // Dark mode.
   await page.getByRole('button', { name: /Dark/ }).click()

@@ -11,6 +11,10 @@ import { Usage } from './pages/Usage'
 import { Policies } from './pages/Policies'
 import { Settings } from './pages/Settings'
 import { Fleet } from './pages/Fleet'
+import { Users } from './pages/Users'
+import { Prices } from './pages/Prices'
+import { Registration } from './pages/Registration'
+import { Spend } from './pages/Spend'
 
 export interface Me {
   auth: string
@@ -26,6 +30,10 @@ const pages: [string, string][] = [
   ['usage', 'Usage'],
   ['policies', 'Policies'],
   ['fleet', 'Fleet'],
+  ['users', 'Users'],
+  ['prices', 'Prices'],
+  ['spend', 'Spend'],
+  ['registration', 'Registration'],
   ['settings', 'Settings'],
 ]
 
@@ -119,6 +127,10 @@ export function App() {
         {page === 'policies' && <Policies name={rest} dark={dark} />}
         {page === 'fleet' && <Fleet />}
         {page === 'settings' && <Settings />}
+        {page === 'users' && <Users />}
+        {page === 'prices' && <Prices />}
+        {page === 'spend' && <Spend dark={dark} />}
+        {page === 'registration' && <Registration />}
         {!pages.some(([id]) => id === page) && <p>No such page.</p>}
       </main>
     </div>

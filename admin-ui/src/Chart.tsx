@@ -11,7 +11,22 @@ import { Legend } from './Legend'
  * shows every series' value (its sum over the range, or its latest value)
  * without hovering.
  */
-export function Chart({ x, series, dark, height = 260, testid = 'usage-chart' }: { x: number[]; series: Series[]; dark: boolean; height?: number; testid?: string }) {
+export function Chart({
+  x,
+  series,
+  dark,
+  height = 260,
+  testid = 'usage-chart',
+  yFormat,
+}: {
+  x: number[]
+  series: Series[]
+  dark: boolean
+  height?: number
+  testid?: string
+  /** how the y axis writes its values (default uPlot's numbers) */
+  yFormat?: (v: number) => string
+}) {
   const el = useRef<HTMLDivElement>(null)
   useEffect(() => {
     const host = el.current!
@@ -33,7 +48,7 @@ export function Chart({ x, series, dark, height = 260, testid = 'usage-chart' }:
           points: { show: x.length < 60 || sparse(s.values), size: 5, fill: colorFor(s.label) },
         })),
       ],
-      axes: [axis, { ...axis, size: 60 }],
+      axes: [axis, { ...axis, size: 60, ...(yFormat ? { values: (_u: uPlot, splits: number[]) => splits.map(yFormat) } : {}) }],
       legend: { show: false }, // ours, below, shows the values without hovering
     }
     const plot = new uPlot(opts, [x, ...series.map((s) => s.values)] as uPlot.AlignedData, host)
@@ -43,7 +58,7 @@ export function Chart({ x, series, dark, height = 260, testid = 'usage-chart' }:
       ro.disconnect()
       plot.destroy()
     }
-  }, [x, series, dark, height])
+  }, [x, series, dark, height, yFormat])
   return (
     <div data-testid={testid}>
       <div ref={el} className="chart" />

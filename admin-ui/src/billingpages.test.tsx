@@ -1,0 +1,124 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react'
+import { ledgerProblem, limitsBody, Users } from './pages/Users'
+import { priceBody, Prices } from './pages/Prices'
+import { invitationState } from './pages/Registration'
+
+// Each wait may take a while on a loaded machine; they poll the page, never sleep.
+const slow = { timeout: 10_000 }
+
+afterEach(() => {
+  cleanup()
+  vi.unstubAllGlobals()
+})
+
+/** stubAPI answers the admin API from routes ("METHOD path" → body) and records every call. */
+function stubAPI(routes: Record<string, unknown>) {
+  const calls: { method: string; path: string; body: any }[] = []
+  vi.stubGlobal(
+    'fetch',
+    vi.fn(async (url: string, init: RequestInit) => {
+      const path = url.replace('/api/admin/', '')
+      const method = init.method ?? 'GET'
+      calls.push({ method, path, body: init.body ? JSON.parse(init.body as string) : undefined })
+      const key = `${method} ${path}`
+      if (!(key in routes)) return new Response(JSON.stringify({ error: { message: 'no route ' + key } }), { status: 404 })
+      return new Response(JSON.stringify(routes[key]), { status: 200 })
+    }),
+  )
+  return calls
+}
+
+const alice = {
+  id: 'u1',
+  name: 'alice',
+  email: 'alice@example.com',
+  group: '',
+  disabled: false,
+  models: [],
+  rpm: 0,
+  max_concurrency: 0,
+  has_password: true,
+  balance: '12.500000',
+  balance_micro: 12_500_000,
+  created_at: '2026-12-01T00:00:00Z',
+  last_login_at: null,
+}
+
+describe('Users', () => {
+  it('checks a ledger entry as the server would, before sending it', () => {
+    expect(ledgerProblem('topup', '', 'x')).toMatch(/Enter an amount/)
+    expect(ledgerProblem('topup', '-5', 'x')).toMatch(/positive/)
+    expect(ledgerProblem('topup', '0', 'x')).toMatch(/positive/)
+    expect(ledgerProblem('topup', '1.1234567', 'x')).toMatch(/6 digits/)
+    expect(ledgerProblem('topup', '1e3', 'x')).toMatch(/positive decimal/)
+    expect(ledgerProblem('topup', '10', ' ')).toMatch(/note/)
+    expect(ledgerProblem('adjustment', '-1.5', 'fix')).toBe('')
+    expect(ledgerProblem('adjustment', '0.000', 'fix')).toMatch(/not 0/)
+    expect(ledgerProblem('refund', '0.25', 'bad answer')).toBe('')
+  })
+  it('turns the limits form into a PATCH', () => {
+    expect(limitsBody({ group: ' gold ', models: 'gpt-5, claude-sonnet-4,', rpm: '60', max_concurrency: '' })).toEqual({
+      group: 'gold',
+      models: ['gpt-5', 'claude-sonnet-4'],
+      rpm: 60,
+      max_concurrency: 0,
+    })
+    expect(limitsBody({ group: '', models: '', rpm: '1.5', max_concurrency: '' })).toMatch(/whole number/)
+  })
+  it('tops up with the amount as typed, a string, and shows the new balance', { timeout: 30_000 }, async () => {
+    const after = { ...alice, balance: '22.500001', balance_micro: 22_500_001 }
+    const calls = stubAPI({
+      'GET users': { users: [alice] },
+      'GET users/u1': { user: alice, ledger: [] },
+      'POST users/u1/ledger': { user: after, ledger: [{ id: 1, kind: 'topup', amount: '10.000001', amount_micro: 10_000_001, actor: 'admin:admin', note: 'invoice 7', request_id: '', created_at: '2026-12-06T08:00:00Z' }] },
+    })
+    render(<Users />)
+    fireEvent.click(await screen.findByText('alice', {}, slow))
+    expect((await screen.findByTestId('user-balance', {}, slow)).textContent).toBe('12.50')
+    fireEvent.change(screen.getByPlaceholderText('12.50'), { target: { value: '10.000001' } })
+    fireEvent.change(screen.getByPlaceholderText('invoice 2026-114'), { target: { value: 'invoice 7' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Top up' }))
+    await waitFor(() => expect(screen.getByTestId('user-balance').textContent).toBe('22.500001'), slow)
+    const post = calls.find((c) => c.method === 'POST')!
+    expect(post.body).toEqual({ kind: 'topup', amount: '10.000001', note: 'invoice 7' })
+    expect(screen.getByTestId('ledger').textContent).toContain('+10.000001')
+  })
+})
+
+describe('Prices', () => {
+  it('sends prices as the strings typed, leaving empty optional ones to the server', () => {
+    expect(priceBody({ model: 'gpt-5', input: '1.25', output: '10', cached_input: '', cache_write: '' })).toEqual({ input: '1.25', output: '10' })
+    expect(priceBody({ model: 'gpt-5', input: '0.1', output: '0.3', cached_input: '0.01', cache_write: '0.125' })).toEqual({
+      input: '0.1',
+      output: '0.3',
+      cached_input: '0.01',
+      cache_write: '0.125',
+    })
+    expect(priceBody({ model: '', input: '1', output: '1', cached_input: '', cache_write: '' })).toMatch(/model/)
+    expect(priceBody({ model: 'm', input: '', output: '1', cached_input: '', cache_write: '' })).toMatch(/Input price is required/)
+    expect(priceBody({ model: 'm', input: '1', output: '1.0000001', cached_input: '', cache_write: '' })).toMatch(/Output price .* 6 digits/)
+    expect(priceBody({ model: 'm', input: '1', output: '2', cached_input: '-1', cache_write: '' })).toMatch(/Cached input/)
+  })
+  it('lists prices and group multipliers exactly', { timeout: 30_000 }, async () => {
+    stubAPI({
+      'GET prices': { prices: [{ model: 'gpt-5', currency: 'USD', input: '1.250000', cached_input: '0.125000', cache_write: '1.562500', output: '10.000000', updated_at: '2026-12-06T08:00:00Z' }] },
+      'GET price-groups': { price_groups: [{ group: 'gold', multiplier: '0.800000' }] },
+    })
+    render(<Prices />)
+    expect((await screen.findByTestId('price-input', {}, slow)).textContent).toBe('1.25')
+    expect(screen.getByTestId('prices-table').textContent).toContain('1.5625')
+    await waitFor(() => expect(screen.getByTestId('price-groups').textContent).toContain('× 0.8'), slow)
+  })
+})
+
+describe('Registration', () => {
+  it('names an invitation state', () => {
+    const base = { id: 'i', prefix: 'inv-abcd', note: '', max_uses: 2, uses: 0, disabled: false, expires_at: null, created_by: 'admin:a', created_at: '2026-12-01T00:00:00Z' }
+    const now = Date.parse('2026-12-06T00:00:00Z')
+    expect(invitationState(base, now)).toBe('active')
+    expect(invitationState({ ...base, uses: 2 }, now)).toBe('used')
+    expect(invitationState({ ...base, expires_at: '2026-12-05T00:00:00Z' }, now)).toBe('expired')
+    expect(invitationState({ ...base, disabled: true, uses: 2 }, now)).toBe('revoked')
+  })
+})
