@@ -52,7 +52,9 @@ export async function billingPages({ page, env, shot, waitText, check }) {
 
   // Registration: invite mode, a code shown once, redeemed by a registration.
   await page.getByRole('link', { name: 'Registration' }).click()
-  await page.locator('input[name=registration][value=invite]').check()
+  // The radio follows the server: it turns checked once the PUT answered.
+  await page.locator('input[name=registration][value=invite]').click()
+  await page.locator('input[name=registration][value=invite]:checked').waitFor()
   await page.waitForFunction(() => fetch('/api/admin/registration').then((r) => r.json()).then((j) => j.mode === 'invite'))
   await page.getByRole('button', { name: 'Create invitation' }).click()
   await page.locator('.modal input[name=max_uses]').fill('2')
@@ -123,8 +125,8 @@ export async function billingPages({ page, env, shot, waitText, check }) {
   // Two requests on the user's key, charged at the gold price.
   for (let i = 0; i < 2; i++) {
     const r = await chat()
-    check(r.status === 200, `the user's key: ${r.status} ${await r.text()}`)
-    await r.text()
+    const body = await r.text()
+    check(r.status === 200, `the user's key: ${r.status} ${body}`)
   }
   let balance = ''
   {
@@ -179,7 +181,9 @@ export async function billingPages({ page, env, shot, waitText, check }) {
     const r = await consoleCall('POST', 'register', { name: 'e2e-bob', password, invitation: code })
     check(r.status === 403, `a registration with a revoked code: ${r.status}`)
   }
-  await page.locator('input[name=registration][value=closed]').check()
+  // The radio follows the server: it turns checked once the PUT answered.
+  await page.locator('input[name=registration][value=closed]').click()
+  await page.locator('input[name=registration][value=closed]:checked').waitFor()
   await page.waitForFunction(() => fetch('/api/admin/registration').then((r) => r.json()).then((j) => j.mode === 'closed'))
   console.log('billing pages: a user registered by invitation, topped up, charged', balance, 'left; spend agrees')
 }

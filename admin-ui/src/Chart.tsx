@@ -48,7 +48,7 @@ export function Chart({
           points: { show: x.length < 60 || sparse(s.values), size: 5, fill: colorFor(s.label) },
         })),
       ],
-      axes: [axis, { ...axis, size: 60, ...(yFormat ? { values: (_u: uPlot, splits: number[]) => splits.map(yFormat) } : {}) }],
+      axes: [axis, { ...axis, size: yFormat ? 84 : 60, ...(yFormat ? { values: (_u: uPlot, splits: number[]) => splits.map(yFormat) } : {}) }],
       legend: { show: false }, // ours, below, shows the values without hovering
     }
     const plot = new uPlot(opts, [x, ...series.map((s) => s.values)] as uPlot.AlignedData, host)

@@ -227,7 +227,7 @@ function Groups({ data, error, reload }: { data: PriceGroup[] | null; error: str
     }
   }
   return (
-    <div className="card">
+    <div className="card spaced">
       <h3>Group multipliers</h3>
       <p className="muted small">A user in a group pays every price × its multiplier; a group without one pays × 1.</p>
       {(error || msg) && <div className="error">{error || msg}</div>}
