@@ -107,10 +107,17 @@ func (s *scheduler) pickPinned(req *acquireState, sl int, pol Policy) (e *entry,
 }
 
 // pinned returns account id for req when it is a candidate of slot sl that
-// matches req, recording the pick as via; else nil.
+// matches req, recording the pick as via; else nil. An account another
+// instance owns is asked on the first try even when its view shows it at
+// its limit: a remote view's in-flight count lags its owner's by up to a
+// second (fleet.ViewsCounters), and the owner decides; its refusal brings
+// its current view, and the retry is judged on that.
 func (s *scheduler) pinned(id string, via Via, req *acquireState, sl int, pol Policy, now time.Time) *entry {
 	e := s.byID[id]
-	if e == nil || !e.candidate(now, sl) || !s.matches(e, req) || !s.inSet(e, req) {
+	if e == nil || !s.matches(e, req) || !s.inSet(e, req) {
+		return nil
+	}
+	if !e.candidate(now, sl) && (e.owner == "" || req.tries > 0 || !e.v[sl].scored.OK || !e.view.Available(now)) {
 		return nil
 	}
 	s.trace(req, via, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)

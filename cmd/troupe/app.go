@@ -53,8 +53,11 @@ type app struct {
 	// shared is the Redis under cache, unwrapped (nil with the in-memory
 	// cache): the fleet's membership store.
 	shared *rediscache.Cache
-	fleet  *fleet.Fleet  // the deployment's live instances (fleet.go)
-	owners *fleet.Owners // this instance's ownership leases; nil unless fleet.ownership
+	// control is a Redis client of its own for the fleet's heartbeats and
+	// ownership renewals (fleet.go, controlCache); nil without a shared cache.
+	control *rediscache.Cache
+	fleet   *fleet.Fleet  // the deployment's live instances (fleet.go)
+	owners  *fleet.Owners // this instance's ownership leases; nil unless fleet.ownership
 
 	sys     *actors.System
 	metrics *gateway.Metrics
@@ -566,6 +569,9 @@ func (a *app) shutdown(grace time.Duration) error {
 			a.log.Warn("fleet: not removed from the live set; the others drop this instance after fleet.ttl", "err", err)
 		}
 		fcancel()
+	}
+	if a.control != nil {
+		a.control.Close()
 	}
 	if a.cache != nil {
 		if err := a.cache.Close(); err != nil {
