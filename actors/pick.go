@@ -117,7 +117,7 @@ func (s *scheduler) pinned(id string, via Via, req *acquireState, sl int, pol Po
 	if e == nil || !s.matches(e, req) || !s.inSet(e, req) {
 		return nil
 	}
-	if !e.candidate(now, sl) && (e.owner == "" || req.tries > 0 || !e.v[sl].scored.OK || !e.view.Available(now)) {
+	if !e.candidate(now, sl) && (e.owner == "" || req.tries > 0 || !e.v[sl].scored.OK || !e.view.Usable(now)) {
 		return nil
 	}
 	s.trace(req, via, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)

@@ -89,7 +89,14 @@ type View struct {
 
 // Available reports whether the account can take one more lease at now.
 func (v *View) Available(now time.Time) bool {
-	if v.InFlight >= v.MaxInFlight || v.Moving {
+	return v.InFlight < v.MaxInFlight && v.Usable(now)
+}
+
+// Usable reports whether the account takes leases by its state, whatever
+// its in-flight count: active, or cooling with the cooldown over, and not
+// moving to another instance.
+func (v *View) Usable(now time.Time) bool {
+	if v.Moving {
 		return false
 	}
 	switch v.Status {
