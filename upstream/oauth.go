@@ -85,6 +85,8 @@ type RefreshError struct {
 	Err    error // ErrRefreshRejected for a permanent refusal, else the cause
 }
 
+// Error says the refresh failed, with the status and OAuth error code when
+// the token endpoint answered ("oauth refresh: status 400, code invalid_grant: …").
 func (e *RefreshError) Error() string {
 	switch {
 	case e.Status == 0:
@@ -95,6 +97,7 @@ func (e *RefreshError) Error() string {
 	return fmt.Sprintf("oauth refresh: status %d: %v", e.Status, e.Err)
 }
 
+// Unwrap returns the cause: ErrRefreshRejected for a permanent refusal.
 func (e *RefreshError) Unwrap() error { return e.Err }
 
 // Permanent reports whether err is a refusal that retrying cannot fix.

@@ -287,6 +287,7 @@ func (u *utlsTransport) dialTLS(ctx context.Context, network, addr string, h1 bo
 // HandshakeError is a failed uTLS handshake (classified as KindTLS).
 type HandshakeError struct{ Err error }
 
+// Error returns "utls handshake: " and the cause.
 func (e *HandshakeError) Error() string { return "utls handshake: " + e.Err.Error() }
 
 // Unwrap returns the handshake's error.
