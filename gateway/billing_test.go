@@ -407,3 +407,85 @@ func TestBillingUserLimits(t *testing.T) {
 	}
 	b.settled(t)
 }
+
+// TestKeyLimitsTwoInstances: an API key's requests-per-minute limit and its
+// user's are counted in the shared cache, so two instances on one Redis
+// admit exactly the limit between them (issue 17 item 6), whichever
+// instance each request reaches.
+func TestKeyLimitsTwoInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL and Redis: not in -short")
+	}
+	sealer, err := storage.NewSealer(bytes.Repeat([]byte{7, 1, 9, 3}, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.Open(context.Background(), storagetest.PostgresDB(t), sealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	url := cachetest.RedisURL(t)
+	prefix := cachetest.RedisPrefix(t, url)
+	p := setPrice(t, store)
+	var insts []*billed
+	for range 2 {
+		c, err := rediscache.New(context.Background(), url, rediscache.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		insts = append(insts, billedOn(t, store, c, p))
+	}
+	send := func(secret string, n int) (ok, limited int) {
+		for i := range n {
+			status, body := insts[i%2].post(t, "/v1/chat/completions", secret, billingRequests[0].body)
+			switch status {
+			case 200:
+				ok++
+			case 429:
+				limited++
+			default:
+				t.Fatalf("request %d: %d %s", i, status, body)
+			}
+		}
+		return ok, limited
+	}
+	// exactly sends n requests with a new key of mk's within one minute
+	// window (a run across a window boundary starts a new count: it is run
+	// again with a fresh key) and wants limit of them admitted.
+	exactly := func(what string, mk func(i int) string, n, limit int) {
+		for i := 0; ; i++ {
+			secret := mk(i)
+			minute := time.Now().Truncate(time.Minute)
+			ok, limited := send(secret, n)
+			if !time.Now().Truncate(time.Minute).Equal(minute) && i < 3 {
+				continue
+			}
+			if ok != limit || limited != n-limit {
+				t.Fatalf("%s over two instances: %d admitted, %d refused, want %d and %d", what, ok, limited, limit, n-limit)
+			}
+			return
+		}
+	}
+	ctx := context.Background()
+	exactly("the key's RPM 3", func(i int) string {
+		u, err := store.CreateUser(ctx, storage.User{Name: fmt.Sprintf("keyed-%d", i)}, storage.NewUser{Balance: 100_000_000, Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret, k, err := NewKey(u.Name + "-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.UserID, k.Limits = u.ID, storage.KeyLimits{RPM: 3}
+		if _, err := store.CreateAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}, 8, 3)
+	exactly("the user's RPM 2", func(i int) string {
+		_, secret := insts[0].userKey(t, storage.User{Name: fmt.Sprintf("user-limited-%d", i), RPM: 2}, 100_000_000)
+		return secret
+	}, 6, 2)
+}
