@@ -207,6 +207,13 @@ func TestBillingUntilRefusedTwoInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("PostgreSQL and Redis: not in -short")
 	}
+	runUntilRefused(t, twoInstances(t)...)
+}
+
+// twoInstances starts two billed gateways sharing one PostgreSQL database
+// (with a price set) and one Redis prefix.
+func twoInstances(t *testing.T) []*billed {
+	t.Helper()
 	sealer, err := storage.NewSealer(bytes.Repeat([]byte{7, 1, 9, 3}, 8))
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +235,7 @@ func TestBillingUntilRefusedTwoInstances(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		insts = append(insts, billedOn(t, store, c, p))
 	}
-	runUntilRefused(t, insts...)
+	return insts
 }
 
 // runUntilRefused runs the senders against insts (in turn) and checks the
@@ -416,27 +423,8 @@ func TestKeyLimitsTwoInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("PostgreSQL and Redis: not in -short")
 	}
-	sealer, err := storage.NewSealer(bytes.Repeat([]byte{7, 1, 9, 3}, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := postgres.Open(context.Background(), storagetest.PostgresDB(t), sealer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	url := cachetest.RedisURL(t)
-	prefix := cachetest.RedisPrefix(t, url)
-	p := setPrice(t, store)
-	var insts []*billed
-	for range 2 {
-		c, err := rediscache.New(context.Background(), url, rediscache.Options{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		insts = append(insts, billedOn(t, store, c, p))
-	}
+	insts := twoInstances(t)
+	store := insts[0].store
 	send := func(secret string, n int) (ok, limited int) {
 		for i := range n {
 			status, body := insts[i%2].post(t, "/v1/chat/completions", secret, billingRequests[0].body)
