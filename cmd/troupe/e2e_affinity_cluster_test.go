@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +45,32 @@ func startInstance(t *testing.T, cfg *Config, accounts int) *app {
 	}
 	serveTestApp(t, a, logs, accounts, "second instance")
 	return a
+}
+
+// startStoppable starts one more instance in this process on cfg, for a
+// test that stops it midway: stop shuts it down (at most once; the test's
+// cleanup does it otherwise).
+func startStoppable(t *testing.T, cfg *Config) (b *app, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = &app{cfg: cfg, log: newLogger(cfg, io.Discard), store: store}
+	if err := b.start(ctx); err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	b.serve()
+	var once sync.Once
+	stop = func() (err error) {
+		once.Do(func() { err = b.shutdown(10 * time.Second) })
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return b, stop
 }
 
 // TestAffinityAcrossInstances: two gateways share PostgreSQL and Redis. A

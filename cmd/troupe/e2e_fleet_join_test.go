@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,11 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/troupe-gw/troupe/bench/mock"
-	"github.com/troupe-gw/troupe/gateway"
-	"github.com/troupe-gw/troupe/storage/cachetest"
-	"github.com/troupe-gw/troupe/storage/storagetest"
 )
 
 // TestFleetJoin adds an instance under load (issue 17, "add an instance
@@ -37,57 +31,9 @@ func TestFleetJoin(t *testing.T) {
 		limit    = 2
 		workers  = 24 // under the 60 slots of the fleet: requests wait little
 	)
-	pg := storagetest.PostgresDB(t)
-	rurl := cachetest.RedisURL(t)
-	prefix := cachetest.RedisPrefix(t, rurl)
-	bin := buildTroupe(t)
-
-	up := mock.New(mock.Config{})
-	mockAddr, err := up.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	master := newMasterKey(t)
-	cfg := testConfig(t)
-	cfg.Storage.Driver, cfg.Storage.DSN, cfg.Storage.MasterKey = "postgres", pg, master
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]string{} // account ID → name
-	for i := range accounts {
-		ma, sa := demoAccountAs(i+1, "openai", mockAddr)
-		ma.Latency, ma.TokensPerSecond = 60*time.Millisecond, 0
-		sa.MaxConcurrency = limit
-		up.Add(ma)
-		stored, err := store.PutAccount(ctx, sa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names[stored.ID] = ma.Name
-	}
-	secret, key, err := gateway.NewKey("fleet-join")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key.Admin = true // reads /api/admin/fleet
-	if _, err := store.CreateAPIKey(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
-
-	env := []string{"TROUPE_LISTEN=127.0.0.1:0", "TROUPE_LOG_LEVEL=info",
-		"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg, "TROUPE_STORAGE_MASTER_KEY=" + master,
-		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + rurl, "TROUPE_CACHE_PREFIX=" + prefix,
-		"TROUPE_FLEET_OWNERSHIP=true", "TROUPE_FLEET_TTL=2s", "TROUPE_FLEET_HEARTBEAT=200ms",
-		"TROUPE_GATEWAY_MAX_WAIT=30s"}
-	start := func() *serveChild {
-		return startServeChild(t, bin, append(env, "TROUPE_DATA_DIR="+t.TempDir())...)
-	}
-	gws := []*serveChild{start(), start()}
+	f := newFleetFixture(t, "fleet-join", accounts, limit)
+	up, names, secret := f.up, f.names, f.secret
+	gws := []*serveChild{f.start(), f.start()}
 	split := func(gws []*serveChild) (bool, string) {
 		var n []int
 		sum, ok := 0, true
@@ -199,7 +145,7 @@ func TestFleetJoin(t *testing.T) {
 	eventually(t, 60*time.Second, "the load under way on two instances", served(100))
 
 	// The third joins under load.
-	newcomer := start()
+	newcomer := f.start()
 	joinedAt := done.Load()
 	gws = append(gws, newcomer)
 	eventually(t, 30*time.Second, "the accounts split over three instances", func() (bool, string) { return split(gws) })

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,28 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/bench/mock"
-	"github.com/troupe-gw/troupe/gateway"
-	"github.com/troupe-gw/troupe/storage/cachetest"
-	"github.com/troupe-gw/troupe/storage/storagetest"
 )
-
-// metric reads an instance's metric line that starts with series (name
-// and labels), -1 when absent or unreadable.
-func (c *serveChild) metric(series string) float64 {
-	resp, err := http.Get(c.base + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return n
-		}
-	}
-	return -1
-}
 
 // TestFleetRouting runs three real `troupe serve` processes with
 // fleet.ownership on one PostgreSQL and Redis, in front of a mock upstream
@@ -55,58 +31,13 @@ func TestFleetRouting(t *testing.T) {
 		accounts = 12
 		limit    = 2
 	)
-	pg := storagetest.PostgresDB(t)
-	rurl := cachetest.RedisURL(t)
-	prefix := cachetest.RedisPrefix(t, rurl)
-	bin := buildTroupe(t)
-
-	up := mock.New(mock.Config{})
-	mockAddr, err := up.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	master := newMasterKey(t)
-	cfg := testConfig(t)
-	cfg.Storage.Driver, cfg.Storage.DSN, cfg.Storage.MasterKey = "postgres", pg, master
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]string{} // account ID → name
-	for i := range accounts {
-		ma, sa := demoAccountAs(i+1, "openai", mockAddr)
-		ma.Latency, ma.TokensPerSecond = 60*time.Millisecond, 0
-		sa.MaxConcurrency = limit
-		up.Add(ma)
-		stored, err := store.PutAccount(ctx, sa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names[stored.ID] = ma.Name
-	}
-	secret, key, err := gateway.NewKey("fleet-routing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key.Admin = true // reads /api/admin/fleet
-	if _, err := store.CreateAPIKey(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
-
-	env := []string{"TROUPE_LISTEN=127.0.0.1:0", "TROUPE_LOG_LEVEL=info",
-		"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg, "TROUPE_STORAGE_MASTER_KEY=" + master,
-		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + rurl, "TROUPE_CACHE_PREFIX=" + prefix,
-		"TROUPE_FLEET_OWNERSHIP=true", "TROUPE_FLEET_TTL=2s", "TROUPE_FLEET_HEARTBEAT=200ms",
-		"TROUPE_GATEWAY_MAX_WAIT=30s"}
+	f := newFleetFixture(t, "fleet-routing", accounts, limit)
+	up, names, secret := f.up, f.names, f.secret
 	var gws []*serveChild
 	for range 3 {
 		// No fleet.addr: each announces the address it listens on, where
 		// the others reach its internal endpoint.
-		gws = append(gws, startServeChild(t, bin, append(env, "TROUPE_DATA_DIR="+t.TempDir())...))
+		gws = append(gws, f.start())
 	}
 	eventually(t, 30*time.Second, "the accounts split over three instances, each indexing the others'", func() (bool, string) {
 		var owned, remote []int

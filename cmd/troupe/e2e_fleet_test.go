@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -97,24 +95,7 @@ func TestFleetOwnership(t *testing.T) {
 		return c
 	}
 	a := startTestDemo(t, cfg(), tuned(numbers, nil)) // alone: it owns every account
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := openStore(ctx, cfg())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &app{cfg: cfg(), log: newLogger(cfg(), io.Discard), store: store}
-	if err := b.start(ctx); err != nil {
-		store.Close()
-		t.Fatal(err)
-	}
-	b.serve()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			b.shutdown(10 * time.Second)
-		}
-	})
+	b, stopB := startStoppable(t, cfg())
 	views := func(ap *app) map[string]bool {
 		out := map[string]bool{}
 		for _, v := range ap.sys.Views() {
@@ -168,8 +149,7 @@ func TestFleetOwnership(t *testing.T) {
 			t.Fatalf("account %+v: a runs it %v; %s", acc, va[acc.ID], body)
 		}
 	}
-	stopped = true
-	if err := b.shutdown(10 * time.Second); err != nil {
+	if err := stopB(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "a runs every account again", func() (bool, string) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -30,24 +29,9 @@ func TestFleetHandoverCooldown(t *testing.T) {
 		return c
 	}
 	a := startTestDemo(t, cfg(), tuned(numbers, nil))
+	b, stopB := startStoppable(t, cfg())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	store, err := openStore(ctx, cfg())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &app{cfg: cfg(), log: newLogger(cfg(), io.Discard), store: store}
-	if err := b.start(ctx); err != nil {
-		store.Close()
-		t.Fatal(err)
-	}
-	b.serve()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			b.shutdown(10 * time.Second)
-		}
-	})
 	var id string
 	eventually(t, 20*time.Second, "b runs an account", func() (bool, string) {
 		for _, v := range b.sys.Views() {
@@ -70,8 +54,7 @@ func TestFleetHandoverCooldown(t *testing.T) {
 		return learned.Status == actors.StatusCooling, learned.Status.String()
 	})
 
-	stopped = true
-	if err := b.shutdown(10 * time.Second); err != nil {
+	if err := stopB(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "a runs the account", func() (bool, string) {
