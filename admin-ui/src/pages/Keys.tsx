@@ -2,6 +2,7 @@ import { useState } from 'react'
 import { api, ApiError } from '../api'
 import { ago, list, num } from '../format'
 import { usePoll } from '../usePoll'
+import { SecretOnce } from '../SecretOnce'
 
 interface Key {
   id: string
@@ -94,23 +95,7 @@ export function Keys() {
           }}
         />
       )}
-      {secret && (
-        <div className="modal">
-          <div className="card form">
-            <h3>Key {secret.name} created</h3>
-            <p>Copy the secret now: it is shown this once and only its hash is stored.</p>
-            <code className="secret" data-testid="new-secret">
-              {secret.secret}
-            </code>
-            <div className="row">
-              <button onClick={() => navigator.clipboard?.writeText(secret.secret)}>Copy</button>
-              <button className="ghost" onClick={() => setSecret(null)}>
-                Done
-              </button>
-            </div>
-          </div>
-        </div>
-      )}
+      {secret && <SecretOnce name={secret.name} secret={secret.secret} onDone={() => setSecret(null)} />}
     </div>
   )
 }

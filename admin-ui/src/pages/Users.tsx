@@ -279,6 +279,22 @@ function LimitsForm({ user, onDone }: { user: User; onDone: (d: { user: User; le
   return (
     <div className="card form" data-testid="limits-form">
       <h4>Access and limits</h4>
+      <LimitsFields v={v} set={set} />
+      {msg && <div className="error">{msg}</div>}
+      <button onClick={save} disabled={!dirty}>
+        Save
+      </button>
+    </div>
+  )
+}
+
+/** The fields of a user's access and limits, in the limits form and in Create user. */
+type LimitsDraft = { group: string; rpm: string; max_concurrency: string; models: string }
+
+/** LimitsFields renders a user's price group, RPM, concurrency and model allowlist inputs. */
+function LimitsFields({ v, set }: { v: LimitsDraft; set: (k: keyof LimitsDraft) => (e: { target: { value: string } }) => void }) {
+  return (
+    <>
       <div className="row">
         <label>
           Price group
@@ -297,11 +313,7 @@ function LimitsForm({ user, onDone }: { user: User; onDone: (d: { user: User; le
         Model allowlist (comma-separated; empty: every priced model)
         <input name="models" value={v.models} onChange={set('models')} />
       </label>
-      {msg && <div className="error">{msg}</div>}
-      <button onClick={save} disabled={!dirty}>
-        Save
-      </button>
-    </div>
+    </>
   )
 }
 
@@ -348,24 +360,7 @@ function CreateUser({ onClose, onCreated }: { onClose: () => void; onCreated: (u
             <input name="balance" value={v.balance} onChange={set('balance')} inputMode="decimal" placeholder="0.00" />
           </label>
         </div>
-        <div className="row">
-          <label>
-            Price group
-            <input name="group" value={v.group} onChange={set('group')} />
-          </label>
-          <label>
-            Requests/min
-            <input name="rpm" value={v.rpm} onChange={set('rpm')} inputMode="numeric" placeholder="∞" />
-          </label>
-          <label>
-            Concurrency
-            <input name="max_concurrency" value={v.max_concurrency} onChange={set('max_concurrency')} inputMode="numeric" placeholder="∞" />
-          </label>
-        </div>
-        <label>
-          Model allowlist (comma-separated; empty: every priced model)
-          <input name="models" value={v.models} onChange={set('models')} />
-        </label>
+        <LimitsFields v={v} set={set} />
         {error && <div className="error">{error}</div>}
         <div className="row">
           <button onClick={create} disabled={!v.name.trim()}>

@@ -3,6 +3,7 @@ import { ApiError } from '../../api'
 import { ago, list, num } from '../../format'
 import { usePoll } from '../../usePoll'
 import { consoleApi, type ConsoleUser } from '../api'
+import { SecretOnce } from '../../SecretOnce'
 
 /** One of the user's keys as GET /api/console/keys lists it (never the secret). */
 export interface ConsoleKey {
@@ -61,7 +62,6 @@ export function ConsoleKeys({ user }: { user: ConsoleUser }) {
   const { data, error, reload } = usePoll(() => consoleApi<{ keys: ConsoleKey[] }>('GET', 'keys'), [])
   const [creating, setCreating] = useState(false)
   const [secret, setSecret] = useState<{ name: string; secret: string } | null>(null)
-  const [copied, setCopied] = useState(false)
   const [msg, setMsg] = useState('')
   const revoke = async (k: ConsoleKey) => {
     setMsg('')
@@ -131,38 +131,12 @@ export function ConsoleKeys({ user }: { user: ConsoleUser }) {
           onClose={() => setCreating(false)}
           onCreated={(name, s) => {
             setCreating(false)
-            setCopied(false)
             setSecret({ name, secret: s })
             reload()
           }}
         />
       )}
-      {secret && (
-        <div className="modal">
-          <div className="card form">
-            <h3>Key {secret.name} created</h3>
-            <p>Copy the secret now: it is shown this once and only its hash is stored.</p>
-            <code className="secret" data-testid="new-secret">
-              {secret.secret}
-            </code>
-            <div className="row">
-              <button
-                onClick={() =>
-                  navigator.clipboard
-                    ?.writeText(secret.secret)
-                    .then(() => setCopied(true))
-                    .catch(() => setCopied(false))
-                }
-              >
-                {copied ? 'Copied' : 'Copy'}
-              </button>
-              <button className="ghost" onClick={() => setSecret(null)}>
-                Done
-              </button>
-            </div>
-          </div>
-        </div>
-      )}
+      {secret && <SecretOnce name={secret.name} secret={secret.secret} onDone={() => setSecret(null)} />}
     </div>
   )
 }
