@@ -136,8 +136,16 @@ func writeErrorShape(ctx *fasthttp.RequestCtx, e *APIError, anthropic bool) {
 		if e.Code == "invalid_json" {
 			msg = msgAnthropicBadJSON // errBadJSON's text is OpenAI's and names the OpenAI API
 		}
+		id := string(ctx.Response.Header.Peek("X-Request-Id"))
+		if id == "" {
+			// Anthropic's errors always name a request (its request-id header
+			// and the body's request_id); answers that never started a
+			// request record (/v1/models/{id}, unknown paths) name one here.
+			id = newRequestID()
+			ctx.Response.Header.Set("X-Request-Id", id)
+		}
 		b := make([]byte, 0, 128+len(msg))
-		ctx.SetBody(appendAnthropicError(b, e.Status, msg, string(ctx.Response.Header.Peek("X-Request-Id"))))
+		ctx.SetBody(appendAnthropicError(b, e.Status, msg, id))
 		return
 	}
 	b := make([]byte, 0, 160+len(e.Message))

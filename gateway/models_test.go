@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -38,8 +39,9 @@ func TestModelRetrieve(t *testing.T) {
 	}
 	resp = doWith(s, "GET", "/v1/models/nope", anthropic, nil)
 	r = gjson.ParseBytes(resp.Body())
-	if resp.StatusCode() != 404 || r.Get("type").Str != "error" || r.Get("error.type").Str != "not_found_error" {
-		t.Errorf("Anthropic unknown model: status %d %s", resp.StatusCode(), resp.Body())
+	if resp.StatusCode() != 404 || r.Get("type").Str != "error" || r.Get("error.type").Str != "not_found_error" ||
+		!strings.HasPrefix(r.Get("request_id").Str, "req_") || r.Get("request_id").Str != string(resp.Header.Peek("X-Request-Id")) {
+		t.Errorf("Anthropic unknown model (a request_id, the same as the X-Request-Id header): status %d %s", resp.StatusCode(), resp.Body())
 	}
 
 	if resp := doWith(s, "POST", "/v1/models/m", openai, nil); resp.StatusCode() != 405 {
