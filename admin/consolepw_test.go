@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -161,7 +162,8 @@ func TestConsoleKeyLimits(t *testing.T) {
 }
 
 // TestConsoleUI: the users' console is the admin UI's app under
-// /console: every path there gets index.html with the UI's headers.
+// /console: every path there gets index.html with the UI's headers, titled
+// as the console before its script runs; /admin's keeps its own title.
 func TestConsoleUI(t *testing.T) {
 	e := newAdminEnv(t, 0)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -181,9 +183,18 @@ func TestConsoleUI(t *testing.T) {
 		b := make([]byte, 512)
 		n, _ := resp.Body.Read(b)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(b[:n]), "Troupe admin") || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		if resp.StatusCode != 200 || !strings.Contains(string(b[:n]), "<title>Troupe console</title>") || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
 			!strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
 			t.Fatalf("%s: %d %v %q", p, resp.StatusCode, resp.Header, b[:n])
 		}
+	}
+	resp, err = http.Get(e.base + "/admin/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "<title>Troupe admin</title>") {
+		t.Fatalf("/admin/: %q", b)
 	}
 }

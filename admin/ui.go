@@ -53,7 +53,8 @@ func (s *Server) adminUI(ctx *fasthttp.RequestCtx) {
 	}
 	name := strings.TrimPrefix(path.Clean(string(ctx.Path())), "/admin")
 	name = strings.TrimPrefix(name, "/")
-	if isConsoleUIPath(ctx.Path()) {
+	console := isConsoleUIPath(ctx.Path())
+	if console {
 		name = ""
 	}
 	b, err := fs.ReadFile(ui.fs, name)
@@ -66,6 +67,11 @@ func (s *Server) adminUI(ctx *fasthttp.RequestCtx) {
 		if b, err = fs.ReadFile(ui.fs, name); err != nil {
 			writeError(ctx, errNotFound(string(ctx.Path())))
 			return
+		}
+		if console {
+			// The tab says what the page is before its script runs (and
+			// without scripts), as the console's own document.title does.
+			b = bytes.Replace(b, []byte("<title>Troupe admin</title>"), []byte("<title>Troupe console</title>"), 1)
 		}
 	}
 	h := &ctx.Response.Header
