@@ -81,14 +81,10 @@ func (c *AttemptCount) Validate() error {
 // Key), ordered by scope, subject, hour and key: the order backends write
 // rows in, so that concurrent writers lock shared rows in the same order.
 func CoalesceAttemptCounts(cs []AttemptCount) ([]AttemptCount, error) {
-	type row struct {
-		scope   StatsScope
-		subject string
-		hour    int64
-		key     int
-	}
-	at := make(map[row]int, len(cs))
-	out := make([]AttemptCount, 0, len(cs))
+	// Sorted first, a row's counts are adjacent and sum in place: no map of
+	// the rows (a flush at 1,000 req/s over 10,000 accounts holds about
+	// 25,000, and the map was a third of what the flush allocated).
+	out := make([]AttemptCount, len(cs))
 	for i := range cs {
 		c := cs[i]
 		if err := c.Validate(); err != nil {
@@ -96,16 +92,24 @@ func CoalesceAttemptCounts(cs []AttemptCount) ([]AttemptCount, error) {
 		}
 		c.Subject = CleanText(c.Subject)
 		c.Hour = c.Hour.UTC().Truncate(time.Hour)
-		r := row{c.Scope, c.Subject, c.Hour.Unix(), c.Key}
-		if j, ok := at[r]; ok {
-			out[j].N += c.N
-			continue
-		}
-		at[r] = len(out)
-		out = append(out, c)
+		out[i] = c
 	}
 	sortAttemptCounts(out)
-	return out, nil
+	n := 0
+	for i := range out {
+		if n > 0 && sameAttemptRow(&out[n-1], &out[i]) {
+			out[n-1].N += out[i].N
+			continue
+		}
+		out[n] = out[i]
+		n++
+	}
+	return out[:n], nil
+}
+
+// sameAttemptRow reports whether a and b count in the same row.
+func sameAttemptRow(a, b *AttemptCount) bool {
+	return a.Scope == b.Scope && a.Key == b.Key && a.Hour.Equal(b.Hour) && a.Subject == b.Subject
 }
 
 // sortAttemptCounts orders cs by scope, subject (bytewise), hour and key.

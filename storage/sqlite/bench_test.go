@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -100,4 +101,34 @@ func BenchmarkAPIKeyByHash(b *testing.B) {
 // ListAccounts against the change feed (storagetest.BenchAccountReload).
 func BenchmarkAccountReload(b *testing.B) {
 	storagetest.BenchAccountReload(b, openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b)), 10_000)
+}
+
+// BenchmarkAddAttemptCounts measures one flush of the attempt statistics
+// (stats.Store.Flush) as the 1,000 req/s phase of the 10k-accounts bench
+// makes it: 5 s of attempts spread over 4,000 accounts, five rows each
+// (class, status, latency bin, input and output tokens), plus the provider's
+// rows, added to rows that exist already (the hour's earlier flushes).
+func BenchmarkAddAttemptCounts(b *testing.B) {
+	const accounts, keys = 4000, 5
+	hour := time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC)
+	var cs []storage.AttemptCount
+	for a := range accounts {
+		for k := range keys {
+			cs = append(cs, storage.AttemptCount{Scope: storage.StatsAccount, Subject: fmt.Sprintf("acct-%05d", a), Hour: hour, Key: 64 + 30*k, N: 1})
+		}
+	}
+	for k := range keys {
+		cs = append(cs, storage.AttemptCount{Scope: storage.StatsProvider, Subject: "openai", Hour: hour, Key: 64 + 30*k, N: accounts})
+	}
+	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
+	if err := s.AddAttemptCounts(b.Context(), cs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.AddAttemptCounts(b.Context(), cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(cs)), "rows/op")
 }

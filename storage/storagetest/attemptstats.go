@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -103,5 +104,41 @@ func testAttemptStats(t *testing.T, s storage.Store) {
 	}
 	if got, err = as.AttemptCounts(c, storage.StatsAccount, "", time.Time{}, h1.Add(time.Hour)); err != nil || len(got) != 2 {
 		t.Fatalf("after prune: %+v, %v; want the second hour's two rows", got, err)
+	}
+
+	// A flush's worth of rows in one batch (backends may write it in
+	// several statements), each row's counts far apart in it, and subjects
+	// that need quoting or cleaning.
+	h2 := h0.Add(48 * time.Hour)
+	odd := []string{`quo"te`, `back\slash`, "tab\tnew\nline\x01", "é🙂", "bad\xffutf8", ""}
+	var big []storage.AttemptCount
+	for round := range 2 {
+		for i := range 1500 {
+			big = append(big, acc(fmt.Sprintf("big-%04d", i), h2, i%7, int64(1+round)))
+		}
+		for _, sub := range odd {
+			big = append(big, acc(sub, h2, 1, 10))
+		}
+	}
+	if err := as.AddAttemptCounts(c, big); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = as.AttemptCounts(c, storage.StatsAccount, "", h2, h2.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantN := map[string]int64{}
+	for i := range 1500 {
+		wantN[fmt.Sprintf("big-%04d", i)] = 3
+	}
+	for _, sub := range odd {
+		wantN[storage.CleanText(sub)] = 20
+	}
+	if len(got) != len(wantN) {
+		t.Fatalf("after a batch of %d counts: %d rows, want %d", len(big), len(got), len(wantN))
+	}
+	for _, r := range got {
+		if n, ok := wantN[r.Subject]; !ok || r.N != n || !r.Hour.Equal(h2) {
+			t.Fatalf("after a batch of %d counts: row %+v, want N %d (known: %v)", len(big), r, n, ok)
+		}
 	}
 }
