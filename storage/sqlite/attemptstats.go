@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -24,17 +23,8 @@ const attemptRowsPerStmt = 200
 // VALUES tuple (scope, subject, hour, key, n) a count; the rows of one
 // statement are distinct (CoalesceAttemptCounts).
 func upsertAttemptCountsSQL(n int) string {
-	var b strings.Builder
-	b.Grow(64 + 12*n + 80)
-	b.WriteString(`INSERT INTO attempt_stats (scope, subject, hour, key, n) VALUES `)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`(?,?,?,?,?)`)
-	}
-	b.WriteString(` ON CONFLICT (scope, subject, hour, key) DO UPDATE SET n = n + excluded.n`)
-	return b.String()
+	return valuesSQL(`INSERT INTO attempt_stats (scope, subject, hour, key, n) VALUES `, `(?,?,?,?,?)`, n,
+		` ON CONFLICT (scope, subject, hour, key) DO UPDATE SET n = n + excluded.n`)
 }
 
 // AddAttemptCounts adds cs to their attempt_stats rows in one transaction

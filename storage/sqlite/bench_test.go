@@ -17,7 +17,8 @@ import (
 // that grow with time (UUIDv7, ordered) keep the primary-key index inserts
 // local; random ones (UUIDv4) touch a random index page per record. The
 // records of a batch share one rollup row, except in "varied", where they
-// spread over about 100 (keys × accounts × models × statuses).
+// spread over about 100 (keys × accounts × models × statuses), and in
+// "spread" each has a row of its own, as over a pool of 10,000 accounts.
 func BenchmarkInsertUsage(b *testing.B) {
 	const batch = 500
 	for _, ids := range []struct {
@@ -28,6 +29,7 @@ func BenchmarkInsertUsage(b *testing.B) {
 		{"ordered-ids", newID, func() []storage.UsageRecord { return storagetest.SampleUsage("r", batch) }},
 		{"random-ids", uuid.NewString, func() []storage.UsageRecord { return storagetest.SampleUsage("r", batch) }},
 		{"varied", newID, func() []storage.UsageRecord { return storagetest.VariedUsage("r", 0, batch) }},
+		{"spread", newID, func() []storage.UsageRecord { return spreadUsage(batch) }},
 	} {
 		b.Run(ids.name, func(b *testing.B) {
 			s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
@@ -48,6 +50,15 @@ func BenchmarkInsertUsage(b *testing.B) {
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
+}
+
+// spreadUsage is n records of one key and model, each on an account of its own.
+func spreadUsage(n int) []storage.UsageRecord {
+	recs := storagetest.SampleUsage("r", n)
+	for i := range recs {
+		recs[i].AccountID = fmt.Sprintf("acct-%05d", i)
+	}
+	return recs
 }
 
 // BenchmarkAPIKeyByHash measures the key lookup among 10,000 keys, from one

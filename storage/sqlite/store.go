@@ -44,8 +44,7 @@ type Store struct {
 	r      *sql.DB // read-only connections (the same as w for MemoryPath)
 	sealer *storage.Sealer
 
-	insertUsage  *sql.Stmt // on w
-	upsertRollup *sql.Stmt // on w
+	insertUsage *sql.Stmt // on w
 	// insertErrorEvent stores one failed attempt (on w).
 	insertErrorEvent *sql.Stmt
 	keyByHash        *sql.Stmt // on r
@@ -104,10 +103,6 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
-	if s.upsertRollup, err = s.w.PrepareContext(ctx, upsertRollupSQL); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
-	}
 	if s.insertErrorEvent, err = s.w.PrepareContext(ctx, insertErrorEventSQL); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
@@ -132,7 +127,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insertUsage, s.upsertRollup, s.insertErrorEvent, s.keyByHash} {
+	for _, st := range []*sql.Stmt{s.insertUsage, s.insertErrorEvent, s.keyByHash} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -24,18 +24,42 @@ const insertErrorEventSQL = `INSERT INTO error_events (request_id, attempt, at, 
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id, attempt) DO NOTHING`
 
-// upsertRollupSQL adds one group's sums to its usage_hourly row.
-const upsertRollupSQL = `INSERT INTO usage_hourly (
+// rollupRowsPerStmt is how many usage_hourly rows one upsert statement of
+// InsertUsage adds (11 parameters a row). Over a large pool nearly every
+// record of a batch has a row of its own (its account's), and a statement
+// per row cost each database/sql's round (BenchmarkInsertUsage "varied").
+const rollupRowsPerStmt = 80
+
+// upsertRollupsSQL adds n groups' sums to their usage_hourly rows, one
+// VALUES tuple a group; the groups of one statement are distinct.
+func upsertRollupsSQL(n int) string {
+	return valuesSQL(`INSERT INTO usage_hourly (
 	hour, key_id, account_id, model, status,
 	requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?)`, n, `
 ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
 	requests = requests + excluded.requests,
 	input_tokens = input_tokens + excluded.input_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	output_tokens = output_tokens + excluded.output_tokens,
 	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-	cost = cost + excluded.cost`
+	cost = cost + excluded.cost`)
+}
+
+// valuesSQL is head, n copies of tuple separated by commas, then tail.
+func valuesSQL(head, tuple string, n int, tail string) string {
+	var b strings.Builder
+	b.Grow(len(head) + (len(tuple)+1)*n + len(tail))
+	b.WriteString(head)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tuple)
+	}
+	b.WriteString(tail)
+	return b.String()
+}
 
 // pruneBatch is how many rows one DELETE of PruneUsage removes: each batch is
 // its own short transaction, so the writer is never held for long.
@@ -161,7 +185,8 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.Us
 	return groups, charges, nil
 }
 
-// addRollups adds groups to their usage_hourly rows in tx, in key order.
+// addRollups adds groups to their usage_hourly rows in tx, in key order,
+// rollupRowsPerStmt rows a statement.
 func (s *Store) addRollups(ctx context.Context, tx *sql.Tx, groups map[rollupKey]*rollupSums) error {
 	if len(groups) == 0 {
 		return nil
@@ -169,17 +194,37 @@ func (s *Store) addRollups(ctx context.Context, tx *sql.Tx, groups map[rollupKey
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: insert usage: %w", err)
 	}
-	up := tx.StmtContext(ctx, s.upsertRollup)
-	rowCtx := context.WithoutCancel(ctx)
 	keys := make([]rollupKey, 0, len(groups))
 	for k := range groups {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareRollupKeys)
-	for _, k := range keys {
-		g := groups[k]
-		if _, err := up.ExecContext(rowCtx, k.hour, k.keyID, k.accountID, k.model, k.status,
-			g.requests, g.input, g.cached, g.output, g.reasoning, 0.0); err != nil {
+	full, err := tx.PrepareContext(ctx, upsertRollupsSQL(min(len(keys), rollupRowsPerStmt)))
+	if err != nil {
+		return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
+	}
+	defer full.Close()
+	rowCtx := context.WithoutCancel(ctx)
+	args := make([]any, 0, 11*min(len(keys), rollupRowsPerStmt))
+	for start := 0; start < len(keys); start += rollupRowsPerStmt {
+		chunk := keys[start:min(start+rollupRowsPerStmt, len(keys))]
+		args = args[:0]
+		for _, k := range chunk {
+			g := groups[k]
+			// int64s: driver.Values as they are (an int is boxed again
+			// by database/sql's conversion).
+			args = append(args, k.hour, k.keyID, k.accountID, k.model, int64(k.status),
+				g.requests, g.input, g.cached, g.output, g.reasoning, 0.0)
+		}
+		stmt := full
+		if len(chunk) < rollupRowsPerStmt && len(chunk) < len(keys) {
+			// The shorter last statement of several.
+			if stmt, err = tx.PrepareContext(ctx, upsertRollupsSQL(len(chunk))); err != nil {
+				return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
+			}
+			defer stmt.Close()
+		}
+		if _, err := stmt.ExecContext(rowCtx, args...); err != nil {
 			return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
 		}
 	}
