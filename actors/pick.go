@@ -222,6 +222,11 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 // views count the grant requests it has handled (onView). A policy that
 // reads the counters judges e again here, where the account's publish would
 // have made it.
+//
+// The grant goes out first and e is re-filed (and re-judged) after, off the
+// caller's wait: the scheduler handles one message at a time, so the next
+// pick sees e re-filed all the same, and req's limit is the verdict's at
+// the pick.
 func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	s.grants++
 	s.stats.Grants++
@@ -230,18 +235,18 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	e.view.InFlight++
 	e.view.Requests++
 	req.limit = e.v[req.slot].limit
+	switch {
+	case e.owner != "":
+		s.grantRemote(c, e, req)
+	case e.box != nil:
+		e.box.send(accountGrant{req: req}, c.pid)
+	default:
+		c.Send(e.pid, accountGrant{req: req})
+	}
+	// req is the account's (or the remote grant's) from here on.
 	if s.reads&(scripts.FieldInFlight|scripts.FieldRequests) != 0 {
 		s.index(e)
 	} else {
 		s.file(e, s.cfg.now())
 	}
-	if e.owner != "" {
-		s.grantRemote(c, e, req)
-		return
-	}
-	if e.box != nil {
-		e.box.send(accountGrant{req: req}, c.pid)
-		return
-	}
-	c.Send(e.pid, accountGrant{req: req})
 }

@@ -416,6 +416,61 @@ func TestRescoreOnlyOnReadFields(t *testing.T) {
 	}
 }
 
+// A grant is sent before the scheduler re-judges the granted account under a
+// policy that reads inflight (grant), yet the next pick sees the new
+// verdict: picks alternate between two accounts whose scores drop with each
+// lease held, where picks judged on stale verdicts would all go to the
+// better one; and a tier cap the grant brings is held at once (the second
+// lease of an account that turned risky with its first is refused, not
+// granted on the verdict of the first pick).
+func TestGrantRejudgedBeforeNextPick(t *testing.T) {
+	ctx := context.Background()
+	t.Run("order", func(t *testing.T) {
+		s, _ := startSystem(t, 2, 4)
+		setPolicyAndWait(t, s, luaPolicy(t, "inflight", `
+local base = { ["id-0000"] = 100, ["id-0001"] = 95 }
+function score(a, now) return base[a.id] - 10 * a.inflight end`))
+		var got []string
+		for range 6 {
+			l, err := s.Acquire(ctx, chatM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Release(l, Outcome{Status: 200})
+			got = append(got, l.AccountID)
+		}
+		want := []string{"id-0000", "id-0001", "id-0000", "id-0001", "id-0000", "id-0001"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("picks %v, want %v", got, want)
+		}
+	})
+	t.Run("tier cap", func(t *testing.T) {
+		s, _ := startSystem(t, 1, 4)
+		setPolicyAndWait(t, s, luaPolicy(t, "risky-when-busy", `
+policy = { concurrency = { healthy = "max", risky = 1 } }
+function score(a, now)
+  if a.inflight >= 1 then return 50, "risky" end
+  return 100
+end`))
+		l, err := s.Acquire(ctx, chatM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := chatM
+		req.MaxWait = 0
+		if l2, err := s.Acquire(ctx, req); err == nil {
+			s.Release(l2, Outcome{Status: 200})
+			t.Fatal("a risky account (concurrency 1) granted a second lease")
+		}
+		s.Release(l, Outcome{Status: 200})
+		l, err = s.Acquire(ctx, chatM) // healthy again once the release is judged
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release(l, Outcome{Status: 200})
+	})
+}
+
 // BenchmarkHeapPerAccount reports the live heap one idle account costs
 // (its actor, mailbox, view snapshot and scheduler entry), measured after
 // starting a pool of 100,000 and collecting garbage.
