@@ -246,6 +246,30 @@ func (m *mailbox) release() {
 	m.pool.ready(m)
 }
 
+// runHere handles msg on the caller's goroutine when the pooled mailbox is
+// idle (on no run queue, run by no worker, nothing queued), as a pool
+// worker would: it takes the mailbox's turn (queued) for the one message,
+// so the actor is still run by one goroutine at a time, in order, and
+// gives the turn back as run does (to the run queue when messages arrived
+// meanwhile). It reports whether it did; otherwise the caller sends msg.
+// The scheduler grants this way (scheduler.grant): the account's turn
+// without the hop to a worker, or its wake-up.
+func (m *mailbox) runHere(msg any, sender *actor.PID) bool {
+	m.mu.Lock()
+	if m.pool == nil || m.queued || m.closed {
+		m.mu.Unlock()
+		return false
+	}
+	m.queued = true
+	m.mu.Unlock()
+	one := [1]actor.Envelope{{Msg: msg, Sender: sender}}
+	if m.invoke(one[:], 0) < 0 {
+		return true // stopped, or restarting (recovered): as run
+	}
+	m.release()
+	return true
+}
+
 // Shutdown stops the mailbox without handling what is queued
 // (actor.Processer).
 func (m *mailbox) Shutdown() {

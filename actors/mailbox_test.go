@@ -275,3 +275,55 @@ func TestMailPoolOrderAndWorkers(t *testing.T) {
 	}
 	pool.close()
 }
+
+// TestMailboxRunHere: senders that hand pooled actors some of their
+// messages through runHere (handled on the sender's goroutine when the
+// mailbox is idle, as the scheduler grants) and the rest through Send keep
+// the pool's guarantees: every message handled once, in each sender's
+// order, never by two goroutines at once.
+func TestMailboxRunHere(t *testing.T) {
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newMailPool(2)
+	const actors, senders, msgs = 200, 4, 200
+	var fails, here atomic.Int64
+	var done sync.WaitGroup
+	done.Add(actors * senders)
+	probes := make([]*seqProbe, actors)
+	boxes := make([]*mailbox, actors)
+	for i := range actors {
+		probes[i] = &seqProbe{next: map[int]int{}, gids: map[string]bool{}, fails: &fails, done: &done}
+		boxes[i] = newMailbox(e, func() mailHandler { return probes[i] }, "here", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		boxes[i].wake, boxes[i].pool, boxes[i].queued = nil, pool, true
+		e.SpawnProc(boxes[i])
+	}
+	var send sync.WaitGroup
+	for s := range senders {
+		send.Go(func() {
+			for n := range msgs {
+				for _, m := range boxes {
+					msg := seqMsg{from: s, n: n, last: msgs - 1}
+					if n%2 == 1 && m.runHere(msg, nil) {
+						here.Add(1)
+						continue
+					}
+					m.send(msg, nil)
+				}
+			}
+		})
+	}
+	send.Wait()
+	done.Wait()
+	if fails.Load() != 0 {
+		t.Fatalf("%d order or exclusion failures", fails.Load())
+	}
+	if here.Load() == 0 {
+		t.Fatal("no message was handled by runHere")
+	}
+	for _, m := range boxes {
+		<-e.Poison(m.PID()).Done()
+	}
+	pool.close()
+}

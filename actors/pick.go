@@ -226,7 +226,9 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 // The grant goes out first and e is re-filed (and re-judged) after, off the
 // caller's wait: the scheduler handles one message at a time, so the next
 // pick sees e re-filed all the same, and req's limit is the verdict's at
-// the pick.
+// the pick. A grant to a local account whose mailbox is idle is
+// handled on this goroutine (mailbox.runHere): the caller is spared the hop
+// to a pool worker, and its wake-up.
 func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	s.grants++
 	s.stats.Grants++
@@ -239,7 +241,9 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	case e.owner != "":
 		s.grantRemote(c, e, req)
 	case e.box != nil:
-		e.box.send(accountGrant{req: req}, c.pid)
+		if !e.box.runHere(accountGrant{req: req}, c.pid) {
+			e.box.send(accountGrant{req: req}, c.pid)
+		}
 	default:
 		c.Send(e.pid, accountGrant{req: req})
 	}
