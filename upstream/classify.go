@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
@@ -423,8 +424,17 @@ func ClassifyEvent(ep translate.Protocol, name, data []byte) (v Verdict, msg str
 // a Responses object whose status is "failed", or, for Messages, an
 // Anthropic error object ({"type":"error","error":{…}}) instead of a message. It reports whether the body
 // is an error and, if so, its verdict and message.
+//
+// The body is parsed where it lies, not copied (every non-stream answer
+// passes here: gjson.ParseBytes copied each one whole); the message is
+// cloned, so nothing returned refers to body.
 func ClassifyBody(ep translate.Protocol, body []byte) (v Verdict, msg string, isError bool) {
-	root := gjson.ParseBytes(body)
+	v, msg, isError = classifyRoot(ep, gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))))
+	return v, strings.Clone(msg), isError
+}
+
+// classifyRoot is ClassifyBody on the parsed body.
+func classifyRoot(ep translate.Protocol, root gjson.Result) (v Verdict, msg string, isError bool) {
 	if ep == translate.Messages {
 		if root.Get("type").Str != "error" {
 			return Verdict{}, "", false

@@ -86,6 +86,31 @@ func TestClassifyBody(t *testing.T) {
 	}
 }
 
+// ClassifyBody's message is the caller's to keep: the body's buffer may
+// be reused once it returns.
+func TestClassifyBodyMessageOwnsItsBytes(t *testing.T) {
+	body := []byte(`{"error":{"message":"boom","type":"server_error"}}`)
+	_, msg, isErr := ClassifyBody(translate.Chat, body)
+	for i := range body {
+		body[i] = 'x'
+	}
+	if !isErr || msg != "boom" {
+		t.Fatalf("ClassifyBody = %q, %v after the body was overwritten; want \"boom\", true", msg, isErr)
+	}
+}
+
+// BenchmarkClassifyBody measures the check every non-stream 2xx answer
+// goes through, on a chat completion that is not an error.
+func BenchmarkClassifyBody(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1765000000,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, this is a short answer of twelve tokens or so."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, isErr := ClassifyBody(translate.Chat, body); isErr {
+			b.Fatal("an answer classified as an error")
+		}
+	}
+}
+
 // An upstream refusing account-bound state is a request-class failure
 // marked StateRefused, in every shape it arrives in: OpenAI's 400, the
 // same code in a Responses error event or failed response (also as the
