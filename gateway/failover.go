@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -35,6 +36,49 @@ type result struct {
 	body   []byte  // non-stream answer
 	stream *stream // held stream
 	lease  *actors.Lease
+	// buf is the pooled buffer body was read into (answerBufs), given back
+	// by free once the body is copied into the client's response; nil when
+	// none. A result dropped without free only loses the buffer's reuse.
+	buf *[]byte
+}
+
+// answerBufs holds the buffers non-stream answers are read into
+// (readAnswer): the body is copied into the client's response
+// (commitBody), so each buffer serves request after request instead of
+// one allocation (and its growth) per answer.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledAnswer is the largest buffer put back into answerBufs: a rare
+// large answer's buffer is left to the GC rather than held by the pool.
+const maxPooledAnswer = 1 << 20
+
+// free gives r's pooled buffer back. r.body must not be used afterwards.
+func (r *result) free() {
+	if r.buf != nil && cap(*r.buf) <= maxPooledAnswer {
+		answerBufs.Put(r.buf)
+	}
+	r.buf, r.body = nil, nil
+}
+
+// readPooled reads rd to its end, as io.ReadAll does, into a buffer from
+// answerBufs; the caller gives it back (result.free) when done with it.
+func readPooled(rd io.Reader) (*[]byte, error) {
+	p := answerBufs.Get().(*[]byte)
+	b := (*p)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow, as io.ReadAll does
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			*p = b
+			if err == io.EOF {
+				err = nil
+			}
+			return p, err
+		}
+	}
 }
 
 // outcome is what the failover loop ends with: exactly one field is set.
@@ -209,8 +253,11 @@ func (s *Server) refused(c *call, lease *actors.Lease, up translate.Protocol, re
 // clothing, releases the lease with the outcome, notes and settles what
 // was served (settle) and returns the answer in the client's protocol.
 func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time) (result, *failure) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	buf, err := readPooled(io.LimitReader(resp.Body, maxResponseBody+1))
 	resp.Body.Close()
+	body := *buf
+	// Every failure below returns no body, so the buffer goes back at once.
+	pooled := result{buf: buf}
 	if err == nil && len(body) > maxResponseBody {
 		err = errors.New("upstream answer larger than 64 MiB")
 	}
@@ -223,10 +270,12 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 			v.Class = upstream.ClassTransient
 		}
 		s.release(c, lease, resp.Status, v, start, 0)
+		pooled.free()
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if v, msg, isErr := upstream.ClassifyBody(up, body); isErr {
 		s.release(c, lease, resp.Status, v, start, 0)
+		pooled.free()
 		return result{}, &failure{verdict: v, msg: msg, up: up, err: errors.New("error body with a 2xx status")}
 	}
 	lat := s.now().Sub(start)
@@ -242,6 +291,7 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		if err != nil {
 			s.log.Warn("answer translation failed", "request_id", c.id, "from", up.Route(), "to", c.endpoint.Route(), "err", err)
 			s.settle(c, lease.AccountID, "", false) // the tokens were served all the same
+			pooled.free()
 			return result{}, &failure{verdict: upstream.Verdict{Class: upstream.ClassRequest}, up: up, err: err,
 				answer: errUpstream("The upstream answer could not be translated into this protocol.")}
 		}
@@ -253,7 +303,7 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 	if c.tr != nil && s.tracing.ContentBytes > 0 {
 		c.tr.traceSent(body, s.tracing.ContentBytes)
 	}
-	return result{status: resp.Status, header: resp.Header, body: body, lease: lease}, nil
+	return result{status: resp.Status, header: resp.Header, body: body, lease: lease, buf: buf}, nil
 }
 
 // holdStream holds st until its first content (stream.hold): the result to

@@ -225,7 +225,8 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, c *call, o outcome) int {
 		return s.answerFailure(ctx, c, o.fail)
 	}
 	s.traceHeader(ctx, c)
-	s.commitBody(ctx, c, o.res)
+	s.commitBody(ctx, c, o.res) // copies the body into the response
+	o.res.free()
 	return o.res.status
 }
 
