@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -180,7 +181,9 @@ func cpuNanos() int64 {
 // A server that closes a keep-alive connection once it is idle (uvicorn
 // after 5 s, Node after 5 s) does not fail the next request: the pooled
 // connection is found closed before the request is written on it, and a
-// new one is dialed.
+// new one is dialed. The server here closes at once and the transport's
+// clock runs probeIdleAfter ahead, so every reuse is of a connection idle
+// past the interval (as the real closes come seconds after the answer).
 func TestFastIdleClosedByServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -212,6 +215,7 @@ func TestFastIdleClosedByServer(t *testing.T) {
 	if tr.(*openAI).fast == nil {
 		t.Fatal("not on fasthttp")
 	}
+	tr.(*openAI).clock = func() time.Time { return time.Now().Add(probeIdleAfter) }
 	for i := range 3 {
 		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
 		if err != nil {
@@ -223,5 +227,74 @@ func TestFastIdleClosedByServer(t *testing.T) {
 			t.Fatalf("request %d: body %q, %v", i, b, err)
 		}
 		<-closed // the server's close is on the wire before the next request
+	}
+}
+
+// A pooled connection is probed for the server's close only when it has
+// been idle probeIdleAfter or longer: one given back just now is reused
+// without the probe's system call, a new one is never probed, and one idle
+// past the interval is probed and, alive, reused. The transport's clock is
+// pinned, not waited for: first before every use (each connection was used
+// "just now"), then probeIdleAfter past the present.
+func TestFastProbeOnlyIdle(t *testing.T) {
+	srv, got := recordServer(t, answer{status: 200, header: map[string]string{"Content-Type": "application/json"}, body: []byte(`{"id":"x"}`)})
+	tr := newDirect(t, account(storage.ProviderOpenAI, srv.URL), Options{ClientMode: ClientAuto})
+	o := tr.(*openAI)
+	if o.fast == nil {
+		t.Fatal("not on fasthttp")
+	}
+	probes := 0 // requests run one at a time on this goroutine
+	o.probe = func(c net.Conn) bool { probes++; return idleAlive(c) }
+	do := func() {
+		t.Helper()
+		resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	start := time.Now()
+	o.clock = func() time.Time { return start }
+	for range 4 {
+		do()
+	}
+	if probes != 0 {
+		t.Errorf("%d probes of connections used just now, want 0", probes)
+	}
+	o.clock = func() time.Time { return time.Now().Add(probeIdleAfter) }
+	do()
+	do()
+	if probes != 2 {
+		t.Errorf("%d probes of connections idle past probeIdleAfter, want 2", probes)
+	}
+	c := got()
+	if len(c) != 6 {
+		t.Fatalf("%d requests, want 6", len(c))
+	}
+	for i := range c {
+		if c[i].RemoteAddr != c[0].RemoteAddr {
+			t.Fatalf("request %d on %s, want every request on the first connection %s", i, c[i].RemoteAddr, c[0].RemoteAddr)
+		}
+	}
+}
+
+func TestProbeDue(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	b := &base{clock: func() time.Time { return now }}
+	for _, tc := range []struct {
+		name             string
+		created, lastUse time.Time
+		want             bool
+	}{
+		{"new connection", now.Add(-time.Minute), time.Time{}, false},
+		{"used just now", now.Add(-time.Minute), now.Add(-time.Millisecond), false},
+		{"idle just under the interval", now.Add(-time.Minute), now.Add(-probeIdleAfter + time.Nanosecond), false},
+		{"idle the interval", now.Add(-time.Minute), now.Add(-probeIdleAfter), true},
+		{"idle for long", now.Add(-time.Hour), now.Add(-time.Minute), true},
+	} {
+		if got := b.probeDue(tc.created, tc.lastUse); got != tc.want {
+			t.Errorf("%s: probeDue = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -252,6 +252,11 @@ type base struct {
 	fast          *fasthttp.HostClient // when set, used instead of both (see ClientMode)
 	mode          ClientMode
 	headerTimeout time.Duration
+
+	// Tests only, on the fasthttp path: probe replaces idleAlive, clock
+	// replaces time.Now for a pooled connection's idle time (probeDue).
+	probe func(net.Conn) bool
+	clock func() time.Time
 }
 
 // pickClient sets b.fast when the account, whose endpoints are on u, sends
