@@ -52,6 +52,10 @@ type mailbox struct {
 	queued bool             // pooled: on the run queue or being run (or starting, restarting)
 	closed bool             // stopped: Send drops
 	wake   chan struct{}    // capacity 1; nil when pooled
+	// deferUpTo is how many queued messages sendDeferred leaves for the
+	// parked loop's next wake-up rather than waking it (mailCtx.deferWake);
+	// 0: every send wakes it.
+	deferUpTo int
 
 	restarts     int
 	maxRestarts  int
@@ -198,6 +202,43 @@ func (m *mailbox) Send(_ *actor.PID, msg any, sender *actor.PID) {
 	if wake {
 		m.wake <- struct{}{} // only the Send that cleared parked sends: never blocks
 	}
+}
+
+// sendDeferred is send for a message that may wait for the loop's next
+// wake-up: while the handler has said that one is due (mailCtx.deferWake)
+// and no more than the bound it gave are queued, a parked loop is left
+// parked, and msg is handled, in order, when the next wake-up comes. A
+// wake-up (a futex call and a thread's turn) costs more CPU than handling
+// a usage record does; at 1,000 req/s each request's record woke the
+// recorder (docs/benchmarks.md). For mailboxes with a loop of their own.
+func (m *mailbox) sendDeferred(msg any, sender *actor.PID) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.in = append(m.in, actor.Envelope{Msg: msg, Sender: sender})
+	wake := m.parked && len(m.in) > m.deferUpTo
+	if wake {
+		m.parked = false
+	}
+	m.mu.Unlock()
+	if wake {
+		m.wake <- struct{}{} // only the send that cleared parked sends: never blocks
+	}
+}
+
+// deferWake lets sendDeferred leave up to n queued messages for the
+// loop's next wake-up (0: none). The handler calls it, from its own
+// receive, only while a wake-up is due without those messages (a timer
+// armed to send to the actor), and with 0 before that timer is stopped or
+// has sent: a message deferred while a wake-up is due is handled at it at
+// the latest, and one sent after the bound is back to 0 wakes the loop.
+func (c *mailCtx) deferWake(n int) {
+	m := c.box
+	m.mu.Lock()
+	m.deferUpTo = n
+	m.mu.Unlock()
 }
 
 // Invoke handles msgs on the caller's goroutine (actor.Processer; the engine

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+
+	"github.com/troupe-gw/troupe/internal/poll"
 )
 
 // boxProbe is a mailHandler that reports every message it handles, tagged
@@ -24,6 +26,7 @@ type boxProbe struct {
 type ping struct{ n int }
 type pong struct{ n int }
 type boom struct{}
+type deferTo struct{ n int }
 
 func (r *boxProbe) receive(c *mailCtx, msg any) {
 	switch m := msg.(type) {
@@ -40,6 +43,9 @@ func (r *boxProbe) receive(c *mailCtx, msg any) {
 		}
 	case boom:
 		panic("boom")
+	case deferTo:
+		c.deferWake(m.n)
+		r.seen <- fmt.Sprintf("%d:defer %d", r.gen, m.n)
 	}
 }
 
@@ -326,4 +332,48 @@ func TestMailboxRunHere(t *testing.T) {
 		<-e.Poison(m.PID()).Done()
 	}
 	pool.close()
+}
+
+// TestMailboxDeferredSend: while the handler allows n deferred messages,
+// sendDeferred leaves a parked loop parked with up to n messages queued;
+// the next one wakes it, as any plain Send does, and everything queued is
+// handled in order. With the bound back at 0 every deferred send wakes it.
+func TestMailboxDeferredSend(t *testing.T) {
+	_, m, seen := newProbeBoxOn(t, 0, nil)
+	expectSeen(t, seen, "1:initialized", "1:started")
+	parked := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.parked
+	}
+	queued := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.in)
+	}
+
+	m.Send(nil, deferTo{2}, nil)
+	expectSeen(t, seen, "1:defer 2")
+	poll.Until(t, 10*time.Second, "the loop parks", parked)
+	m.sendDeferred(ping{1}, nil)
+	m.sendDeferred(ping{2}, nil)
+	if n, p := queued(), parked(); n != 2 || !p {
+		t.Fatalf("after 2 deferred sends: %d queued, parked %v; want 2 queued and the loop parked", n, p)
+	}
+	m.sendDeferred(ping{3}, nil) // past the bound
+	expectSeen(t, seen, "1:ping 1", "1:ping 2", "1:ping 3")
+
+	poll.Until(t, 10*time.Second, "the loop parks", parked)
+	m.sendDeferred(ping{4}, nil)
+	if n, p := queued(), parked(); n != 1 || !p {
+		t.Fatalf("after a deferred send: %d queued, parked %v; want 1 queued and the loop parked", n, p)
+	}
+	m.Send(nil, ping{5}, nil) // a plain send wakes the loop for both
+	expectSeen(t, seen, "1:ping 4", "1:ping 5")
+
+	m.Send(nil, deferTo{0}, nil)
+	expectSeen(t, seen, "1:defer 0")
+	poll.Until(t, 10*time.Second, "the loop parks", parked)
+	m.sendDeferred(ping{6}, nil)
+	expectSeen(t, seen, "1:ping 6")
 }

@@ -96,6 +96,7 @@ type System struct {
 	pool      *actor.PID
 	sched     *actor.PID
 	usage     *actor.PID
+	usageBox  *mailbox  // usage's mailbox, for Record's deferred sends
 	boxes     *mailPool // the account actors' workers
 	snapshots sync.Map  // account ID → *snapshot
 	timers    sync.Pool
@@ -165,7 +166,7 @@ func Start(cfg Config) (*System, error) {
 		now:       cfg.Clock,
 		rand:      seededRand(cfg.Seed),
 	}), "scheduler", "0", cfg.Logger)
-	s.usage = spawnMailbox(e, newRecorder(usageConfig{
+	s.usageBox = newMailbox(e, newRecorder(usageConfig{
 		store:     cfg.Store,
 		batchSize: cfg.UsageBatch,
 		interval:  cfg.UsageInterval,
@@ -173,6 +174,7 @@ func Start(cfg Config) (*System, error) {
 		log:       cfg.Logger,
 		onWritten: cfg.OnUsageWritten,
 	}), "usage", "0", cfg.Logger)
+	s.usage = e.SpawnProc(s.usageBox)
 	s.boxes = newMailPool(0)
 	s.pool = e.Spawn(newPool(poolConfig{
 		scheduler: s.sched,
@@ -344,7 +346,11 @@ func (s *System) RefreshAccount(accountID string) {
 }
 
 // Record queues one usage record for the recorder's next batch.
-func (s *System) Record(rec storage.UsageRecord) { s.engine.Send(s.usage, usageRecord{rec: rec}) }
+//
+// A record sent while the recorder's batch timer runs does not wake the
+// recorder: it waits in the mailbox for the timer's tick, or for the record
+// that fills the batch, which wakes it (mailbox.sendDeferred).
+func (s *System) Record(rec storage.UsageRecord) { s.usageBox.sendDeferred(usageRecord{rec: rec}, nil) }
 
 // RecordErrors queues a request's failed upstream attempts as error events,
 // written with the next usage batch when the Store implements

@@ -45,6 +45,7 @@ type recorder struct {
 	stop     context.CancelFunc
 	stopping chan struct{} // closed when the recorder stops: failing writes get stopAttempts more tries
 	done     chan struct{}
+	box      *mailCtx // the recorder's own mailbox, for deferWake
 }
 
 func newRecorder(cfg usageConfig) func() mailHandler {
@@ -58,6 +59,7 @@ func newRecorder(cfg usageConfig) func() mailHandler {
 func (r *recorder) receive(c *mailCtx, msg any) {
 	switch m := msg.(type) {
 	case actor.Started:
+		r.box = c
 		r.writes = make(chan usageBatch, 1024)
 		r.done = make(chan struct{})
 		r.stopping = make(chan struct{})
@@ -81,6 +83,7 @@ func (r *recorder) receive(c *mailCtx, msg any) {
 		if r.pending() >= r.cfg.batchSize {
 			r.flush()
 		}
+		r.deferRecords()
 	case usageErrors:
 		if r.pending()+r.queued+len(m.events) > r.cfg.maxQueued {
 			r.dropped += uint64(len(m.events))
@@ -92,6 +95,7 @@ func (r *recorder) receive(c *mailCtx, msg any) {
 		if r.pending() >= r.cfg.batchSize {
 			r.flush()
 		}
+		r.deferRecords()
 	case usageTick:
 		// A tick of a batch already flushed (its timer fired as it was
 		// stopped) finds a younger batch, whose own timer is armed.
@@ -131,8 +135,20 @@ func (r *recorder) arm(c *mailCtx) {
 	}
 }
 
+// deferRecords lets records sent while the batch's timer is armed wait in
+// the mailbox for the timer's tick instead of each waking the recorder
+// (System.Record sends them with sendDeferred): all but the one that fills
+// the batch, which wakes it, so a full batch is still written at once and
+// the records held in memory stay within what the batch alone held.
+func (r *recorder) deferRecords() {
+	if r.timer != nil {
+		r.box.deferWake(max(r.cfg.batchSize-r.pending()-1, 0))
+	}
+}
+
 func (r *recorder) flush() {
 	if r.timer != nil {
+		r.box.deferWake(0) // before the timer stops: nothing may wait for its tick
 		r.timer.Stop()
 		r.timer = nil
 	}
