@@ -25,8 +25,8 @@ type mailPool struct {
 }
 
 // poolSpins is how many scheduler turns an idle worker yields before it
-// parks (mailSpins for the pool's workers).
-const poolSpins = 16
+// parks (mailSpins for the pool's workers, chosen with it).
+const poolSpins = 4
 
 // newMailPool starts a pool of n workers (n <= 0: GOMAXPROCS).
 func newMailPool(n int) *mailPool {
