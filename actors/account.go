@@ -19,7 +19,11 @@ const (
 	ewmaAlpha   = 0.1
 )
 
-// accountConfig is what an account actor starts with.
+// accountConfig is what an account actor starts with. The actor keeps its
+// account and transport current (configure, setTransport), so that a
+// restart after a panic starts from the latest ones; one copy serves the
+// actor and its mailbox's producer (at 10,000 accounts a copy each was
+// 7 MB).
 type accountConfig struct {
 	account   storage.Account
 	transport upstream.Transport
@@ -46,10 +50,13 @@ type accountConfig struct {
 // and limit, cooldown and health. It is the only place a lease is granted, so
 // the limit holds however stale the scheduler's view is.
 type account struct {
-	cfg       accountConfig
+	cfg       *accountConfig // shared with the mailbox's producer (newAccount)
 	view      View
 	transport upstream.Transport
-	leases    map[uint64]heldLease // outstanding lease id → when and for what
+	// leases are the outstanding leases, in no order: a few at a time, so
+	// a slice, which costs 48 bytes a lease, where a map's first insert
+	// allocates 416 (a group of 8) that stay after the leases end.
+	leases    []heldLease
 	nextLease uint64
 	answered  uint64 // grant requests handled (schedView.answered)
 	backoff   int    // consecutive backoff steps for transient/rate failures
@@ -58,38 +65,37 @@ type account struct {
 	self      *actor.PID
 	box       *mailbox // its own mailbox, handed to the scheduler and in leases
 	engine    *actor.Engine
-	draining  bool        // moving to another instance: no grants (fence.go)
-	drainTo   *actor.PID  // the pool, told when a draining account holds no lease
-	restoring bool        // reading the state its previous owner saved: no grants (handover.go)
-	saved     handoverKey // what the last saved state was saved at
+	drainTo   *actor.PID   // the pool, told when a draining account holds no lease
+	saved     *handoverKey // what the last saved state was saved at (handover.go); nil: nothing saved yet
 
-	// Token refresh (refresh.go); the goroutines run under ctx.
-	ctx           context.Context
-	cancel        context.CancelFunc
-	goroutines    sync.WaitGroup
-	refresh       *refresher
-	refreshing    bool
-	refreshGen    uint64
-	refreshTimer  *time.Timer
-	refreshFails  int
-	refreshes     int
-	lastRefresh   time.Time
-	authPending   bool // the running refresh was caused by a 401
-	authRefreshed bool // the current tokens came from a refresh caused by a 401
+	// Token refresh (refresh.go); the goroutines run under ctx (goContext).
+	ctx          context.Context // nil until the first goroutine
+	cancel       context.CancelFunc
+	goroutines   sync.WaitGroup
+	refreshGen   uint64
+	refreshTimer *time.Timer
+	refreshFails int
+	refreshes    int
+	lastRefresh  time.Time
 
 	windows map[string]*windowState // usage windows by name (windows.go)
 
 	// Quota probes (probe.go).
 	lastModel  string // model of the last lease, asked for by probes
-	probing    bool   // a probe is in flight
 	probeTimer *time.Timer
-	probeCtx   context.Context // cancelled when the actor stops
-	probeStop  context.CancelFunc
+
+	// The flags, together: at 10,000 accounts each word of padding is 80 KB.
+	draining      bool // moving to another instance: no grants (fence.go)
+	restoring     bool // reading the state its previous owner saved: no grants (handover.go)
+	refreshing    bool // a token refresh runs
+	authPending   bool // the running refresh was caused by a 401
+	authRefreshed bool // the current tokens came from a refresh caused by a 401
+	probing       bool // a quota probe is in flight
 }
 
-func newAccount(cfg accountConfig) func() mailHandler {
+func newAccount(cfg *accountConfig) func() mailHandler {
 	return func() mailHandler {
-		a := &account{cfg: cfg, transport: cfg.transport, refresh: cfg.refresh, leases: make(map[uint64]heldLease)}
+		a := &account{cfg: cfg, transport: cfg.transport}
 		a.configure(cfg.account)
 		a.view.EWMASuccess = 1
 		return a
@@ -171,11 +177,21 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 
 func (a *account) started(c *mailCtx) {
 	a.self, a.box, a.engine = c.PID(), c.box, c.Engine()
-	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.setTransport(a.transport)
 	a.scheduleRefresh()
 	a.startRestore()
 	a.publish(c)
+}
+
+// goContext returns the context the account's goroutines (refresh,
+// handover, quota probes) run under, cancelled when the actor stops. It is made on first
+// use: most accounts never start one, and at 10,000 accounts a context
+// each is a megabyte.
+func (a *account) goContext() context.Context {
+	if a.ctx == nil {
+		a.ctx, a.cancel = context.WithCancel(context.Background())
+	}
+	return a.ctx
 }
 
 func (a *account) stopped() {
@@ -185,7 +201,9 @@ func (a *account) stopped() {
 	if a.refreshTimer != nil {
 		a.refreshTimer.Stop()
 	}
-	a.cancel()
+	if a.cancel != nil {
+		a.cancel()
+	}
 	a.goroutines.Wait()
 	a.stopProbes()
 }
@@ -231,7 +249,7 @@ func (a *account) grant(c *mailCtx, req *acquireState) {
 	}
 	a.nextLease++
 	id := a.nextLease
-	a.leases[id] = heldLease{granted: now, model: req.Model}
+	a.leases = append(a.leases, heldLease{id: id, granted: now, model: req.Model})
 	a.view.InFlight++
 	a.view.Requests++
 	switch {
@@ -258,11 +276,17 @@ func (a *account) grant(c *mailCtx, req *acquireState) {
 }
 
 func (a *account) release(c *mailCtx, id uint64, out *Outcome) {
-	held, ok := a.leases[id]
-	if !ok {
+	i := 0
+	for i < len(a.leases) && a.leases[i].id != id {
+		i++
+	}
+	if i == len(a.leases) {
 		return // unknown or already released
 	}
-	delete(a.leases, id)
+	held, last := a.leases[i], len(a.leases)-1
+	a.leases[i] = a.leases[last]
+	a.leases[last] = heldLease{} // keeps no model string alive
+	a.leases = a.leases[:last]
 	a.view.InFlight--
 	a.observe(c, out, held)
 	a.publish(c)
@@ -271,6 +295,7 @@ func (a *account) release(c *mailCtx, id uint64, out *Outcome) {
 
 // heldLease is what the account remembers of a lease it granted.
 type heldLease struct {
+	id      uint64
 	granted time.Time
 	model   string // the model the lease was asked for
 }

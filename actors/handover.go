@@ -217,7 +217,7 @@ func (a *account) startRestore() {
 	}
 	a.restoring = true
 	a.view.Moving = true
-	id, pid, eng, ctx := a.view.ID, a.self, a.engine, a.ctx
+	id, pid, eng, ctx := a.view.ID, a.self, a.engine, a.goContext()
 	a.goroutines.Add(1)
 	go func() {
 		defer a.goroutines.Done()
@@ -235,7 +235,8 @@ func (a *account) restore(c *mailCtx, m accountRestore) {
 	if m.ok {
 		a.apply(m.st)
 	}
-	a.saved = a.handoverKey()
+	k := a.handoverKey()
+	a.saved = &k
 	if a.view.Moving && !a.draining && (a.cfg.fence == nil || a.cfg.fence.Holds(a.cfg.now())) {
 		a.view.Moving = false
 	}
@@ -282,8 +283,12 @@ func (a *account) saveState() {
 	if a.cfg.states == nil || a.restoring {
 		return
 	}
-	if k := a.handoverKey(); k != a.saved {
-		a.saved = k
+	k := a.handoverKey()
+	if a.saved == nil {
+		a.saved = new(handoverKey)
+	}
+	if k != *a.saved {
+		*a.saved = k
 		a.cfg.states.save(a.view.ID, a.state())
 	}
 }

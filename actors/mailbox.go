@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,12 +63,7 @@ type mailbox struct {
 	restartDelay time.Duration
 	log          *slog.Logger
 
-	// tombID names the plain hollywood actor spawned to take the poison pill
-	// once the mailbox has stopped: the pill's context (what Engine.Poison
-	// returns) can only be cancelled by hollywood's own process. It is
-	// spawned only then, so an idle mailbox costs no hollywood process.
-	tombID string
-	done   chan struct{} // closed when the mailbox has stopped (and its loop exited)
+	done chan struct{} // closed when the mailbox has stopped (and its loop exited)
 }
 
 // mailHandler is an actor run by a mailbox: receive handles one message
@@ -135,7 +131,6 @@ func newMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, lo
 		maxRestarts:  mailMaxRestarts,
 		restartDelay: mailRestartDelay,
 		log:          log,
-		tombID:       kind + "-" + id,
 		done:         make(chan struct{}),
 	}
 	m.ctx.box = m
@@ -476,7 +471,12 @@ func (m *mailbox) leave(pill any) {
 	if pill == nil {
 		return
 	}
-	tomb := m.ctx.engine.SpawnFunc(func(*actor.Context) {}, "mailbox-stop", actor.WithID(m.tombID), actor.WithInboxSize(4))
+	// The pill's context (what Engine.Poison returned) can only be
+	// cancelled by hollywood's own process: a plain one takes the pill, named
+	// after the mailbox ("account-<id>" for "account/<id>"). It is spawned
+	// only now, so an idle mailbox costs no hollywood process.
+	tombID := strings.Replace(m.ctx.pid.ID, "/", "-", 1)
+	tomb := m.ctx.engine.SpawnFunc(func(*actor.Context) {}, "mailbox-stop", actor.WithID(tombID), actor.WithInboxSize(4))
 	m.ctx.engine.SendLocal(tomb, pill, nil)
 }
 

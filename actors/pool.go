@@ -115,7 +115,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	}
 	snap := new(snapshot)
 	p.cfg.snapshots.Store(acc.ID, snap)
-	pid := spawnPooled(c.Engine(), p.cfg.boxes, newAccount(accountConfig{
+	pid := spawnPooled(c.Engine(), p.cfg.boxes, newAccount(&accountConfig{
 		account:    acc,
 		transport:  tr,
 		factory:    p.cfg.transport,

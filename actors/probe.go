@@ -75,12 +75,9 @@ func (a *account) probe(m accountProbe) {
 	if req == nil {
 		return
 	}
-	if a.probeCtx == nil {
-		a.probeCtx, a.probeStop = context.WithCancel(context.Background())
-	}
 	a.probing = true
 	a.view.Probes++
-	tr, gen, pid, eng, ctx, name, log := a.transport, m.gen, a.self, a.engine, a.probeCtx, a.view.Name, a.cfg.log
+	tr, gen, pid, eng, ctx, name, log := a.transport, m.gen, a.self, a.engine, a.goContext(), a.view.Name, a.cfg.log
 	go func() {
 		out := accountProbed{gen: gen, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
 		defer func() {
@@ -157,12 +154,10 @@ func (a *account) probed(c *mailCtx, m accountProbed) {
 	a.armProbe()
 }
 
-// stopProbes cancels a running probe and the probe timer (the actor stops).
+// stopProbes stops the probe timer (the actor stops; a running probe's
+// context is cancelled with the account's other goroutines').
 func (a *account) stopProbes() {
 	if a.probeTimer != nil {
 		a.probeTimer.Stop()
-	}
-	if a.probeStop != nil {
-		a.probeStop()
 	}
 }

@@ -151,7 +151,7 @@ func rotated(acc, cur storage.Account) bool {
 
 // canRefresh reports whether this account refreshes its tokens.
 func (a *account) canRefresh() bool {
-	return a.refresh != nil && a.cfg.account.Provider == storage.ProviderCodex && a.cfg.account.Credentials.RefreshToken != ""
+	return a.cfg.refresh != nil && a.cfg.account.Provider == storage.ProviderCodex && a.cfg.account.Credentials.RefreshToken != ""
 }
 
 // scheduleRefresh sets the refresh timer from the access token's exp: at
@@ -172,7 +172,7 @@ func (a *account) scheduleRefresh() {
 		if exp.IsZero() {
 			return
 		}
-		d = max(exp.Add(-a.refresh.cfg.Lead).Sub(a.cfg.now()), 0)
+		d = max(exp.Add(-a.cfg.refresh.cfg.Lead).Sub(a.cfg.now()), 0)
 		if !a.lastRefresh.IsZero() {
 			// Tokens that live shorter than the lead must not spin.
 			d = max(d, minRefreshGap-a.cfg.now().Sub(a.lastRefresh))
@@ -198,7 +198,7 @@ func (a *account) startRefresh(c *mailCtx) {
 	a.refreshing = true
 	acc := a.cfg.account
 	acc.Models, acc.Tags = append([]string(nil), acc.Models...), append([]string(nil), acc.Tags...)
-	pid, eng, ctx, r := a.self, c.Engine(), a.ctx, a.refresh
+	pid, eng, ctx, r := a.self, c.Engine(), a.goContext(), a.cfg.refresh
 	a.goroutines.Go(func() {
 		out, adopted, err := r.run(ctx, acc)
 		eng.Send(pid, &accountRefreshed{account: out, adopted: adopted, err: err})
@@ -210,7 +210,7 @@ func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 	a.refreshing = false
 	now := a.cfg.now()
 	if m.err != nil {
-		if a.ctx.Err() != nil {
+		if a.goContext().Err() != nil {
 			return // stopping
 		}
 		if upstream.Permanent(m.err) {

@@ -113,6 +113,7 @@ func (b *sniffBody) scan(chunk []byte) {
 // setTransport installs tr as the account's transport, wrapped for
 // rate-limit reports when the account is a codex one.
 func (a *account) setTransport(tr upstream.Transport) {
+	a.cfg.transport = tr // what a restart starts with
 	if tr == nil || a.cfg.account.Provider != storage.ProviderCodex {
 		a.transport = tr
 		return

@@ -122,7 +122,7 @@ end`, scripts.Options{})
 }
 
 func TestLimitsTransportOnlyWrapsCodex(t *testing.T) {
-	a := &account{cfg: accountConfig{account: storage.Account{Provider: storage.ProviderOpenAI}}}
+	a := &account{cfg: &accountConfig{account: storage.Account{Provider: storage.ProviderOpenAI}}}
 	a.setTransport(nopTransport{})
 	if _, ok := a.transport.(*limitsTransport); ok {
 		t.Fatal("openai transport wrapped")
@@ -155,7 +155,7 @@ func TestLimitsTransportKeepsWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &account{cfg: accountConfig{account: storage.Account{Provider: storage.ProviderCodex}}}
+	a := &account{cfg: &accountConfig{account: storage.Account{Provider: storage.ProviderCodex}}}
 	a.setTransport(tr)
 	if _, ok := a.transport.(upstream.WebSocketDialer); !ok || !upstream.SupportsWebSocket(a.transport) {
 		t.Fatal("the wrapper hides the WebSocket capability")
