@@ -91,17 +91,19 @@ func newAnthropic(a storage.Account, b base, ua string) (*anthropic, error) {
 }
 
 // withBeta returns a copy of u whose query also has beta=true (unless it
-// already has a beta parameter).
+// already has a beta parameter), shared like endpointURL's.
 func withBeta(u *url.URL) *url.URL {
-	c := *u
-	q := c.Query()
-	if !q.Has("beta") {
-		if c.RawQuery != "" {
-			c.RawQuery += "&"
+	return endpoints.get(u.String()+" beta", func() *url.URL {
+		c := *u
+		q := c.Query()
+		if !q.Has("beta") {
+			if c.RawQuery != "" {
+				c.RawQuery += "&"
+			}
+			c.RawQuery += "beta=true"
 		}
-		c.RawQuery += "beta=true"
-	}
-	return &c
+		return &c
+	})
 }
 
 // Do sends req to {base}/v1/messages; see New for the headers. A client

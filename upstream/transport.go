@@ -413,13 +413,17 @@ func copyHeaders(dst, src http.Header, keys []string) {
 
 // endpointURL joins base with path, keeping base's query string. The result
 // is parsed back from its string form so that its path is absolute even when
-// base has none ("https://host" + "responses").
+// base has none ("https://host" + "responses"). It is shared with every
+// account on the same endpoint (endpoints): it must never be modified.
 func endpointURL(base *url.URL, path string) *url.URL {
-	u, err := url.Parse(base.JoinPath(path).String())
-	if err != nil { // cannot happen: base was parsed and path is a constant
-		panic(err)
-	}
-	return u
+	s := base.JoinPath(path).String()
+	return endpoints.get(s, func() *url.URL {
+		u, err := url.Parse(s)
+		if err != nil { // cannot happen: base was parsed and path is a constant
+			panic(err)
+		}
+		return u
+	})
 }
 
 // parseBaseURL returns a.BaseURL (or def when it is empty) as an absolute
