@@ -26,7 +26,8 @@ import (
 // cap before fasthttp sees them, and counts and logs (rate-limited) both.
 // A connection that sends no request head within Config.HeaderTimeout is
 // closed by fasthttp's first-byte deadline (Server.ReadTimeout; the body
-// gets Config.ReadTimeout from headerReceived).
+// gets Config.ReadTimeout from headerReceived), a new one that sent
+// nothing with a 408 from guardedConn.silent.
 
 // DefaultHeaderTimeout is Config.HeaderTimeout's default: how long a new
 // connection, or a keep-alive one after its first byte, may take to send a
@@ -155,11 +156,19 @@ func (l *connListener) refuse(c net.Conn, reason, status, typ, msg string) {
 		l.log.Warn("connection refused", "reason", reason, "remote", c.RemoteAddr().String(),
 			"open_connections", l.open.Load(), "suppressed", held)
 	}
-	body := `{"error":{"message":"` + msg + `","type":"` + typ + `","param":null,"code":"too_many_connections"}}`
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = c.Write([]byte("HTTP/1.1 " + status + "\r\nConnection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: " +
-		strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+	writeRaw(c, status, "Retry-After: 1\r\n", typ, "too_many_connections", msg)
 	_ = c.Close()
+}
+
+// writeRaw answers on c, outside fasthttp, with an error in OpenAI's shape
+// (the protocol is not known before the request) and Connection: close;
+// extra is more header lines, each ending in CRLF. The write's deadline
+// keeps a client that never reads from holding the caller.
+func writeRaw(c net.Conn, status, extra, typ, code, msg string) {
+	body := `{"error":{"message":"` + msg + `","type":"` + typ + `","param":null,"code":"` + code + `"}}`
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = c.Write([]byte("HTTP/1.1 " + status + "\r\nConnection: close\r\nContent-Type: application/json\r\n" + extra + "Content-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body))
 }
 
 func (l *connListener) release(ip netip.Addr) {
@@ -236,16 +245,44 @@ type guardedConn struct {
 	fresh atomic.Bool
 	head  [64]byte // read only by the goroutine that reads (fasthttp's, before a hijack)
 	headN int
+	begun bool // a byte has been read on the connection (same goroutine as head)
 }
 
-// Read reads, noting the start of a request (see guardedConn).
+// Read reads, noting the start of a request (see guardedConn): the first
+// len(head) bytes read since the last response, over as many reads as
+// they take (fasthttp reads a keep-alive connection's first byte alone).
 func (c *guardedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.fresh.Load() {
-		c.fresh.Store(false)
-		c.headN = copy(c.head[:], p[:n])
+	if n == 0 && err != nil && !c.begun {
+		c.silent(err)
+	}
+	if n > 0 {
+		c.begun = true
+		if c.fresh.Load() {
+			c.fresh.Store(false)
+			c.headN = 0
+		}
+		if c.headN < len(c.head) {
+			c.headN += copy(c.head[c.headN:], p[:n])
+		}
 	}
 	return n, err
+}
+
+// silent answers a new connection whose first byte did not come within
+// Config.HeaderTimeout (err, a read timeout) with 408, as the front answers
+// a head cut by the same deadline, and counts it. fasthttp reads a
+// connection's first byte alone (Server.ReduceMemoryUsage) and closes the
+// connection without an answer when that read fails.
+func (c *guardedConn) silent(err error) {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return
+	}
+	c.begun = true // answered once
+	c.l.m.connsTimedOut.Inc()
+	writeRaw(c.Conn, "408 Request Timeout", "X-Request-Id: "+newRequestID()+"\r\n", "invalid_request_error", "request_timeout",
+		"The request was not received in time.")
 }
 
 // Write writes; what is read next starts a new request.

@@ -40,9 +40,10 @@ type Config struct {
 	KeyCacheTTL    time.Duration     // API-key cache lifetime; default 30 s
 
 	// HeaderTimeout is how long a new connection may take to deliver its
-	// first request head (and a keep-alive one its next head, from the
-	// first byte); a connection that sends nothing in time is closed with
-	// 408. Default DefaultHeaderTimeout (10 s).
+	// first byte, and then its first request head from that byte (a
+	// keep-alive one its next head, from its first byte); a connection
+	// that sends nothing in time is closed with 408. Default
+	// DefaultHeaderTimeout (10 s).
 	HeaderTimeout time.Duration
 	// MaxConns caps the client connections open at once; one past it is
 	// answered 503 and closed. 0: automatic, half of the process's file
@@ -204,6 +205,13 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 		DisablePreParseMultipartForm:  true,
 		DisableHeaderNamesNormalizing: false,
 		Logger:                        fasthttpLogger{log},
+		// A keep-alive connection waiting for its next request holds no
+		// buffers: its 16 KiB read and 4 KiB write buffers and its request
+		// context go back to fasthttp's pools between requests (after a
+		// 3,000 req/s burst ~2,500 idle connections held 60 MB of them), at
+		// the cost of one more read system call per request, as its first
+		// byte is read alone (docs/benchmarks.md, issue 21).
+		ReduceMemoryUsage: true,
 	}
 	return s
 }
