@@ -3,6 +3,8 @@ package main
 import (
 	"time"
 
+	"github.com/troupe-gw/troupe/internal/memtrim"
+
 	"github.com/spf13/cobra"
 )
 
@@ -28,6 +30,10 @@ added with "troupe accounts add" are picked up while it runs.`,
 			a.serve()
 			a.printAdminPassword(cmd.OutOrStdout())
 			a.background(ctx)
+			// After a burst of load, its free heap goes back to the system.
+			trim := memtrim.Start(memtrim.Config{})
+			defer trim.Stop()
+			registerTrimMetrics(a.metrics, trim)
 			select {
 			case <-ctx.Done():
 			case err = <-a.served:
