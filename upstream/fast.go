@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -265,6 +266,7 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 	}
 	if s := fresp.BodyStream(); s != nil {
 		fb.stream = s
+		fb.chunked = fresp.Header.ContentLength() == -1
 	} else {
 		fb.eof = true
 	}
@@ -295,6 +297,7 @@ type fastBody struct {
 	br      *bufio.Reader
 	resp    *fasthttp.Response
 	stream  io.Reader
+	chunked bool             // the body comes in chunks (Transfer-Encoding: chunked)
 	stop    func() bool      // unregisters the context's AfterFunc; false when it ran
 	release func(reuse bool) // returns the connection to the pool, or closes it
 	parent  context.Context
@@ -317,6 +320,16 @@ func (b *fastBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	n, err := b.stream.Read(p)
+	// fasthttp's chunked reader returns one chunk per Read. An SSE upstream
+	// sends each event as a chunk, so the gateway would see (and write to
+	// its client) one event at a time even when a burst of them came in one
+	// read from the connection. Chunks already whole in the buffer are read
+	// on, as net/http's chunked reader does: this cannot block.
+	for b.chunked && err == nil && n > 0 && n < len(p) && chunkBuffered(b.br) {
+		var m int
+		m, err = b.stream.Read(p[n:])
+		n += m
+	}
 	switch {
 	case err == io.EOF:
 		b.eof = true
@@ -328,6 +341,51 @@ func (b *fastBody) Read(p []byte) (int, error) {
 }
 
 var errBodyClosed = errors.New("upstream: read on a closed body")
+
+// chunkBuffered reports whether br's buffered bytes hold the next chunk of
+// a chunked body in full, its size line, data and CRLF (or the last chunk
+// with no trailers), so that reading it needs no read from the connection.
+// It is asked after a Read that ended inside neither a chunk nor its CRLF:
+// one that returned less than asked while bytes stayed buffered ended with
+// its chunk, so br is at a size line.
+func chunkBuffered(br *bufio.Reader) bool {
+	buf, _ := br.Peek(br.Buffered())
+	i := bytes.IndexByte(buf, '\n')
+	if i < 1 || buf[i-1] != '\r' {
+		return false
+	}
+	size, digits := 0, 0
+	for _, c := range buf[:i-1] {
+		v := hexVal(c)
+		if v < 0 {
+			break
+		}
+		if size = size<<4 | v; size > len(buf) {
+			return false
+		}
+		digits++
+	}
+	switch {
+	case digits == 0:
+		return false
+	case size == 0:
+		return bytes.HasPrefix(buf[i+1:], []byte("\r\n"))
+	}
+	return len(buf) >= i+1+size+2
+}
+
+// hexVal is the value of hex digit c, -1 when c is none.
+func hexVal(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
 
 // Close ends the call: the connection goes back to the pool when the body
 // was read to its end, the call's context had not ended and neither side

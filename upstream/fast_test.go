@@ -178,6 +178,84 @@ func cpuNanos() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
+// An SSE answer in chunks, one event a chunk: the chunks that came in one
+// read from the connection are returned by one Read of the body (before,
+// one a Read, so the gateway wrote its client one event at a time), and a
+// chunk only partly there is not waited for while whole ones are in hand.
+func TestFastChunksReadTogether(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	more := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n9\r\nda")
+		<-more
+		io.WriteString(c, "ta: c\n\n\r\n0\r\n\r\n")
+	}()
+	tr := newDirect(t, account(storage.ProviderOpenAI, "http://"+ln.Addr().String()+"/v1"), Options{ClientMode: ClientAuto})
+	if tr.(*openAI).fast == nil {
+		t.Fatal("not on fasthttp")
+	}
+	resp, err := tr.Do(context.Background(), &Request{Endpoint: translate.Chat, Stream: true, Body: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	type read struct {
+		b   string
+		err error
+	}
+	reads := make(chan read)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			reads <- read{string(buf[:n]), err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	next := func() read {
+		select {
+		case r := <-reads:
+			return r
+		case <-time.After(20 * time.Second): // a bound, not a measure: the read is stuck
+			t.Fatal("a Read of the body blocked with whole chunks in hand")
+			return read{}
+		}
+	}
+	if r := next(); r.b != "data: a\n\ndata: b\n\n" || r.err != nil {
+		t.Fatalf("first Read: %q, %v; want both whole chunks", r.b, r.err)
+	}
+	close(more)
+	var rest string
+	for {
+		r := next()
+		rest += r.b
+		if r.err == io.EOF {
+			break
+		}
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if rest != "data: c\n\n" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
 // A server that closes a keep-alive connection once it is idle (uvicorn
 // after 5 s, Node after 5 s) does not fail the next request: the pooled
 // connection is found closed before the request is written on it, and a
