@@ -231,6 +231,12 @@ func (r *WSResponse) Next() ([]byte, error) {
 	return r.next(nil)
 }
 
+// Ready reports whether Next will return without waiting: a frame, or the
+// failure that ended the response, is already queued.
+func (r *WSResponse) Ready() bool {
+	return r.first != nil || len(r.sink.ch) > 0 || len(r.sink.errc) > 0
+}
+
 // next is Next with a bound on the wait (timeout may be nil).
 func (r *WSResponse) next(timeout <-chan time.Time) ([]byte, error) {
 	select {

@@ -157,7 +157,7 @@ func BenchmarkPassthroughStreamEvent(b *testing.B) {
 	for i := 0; i < b.N; i += 64 * events {
 		st.sc = scanners.Get().(*translate.Scanner)
 		st.sc.Reset(bytes.NewReader(rep))
-		st.src = st.sc
+		st.src, st.rdy = st.sc, st.sc
 		st.ttft = 1
 		st.WriteTo(io.Discard)
 		scanners.Put(st.sc)
@@ -217,7 +217,7 @@ func BenchmarkTranslatedStreamEvent(b *testing.B) {
 		r.Reset(sse)
 		st.sc = scanners.Get().(*translate.Scanner)
 		st.sc.Reset(r)
-		st.src = st.sc
+		st.src, st.rdy = st.sc, st.sc
 		st.tr = newStreamTranslator(c, translate.Chat)
 		st.clean = false
 		st.ttft = 1

@@ -29,9 +29,10 @@ var heartbeat = []byte(": keep-alive\n\n")
 // stream is one upstream SSE answer on its way to the client. It is first
 // held (hold) until its first content event, so that a failure before that
 // point can still fail over invisibly; then fasthttp drives it as the
-// response body: WriteTo writes the held events and relays the rest, every
-// Write being one flushed HTTP chunk, and Close runs once when the body is
-// done or the connection failed, so the lease is released exactly once.
+// response body: WriteTo writes the held events and relays the rest, the
+// events in hand at once being one flushed HTTP chunk (relay), and Close
+// runs once when the body is done or the connection failed, so the lease is
+// released exactly once.
 type stream struct {
 	s      *Server
 	c      *call
@@ -43,6 +44,7 @@ type stream struct {
 	body   io.Closer          // the upstream answer: closing it ends the upstream call
 	src    source             // the upstream events
 	sc     *translate.Scanner // src for an SSE answer (pooled); nil otherwise
+	rdy    readier            // src, when it can tell that its next event is in hand; nil otherwise
 	// frames: src is an upstream WebSocket (wsSource), whose error events
 	// may carry an HTTP status and whose codex.rate_limits events the
 	// gateway reports (over HTTP the account's transport does).
@@ -81,8 +83,12 @@ type stream struct {
 	conn      net.Conn  // the client connection, for per-write deadlines
 	deadline  time.Time // under mu: the write deadline set on conn (setDeadline)
 
-	mu      sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
-	events  atomic.Uint64
+	mu     sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
+	events atomic.Uint64
+	// traced is how much of the request span's response body (traceSent)
+	// had reached the client at the relay's last write: a write that fails
+	// takes back what was traced after it.
+	traced  int
 	hb      *time.Timer
 	hbDone  bool // under mu: WriteTo returned, the heartbeat must not write
 	closed  sync.Once
@@ -102,6 +108,15 @@ type source interface {
 	Raw() []byte
 }
 
+// readier is a source that can tell, without waiting, whether its next
+// event is already in hand (translate.Scanner.Ready, wsSource.Ready): the
+// relay then gathers the events it has and writes them together.
+type readier interface {
+	// Ready reports whether the next Next returns without waiting for
+	// the upstream.
+	Ready() bool
+}
+
 // newStream wraps an upstream SSE answer in protocol up.
 func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
 	sc := scanners.Get().(*translate.Scanner)
@@ -115,6 +130,7 @@ func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp
 func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, status int, body io.Closer, src source, start time.Time, cancel context.CancelFunc) *stream {
 	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, cancel: cancel}
 	st.sc, _ = src.(*translate.Scanner)
+	st.rdy, _ = src.(readier)
 	_, st.frames = src.(*wsSource)
 	if up != c.endpoint {
 		st.tr = newStreamTranslator(c, up)
@@ -231,7 +247,7 @@ func (st *stream) abort(v upstream.Verdict) {
 func (st *stream) putScanner() {
 	if st.sc != nil {
 		scanners.Put(st.sc)
-		st.sc = nil
+		st.sc, st.rdy = nil, nil
 	}
 }
 
@@ -325,14 +341,17 @@ func (st *stream) Read([]byte) (int, error) {
 
 // sink is where a committed stream's client events go: the HTTP response
 // body (sseSink) or the Responses WebSocket (wsSink). A sink is used by one
-// relay at a time.
+// relay at a time. A sink may gather what event and sse give it rather
+// than write it at once; flush writes what it gathered.
 type sink interface {
 	// event writes one upstream event passed through unchanged; raw is its
-	// SSE bytes as the upstream sent them.
+	// SSE bytes as the upstream sent them. It does not keep ev or raw.
 	event(ev translate.Event, raw []byte) error
 	// sse writes client events given as SSE bytes: the held events, a
-	// translator's output, the stream's end.
+	// translator's output, the stream's end. It does not keep b.
 	sse(b []byte) error
+	// flush writes what event and sse gathered and not yet wrote.
+	flush() error
 }
 
 // relay is the one relay of a committed stream, whatever the sink: it
@@ -342,14 +361,30 @@ type sink interface {
 // broke after commit a well-formed error rather than a silent truncation
 // (never another account's output). A failed write means the client went
 // away: the upstream call is cancelled and the error returned.
+//
+// The events in hand are written together: the sink flushes only when the
+// source's next event is not yet in hand (the source is no readier, or its
+// Ready says so), so before every read that may wait for the upstream, and
+// at the end; a sink bounds what it gathers itself. An event is never held
+// back while the gateway waits on the upstream, and a burst of events that
+// came in one read goes out as one write (one chunk, one syscall) instead
+// of one each.
 func (st *stream) relay(k sink) error {
+	if st.c.tr != nil {
+		st.traced = len(st.c.tr.content)
+	}
 	held := st.held
 	st.held = nil
 	if err := st.put(k.sse(held)); err != nil {
-		return err
+		return st.untrace(err)
 	}
 	st.traceSent(held)
 	for {
+		if st.rdy == nil || !st.rdy.Ready() {
+			if err := st.flush(k); err != nil {
+				return err
+			}
+		}
 		ev, err := st.src.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -376,16 +411,37 @@ func (st *stream) relay(k sink) error {
 			err = k.sse(st.out)
 		}
 		if err := st.put(err); err != nil {
-			return err
+			return st.untrace(err)
 		}
 		st.traceSent(sent)
 	}
 	tail := st.tail()
 	if err := st.put(k.sse(tail)); err != nil {
-		return err
+		return st.untrace(err)
 	}
 	st.traceSent(tail)
+	return st.flush(k)
+}
+
+// flush writes what sink k gathered (see relay).
+func (st *stream) flush(k sink) error {
+	if err := st.put(k.flush()); err != nil {
+		return st.untrace(err)
+	}
+	if st.c.tr != nil {
+		st.traced = len(st.c.tr.content)
+	}
 	return nil
+}
+
+// untrace takes back from the request span's response body what was traced
+// since the relay's last successful flush, which the client may not have
+// got: a write failed with err, which it returns.
+func (st *stream) untrace(err error) error {
+	if st.c.tr != nil && len(st.c.tr.content) > st.traced {
+		st.c.tr.content = st.c.tr.content[:st.traced]
+	}
+	return err
 }
 
 // traceSent keeps b, relayed to the client, for the request span's
@@ -428,12 +484,13 @@ const msgStreamBroke = "The upstream stream ended unexpectedly."
 // but before its protocol's terminal event.
 var errNoTerminal = errors.New("upstream stream closed before its terminal event")
 
-// WriteTo relays the stream into the HTTP response body (see relay), each
-// event one flushed chunk. During upstream silences longer than
-// HeartbeatInterval it writes SSE comments, so the connection stays alive
-// and a client that left is noticed.
+// WriteTo relays the stream into the HTTP response body (see relay): the
+// events in hand at once are one flushed chunk. During upstream silences
+// longer than HeartbeatInterval it writes SSE comments, so the connection
+// stays alive and a client that left is noticed.
 func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 	k := sseSink{st: st, w: w}
+	defer k.release()
 	defer func() {
 		if r := recover(); r != nil {
 			st.s.log.Error("stream panic", "request_id", st.c.id, "panic", r, "stack", string(debug.Stack()))
@@ -449,13 +506,25 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 	return k.n, st.relay(&k)
 }
 
-// sseSink writes client events into an HTTP response body, each as one
-// chunk under the stream's write lock (the heartbeat writes too).
+// sseSink writes client events into an HTTP response body. It gathers
+// them in a batch, written as one chunk (one flush, one syscall) under the
+// stream's write lock (the heartbeat writes too, so only between batches)
+// when relay flushes or the batch reaches batchMax; an event of batchMax
+// or more is written as its own chunk without being copied.
 type sseSink struct {
-	st *stream
-	w  io.Writer
-	n  int64 // bytes written
+	st    *stream
+	w     io.Writer
+	n     int64   // bytes written
+	batch *[]byte // events gathered, not yet written (from batches); nil until the first
 }
+
+// batchMax bounds the bytes a stream gathers before it writes them: a fast
+// upstream cannot grow a stream's memory past it, and a client gets a large
+// burst in pieces of this size.
+const batchMax = 32 << 10
+
+// batches holds the sinks' batch buffers between streams.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // event writes ev's own SSE bytes, or its encoding when it came otherwise.
 func (k *sseSink) event(ev translate.Event, raw []byte) error {
@@ -466,20 +535,65 @@ func (k *sseSink) event(ev translate.Event, raw []byte) error {
 	return k.sse(raw)
 }
 
-// sse writes b as one chunk, ending it with the blank line SSE needs when
-// the upstream left it out.
+// sse adds b to the batch, ending it with the blank line SSE needs when the
+// upstream left it out; it writes the batch first when b would take it
+// past batchMax, and writes b at once when b alone is that large.
 func (k *sseSink) sse(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if b[len(b)-1] != '\n' && b[len(b)-1] != '\r' {
-		b = append(b[:len(b):len(b)], '\n', '\n')
-	} else if !bytes.HasSuffix(b, []byte("\n\n")) && !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
-		b = append(b[:len(b):len(b)], '\n')
+	if k.batch == nil {
+		k.batch = batches.Get().(*[]byte)
 	}
+	if len(*k.batch)+len(b) > batchMax {
+		if err := k.flush(); err != nil {
+			return err
+		}
+		if len(b) >= batchMax && endsEvent(b) {
+			return k.write(b)
+		}
+	}
+	buf := append(*k.batch, b...)
+	if last := b[len(b)-1]; last != '\n' && last != '\r' {
+		buf = append(buf, '\n', '\n')
+	} else if !endsEvent(b) {
+		buf = append(buf, '\n')
+	}
+	*k.batch = buf
+	return nil
+}
+
+// endsEvent reports whether b ends with the blank line that ends an SSE
+// event (as sseSink.sse checks it).
+func endsEvent(b []byte) bool {
+	return bytes.HasSuffix(b, []byte("\n\n")) || bytes.HasSuffix(b, []byte("\r\n\r\n"))
+}
+
+// flush writes the batch as one chunk.
+func (k *sseSink) flush() error {
+	if k.batch == nil || len(*k.batch) == 0 {
+		return nil
+	}
+	err := k.write(*k.batch)
+	*k.batch = (*k.batch)[:0]
+	return err
+}
+
+// write writes b as one chunk.
+func (k *sseSink) write(b []byte) error {
 	m, err := k.st.writeLocked(k.w, b)
 	k.n += int64(m)
 	return err
+}
+
+// release gives the batch buffer back for another stream, unless an event
+// made it grow past what a batch needs.
+func (k *sseSink) release() {
+	if k.batch != nil && cap(*k.batch) <= 2*batchMax {
+		*k.batch = (*k.batch)[:0]
+		batches.Put(k.batch)
+	}
+	k.batch = nil
 }
 
 // writeLocked writes b to w under the write lock, with a fresh deadline.
@@ -677,10 +791,13 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Con
 		o.res.stream.cancel = chainCancel(o.res.stream.cancel, cancel)
 		o.res.stream.conn = ctx.Conn()
 		s.traceHeader(ctx, c)
-		s.commitStream(ctx, o.res.stream)
+		// The held events are written as soon as WriteTo starts (relay),
+		// and the head goes out with them in one write; a stream that
+		// held nothing sends its head at once.
+		s.commitStream(ctx, o.res.stream, len(o.res.stream.held) == 0)
 		return 0
 	case <-t.C:
-		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel, conn: ctx.Conn()})
+		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel, conn: ctx.Conn()}, true)
 		return 0
 	}
 }
@@ -689,15 +806,18 @@ func chainCancel(a, b context.CancelFunc) context.CancelFunc {
 	return func() { a(); b() }
 }
 
-// commitStream writes the SSE head; fasthttp then calls body's WriteTo.
-func (s *Server) commitStream(ctx *fasthttp.RequestCtx, body io.Reader) {
+// commitStream sets the SSE head; fasthttp then writes it and calls body's
+// WriteTo. flushHead sends the head on its own, before the body's first
+// write: clients see the stream start, and a hang-up is noticed at the
+// first write rather than after the first event. Without it the head goes
+// out with the body's first write, one syscall fewer, for a body that
+// writes at once.
+func (s *Server) commitStream(ctx *fasthttp.RequestCtx, body io.Reader, flushHead bool) {
 	ctx.SetStatusCode(200)
 	ctx.SetContentType("text/event-stream; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	// Send the head now: clients see the stream start, and a hang-up is
-	// noticed at the first write rather than after the first event.
-	ctx.Response.ImmediateHeaderFlush = true
+	ctx.Response.ImmediateHeaderFlush = flushHead
 	ctx.SetBodyStream(body, -1)
 }
 

@@ -114,6 +114,10 @@ func (w *wsSource) Next() (translate.Event, error) {
 	return translate.Event{Name: unsafe.Slice(unsafe.StringData(typ), len(typ)), Data: f}, nil
 }
 
+// Ready reports whether Next returns without waiting for the upstream:
+// after the terminal event, or with a frame already queued.
+func (w *wsSource) Ready() bool { return w.ended || w.r.Ready() }
+
 // Raw is nil: a frame is no SSE.
 func (w *wsSource) Raw() []byte { return nil }
 

@@ -469,6 +469,11 @@ func (k *wsSink) event(ev translate.Event, _ []byte) error {
 	return k.ss.write(ev.Data)
 }
 
+// flush has nothing to do: every event is its own frame, written at once.
+// (Gathering frames into one write would need a buffered connection under
+// the WebSocket library, whose pongs other goroutines write.)
+func (k *wsSink) flush() error { return nil }
+
 // sse writes every event of SSE bytes b.
 func (k *wsSink) sse(b []byte) error {
 	if len(b) == 0 {

@@ -237,6 +237,72 @@ func (s *Scanner) Next() (Event, error) {
 	}
 }
 
+// Ready reports whether the next call to Next will return without reading
+// from the reader: the bytes already buffered hold a complete event (or,
+// with EmitComments, a comment line between events), or the reader has
+// already ended or failed, or Next's error is sticky. A relay uses it to
+// gather the events in hand and write them together, but never to hold one
+// back while Next waits for the upstream. False is also the answer before
+// the first Next. Ready changes nothing; it scans the buffered bytes up to
+// the end of the next event, without allocating.
+func (s *Scanner) Ready() bool {
+	if s.err != nil || s.rerr != nil {
+		return true
+	}
+	if !s.bomDone {
+		return false
+	}
+	b := s.buf[s.r:s.w]
+	if s.skipLF && len(b) > 0 && b[0] == '\n' {
+		b = b[1:]
+	}
+	// Lines are found as line does, each byte looked at a bounded number of
+	// times (lf is the next LF at or after i, or -1 when none is left).
+	pending, data := false, false
+	lf := bytes.IndexByte(b, '\n')
+	for i := 0; i < len(b); {
+		if lf >= 0 && lf < i {
+			if lf = bytes.IndexByte(b[i:], '\n'); lf >= 0 {
+				lf += i
+			}
+		}
+		end := len(b)
+		if lf >= 0 {
+			end = lf
+		}
+		var line []byte
+		if cr := bytes.IndexByte(b[i:end], '\r'); cr >= 0 {
+			line = b[i : i+cr]
+			i += cr + 1
+			if i < len(b) && b[i] == '\n' {
+				i++
+			}
+		} else if lf >= 0 {
+			line = b[i:lf]
+			i = lf + 1
+		} else {
+			return false // an incomplete line
+		}
+		switch {
+		case len(line) == 0:
+			if data {
+				return true
+			}
+			pending = false
+		case line[0] == ':':
+			if !pending && s.emitComments {
+				return true
+			}
+		default:
+			pending = true
+			if bytes.HasPrefix(line, []byte("data")) && (len(line) == 4 || line[4] == ':') {
+				data = true
+			}
+		}
+	}
+	return false
+}
+
 // resetPending forgets the pending event's fields.
 func (s *Scanner) resetPending() {
 	s.pending, s.hasName, s.hasID, s.hasRetry = false, false, false, false

@@ -553,6 +553,75 @@ func TestScannerNextZeroAllocs(t *testing.T) {
 	}
 }
 
+// countingReader gives r's bytes at most chunk at a time and counts the
+// reads.
+type countingReader struct {
+	in    []byte
+	chunk int
+	reads int
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	r.reads++
+	if len(r.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.in)
+	r.in = r.in[n:]
+	return n, nil
+}
+
+// checkReady reads in through a reader that gives chunk bytes at a time
+// and checks that Ready, asked before every Next after the first, tells
+// exactly whether that Next reads: true means no read (a relay may gather
+// the event and write it later without holding it back while the upstream
+// is silent), false means a read.
+func checkReady(t *testing.T, in []byte, chunk int, emit bool) {
+	t.Helper()
+	r := &countingReader{in: in, chunk: chunk}
+	s := NewScanner(r, 1<<20)
+	s.EmitComments(emit)
+	for first := true; ; first = false {
+		ready, reads := s.Ready(), r.reads
+		_, err := s.Next()
+		if !first && ready != (r.reads == reads) {
+			t.Fatalf("chunk %d, comments %v: Ready %v, yet Next read %d times (input %q, left %q)", chunk, emit, ready, r.reads-reads, in, r.in)
+		}
+		if err != nil {
+			if !s.Ready() {
+				t.Fatalf("Ready false after Next failed with %v", err)
+			}
+			return
+		}
+	}
+}
+
+// TestScannerReady: Ready is true exactly when the next event is in hand,
+// whatever the line ends, comments, blank lines and read sizes.
+func TestScannerReady(t *testing.T) {
+	inputs := []string{
+		"data: a\n\ndata: b\n\n",
+		"event: x\ndata: a\n\n: ping\n\nid: 1\n\ndata: b\r\n\r\ndata:c\r\rdata\n\n",
+		"data: a\n\nevent: only a name\n\n\n\ndata: b",
+		": c1\n: c2\ndata: a\n: inside\n\n",
+		"\xEF\xBB\xBFdata: x\r\n\r\ndatax: y\n\ndata: z\r\n\r\n",
+		"retry: 5\nid: 2\ndata: 1\ndata: 2\n\n" + strings.Repeat("data: long line "+strings.Repeat("x", 500)+"\n\n", 20),
+	}
+	for _, name := range []string{"chat-stream-text.sse", "responses-stream-text.sse"} {
+		inputs = append(inputs, string(readTestdata(t, name)))
+	}
+	for _, in := range inputs {
+		for _, chunk := range []int{1, 2, 3, 7, 64, 1 << 20} {
+			checkReady(t, []byte(in), chunk, false)
+			checkReady(t, []byte(in), chunk, true)
+		}
+	}
+	// Before the first Next nothing is known.
+	if s := NewScanner(strings.NewReader("data: a\n\n"), 0); s.Ready() {
+		t.Fatal("Ready before anything was read")
+	}
+}
+
 func BenchmarkScannerNext(b *testing.B) {
 	in := readTestdata(b, "responses-stream-text.sse")
 	var rd bytes.Reader
@@ -612,6 +681,10 @@ func FuzzScanner(f *testing.F) {
 			}
 		}
 		fuzzRun(t, bytes.NewReader(in), 16, len(in)) // small limit: no panic, same invariants
+		for _, chunk := range []int{1, 5, len(in) + 1} {
+			checkReady(t, in, chunk, false)
+			checkReady(t, in, chunk, true)
+		}
 	})
 }
 
