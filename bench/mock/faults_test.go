@@ -75,6 +75,35 @@ func startFaultFleet(t *testing.T) (*Fleet, string) {
 // error (io.ErrUnexpectedEOF for a connection cut mid-body).
 func try(ctx context.Context, t testing.TB, c *http.Client, base string, tg target) (*http.Response, []byte, error) {
 	t.Helper()
+	resp, err := c.Do(targetRequest(ctx, t, base, tg))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// tryHead is try for an answer whose head comes and then nothing: the
+// request is cancelled once the head is in, so the body read ends at once
+// with what had come (nothing, from a hang) and the error.
+func tryHead(t testing.TB, c *http.Client, base string, tg target) (*http.Response, []byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp, err := c.Do(targetRequest(ctx, t, base, tg))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	cancel()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// targetRequest is tg's request to the fleet at base.
+func targetRequest(ctx context.Context, t testing.TB, base string, tg target) *http.Request {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "POST", base+tg.path, strings.NewReader(tg.body))
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +113,7 @@ func try(ctx context.Context, t testing.TB, c *http.Client, base string, tg targ
 	for i := 0; i+1 < len(tg.hdr); i += 2 {
 		req.Header.Set(tg.hdr[i], tg.hdr[i+1])
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp, b, err
+	return req
 }
 
 // checkStats checks the fault accounting of an account once it is idle:
