@@ -10,16 +10,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/translate"
-
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -313,7 +312,7 @@ func BenchmarkAcquireLatency(b *testing.B) {
 				samples := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					t0 := time.Now()
 					l, err := s.Acquire(ctx, req)
@@ -326,7 +325,7 @@ func BenchmarkAcquireLatency(b *testing.B) {
 						settleRelease(b, s, l)
 					}
 				}
-				cpu := processCPU() - cpu0
+				cpu := cputime.Process() - cpu0
 				b.StopTimer()
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 				slices.Sort(samples)
@@ -351,7 +350,7 @@ func BenchmarkAcquirePaced(b *testing.B) {
 	ctx := context.Background()
 	req := AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: time.Second}
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		time.Sleep(time.Millisecond)
 		l, err := s.Acquire(ctx, req)
@@ -360,7 +359,7 @@ func BenchmarkAcquirePaced(b *testing.B) {
 		}
 		s.Release(l, Outcome{Status: 200})
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // settleRelease waits until l's release has reached the scheduler: the

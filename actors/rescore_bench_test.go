@@ -3,11 +3,11 @@ package actors
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -97,7 +97,7 @@ func BenchmarkSpreadPick(b *testing.B) {
 			clockCost := (threadCPU() - t0) / 1001
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				req := &acquireState{AcquireRequest: base, key: routeKey{model: "m"}}
 				t0 := threadCPU()
@@ -116,19 +116,10 @@ func BenchmarkSpreadPick(b *testing.B) {
 				v.SuccessStreak++
 				s.onView(c, v, nil, nil, e.sent)
 			}
-			cpu := processCPU() - cpu0
+			cpu := cputime.Process() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(pick.Nanoseconds())/float64(b.N), "pick-cpu-ns")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// processCPU returns the process's CPU time so far (user+sys).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/postgres"
 	"github.com/troupe-gw/troupe/storage/sqlite"
@@ -335,12 +336,12 @@ func BenchmarkUsageRecordPaced(b *testing.B) {
 	defer sys.Stop(context.Background())
 	recs := storagetest.VariedUsage("paced", 0, 1000)
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		time.Sleep(time.Millisecond)
 		sys.Record(recs[i%len(recs)])
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // refusing is a UsageWriter that refuses its first n calls (storage down,

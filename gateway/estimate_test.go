@@ -46,10 +46,8 @@ func (e endlessStream) Do(ctx context.Context, _ *upstream.Request) (*upstream.R
 	return &upstream.Response{Status: 200, Header: h, Body: pr}, nil
 }
 
-// cutCases are the three streaming endpoints with an upstream of their own
-// protocol: the head carries three content deltas of "hello world " (12
-// ASCII bytes each); Messages' message_start reports 25 input tokens.
-var cutCases = []struct {
+// cutCase is a streaming endpoint with an upstream of its own protocol.
+type cutCase struct {
 	name     string
 	path     string
 	provider storage.Provider
@@ -57,7 +55,12 @@ var cutCases = []struct {
 	head     string
 	delta    string
 	input    int64 // the input tokens the record must carry; 0: the request's estimate
-}{
+}
+
+// cutCases are the three streaming endpoints with an upstream of their own
+// protocol: the head carries three content deltas of "hello world " (12
+// ASCII bytes each); Messages' message_start reports 25 input tokens.
+var cutCases = []cutCase{
 	{"chat", "/v1/chat/completions", storage.ProviderOpenAI,
 		`{"model":"m","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello world many times, please."}]}`,
 		strings.Repeat(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hello world "},"finish_reason":null}]}`+"\n\n", 3),
@@ -112,37 +115,45 @@ func sendStream(t *testing.T, conn net.Conn, path, secret, body string) {
 // estimated from the content relayed, marked estimated, and charged to the
 // key's daily token budget. Before, such a record had 0 tokens on all three
 // endpoints and the budget never moved (issue 16, finding 4).
+//
+// With 200 deltas a read (30 KB at once) the gateway gathers them before it
+// writes (relay): a client that hangs up in the middle of that is billed
+// the same way.
 func TestCutStreamIsBilled(t *testing.T) {
-	for _, tc := range cutCases {
-		t.Run(tc.name, func(t *testing.T) {
-			up := endlessStream{head: tc.head, delta: tc.delta}
-			s, secret, k := cutServer(t, tc.provider, up)
-			ln := serveTCP(t, s)
-			conn := dialTCP(t, ln)
-			sendStream(t, conn, tc.path, secret, tc.body)
-			conn.Close()
-			waitIdle(t, s.sys)
-			recs := logged(t, s)
-			if len(recs) != 1 {
-				t.Fatalf("%d records, want 1", len(recs))
-			}
-			r := recs[0]
-			wantIn := tc.input
-			if wantIn == 0 {
-				wantIn = estimateRequestTokens(endpointOf(tc.path), []byte(tc.body))
-			}
-			// At least the three deltas the client read: 36 bytes, 9 tokens.
-			if r.Status != statusClientClosed || !r.Estimated || r.InputTokens != wantIn || r.OutputTokens < 9 {
-				t.Fatalf("record: status %d estimated %v input %d output %d; want 499, estimated, input %d, output >= 9",
-					r.Status, r.Estimated, r.InputTokens, r.OutputTokens, wantIn)
-			}
-			used, err := s.cache.Count(context.Background(), "rl:tpd:"+k.ID, day)
-			if err != nil || used != r.InputTokens+r.OutputTokens {
-				t.Fatalf("daily tokens charged: %d (%v), want %d", used, err, r.InputTokens+r.OutputTokens)
-			}
-			t.Logf("billed %d input + %d output tokens (estimated)", r.InputTokens, r.OutputTokens)
-		})
+	for _, per := range []int{1, 200} {
+		for _, tc := range cutCases {
+			t.Run(fmt.Sprintf("%s/deltas_per_read=%d", tc.name, per), func(t *testing.T) { testCutStreamIsBilled(t, tc, per) })
+		}
 	}
+}
+
+func testCutStreamIsBilled(t *testing.T, tc cutCase, per int) {
+	up := endlessStream{head: tc.head, delta: strings.Repeat(tc.delta, per)}
+	s, secret, k := cutServer(t, tc.provider, up)
+	ln := serveTCP(t, s)
+	conn := dialTCP(t, ln)
+	sendStream(t, conn, tc.path, secret, tc.body)
+	conn.Close()
+	waitIdle(t, s.sys)
+	recs := logged(t, s)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	wantIn := tc.input
+	if wantIn == 0 {
+		wantIn = estimateRequestTokens(endpointOf(tc.path), []byte(tc.body))
+	}
+	// At least the three deltas the client read: 36 bytes, 9 tokens.
+	if r.Status != statusClientClosed || !r.Estimated || r.InputTokens != wantIn || r.OutputTokens < 9 {
+		t.Fatalf("record: status %d estimated %v input %d output %d; want 499, estimated, input %d, output >= 9",
+			r.Status, r.Estimated, r.InputTokens, r.OutputTokens, wantIn)
+	}
+	used, err := s.cache.Count(context.Background(), "rl:tpd:"+k.ID, day)
+	if err != nil || used != r.InputTokens+r.OutputTokens {
+		t.Fatalf("daily tokens charged: %d (%v), want %d", used, err, r.InputTokens+r.OutputTokens)
+	}
+	t.Logf("billed %d input + %d output tokens (estimated)", r.InputTokens, r.OutputTokens)
 }
 
 // TestCutStreamsExhaustTokenBudget: a key whose streams are all cut runs

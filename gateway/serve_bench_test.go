@@ -3,9 +3,9 @@
 package gateway
 
 import (
-	"syscall"
 	"testing"
 
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/valyala/fasthttp"
 )
 
@@ -50,20 +50,11 @@ func BenchmarkServeKeepAlive(b *testing.B) {
 			}
 			send() // the connection is open before the clock starts
 			b.ReportAllocs()
-			cpu0 := cpuNanos()
+			cpu0 := int64(cputime.Process())
 			for b.Loop() {
 				send()
 			}
-			b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(int64(cputime.Process())-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuNanos is the process's user+system CPU time so far.
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

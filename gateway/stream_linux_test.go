@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/troupe-gw/troupe/internal/cputime"
 )
 
 // BenchmarkChatStreamTCP is one streamed Chat request per op from a client
@@ -35,7 +37,7 @@ func BenchmarkChatStreamTCP(b *testing.B) {
 	end := []byte("\r\n0\r\n\r\n")
 	var got []byte
 	b.ReportAllocs()
-	cpu0, w0 := cpuNanos(), writeSyscalls()
+	cpu0, w0 := int64(cputime.Process()), writeSyscalls()
 	for b.Loop() {
 		if _, err := conn.Write(req); err != nil {
 			b.Fatal(err)
@@ -49,7 +51,7 @@ func BenchmarkChatStreamTCP(b *testing.B) {
 			got = append(got, line...)
 		}
 	}
-	b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(int64(cputime.Process())-cpu0)/float64(b.N), "cpu-ns/op")
 	if w := writeSyscalls(); w >= 0 && w0 >= 0 {
 		b.ReportMetric(float64(w-w0)/float64(b.N), "syscw/op")
 	}

@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -152,7 +152,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background()) // cancelable, as a gateway request's is
 				defer cancel()
 				b.ReportAllocs()
-				cpu0 := cpuNanos()
+				cpu0 := int64(cputime.Process())
 				for b.Loop() {
 					resp, err := tr.Do(ctx, req)
 					if err != nil {
@@ -163,19 +163,10 @@ func BenchmarkRoundTrip(b *testing.B) {
 					}
 					resp.Body.Close()
 				}
-				b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(int64(cputime.Process())-cpu0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
-}
-
-// cpuNanos is the process's user+system CPU time so far.
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // An SSE answer in chunks, one event a chunk: the chunks that came in one

@@ -73,21 +73,7 @@ func startServeChild(t *testing.T, bin string, env ...string) *serveChild {
 }
 
 // ownedAccounts reads an instance's troupe_fleet_owned_accounts (-1 when unreadable).
-func (c *serveChild) ownedAccounts() int {
-	resp, err := http.Get(c.base + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "troupe_fleet_owned_accounts "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
-		}
-	}
-	return -1
-}
+func (c *serveChild) ownedAccounts() int { return int(c.metric("troupe_fleet_owned_accounts")) }
 
 // metric reads an instance's metric line that starts with series (name
 // and labels), -1 when absent or unreadable.
