@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/troupe-gw/troupe/bench/mock"
 	"github.com/troupe-gw/troupe/gateway"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/journal"
 )
 
 // Demo pool: account i is, by i mod 4, a codex account serving
@@ -123,6 +126,8 @@ type demo struct {
 	// adminPassword is the admin user's password, set anew at every demo
 	// start (admin.password, or random).
 	adminPassword string
+	// unlock releases the data directory's demo.lock (lockDemoDir).
+	unlock func() error
 }
 
 // startDemo starts the mock fleet with n accounts, the gateway on cfg, and
@@ -151,6 +156,44 @@ type accountsFunc func(mockAddr string) ([]mock.Account, []storage.Account)
 // startDemoWith is startDemo with the fleet and pool accounts chosen by
 // accounts (tests use it to pick latency, pacing and limits).
 func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (*demo, error) {
+	unlock, err := lockDemoDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := startDemoLocked(ctx, cfg, logOut, accounts)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	d.unlock = unlock
+	return d, nil
+}
+
+// lockDemoDir makes sure no other demo or instance runs on the data
+// directory before the demo rewrites its pool and revokes its keys: a
+// second `make demo` used to do both to the demo already running there,
+// then fail on the usage journal's lock, leaving the first one on dead
+// accounts and a revoked key. It holds demo.lock for the demo's life
+// (another demo) and checks the usage journal's lock (a `troupe serve`).
+func lockDemoDir(dir string) (unlock func() error, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	unlock, err = journal.LockFile(filepath.Join(dir, "demo.lock"))
+	if err != nil {
+		return nil, fmt.Errorf("another demo runs on %s (stop it first, or give this one --data DIR): %w", dir, err)
+	}
+	probe, err := journal.LockFile(filepath.Join(dir, "usage.journal"))
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("a gateway runs on %s (stop it first, or give the demo --data DIR): %w", dir, err)
+	}
+	probe()
+	return unlock, nil
+}
+
+// startDemoLocked is startDemoWith once the data directory is the demo's.
+func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (*demo, error) {
 	fleet := mock.New(mock.Config{})
 	mockAddr, err := fleet.Start("127.0.0.1:0")
 	if err != nil {
@@ -204,6 +247,10 @@ func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts 
 func (d *demo) close() error {
 	err := d.app.shutdown(10 * time.Second)
 	d.fleet.Close()
+	if d.unlock != nil {
+		d.unlock()
+		d.unlock = nil
+	}
 	return err
 }
 

@@ -469,3 +469,19 @@ func (u *Usage) Close() error {
 	})
 	return err
 }
+
+// LockFile takes the lock Open takes on a journal, an exclusive advisory
+// lock (flock; none where flock is missing), on the file at path, created
+// if missing. It is held until release. The error says the file is in use
+// when another open of it (another process, or this one) holds the lock.
+func LockFile(path string) (release func() error, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open: %w", err)
+	}
+	if err := lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f.Close, nil // closing the file releases its lock
+}
