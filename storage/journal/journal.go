@@ -161,12 +161,8 @@ func Open(path string, w Writer, opts Options) (*Usage, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openLocked(path)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open: %w", err)
-	}
-	if err := lock(f); err != nil {
-		f.Close()
 		return nil, err
 	}
 	u := &Usage{w: w, opts: opts, log: log, path: path, f: f, wake: make(chan struct{}, 1)}
@@ -475,6 +471,16 @@ func (u *Usage) Close() error {
 // if missing. It is held until release. The error says the file is in use
 // when another open of it (another process, or this one) holds the lock.
 func LockFile(path string) (release func() error, err error) {
+	f, err := openLocked(path)
+	if err != nil {
+		return nil, err
+	}
+	return f.Close, nil // closing the file releases its lock
+}
+
+// openLocked opens (creating it, 0600) the file at path for reading and
+// writing and locks it (lock).
+func openLocked(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
@@ -483,5 +489,5 @@ func LockFile(path string) (release func() error, err error) {
 		f.Close()
 		return nil, err
 	}
-	return f.Close, nil // closing the file releases its lock
+	return f, nil
 }
