@@ -97,9 +97,15 @@ func TestChatClientOnAnthropicAccount(t *testing.T) {
 
 func TestMessagesClientOnChatAccountStream(t *testing.T) {
 	s, sys, key := testServerOf(t, cannedTransport{200, "text/event-stream", readFile(t, "chat-stream-text.sse")}, storage.ProviderOpenAICompat)
-	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"},
-		[]byte(`{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	body := []byte(`{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"what is the weather in San Francisco today?"}]}`)
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}, body)
 	names := eventNames(t, resp.Body())
+	// message_start says the prompt's estimated size, as Anthropic's says
+	// its count; the chat upstream reports its own only at the end.
+	start := gjson.GetBytes(bytes.SplitN(bytes.SplitN(resp.Body(), []byte("data: "), 2)[1], []byte("\n"), 2)[0], "message.usage.input_tokens")
+	if want := estimateInputTokens(body); want <= 0 || start.Int() != want {
+		t.Errorf("message_start input_tokens %s, want the estimate %d", start.Raw, want)
+	}
 	if resp.StatusCode() != 200 || len(names) < 5 || names[0] != "message_start" || names[len(names)-1] != "message_stop" ||
 		!strings.Contains(strings.Join(names, " "), "content_block_delta") {
 		t.Fatalf("status %d events %v body:\n%s", resp.StatusCode(), names, resp.Body())

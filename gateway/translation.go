@@ -89,6 +89,13 @@ type streamTranslator interface {
 
 // newStreamTranslator returns the translator of one stream of protocol up
 // for client c.
+// A Messages client's message_start gets the request's estimated input
+// tokens (translate.StreamOptions.InputTokens): clients read the prompt's
+// size there, and the upstream's count comes only with the stream's end.
 func newStreamTranslator(c *call, up translate.Protocol) streamTranslator {
-	return translate.NewStream(up, c.endpoint, translate.StreamOptions{Model: c.model, IncludeUsage: c.clientUsage, Request: c.body})
+	opts := translate.StreamOptions{Model: c.model, IncludeUsage: c.clientUsage, Request: c.body}
+	if c.endpoint == translate.Messages {
+		opts.InputTokens = estimateInputTokens(c.body)
+	}
+	return translate.NewStream(up, c.endpoint, opts)
 }

@@ -175,7 +175,11 @@ func (e *messagesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 		dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 		dst = AppendString(dst, s.model)
 		dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
-		dst = appendMessagesUsage(dst, &s.usage)
+		u := s.usage
+		if u.InputTokens == 0 {
+			u.InputTokens = max(s.opts.InputTokens, 0)
+		}
+		dst = appendMessagesUsage(dst, &u)
 		return endEvent(append(dst, '}'))
 	case sevBlockStart:
 		dst = e.stop(dst)

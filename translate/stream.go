@@ -34,6 +34,13 @@ type StreamOptions struct {
 	// Created is the creation time written into the client's events, in Unix
 	// seconds (0: the upstream's when it has one, else now).
 	Created int64
+	// InputTokens is an estimate of the request's input tokens, for a
+	// Messages client (0: none). Anthropic's message_start carries the
+	// prompt's token count; a Chat or Responses upstream reports it only at
+	// the stream's end, so message_start would say 0: it says the estimate
+	// instead when the upstream has reported no input tokens by then.
+	// message_delta carries the upstream's figures.
+	InputTokens int64
 }
 
 // sevKind is the kind of a canonical stream event.

@@ -273,3 +273,58 @@ func TestStreamChatUsageChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesStartInputEstimate: a Messages client's message_start says the
+// estimate it was given (Chat and Responses upstreams count the prompt only
+// at the end), and message_delta the upstream's figures.
+func TestMessagesStartInputEstimate(t *testing.T) {
+	usageChunk := Event{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":57,"completion_tokens":4,"total_tokens":61}}`)}
+	stop := Event{Data: []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)}
+	for _, tc := range []struct {
+		from     Protocol
+		estimate int64
+		want     int64
+	}{
+		{Chat, 42, 42},
+		{Chat, 0, 0},
+		{Chat, -5, 0},
+		{Responses, 42, 42},
+	} {
+		st := NewStream(tc.from, Messages, StreamOptions{Created: 1, InputTokens: tc.estimate})
+		var out []byte
+		var err error
+		for _, ev := range append(openText[tc.from], textDelta[tc.from]) {
+			if out, err = st.Event(out, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.from == Chat {
+			for _, ev := range []Event{stop, usageChunk} {
+				if out, err = st.Event(out, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		out = st.Finish(out)
+		var start, delta gjson.Result
+		sc := NewScanner(bytes.NewReader(out), 1<<20)
+		for {
+			ev, err := sc.Next()
+			if err != nil {
+				break
+			}
+			switch string(ev.Name) {
+			case "message_start":
+				start = gjson.GetBytes(ev.Data, "message.usage")
+			case "message_delta":
+				delta = gjson.GetBytes(ev.Data, "usage")
+			}
+		}
+		if got := start.Get("input_tokens"); !got.Exists() || got.Int() != tc.want {
+			t.Errorf("%s, estimate %d: message_start usage %s, want input_tokens %d", tc.from, tc.estimate, start.Raw, tc.want)
+		}
+		if tc.from == Chat && delta.Get("input_tokens").Int() != 57 {
+			t.Errorf("%s, estimate %d: message_delta usage %s, want the upstream's 57", tc.from, tc.estimate, delta.Raw)
+		}
+	}
+}
