@@ -113,9 +113,9 @@ func TestCanarySideBySide(t *testing.T) {
 // Filling the trace allocates nothing beyond what an acquire already does.
 func TestDecisionTraceAllocs(t *testing.T) {
 	var req acquireState
-	e := &entry{view: View{ID: "id-1", Name: "a"}}
+	e := &entry{view: &View{ID: "id-1", Name: "a"}}
 	s := &scheduler{cfg: schedulerConfig{now: time.Now}}
-	top := []*entry{e, {view: View{ID: "id-2"}}, {view: View{ID: "id-3"}}, {view: View{ID: "id-4"}}}
+	top := []*entry{e, {view: &View{ID: "id-2"}}, {view: &View{ID: "id-3"}}, {view: &View{ID: "id-4"}}}
 	var p Policy = byIDPolicy{name: "x"}
 	if n := testing.AllocsPerRun(1000, func() { s.trace(&req, ViaScore, top[3], top, 4, 0, p, false) }); n != 0 {
 		t.Errorf("trace: %v allocs, want 0", n)

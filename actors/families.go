@@ -125,7 +125,7 @@ func (a *account) families(l upstream.RateLimits, at time.Time, model string) (o
 		}
 	}
 	slices.SortFunc(out, func(x, y LimitFamily) int { return strings.Compare(x.ID, y.ID) })
-	a.view.Families = out
+	a.edit().Families = out
 	return ownReached
 }
 

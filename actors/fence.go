@@ -263,7 +263,7 @@ func (p *pool) forget(id string) {
 func (a *account) unfenced(c *mailCtx, now time.Time) bool {
 	if a.draining || a.restoring || (a.cfg.fence != nil && !a.cfg.fence.Holds(now)) {
 		if !a.view.Moving {
-			a.view.Moving = true
+			a.edit().Moving = true
 			a.publish(c)
 		}
 		return true
@@ -277,14 +277,14 @@ func (a *account) receiveFence(c *mailCtx, msg any) bool {
 	case accountOwned:
 		a.draining = false
 		if a.view.Moving && !a.restoring {
-			a.view.Moving = false
+			a.edit().Moving = false
 			a.publish(c)
 		}
 	case accountRestore:
 		a.restore(c, m)
 	case accountDrain:
 		a.draining, a.drainTo = true, m.pool
-		a.view.Moving = true
+		a.edit().Moving = true
 		a.publish(c)
 		a.drained(c)
 	default:

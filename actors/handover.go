@@ -199,7 +199,7 @@ func (a *account) handoverKey() handoverKey {
 
 // state returns the account's State now.
 func (a *account) state() State {
-	v := &a.view
+	v := a.view
 	return State{
 		Status: v.Status, CooldownUntil: v.CooldownUntil, CooldownReason: v.CooldownReason,
 		AccountVersion: a.cfg.account.Version, Backoff: a.backoff,
@@ -216,7 +216,7 @@ func (a *account) startRestore() {
 		return
 	}
 	a.restoring = true
-	a.view.Moving = true
+	a.edit().Moving = true
 	id, pid, eng, ctx := a.view.ID, a.self, a.engine, a.goContext()
 	a.goroutines.Add(1)
 	go func() {
@@ -238,14 +238,14 @@ func (a *account) restore(c *mailCtx, m accountRestore) {
 	k := a.handoverKey()
 	a.saved = &k
 	if a.view.Moving && !a.draining && (a.cfg.fence == nil || a.cfg.fence.Holds(a.cfg.now())) {
-		a.view.Moving = false
+		a.edit().Moving = false
 	}
 	a.publish(c)
 }
 
 // apply takes over st, learned by the account's previous owner.
 func (a *account) apply(st State) {
-	v := &a.view
+	v := a.edit() // restore publishes
 	now := a.cfg.now()
 	a.backoff = st.Backoff
 	v.Successes, v.Failures = st.Successes, st.Failures

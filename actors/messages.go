@@ -96,7 +96,7 @@ type schedView struct {
 // current view and answered count (as in schedView).
 type schedRefused struct {
 	req      *acquireState
-	view     View
+	view     *View // never written again: the scheduler keeps it
 	answered uint64
 }
 

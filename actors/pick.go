@@ -234,8 +234,7 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	s.stats.Grants++
 	e.lastGrant = s.grants
 	e.sent++
-	e.view.InFlight++
-	e.view.Requests++
+	e.extra++
 	req.limit = e.v[req.slot].limit
 	switch {
 	case e.owner != "":

@@ -532,7 +532,7 @@ func TestScoreErrorsLogged(t *testing.T) {
 			name = "acct-0000"
 		}
 		v := View{ID: fmt.Sprintf("id-%d", i), Name: name, Provider: storage.ProviderOpenAI, MaxInFlight: 1, Version: 1, ConfigGen: 1}
-		sc.judge(&entry{view: v}, slotPolicy, sc.policy, time.Now())
+		sc.judge(&entry{view: &v}, slotPolicy, sc.policy, time.Now())
 	}
 	out := buf.String()
 	if strings.Count(out, "routing policy score failed") != 1 || !strings.Contains(out, "boom") || !strings.Contains(out, "account=acct-0001") {

@@ -76,7 +76,7 @@ func (a *account) probe(m accountProbe) {
 		return
 	}
 	a.probing = true
-	a.view.Probes++
+	a.edit().Probes++
 	tr, gen, pid, eng, ctx, name, log := a.transport, m.gen, a.self, a.engine, a.goContext(), a.view.Name, a.cfg.log
 	go func() {
 		out := accountProbed{gen: gen, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
@@ -141,7 +141,7 @@ func (a *account) probed(c *mailCtx, m accountProbed) {
 		return
 	case m.verdict.Class == upstream.ClassQuota && m.verdict.RetryAfter > 0:
 		if until := now.Add(m.verdict.RetryAfter); !until.Equal(a.view.CooldownUntil) {
-			a.view.CooldownUntil = until
+			a.edit().CooldownUntil = until
 			a.coolGen++
 			if a.coolTimer != nil {
 				a.coolTimer.Stop()

@@ -215,7 +215,7 @@ func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 		}
 		if upstream.Permanent(m.err) {
 			a.cfg.log.Warn("codex refresh token refused; account needs a new login", "account", a.view.Name, "err", m.err)
-			a.view.Status = StatusUnauthorized
+			a.edit().Status = StatusUnauthorized
 			a.publish(c)
 			return
 		}
@@ -237,7 +237,7 @@ func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 		a.cfg.log.Warn("account transport after refresh", "account", a.view.Name, "err", err)
 	}
 	if a.view.Status == StatusUnauthorized && !a.cfg.account.Disabled {
-		a.view.Status = StatusActive
+		a.edit().Status = StatusActive
 	}
 	if a.view.Status == StatusCooling && a.view.CooldownReason == upstream.ClassAuth.String() {
 		a.endCooldown()
@@ -274,7 +274,8 @@ func (a *account) endCooldown() {
 	if a.coolTimer != nil {
 		a.coolTimer.Stop()
 	}
-	a.view.Status = StatusActive
-	a.view.CooldownUntil = time.Time{}
-	a.view.CooldownReason = ""
+	v := a.edit()
+	v.Status = StatusActive
+	v.CooldownUntil = time.Time{}
+	v.CooldownReason = ""
 }

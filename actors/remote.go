@@ -227,7 +227,7 @@ func (s *scheduler) receiveRemote(c *mailCtx, msg any) bool {
 			if m.view != nil {
 				s.onRemoteView(c, m.owner, m.view, s.cfg.now())
 			} else if !e.view.Moving {
-				e.view.Moving = true
+				e.rewrite(func(v *View) { v.Moving = true })
 				s.file(e, s.cfg.now())
 			}
 		}
@@ -246,7 +246,7 @@ func (s *scheduler) onRemoteView(c *mailCtx, owner string, v *View, now time.Tim
 	e := s.byID[v.ID]
 	switch {
 	case e == nil:
-		e = &entry{idx: s.next, owner: owner}
+		e = &entry{idx: s.next, view: &noView, owner: owner}
 		s.next++
 		s.byID[v.ID] = e
 		if s.remote != nil {
@@ -255,12 +255,13 @@ func (s *scheduler) onRemoteView(c *mailCtx, owner string, v *View, now time.Tim
 	case e.owner == "":
 		return // runs here
 	case e.owner != owner:
-		e.owner, e.view.Version = owner, 0 // a new owner counts its versions afresh
+		e.owner = owner // a new owner counts its versions afresh
+		e.rewrite(func(v *View) { v.Version = 0 })
 	}
 	e.seen = now
-	s.onView(c, v, nil, nil, e.sent)
+	cp := *v // v is in the owner's batch: the entry keeps a view of its own
+	s.onView(c, &cp, nil, nil, e.sent)
 	if s.remote != nil {
-		cp := *v
 		s.remote.views.Store(v.ID, &cp)
 	}
 }
@@ -268,7 +269,8 @@ func (s *scheduler) onRemoteView(c *mailCtx, owner string, v *View, now time.Tim
 // local makes a remote entry local: this instance now runs the account.
 func (s *scheduler) local(e *entry) {
 	if e.owner != "" {
-		e.owner, e.view.Version, e.sent = "", 0, 0
+		e.owner, e.sent = "", 0
+		e.rewrite(func(v *View) { v.Version = 0 })
 		if s.remote != nil {
 			s.remote.count.Add(-1)
 			s.remote.views.Delete(e.view.ID)

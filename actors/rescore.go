@@ -14,7 +14,35 @@ const rescoreChunk = 2000
 
 // available reports whether e can take one more lease under slot sl's tier cap.
 func (e *entry) available(now time.Time, sl int) bool {
-	return e.view.Available(now) && e.view.InFlight < e.v[sl].limit
+	n := e.inFlight()
+	return n < e.view.MaxInFlight && n < e.v[sl].limit && e.view.Usable(now)
+}
+
+// inFlight is the leases e's account holds by the scheduler's count.
+func (e *entry) inFlight() int { return e.view.InFlight + e.extra }
+
+// noView is the view of an entry no view has been installed in yet.
+var noView View
+
+// counted returns e's view with the scheduler's counters (inFlight), which
+// policies judge: e.view itself when they are its own, else a copy in
+// s.counts, valid until the next call.
+func (s *scheduler) counted(e *entry) *View {
+	if e.extra == 0 {
+		return e.view
+	}
+	s.counts = *e.view
+	s.counts.InFlight += e.extra
+	s.counts.Requests += uint64(e.extra)
+	return &s.counts
+}
+
+// rewrite installs a copy of e's view changed by fn (e.view is shared and
+// never written).
+func (e *entry) rewrite(fn func(v *View)) {
+	v := *e.view
+	fn(&v)
+	e.view = &v
 }
 
 // candidate reports whether slot sl's policy accepts e and e is available.
@@ -59,15 +87,15 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 // onView installs a newer view of an account and restores the index. The
 // account had handled answered of the grant requests sent to it; those it
 // had not are leases that may be granted, so they count as in flight (and as
-// requests) on top of v's counters, which v itself must keep (it is shared
-// with readers).
+// requests) on top of v's counters (entry.extra). v is kept, not copied: it
+// must never be written again (it is shared with readers).
 func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, answered uint64) {
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {
 			return // a refusal from an account removed meanwhile
 		}
-		e = &entry{idx: s.next, pid: pid, box: box}
+		e = &entry{idx: s.next, view: &noView, pid: pid, box: box}
 		s.next++
 		s.byID[v.ID] = e
 	} else if pid != nil && e.owner != "" {
@@ -84,12 +112,10 @@ func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, an
 	}
 	old, oldProvider := e.keys, e.view.Provider
 	reconfigured := e.keys == nil || v.ConfigGen != e.view.ConfigGen
-	rescore := reconfigured || e.policyGen != s.policyGen || s.scoreInputsChanged(&e.view, v, pending)
-	e.view = *v
-	e.view.InFlight += pending
-	e.view.Requests += uint64(pending)
+	rescore := reconfigured || e.policyGen != s.policyGen || s.scoreInputsChanged(e, v, pending)
+	e.view, e.extra = v, pending
 	if reconfigured {
-		e.keys = keysFor(&e.view)
+		e.keys = keysFor(e.view)
 	}
 	if reconfigured && (!sameKeys(old, e.keys) || oldProvider != v.Provider) {
 		for _, k := range old {
@@ -125,13 +151,15 @@ func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, an
 }
 
 // scoreInputsChanged reports whether the running policies could judge nv,
-// with pending more leases in flight and requests, differently from ov: any
+// with pending more leases in flight and requests, differently from e's
+// view with its counters: any
 // field other than the counters differs, or a counter the policies read
 // (Policy.Reads) does. A lease granted or released changes only counters, so
 // under a policy that reads none of them it costs no score() call. Slices
 // are compared by identity: a published view's slices are never mutated,
 // only replaced.
-func (s *scheduler) scoreInputsChanged(ov, nv *View, pending int) bool {
+func (s *scheduler) scoreInputsChanged(e *entry, nv *View, pending int) bool {
+	ov := e.view
 	if ov.Status != nv.Status || ov.CooldownUntil != nv.CooldownUntil || ov.CooldownReason != nv.CooldownReason ||
 		ov.MaxInFlight != nv.MaxInFlight || ov.Priority != nv.Priority || ov.Plan != nv.Plan ||
 		ov.ID != nv.ID || ov.Name != nv.Name || ov.Provider != nv.Provider || ov.Group != nv.Group ||
@@ -140,8 +168,8 @@ func (s *scheduler) scoreInputsChanged(ov, nv *View, pending int) bool {
 		ov.ActiveLimit != nv.ActiveLimit || ov.Credits != nv.Credits || !sameSlice(ov.Families, nv.Families) {
 		return true
 	}
-	changed := when(ov.InFlight != nv.InFlight+pending, scripts.FieldInFlight) |
-		when(ov.Requests != nv.Requests+uint64(pending), scripts.FieldRequests) |
+	changed := when(e.inFlight() != nv.InFlight+pending, scripts.FieldInFlight) |
+		when(ov.Requests+uint64(e.extra) != nv.Requests+uint64(pending), scripts.FieldRequests) |
 		when(ov.Successes != nv.Successes, scripts.FieldSuccesses) |
 		when(ov.Failures != nv.Failures, scripts.FieldFailures) |
 		when(ov.SuccessStreak != nv.SuccessStreak, scripts.FieldSuccessStreak) |
@@ -217,7 +245,7 @@ func (s *scheduler) judgeAll(e *entry, now time.Time) {
 // judge stores p's verdict on e in slot sl and returns its recheck_after.
 func (s *scheduler) judge(e *entry, sl int, p Policy, now time.Time) time.Duration {
 	v := &e.v[sl]
-	v.scored = p.Score(&e.view, now)
+	v.scored = p.Score(s.counted(e), now)
 	v.band = p.Knobs().Band(v.scored.Score)
 	v.limit = e.view.MaxInFlight
 	if v.scored.OK {
@@ -236,7 +264,7 @@ func (s *scheduler) file(e *entry, now time.Time) {
 }
 
 func (s *scheduler) fileSlot(e *entry, sl int, p Policy, now time.Time) {
-	e.v[sl].tie = tieKey(p.Knobs(), &e.view)
+	e.v[sl].tie = tieKey(p.Knobs(), e.view, e.inFlight())
 	in := e.candidate(now, sl)
 	for _, k := range e.keys {
 		cs := s.slotSet(sl, k)
@@ -251,12 +279,12 @@ func (s *scheduler) fileSlot(e *entry, sl int, p Policy, now time.Time) {
 // tieKey turns the first of the policy's tie-break rules that is not
 // least_recent into a number (higher first); least_recent is the heap's own
 // next key, and join order its last.
-func tieKey(k *scripts.Knobs, v *View) float64 {
+func tieKey(k *scripts.Knobs, v *View, inFlight int) float64 {
 	for _, t := range k.TieBreak {
 		switch t {
 		case scripts.TieLeastInflight:
 			if v.MaxInFlight > 0 {
-				return -float64(v.InFlight) / float64(v.MaxInFlight)
+				return -float64(inFlight) / float64(v.MaxInFlight)
 			}
 			return 0
 		case scripts.TiePriority:

@@ -16,14 +16,15 @@ type snapshot struct {
 // publish makes v the published view, counters included. v must not be
 // modified afterwards.
 func (s *snapshot) publish(v *View) {
-	s.counters(v)
+	s.counters(v.InFlight, v.Requests)
 	s.view.Store(v)
 }
 
-// counters makes the lease counters of v current without a publish.
-func (s *snapshot) counters(v *View) {
-	s.inFlight.Store(int64(v.InFlight))
-	s.requests.Store(v.Requests)
+// counters makes the lease counters current without a publish: inFlight
+// leases held, requests granted since start.
+func (s *snapshot) counters(inFlight int, requests uint64) {
+	s.inFlight.Store(int64(inFlight))
+	s.requests.Store(requests)
 }
 
 // load returns a copy of the published view with the current counters.

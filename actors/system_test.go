@@ -402,8 +402,7 @@ func TestSchedulerCountsPendingGrants(t *testing.T) {
 	v := View{ID: "id-0", Name: "a", Provider: storage.ProviderOpenAI, MaxInFlight: 4, Version: 1, ConfigGen: 1, InFlight: 1, Requests: 5}
 	sc.onView(nil, &v, pid, nil, 0)
 	e := sc.byID["id-0"]
-	e.sent = 2 // two grant requests sent (scheduler.grant)
-	e.view.InFlight, e.view.Requests = 3, 7
+	e.sent, e.extra = 2, 2 // two grant requests sent (scheduler.grant)
 	for _, c := range []struct {
 		inFlight int
 		answered uint64
@@ -415,12 +414,16 @@ func TestSchedulerCountsPendingGrants(t *testing.T) {
 	} {
 		v.Version++
 		v.InFlight, v.Requests = c.inFlight, 5
-		sc.onView(nil, &v, nil, nil, c.answered)
-		if e.view.InFlight != c.want {
-			t.Errorf("view inflight %d, answered %d: scheduler counts %d, want %d", c.inFlight, c.answered, e.view.InFlight, c.want)
+		pub := v // a fresh view each time, as an account publishes
+		sc.onView(nil, &pub, nil, nil, c.answered)
+		if e.inFlight() != c.want {
+			t.Errorf("view inflight %d, answered %d: scheduler counts %d, want %d", c.inFlight, c.answered, e.inFlight(), c.want)
+		}
+		if e.view != &pub {
+			t.Errorf("the scheduler copied the view it was given")
 		}
 	}
-	if v.InFlight != 1 {
+	if v.InFlight != 1 || e.view.InFlight != 1 {
 		t.Errorf("onView changed the published view")
 	}
 }

@@ -32,8 +32,9 @@ func (s Status) String() string {
 }
 
 // View is the routing-relevant state of one account, published by its actor
-// on every change. A View is a value: the scheduler and readers get copies, and
-// the slices in it (Models, Tags) are never mutated after publication.
+// on every change. A published View is never written again: the account,
+// the scheduler and readers share it (each change publishes a new one), and
+// the slices in it (Models, Tags) are never mutated either.
 type View struct {
 	ID       string
 	Name     string

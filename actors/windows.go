@@ -146,14 +146,14 @@ type limitsWSTransport struct {
 // goes on serving other models.
 func (a *account) rateLimits(l upstream.RateLimits, at time.Time, model string) {
 	if l.Plan != "" {
-		a.view.Plan = l.Plan
+		a.edit().Plan = l.Plan
 	}
 	if l.ActiveLimit != "" {
-		a.view.ActiveLimit = l.ActiveLimit
+		a.edit().ActiveLimit = l.ActiveLimit
 	}
 	if l.Credits != nil {
 		c := *l.Credits
-		a.view.Credits = &c
+		a.edit().Credits = &c
 	}
 	ownReached := a.families(l, at, model)
 	if a.windows == nil {
@@ -196,7 +196,7 @@ func (a *account) rateLimits(l upstream.RateLimits, at time.Time, model string) 
 		}
 		ws = append(ws, uw)
 	}
-	a.view.Windows = ws
+	a.edit().Windows = ws
 	now := a.cfg.now()
 	if ownReached && !exhausted {
 		exhausted, exhaustedUntil = true, at.Add(time.Hour)
