@@ -65,6 +65,11 @@ type fleetMemberJSON struct {
 	Addr    string    `json:"addr,omitempty"`
 	Started time.Time `json:"started"`
 	Self    bool      `json:"self,omitempty"`
+	// HeartbeatAgeMs is how long ago the member last announced itself, in
+	// ms: its age when this instance last read the set (the backend's
+	// clock) plus the time since that read (this instance's); absent
+	// before the first heartbeat.
+	HeartbeatAgeMs *int64 `json:"heartbeat_age_ms,omitempty"`
 }
 
 // fleetAccountJSON is one account: its owner by rendezvous hashing over
@@ -99,7 +104,12 @@ func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []str
 		out.Heartbeat = &h
 	}
 	for _, m := range fs.Members {
-		out.Members = append(out.Members, fleetMemberJSON{ID: m.ID, Addr: m.Addr, Started: m.Started, Self: m.ID == out.Self})
+		mj := fleetMemberJSON{ID: m.ID, Addr: m.Addr, Started: m.Started, Self: m.ID == out.Self}
+		if !fs.Heartbeat.IsZero() {
+			age := (m.Age + time.Since(fs.Heartbeat)).Milliseconds()
+			mj.HeartbeatAgeMs = &age
+		}
+		out.Members = append(out.Members, mj)
 	}
 	accs, err := s.store.ListAccounts(ctx)
 	if err != nil {

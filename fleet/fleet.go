@@ -66,7 +66,9 @@ type State struct {
 	// Members are the live instances ordered by ID, this one included.
 	// Never modified after it is returned.
 	Members []Member
-	// Version increases with every change of Members (1 at Start).
+	// Version increases with every change of Members' set (1 at Start):
+	// who is live and their announcements, not their ages (Member.Age,
+	// new at every heartbeat).
 	Version uint64
 	// Heartbeat is the time of the last successful heartbeat; zero before
 	// the first and for a Fleet with no Store.
@@ -216,8 +218,9 @@ func (f *Fleet) heartbeat(ctx context.Context) {
 		f.log.Info("fleet: heartbeat back", "member", f.cfg.Self.ID)
 	}
 	next.Err, next.Heartbeat = "", time.Now()
-	if !sameMembers(old.Members, members) {
-		next.Members = members
+	changed := !sameMembers(old.Members, members)
+	next.Members = members // the same set keeps its version; the members' ages are new
+	if changed {
 		next.Version++
 		f.log.Info("fleet: members changed", "members", ids(members), "version", next.Version)
 		f.state.Store(&next)

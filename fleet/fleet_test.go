@@ -151,6 +151,41 @@ func TestMembershipRedis(t *testing.T) {
 	membership(t, rc, 1500*time.Millisecond, 100*time.Millisecond)
 }
 
+// memberAges checks Heartbeat's ages on store: the caller's is 0, another
+// member's is the time since its own last announcement, on the backend's
+// clock, which wait advances by d. (storage/rediscache tests its own, on
+// the Redis server's clock.)
+func memberAges(t *testing.T, store storage.Membership, wait func(), d, slack time.Duration) {
+	ctx := t.Context()
+	if _, err := store.Heartbeat(ctx, Member{ID: "x", Age: time.Hour}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	ms, err := store.Heartbeat(ctx, Member{ID: "y"}, time.Minute)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("%v %+v", err, ms)
+	}
+	if x, y := ms[0], ms[1]; x.Age < d || x.Age > d+slack || y.Age != 0 {
+		t.Fatalf("ages x %v (want %v to %v), y %v (want 0)", x.Age, d, d+slack, y.Age)
+	}
+	// x announces again: its age starts over.
+	if _, err := store.Heartbeat(ctx, Member{ID: "x"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = store.Heartbeat(ctx, Member{ID: "y"}, time.Minute)
+	if err != nil || len(ms) != 2 || ms[0].Age > slack {
+		t.Fatalf("%v %+v: x's age did not start over", err, ms)
+	}
+}
+
+func TestMemberAgesMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mc := memcache.New(memcache.Options{})
+		defer mc.Close()
+		memberAges(t, mc, func() { time.Sleep(7 * time.Second) }, 7*time.Second, 0)
+	})
+}
+
 // Without a store the set is this instance alone, and nothing runs.
 func TestSingle(t *testing.T) {
 	f, err := Start(t.Context(), Config{Logger: quiet()})

@@ -16,6 +16,11 @@ type FleetMember struct {
 	Addr string
 	// Started is when the process started (millisecond precision, UTC).
 	Started time.Time
+	// Age is how long before the Heartbeat call that returned it the member
+	// last announced itself, on the backend's clock (millisecond precision
+	// for storage/rediscache; 0 for the caller itself). Heartbeat ignores
+	// it in its argument.
+	Age time.Duration
 }
 
 // Membership is the optional capability of a Cache to keep the live set of

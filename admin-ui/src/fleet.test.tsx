@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { cleanup, fireEvent, render, screen } from '@testing-library/react'
-import { ACCOUNT_ROWS, FleetView, heartbeatAge, type FleetAnswer } from './pages/Fleet'
+import { ACCOUNT_ROWS, FleetView, heartbeatAge, memberSeen, type FleetAnswer } from './pages/Fleet'
 
 afterEach(cleanup)
 
@@ -13,7 +13,7 @@ const answer = (over: Partial<FleetAnswer> = {}): FleetAnswer => ({
   heartbeat: '2026-12-06T08:59:59.600Z',
   members: [
     { id: 'gw-1-aaaa', addr: 'gw-1:8080', started: '2026-12-06T08:00:00Z', self: true },
-    { id: 'gw-2-bbbb', addr: 'gw-2:8080', started: '2026-12-06T08:30:00Z' },
+    { id: 'gw-2-bbbb', addr: 'gw-2:8080', started: '2026-12-06T08:30:00Z', heartbeat_age_ms: 4200 },
   ],
   accounts: [
     { id: 'a1', name: 'oai-1', owner: 'gw-1-aaaa', held: true, token: 7 },
@@ -35,6 +35,9 @@ describe('FleetView', () => {
     expect(m1.textContent).toContain('1h ago')
     expect(screen.getByTestId('member-owned-gw-1-aaaa').textContent).toBe('1')
     expect(screen.getByTestId('member-owned-gw-2-bbbb').textContent).toBe('2')
+    // Each member's own last heartbeat; without an age (an older server), the set's last read.
+    expect(screen.getByTestId('member-seen-gw-2-bbbb').textContent).toBe('4.2 s ago')
+    expect(screen.getByTestId('member-seen-gw-1-aaaa').textContent).toBe('0.4 s ago')
     expect(screen.getByTestId('fleet-account-oai-1').textContent).toContain('held, token 7')
     expect(screen.getByTestId('fleet-account-oai-2').textContent).toBe('oai-2gw-2-bbbbno')
   })
@@ -73,6 +76,13 @@ describe('FleetView', () => {
     render(<FleetView data={answer({ accounts: many })} now={now} />)
     expect(screen.getByTestId('fleet-accounts').querySelectorAll('tbody tr').length).toBe(ACCOUNT_ROWS)
     expect(screen.getByTestId('fleet-more').textContent).toContain('5 more accounts')
+  })
+
+  it('says alone for a member of an unshared set, and a member\'s own age otherwise', () => {
+    const a = answer()
+    expect(memberSeen(a.members[1], a, now)).toBe('4.2 s ago')
+    expect(memberSeen({ ...a.members[1], heartbeat_age_ms: 180000 }, a, now)).toBe('3m ago')
+    expect(memberSeen(a.members[1], { ...a, shared: false }, now)).toBe('alone')
   })
 
   it('formats heartbeat ages', () => {

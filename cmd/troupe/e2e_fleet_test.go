@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/fleet"
 	"github.com/troupe-gw/troupe/storage/cachetest"
 	"github.com/troupe-gw/troupe/storage/storagetest"
 )
@@ -127,8 +128,9 @@ func TestFleetOwnership(t *testing.T) {
 		Ownership bool   `json:"ownership"`
 		Owned     int    `json:"owned"`
 		Members   []struct {
-			ID   string `json:"id"`
-			Self bool   `json:"self"`
+			ID    string `json:"id"`
+			Self  bool   `json:"self"`
+			AgeMs *int64 `json:"heartbeat_age_ms"`
 		} `json:"members"`
 		Accounts []struct {
 			ID    string `json:"id"`
@@ -143,6 +145,12 @@ func TestFleetOwnership(t *testing.T) {
 	va := views(a.app)
 	if !fj.Ownership || len(fj.Members) != 2 || fj.Self != a.app.fleet.Self().ID || len(fj.Accounts) != len(numbers) || fj.Owned != len(va) {
 		t.Fatalf("GET /api/admin/fleet: %s", body)
+	}
+	for _, m := range fj.Members {
+		// Each member's own last heartbeat, not a's: at most a TTL old while it is live.
+		if m.AgeMs == nil || *m.AgeMs < 0 || *m.AgeMs > fleet.DefaultTTL.Milliseconds()*4 {
+			t.Fatalf("member %s heartbeat age %v; %s", m.ID, m.AgeMs, body)
+		}
 	}
 	for _, acc := range fj.Accounts {
 		if acc.Held != va[acc.ID] || (acc.Owner == fj.Self) != va[acc.ID] || (acc.Held && acc.Token == 0) {

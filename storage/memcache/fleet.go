@@ -21,8 +21,9 @@ type members struct {
 }
 
 type memberEntry struct {
-	m   storage.FleetMember
-	exp int64 // Unix ns
+	m    storage.FleetMember
+	seen int64 // Unix ns of its last announcement
+	exp  int64 // Unix ns
 }
 
 // Heartbeat announces m as live for ttl on the cache's clock, drops the
@@ -46,13 +47,15 @@ func (c *Cache) Heartbeat(_ context.Context, m storage.FleetMember, ttl time.Dur
 		ms.set = make(map[string]memberEntry)
 	}
 	m.Started = m.Started.UTC().Truncate(time.Millisecond)
-	ms.set[m.ID] = memberEntry{m: m, exp: deadline(now, ttl)}
+	m.Age = 0
+	ms.set[m.ID] = memberEntry{m: m, seen: now, exp: deadline(now, ttl)}
 	out := make([]storage.FleetMember, 0, len(ms.set))
 	for id, e := range ms.set {
 		if e.exp <= now {
 			delete(ms.set, id)
 			continue
 		}
+		e.m.Age = time.Duration(now - e.seen)
 		out = append(out, e.m)
 	}
 	slices.SortFunc(out, func(a, b storage.FleetMember) int { return strings.Compare(a.ID, b.ID) })

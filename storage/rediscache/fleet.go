@@ -20,32 +20,46 @@ var _ storage.Membership = (*Cache)(nil)
 //
 //	<prefix>f:live   sorted set: member ID, scored by its expiry (Unix ms, server clock)
 //	<prefix>f:info   hash: member ID → its announcement (JSON: addr, started ms)
+//	<prefix>f:seen   hash: member ID → its last announcement (Unix ms, server clock)
 func (c *Cache) liveKey() string { return c.prefix + "f:live" }
 func (c *Cache) infoKey() string { return c.prefix + "f:info" }
+func (c *Cache) seenKey() string { return c.prefix + "f:seen" }
 
 // heartbeatScript announces ARGV[1] (announcement ARGV[2]) live for ARGV[3]
 // ms on the server's clock, drops the members whose expiry has passed (from
-// both keys), keeps both keys alive for ARGV[4] ms (so an abandoned
-// deployment's set goes away), and returns the live announcements as
-// HGETALL does: id, announcement, id, announcement…
+// all three keys), keeps the keys alive for ARGV[4] ms (so an abandoned
+// deployment's set goes away), and returns the live members as triples: id,
+// announcement, ms since its last announcement (the server's clock).
 var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, id in ipairs(gone) do
   redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-return redis.call('HGETALL', KEYS[2])
+redis.call('HSET', KEYS[3], ARGV[1], now)
+for i = 1, 3 do
+  redis.call('PEXPIRE', KEYS[i], ARGV[4])
+end
+local info = redis.call('HGETALL', KEYS[2])
+local out = {}
+for i = 1, #info, 2 do
+  local seen = tonumber(redis.call('HGET', KEYS[3], info[i]) or now)
+  out[#out + 1] = info[i]
+  out[#out + 1] = info[i + 1]
+  out[#out + 1] = tostring(math.max(now - seen, 0))
+end
+return out
 `)
 
 // leaveScript removes ARGV[1] from the live set.
 var leaveScript = redis.NewScript(`
 redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return redis.call('HDEL', KEYS[2], ARGV[1])
 `)
 
@@ -75,17 +89,18 @@ func (c *Cache) Heartbeat(ctx context.Context, m storage.FleetMember, ttl time.D
 		return nil, fmt.Errorf("rediscache: heartbeat: %w", err)
 	}
 	keep := max(ceilMs(ttl), keepMembers.Milliseconds())
-	res, err := heartbeatScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey()}, m.ID, ann, ceilMs(ttl), keep).StringSlice()
+	res, err := heartbeatScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey(), c.seenKey()}, m.ID, ann, ceilMs(ttl), keep).StringSlice()
 	if err != nil {
 		return nil, c.wrap(ctx, "heartbeat", err)
 	}
-	out := make([]storage.FleetMember, 0, len(res)/2)
-	for i := 0; i+1 < len(res); i += 2 {
+	out := make([]storage.FleetMember, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
 		var a announcement
 		if err := json.Unmarshal([]byte(res[i+1]), &a); err != nil {
 			continue // not an announcement of ours: ignore rather than fail every heartbeat
 		}
-		out = append(out, storage.FleetMember{ID: res[i], Addr: a.Addr, Started: time.UnixMilli(a.Started).UTC()})
+		age, _ := strconv.ParseInt(res[i+2], 10, 64)
+		out = append(out, storage.FleetMember{ID: res[i], Addr: a.Addr, Started: time.UnixMilli(a.Started).UTC(), Age: time.Duration(age) * time.Millisecond})
 	}
 	slices.SortFunc(out, func(a, b storage.FleetMember) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
@@ -93,7 +108,7 @@ func (c *Cache) Heartbeat(ctx context.Context, m storage.FleetMember, ttl time.D
 
 // Leave removes id from the live set. See storage.Membership.
 func (c *Cache) Leave(ctx context.Context, id string) error {
-	err := leaveScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey()}, id).Err()
+	err := leaveScript.Run(ctx, c.rdb, []string{c.liveKey(), c.infoKey(), c.seenKey()}, id).Err()
 	return c.wrap(ctx, "leave", err)
 }
 

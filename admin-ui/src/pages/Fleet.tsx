@@ -9,6 +9,7 @@ export interface FleetMember {
   addr?: string
   started: string
   self?: boolean
+  heartbeat_age_ms?: number // since the member's own last heartbeat, as of the answer
 }
 
 /** FleetAccount is one account's owner in GET /api/admin/fleet. */
@@ -52,6 +53,13 @@ export function heartbeatAge(iso: string | undefined, now = Date.now()): string 
   const d = (now - Date.parse(iso)) / 1000
   if (Number.isNaN(d)) return '–'
   return d < 60 ? `${Math.max(d, 0).toFixed(1)} s ago` : ago(iso, now)
+}
+
+/** memberSeen is when a member last announced itself: its own heartbeat's age (a server without member ages: the answering instance's last read of the set). */
+export function memberSeen(m: FleetMember, data: FleetAnswer, now = Date.now()): string {
+  if (!data.shared) return 'alone'
+  if (m.heartbeat_age_ms == null) return heartbeatAge(data.heartbeat, now)
+  return heartbeatAge(new Date(now - m.heartbeat_age_ms).toISOString(), now)
 }
 
 /**
@@ -133,7 +141,7 @@ export function FleetView({ data, now = Date.now() }: { data: FleetAnswer; now?:
               <td className="r" data-testid={'member-owned-' + m.id}>
                 {num(owned.get(m.id) ?? 0)}
               </td>
-              <td>{data.shared ? heartbeatAge(data.heartbeat, now) : 'alone'}</td>
+              <td data-testid={'member-seen-' + m.id}>{memberSeen(m, data, now)}</td>
             </tr>
           ))}
         </tbody>
