@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,12 +252,12 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 		return nil, classifyErr(ctx, fastErr(ctx, err), timedOut)
 	}
 
-	resp := &http.Response{
-		StatusCode: fresp.StatusCode(),
-		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: fastHeader(&fresp.Header),
-	}
-	fb := &fastBody{hc: hc, conn: conn, br: br, resp: fresp, stop: stop, parent: ctx}
+	a := new(fastAnswer) // the response and its body in one allocation
+	resp, fb := &a.resp, &a.body
+	resp.StatusCode = fresp.StatusCode()
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	resp.Header = fastHeader(&fresp.Header)
+	fb.hc, fb.conn, fb.br, fb.resp, fb.stop, fb.parent = hc, conn, br, fresp, stop, ctx
 	fb.release = func(reuse bool) {
 		if reuse {
 			hc.ReleaseConn(cc)
@@ -275,17 +276,57 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 }
 
 // fastHeader copies a fasthttp response head into an http.Header, keys in
-// canonical form (fasthttp normalizes them the same way).
+// canonical form (fasthttp normalizes them the same way). Past the map's
+// own, it makes two allocations whatever the number of fields, where a
+// string per key, a string per value and a slice per key made three a
+// field (docs/benchmarks.md, issue 21): one slice that holds every value
+// (each key's slice is a window of it, its capacity capped so that an
+// append copies rather than overwrites its neighbour), and one string that
+// holds every key and value (each a substring of it). A repeated field's
+// second value is appended (an allocation).
 func fastHeader(fh *fasthttp.ResponseHeader) http.Header {
-	h := make(http.Header, fh.Len()+2)
+	n, size := 0, 0
 	for k, v := range fh.All() {
-		key := string(k)
-		if key == "Connection" {
-			continue // hop-by-hop; nothing reads it
+		if string(k) != "Connection" { // hop-by-hop; nothing reads it
+			n++
+			size += len(k) + len(v)
 		}
-		h[key] = append(h[key], string(v))
+	}
+	h := make(http.Header, n)
+	if n == 0 {
+		return h
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	for k, v := range fh.All() {
+		if string(k) != "Connection" {
+			sb.Write(k)
+			sb.Write(v)
+		}
+	}
+	all, vals, off := sb.String(), make([]string, n), 0
+	for k, v := range fh.All() {
+		if string(k) == "Connection" {
+			continue
+		}
+		key := all[off : off+len(k)]
+		val := all[off+len(k) : off+len(k)+len(v)]
+		off += len(k) + len(v)
+		if old, ok := h[key]; ok {
+			h[key] = append(old, val)
+			continue
+		}
+		vals[0] = val
+		h[key], vals = vals[:1:1], vals[1:]
 	}
 	return h
+}
+
+// fastAnswer is the answer sendFast returns: the response and its body,
+// allocated together.
+type fastAnswer struct {
+	resp http.Response
+	body fastBody
 }
 
 // fastBody is the streaming body of a fasthttp answer. Reads hold mu; Close

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,5 +367,37 @@ func TestProbeDue(t *testing.T) {
 		if got := b.probeDue(tc.created, tc.lastUse); got != tc.want {
 			t.Errorf("%s: probeDue = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// fastHeader keeps every field but Connection, repeated fields in order, and
+// its values' shared backing never lets an append to one key's values show
+// in another's.
+func TestFastHeader(t *testing.T) {
+	var fh fasthttp.ResponseHeader
+	head := "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n" +
+		"Set-Cookie: a=1\r\nRetry-After: 7\r\nSet-Cookie: b=2\r\nX-Ratelimit-Reset-Requests: 1s\r\nContent-Length: 2\r\n\r\n"
+	if err := fh.Read(bufio.NewReader(strings.NewReader(head))); err != nil {
+		t.Fatal(err)
+	}
+	h := fastHeader(&fh)
+	want := http.Header{
+		"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}, "Retry-After": {"7"},
+		"X-Ratelimit-Reset-Requests": {"1s"}, "Content-Length": {"2"},
+	}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("fastHeader = %v, want %v", h, want)
+	}
+	h.Add("Retry-After", "8")
+	h["Content-Type"] = append(h["Content-Type"], "text/plain")
+	if got := h["X-Ratelimit-Reset-Requests"]; len(got) != 1 || got[0] != "1s" {
+		t.Fatalf("a neighbour's append changed X-Ratelimit-Reset-Requests to %q", got)
+	}
+	if got := h.Values("Retry-After"); len(got) != 2 || got[0] != "7" || got[1] != "8" {
+		t.Fatalf("Retry-After = %q", got)
+	}
+	// The map (2 up to 8 keys), the values, the string, Set-Cookie's append.
+	if n := testing.AllocsPerRun(100, func() { fastHeader(&fh) }); n > 5 {
+		t.Errorf("fastHeader: %v allocations, want 5 at most", n)
 	}
 }
