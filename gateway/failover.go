@@ -60,9 +60,13 @@ func (r *result) free() {
 	r.buf, r.body = nil, nil
 }
 
-// readPooled reads rd to its end, as io.ReadAll does, into a buffer from
-// answerBufs; the caller gives it back (result.free) when done with it.
-func readPooled(rd io.Reader) (*[]byte, error) {
+// readPooled reads rd to its end, as io.ReadAll does, but at most limit
+// bytes (as through io.LimitReader, which cost an allocation a request),
+// into a buffer from answerBufs; the caller gives it back (result.free)
+// when done with it.
+func readPooled(body io.Reader, limit int64) (*[]byte, error) {
+	lr := io.LimitedReader{R: body, N: limit}
+	rd := &lr
 	p := answerBufs.Get().(*[]byte)
 	b := (*p)[:0]
 	for {
@@ -253,7 +257,7 @@ func (s *Server) refused(c *call, lease *actors.Lease, up translate.Protocol, re
 // clothing, releases the lease with the outcome, notes and settles what
 // was served (settle) and returns the answer in the client's protocol.
 func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time) (result, *failure) {
-	buf, err := readPooled(io.LimitReader(resp.Body, maxResponseBody+1))
+	buf, err := readPooled(resp.Body, maxResponseBody+1)
 	resp.Body.Close()
 	body := *buf
 	// Every failure below returns no body, so the buffer goes back at once.

@@ -495,5 +495,8 @@ func newRequestID() string {
 		ms >>= 8
 	}
 	_, _ = rand.Read(b[6:])
-	return "req_" + hex.EncodeToString(b[:])
+	var id [4 + 2*len(b)]byte // built whole: one allocation, the string's
+	copy(id[:], "req_")
+	hex.Encode(id[4:], b[:])
+	return string(id[:])
 }
