@@ -378,21 +378,43 @@ func checkMaxTokens(v gjson.Result) *APIError {
 }
 
 // passHeaders copies the client headers an upstream may use (Codex session and
-// turn headers, idempotency keys); the transport decides what it sends.
+// turn headers, idempotency keys); the transport decides what it sends. Of
+// a header sent twice, the first counts (as Peek returns it). One pass over
+// the request's headers, where a Peek per name cost 13 scans of them and
+// 13 key normalizations (docs/benchmarks.md, issue 21); the names compared
+// are fasthttp's normalized form, as Peek compares them.
 func passHeaders(ctx *fasthttp.RequestCtx) http.Header {
 	var h http.Header
-	for _, name := range passThrough {
-		if v := ctx.Request.Header.Peek(name); len(v) > 0 {
+	var seen uint32 // bit i: passThrough[i] was met
+	for k, v := range ctx.Request.Header.All() {
+		i := passIndex(k)
+		if i < 0 || seen&(1<<i) != 0 {
+			continue
+		}
+		seen |= 1 << i
+		if len(v) > 0 {
 			if h == nil {
 				h = make(http.Header, 4)
 			}
-			h.Set(name, string(v))
+			h.Set(passThrough[i], string(v))
 		}
 	}
 	return h
 }
 
-var passThrough = []string{
+// passIndex is the index of header name k in passThrough, -1 when it is none.
+func passIndex(k []byte) int {
+	for i, name := range passThrough {
+		if len(name) == len(k) && name == string(k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// passThrough is the headers passHeaders copies, in fasthttp's normalized
+// form (at most 32: passHeaders keeps a bit for each).
+var passThrough = [...]string{
 	"Idempotency-Key", "Session-Id", "Session_id", "Thread-Id", "Conversation_id", "X-Client-Request-Id",
 	"X-Codex-Turn-Metadata", "X-Codex-Window-Id", "X-Codex-Beta-Features", "X-Codex-Turn-State", "Originator",
 	"Anthropic-Version", "Anthropic-Beta", // Messages clients; an anthropic upstream decides what it sends

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -223,5 +226,26 @@ func BenchmarkTranslatedStreamEvent(b *testing.B) {
 		st.ttft = 1
 		st.WriteTo(io.Discard)
 		scanners.Put(st.sc)
+	}
+}
+
+// passHeaders copies the pass-through headers whatever case the client sent
+// them in, the first of a repeated one, and none that is empty.
+func TestPassHeaders(t *testing.T) {
+	var ctx fasthttp.RequestCtx
+	raw := "POST /v1/responses HTTP/1.1\r\nHost: gw\r\nsession_id: s1\r\nSession_id: s2\r\nx-codex-turn-state: ts\r\n" +
+		"Idempotency-Key: \r\nX-Other: x\r\nANTHROPIC-BETA: b1\r\nContent-Length: 0\r\n\r\n"
+	if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	h := passHeaders(&ctx)
+	want := http.Header{"Session_id": {"s1"}, "X-Codex-Turn-State": {"ts"}, "Anthropic-Beta": {"b1"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("passHeaders = %v, want %v", h, want)
+	}
+	var none fasthttp.RequestCtx
+	none.Request.Header.Set("X-Other", "x")
+	if h := passHeaders(&none); h != nil {
+		t.Fatalf("passHeaders without any = %v, want nil", h)
 	}
 }
