@@ -330,11 +330,7 @@ func isEventStream(h http.Header) bool {
 // and ends its span. c is the request the attempt served (nil for calls
 // that are not traced: count_tokens).
 func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
-	cl := v.Class.String()
-	if v.Class == upstream.ClassNone {
-		cl = "ok"
-	}
-	s.metrics.attempts.WithLabelValues(string(l.Provider), cl).Inc()
+	s.metrics.attempt(l.Provider, v.Class)
 	now := s.now()
 	s.classes.add(now, v.Class)
 	lat := now.Sub(start)

@@ -3,12 +3,15 @@ package gateway
 import (
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // Metrics are the gateway's Prometheus metrics, registered on their own
@@ -26,6 +29,12 @@ type Metrics struct {
 	cacheDown  prometheus.Gauge                           // troupe_cache_degraded
 	cacheFlips prometheus.Counter                         // troupe_cache_outages_total
 	statusMemo [4][600]atomic.Pointer[prometheus.Counter] // endpoint × status → counter, resolved once
+	// attemptMemo and latencyMemo resolve attempts' and latency's children
+	// once, as statusMemo does requests': a WithLabelValues (label hashing,
+	// a map lookup under a lock) per attempt and per request was about
+	// 1.4 µs a request at 1k req/s (docs/benchmarks.md, issue 21).
+	attemptMemo [len(memoProviders)][upstream.NumClasses]atomic.Pointer[prometheus.Counter] // provider × class
+	latencyMemo [4]atomic.Pointer[prometheus.Observer]                                      // endpoint
 
 	// The Responses WebSocket (gateway/ws.go, gateway/upstream_ws.go).
 	wsConns    prometheus.Gauge       // troupe_websocket_connections
@@ -154,6 +163,59 @@ func (m *Metrics) request(ep translate.Protocol, status int) {
 		c = slot.Load()
 	}
 	(*c).Inc()
+}
+
+// memoProviders are the providers whose attempt counters attemptMemo holds;
+// others are resolved on every count.
+var memoProviders = [...]storage.Provider{storage.ProviderCodex, storage.ProviderOpenAI, storage.ProviderOpenAICompat, storage.ProviderAnthropic}
+
+// attempt counts one upstream attempt of provider p that ended in class c.
+func (m *Metrics) attempt(p storage.Provider, c upstream.Class) {
+	pi := -1
+	for i, mp := range memoProviders {
+		if mp == p {
+			pi = i
+			break
+		}
+	}
+	if pi < 0 || int(c) >= upstream.NumClasses {
+		m.attempts.WithLabelValues(string(p), attemptClass(c)).Inc()
+		return
+	}
+	slot := &m.attemptMemo[pi][c]
+	ctr := slot.Load()
+	if ctr == nil {
+		counter := m.attempts.WithLabelValues(string(p), attemptClass(c))
+		slot.CompareAndSwap(nil, &counter)
+		ctr = slot.Load()
+	}
+	(*ctr).Inc()
+}
+
+// attemptClass is c's label on troupe_upstream_attempts_total: "ok" for a
+// success.
+func attemptClass(c upstream.Class) string {
+	if c == upstream.ClassNone {
+		return "ok"
+	}
+	return c.String()
+}
+
+// requestLatency observes the duration d of one finished client request
+// to endpoint ep.
+func (m *Metrics) requestLatency(ep translate.Protocol, d time.Duration) {
+	if int(ep) >= len(m.latencyMemo) {
+		m.latency.WithLabelValues(ep.Route()).Observe(d.Seconds())
+		return
+	}
+	slot := &m.latencyMemo[ep]
+	o := slot.Load()
+	if o == nil {
+		obs := m.latency.WithLabelValues(ep.Route())
+		slot.CompareAndSwap(nil, &obs)
+		o = slot.Load()
+	}
+	(*o).Observe(d.Seconds())
 }
 
 // UsageWritten counts usage records written (err nil) or lost (err non-nil).

@@ -157,7 +157,7 @@ func (s *Server) finish(c *call, status int) {
 	s.serving.Add(-1)
 	s.metrics.request(c.endpoint, status)
 	end := s.now()
-	s.metrics.latency.WithLabelValues(c.endpoint.Route()).Observe(end.Sub(c.start).Seconds())
+	s.metrics.requestLatency(c.endpoint, end.Sub(c.start))
 	if c.tr != nil {
 		s.traceFinish(c, status, end)
 	}
