@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/storagetest"
 )
@@ -19,6 +20,8 @@ import (
 // records of a batch share one rollup row, except in "varied", where they
 // spread over about 100 (keys × accounts × models × statuses), and in
 // "spread" each has a row of its own, as over a pool of 10,000 accounts.
+// cpu-ns/record is the process's CPU time (every goroutine's) spent in
+// InsertUsage, per record.
 func BenchmarkInsertUsage(b *testing.B) {
 	const batch = 500
 	for _, ids := range []struct {
@@ -36,18 +39,22 @@ func BenchmarkInsertUsage(b *testing.B) {
 			recs := ids.recs()
 			b.ReportAllocs()
 			n := 0
+			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				for i := range recs {
 					recs[i].RequestID = ids.new()
 				}
 				b.StartTimer()
+				cpu0 := cputime.Process()
 				if err := s.InsertUsage(b.Context(), recs); err != nil {
 					b.Fatal(err)
 				}
+				cpu += cputime.Process() - cpu0
 				n += batch
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/record")
 		})
 	}
 }
@@ -119,6 +126,7 @@ func BenchmarkAccountReload(b *testing.B) {
 // makes it: 5 s of attempts spread over 4,000 accounts, five rows each
 // (class, status, latency bin, input and output tokens), plus the provider's
 // rows, added to rows that exist already (the hour's earlier flushes).
+// cpu-ns/row is the process's CPU time per row.
 func BenchmarkAddAttemptCounts(b *testing.B) {
 	const accounts, keys = 4000, 5
 	hour := time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC)
@@ -136,10 +144,12 @@ func BenchmarkAddAttemptCounts(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if err := s.AddAttemptCounts(b.Context(), cs); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(len(cs)), "rows/op")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*len(cs)), "cpu-ns/row")
 }
