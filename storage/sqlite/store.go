@@ -44,7 +44,8 @@ type Store struct {
 	r      *sql.DB // read-only connections (the same as w for MemoryPath)
 	sealer *storage.Sealer
 
-	insertUsage *sql.Stmt // on w
+	// insertUsage[k] stores 1<<k usage records (insertUsagesSQL), on w.
+	insertUsage [usageRowsShift + 1]*sql.Stmt
 	// insertErrorEvent stores one failed attempt (on w).
 	insertErrorEvent *sql.Stmt
 	keyByHash        *sql.Stmt // on r
@@ -58,7 +59,8 @@ var _ storage.Store = (*Store)(nil)
 // rows were sealed with. A new database file is created with permissions 0600
 // and new directories with 0700. Connections use journal_mode=WAL,
 // synchronous=NORMAL (a crash may lose the last transactions but never
-// corrupts), foreign_keys=1 and busy_timeout=5000 ms. path is a file path,
+// corrupts), foreign_keys=1 and busy_timeout=5000 ms; the writer's also
+// temp_store=MEMORY and wal_autocheckpoint=walCheckpointPages. path is a file path,
 // not a DSN or URI: '?' and "file:" in it are taken literally. path may be
 // MemoryPath.
 func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, error) {
@@ -99,9 +101,11 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 			return nil, err
 		}
 	}
-	if s.insertUsage, err = s.w.PrepareContext(ctx, insertUsageSQL); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	for k := range s.insertUsage {
+		if s.insertUsage[k], err = s.w.PrepareContext(ctx, insertUsagesSQL(1<<k)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
 	}
 	if s.insertErrorEvent, err = s.w.PrepareContext(ctx, insertErrorEventSQL); err != nil {
 		s.Close()
@@ -127,7 +131,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insertUsage, s.insertErrorEvent, s.keyByHash} {
+	for _, st := range append(s.insertUsage[:], s.insertErrorEvent, s.keyByHash) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -144,6 +148,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// walCheckpointPages is how many pages the WAL holds before a commit
+// checkpoints it into the database file (SQLite's default is 1,000): about
+// 40 MiB of WAL, which the file keeps once it has grown to it. At 1,000
+// req/s over 10,000 accounts each usage batch rewrites most of the hour's
+// usage_hourly pages; with the default, every second batch copied them
+// into the database again (BenchmarkInsertUsage, docs/benchmarks.md).
+const walCheckpointPages = 10_000
+
 // pragmas returns the DSN parameters of a connection.
 func pragmas(readOnly bool) url.Values {
 	q := url.Values{}
@@ -154,6 +166,14 @@ func pragmas(readOnly bool) url.Values {
 	} else {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
+		// The statement journal of a multi-row statement (InsertUsage's)
+		// in memory, not in a temporary file written with a system call a
+		// page.
+		q.Add("_pragma", "temp_store(MEMORY)")
+		// A checkpoint every walCheckpointPages pages rather than 1,000: a page
+		// that every usage batch rewrites (the hour's rollup rows over a
+		// large pool) is copied into the database once a checkpoint.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
 		// Take the write lock at BEGIN: a deferred transaction that upgrades
 		// from read to write can fail with SQLITE_BUSY at once if another
 		// process (the sqlite3 shell, a second Troupe) wrote in between.

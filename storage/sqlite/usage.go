@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -12,12 +14,29 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 )
 
-const insertUsageSQL = `INSERT INTO usage_records (
-	request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
+const (
+	usageColumns = `request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
 	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, decision, estimated,
-	cache_write_tokens, user_id, cost
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT(request_id) DO NOTHING`
+	cache_write_tokens, user_id, cost`
+	usageTuple  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	usageParams = 21 // the parameters of usageTuple
+)
+
+// usageRowsShift sets the largest statement of InsertUsage: 1<<usageRowsShift
+// records (21 parameters each). A batch is written as statements of
+// power-of-two sizes, largest first (500 records: 128+128+128+64+32+16+4),
+// all prepared once at Open, so no batch parses SQL. A statement per record
+// cost each record a round through database/sql (its locks, the
+// conversion of its arguments, a result) and the VDBE's per-statement
+// setup (BenchmarkInsertUsage, docs/benchmarks.md).
+const usageRowsShift = 7
+
+// insertUsagesSQL stores n usage records in one statement; stored ones are
+// skipped.
+func insertUsagesSQL(n int) string {
+	return valuesSQL(`INSERT INTO usage_records (`+usageColumns+`) VALUES `, usageTuple, n, `
+ON CONFLICT(request_id) DO NOTHING`)
+}
 
 // insertErrorEventSQL stores one failed attempt; a repeated one is skipped.
 const insertErrorEventSQL = `INSERT INTO error_events (request_id, attempt, at, account_id, class, status, latency_us)
@@ -98,8 +117,15 @@ func hourOf(ms int64) int64 {
 // that were stored, so the rollups always agree with the records. Text that
 // is not valid UTF-8 or holds NUL bytes is stored with U+FFFD in place of the
 // bad bytes, as the PostgreSQL backend must.
+//
+// The records go in multi-row statements (usageRowsShift). When one of them
+// stores fewer rows than it holds — records stored already, as in a batch
+// retried or replayed from the journal, or repeated within recs — which
+// ones were skipped is not known, so the transaction is rolled back and the
+// batch written again a record a statement, each one's result telling
+// whether it was stored.
 // Errors: storage.ErrInvalid when a record fails Validate (nothing is written).
-func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (err error) {
+func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -108,6 +134,21 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			return fmt.Errorf("sqlite: insert usage: record %d: %w", i, err)
 		}
 	}
+	err := s.insertUsageTx(ctx, recs, s.insertBatch)
+	if errors.Is(err, errSkipped) {
+		err = s.insertUsageTx(ctx, recs, s.insertRecords)
+	}
+	return err
+}
+
+// errSkipped is insertBatch's error when a statement stored fewer records
+// than it held.
+var errSkipped = errors.New("sqlite: insert usage: records stored already")
+
+// insertUsageTx is one transaction of InsertUsage: the records through
+// insert, then their rollups and charges.
+func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord,
+	insert func(context.Context, *sql.Tx, []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error)) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert usage: %w", err)
@@ -117,7 +158,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	groups, charges, err := s.insertRecords(ctx, tx, recs)
+	groups, charges, err := insert(ctx, tx, recs)
 	if err != nil {
 		return err
 	}
@@ -133,29 +174,98 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) (er
 	return nil
 }
 
-// insertRecords inserts recs in tx, skipping those already stored, and
-// returns the rollup sums of the records it stored and what they charge
-// their users. The rows run under a
-// context without cancellation: the driver would otherwise start a watcher
-// goroutine per row. Cancellation is still honoured between rows.
-func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
-	stmt := tx.StmtContext(ctx, s.insertUsage)
+// insertBatch inserts recs in tx in multi-row statements and returns their
+// rollup sums and what they charge their users, or errSkipped when a
+// statement stored fewer rows than it held. The statements run under a
+// context without cancellation: the driver would otherwise start a
+// watcher goroutine per statement. Cancellation is still honoured between
+// statements.
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
 	rowCtx := context.WithoutCancel(ctx)
 	groups := make(map[rollupKey]*rollupSums, 8)
 	var charges []userCharge
+	args := make([]any, 0, usageParams*min(len(recs), 1<<usageRowsShift))
+	for start := 0; start < len(recs); {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
+		}
+		k := bits.Len(uint(min(len(recs)-start, 1<<usageRowsShift))) - 1
+		chunk := recs[start : start+1<<k]
+		args = args[:0]
+		for i := range chunk {
+			var c userCharge
+			args, c = usageArgs(args, &chunk[i])
+			addRecord(groups, &c, &chunk[i])
+			if c.userID != "" {
+				charges = append(charges, c)
+			}
+		}
+		res, err := tx.StmtContext(ctx, s.insertUsage[k]).ExecContext(rowCtx, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
+		}
+		if n != int64(len(chunk)) {
+			return nil, nil, errSkipped
+		}
+		start += len(chunk)
+	}
+	return groups, charges, nil
+}
+
+// usageArgs appends r's parameters (usageTuple's order) to args, and
+// returns them with r's charge: its cleaned text and tokens (userID ""
+// when r has no user). The numbers are int64s, driver.Values as they are
+// (database/sql would box an int a second time to convert it).
+func usageArgs(args []any, r *storage.UsageRecord) ([]any, userCharge) {
+	c := userCharge{requestID: storage.CleanText(r.RequestID), userID: storage.CleanText(r.UserID), model: storage.CleanText(r.Model),
+		at: r.At.UnixMilli(), input: r.InputTokens, cached: r.CachedTokens, output: r.OutputTokens, cost: max(r.Cost, 0)}
+	args = append(args,
+		c.requestID, c.at, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), c.model, storage.CleanText(r.Route),
+		int64(boolInt(r.Stream)), int64(r.Status), storage.CleanText(r.ErrorClass), int64(r.Attempts),
+		r.Latency.Microseconds(), r.TTFT.Microseconds(),
+		r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), int64(boolInt(r.Estimated)),
+		r.CacheWriteTokens, c.userID, r.Cost)
+	return args, c
+}
+
+// addRecord adds stored record r, whose charge is c (usageArgs), to its
+// rollup row's sums in groups.
+func addRecord(groups map[rollupKey]*rollupSums, c *userCharge, r *storage.UsageRecord) {
+	k := rollupKey{hour: hourOf(c.at), keyID: storage.CleanText(r.KeyID), accountID: storage.CleanText(r.AccountID), model: c.model, status: r.Status}
+	g := groups[k]
+	if g == nil {
+		g = new(rollupSums)
+		groups[k] = g
+	}
+	g.requests++
+	g.input += r.InputTokens
+	g.cached += r.CachedTokens
+	g.output += r.OutputTokens
+	g.reasoning += r.ReasoningTokens
+}
+
+// insertRecords inserts recs in tx a record a statement, skipping those
+// already stored, and returns the rollup sums of the records it stored and
+// what they charge their users. The rows run under a context without
+// cancellation, as insertBatch's statements. Cancellation is still
+// honoured between rows.
+func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
+	stmt := tx.StmtContext(ctx, s.insertUsage[0])
+	rowCtx := context.WithoutCancel(ctx)
+	groups := make(map[rollupKey]*rollupSums, 8)
+	var charges []userCharge
+	args := make([]any, 0, usageParams)
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
-		r := &recs[i]
-		at := r.At.UnixMilli()
-		keyID, accountID, model := storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), storage.CleanText(r.Model)
-		res, err := stmt.ExecContext(rowCtx,
-			storage.CleanText(r.RequestID), at, keyID, accountID, model, storage.CleanText(r.Route),
-			boolInt(r.Stream), r.Status, storage.CleanText(r.ErrorClass), r.Attempts,
-			r.Latency.Microseconds(), r.TTFT.Microseconds(),
-			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), boolInt(r.Estimated),
-			r.CacheWriteTokens, storage.CleanText(r.UserID), r.Cost)
+		var c userCharge
+		args, c = usageArgs(args[:0], &recs[i])
+		res, err := stmt.ExecContext(rowCtx, args...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
@@ -166,21 +276,10 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.Us
 		if n == 0 {
 			continue // already stored: not counted again
 		}
-		if r.UserID != "" {
-			charges = append(charges, userCharge{requestID: storage.CleanText(r.RequestID), userID: storage.CleanText(r.UserID), model: model,
-				at: at, input: r.InputTokens, cached: r.CachedTokens, output: r.OutputTokens, cost: max(r.Cost, 0)})
+		addRecord(groups, &c, &recs[i])
+		if c.userID != "" {
+			charges = append(charges, c)
 		}
-		k := rollupKey{hour: hourOf(at), keyID: keyID, accountID: accountID, model: model, status: r.Status}
-		g := groups[k]
-		if g == nil {
-			g = new(rollupSums)
-			groups[k] = g
-		}
-		g.requests++
-		g.input += r.InputTokens
-		g.cached += r.CachedTokens
-		g.output += r.OutputTokens
-		g.reasoning += r.ReasoningTokens
 	}
 	return groups, charges, nil
 }
