@@ -315,7 +315,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("second Migrate: %v", err)
 	}
 	// The operator-facing tables and the indexes exist.
-	for _, name := range []string{"accounts", "api_keys", "usage_records", "usage_records_at", "usage_hourly",
+	for _, name := range []string{"accounts", "api_keys", "usage_records", "usage_hourly",
 		"settings", "policies", "policies_one_active", "policy_versions", "admin_users", "usage_records_at_id", "goose_db_version", migrate.ChecksumTable} {
 		var n int
 		if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = ?`, name).Scan(&n); err != nil || n != 1 {
