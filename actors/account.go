@@ -29,8 +29,8 @@ type accountConfig struct {
 	transport upstream.Transport
 	factory   TransportFactory // rebuilds the transport after a token refresh
 	refresh   *refresher       // nil: no token refresh
-	scheduler *actor.PID
-	snapshot  *snapshot // shared with readers (admin, metrics); written only by the actor
+	scheduler *mailbox         // the scheduler's, sent to directly (no registry lookup)
+	snapshot  *snapshot        // shared with readers (admin, metrics); written only by the actor
 	log       *slog.Logger
 	now       func() time.Time
 	// probeEvery is how often a quota cooldown is probed (probe.go); <= 0: never.
@@ -302,7 +302,7 @@ func (a *account) release(c *mailCtx, id uint64, out *Outcome) {
 	a.leases = a.leases[:last]
 	a.inFlight--
 	a.observe(c, out, held)
-	a.publish(c)
+	a.publishInline(c)
 	a.drained(c)
 }
 
@@ -441,14 +441,28 @@ func (a *account) seal() *schedView {
 }
 
 // publish bumps the version and hands the new view to the scheduler and readers.
-func (a *account) publish(c *mailCtx) {
+func (a *account) publish(c *mailCtx) { a.publishVia(c, false) }
+
+// publishInline is publish for a release: when the scheduler is idle its
+// turn is taken on this goroutine (mailbox.sendInline) for the view, so the
+// release, often handled on the releasing caller's goroutine
+// (System.Release), wakes no scheduler loop. A scheduler that is busy, or
+// borrowed by this goroutine (a grant it handed this account inline), gets
+// the view queued, as publish sends it.
+func (a *account) publishInline(c *mailCtx) { a.publishVia(c, true) }
+
+func (a *account) publishVia(c *mailCtx, inline bool) {
 	// One allocation (edit's) serves the account, the scheduler and the
 	// readers: the view is never written after the seal. Enqueue for the
 	// scheduler before readers can see the snapshot, so a reader that saw
-	// it and then asks the scheduler finds it applied.
+	// it and then asks the scheduler finds it applied (inline: applied).
 	m := a.seal()
 	m.pid, m.box, m.answered = a.self, a.box, a.answered
-	c.Send(a.cfg.scheduler, m)
+	if inline {
+		a.cfg.scheduler.sendInline(m, a.self)
+	} else {
+		a.cfg.scheduler.send(m, a.self)
+	}
 	if a.cfg.snapshot != nil {
 		a.cfg.snapshot.publish(&m.view)
 	}
@@ -459,7 +473,7 @@ func (a *account) publish(c *mailCtx) {
 // scheduler installs; readers keep the published one.
 func (a *account) refuse(c *mailCtx, req *acquireState) {
 	m := a.seal()
-	c.Send(a.cfg.scheduler, &schedRefused{req: req, view: &m.view, answered: a.answered})
+	a.cfg.scheduler.send(&schedRefused{req: req, view: &m.view, answered: a.answered}, a.self)
 }
 
 // Budget of the accounts' state-change lines (logState): a mass cooldown of

@@ -34,6 +34,26 @@ import (
 // maxRestarts times, after which the mailbox stops
 // (actor.ActorMaxRestartsExceededEvent), as hollywood's process does.
 //
+// A sender may take the turn of a loop that is parked with nothing queued
+// (sendInline): it marks the mailbox borrowed (the loop stays parked, and
+// Sends meanwhile only queue, waking nobody), handles its message on its
+// own goroutine, then the messages queued meanwhile, as they were when it
+// finished its own (one batch, so that under load one caller does not
+// serve everyone), and gives the turn back: to the loop, by waking it,
+// when more were queued, else by marking the loop parked again. One
+// goroutine holds the turn at a time, and the mutex orders one holder's
+// handling before the next's, so the actor's messages are handled in order
+// by one goroutine at a time as before. A handler running on a borrowed
+// turn that sends to its own mailbox, directly or through an actor it runs
+// inline (runHere), only queues: it never recurses. A panic while borrowed
+// follows the loop's restart policy, but the restart (its delay and the new
+// handler) is the loop's, woken for it: the borrower does not sleep. A
+// stop while borrowed (Poison, Engine.Stop, Shutdown queued behind the
+// borrower's message) stops the mailbox on the borrower, which then wakes
+// the loop to exit. At 1,000 requests a second the scheduler's loop parks
+// between requests, and waking it cost a futex call and a thread's turn on
+// both sides per hand-off (docs/benchmarks.md).
+//
 // A pooled mailbox (spawnPooled) has no goroutine of its own: a Send to an
 // idle one puts it on a mailPool's run queue, whose fixed workers take it,
 // handle what it holds and put it back while more is queued; it is on the
@@ -50,9 +70,14 @@ type mailbox struct {
 	in     []actor.Envelope // queued by Send, taken whole by the loop or a worker
 	spare  []actor.Envelope // pooled: the last batch's buffer, reused for in
 	parked bool             // the loop waits on wake; the next Send signals it
-	queued bool             // pooled: on the run queue or being run (or starting, restarting)
-	closed bool             // stopped: Send drops
-	wake   chan struct{}    // capacity 1; nil when pooled
+	// borrowed: a sender holds the loop's turn (sendInline); the loop stays
+	// parked and parked is false, so Sends only queue.
+	borrowed bool
+	restart  bool          // the handler panicked while borrowed: the loop restarts it (recovered)
+	ended    bool          // the handler has stopped: the loop exits when it wakes
+	queued   bool          // pooled: on the run queue or being run (or starting, restarting)
+	closed   bool          // stopped: Send drops
+	wake     chan struct{} // capacity 1; nil when pooled
 	// deferUpTo is how many queued messages sendDeferred leaves for the
 	// parked loop's next wake-up rather than waking it (mailCtx.deferWake);
 	// 0: every send wakes it.
@@ -204,6 +229,44 @@ func (m *mailbox) Send(_ *actor.PID, msg any, sender *actor.PID) {
 	}
 }
 
+// sendInline is send for a message whose handler never blocks on the
+// sender (no unbuffered reply the caller reads, no waiting on another
+// actor): to a loop mailbox that is parked with nothing queued it is
+// handled on the caller's goroutine, the loop's turn borrowed (see
+// mailbox), together with what is queued meanwhile (one batch); the rest is
+// handed to the loop by waking it. Otherwise, and for a pooled or stopped
+// mailbox, it is Send. The scheduler takes acquires and released accounts'
+// views this way: no wake-up of its loop, and none of the caller.
+func (m *mailbox) sendInline(msg any, sender *actor.PID) {
+	m.mu.Lock()
+	if m.pool != nil || !m.parked || len(m.in) > 0 || m.closed {
+		m.mu.Unlock()
+		m.Send(m.ctx.pid, msg, sender)
+		return
+	}
+	m.parked = false
+	m.borrowed = true
+	m.mu.Unlock()
+	one := [1]actor.Envelope{{Msg: msg, Sender: sender}}
+	if m.invoke(one[:], 0) >= 0 {
+		m.mu.Lock()
+		batch := m.in
+		m.in = nil
+		m.mu.Unlock()
+		for i := 0; 0 <= i && i < len(batch); {
+			i = m.invoke(batch, i)
+		}
+	}
+	m.mu.Lock()
+	m.borrowed = false
+	wake := len(m.in) > 0 || m.restart || m.ended
+	m.parked = !wake
+	m.mu.Unlock()
+	if wake {
+		m.wake <- struct{}{} // the loop is parked (this borrow cleared parked): never blocks
+	}
+}
+
 // sendDeferred is send for a message that may wait for the loop's next
 // wake-up: while the handler has said that one is due (mailCtx.deferWake)
 // and no more than the bound it gave are queued, a parked loop is left
@@ -322,13 +385,13 @@ func (m *mailbox) Shutdown() {
 type mailStop struct{}
 
 // loop takes the queue whole and handles it, then waits: mailSpins
-// scheduler turns, then parked until a Send.
+// scheduler turns, then parked until a Send (or a borrower's hand-back).
 func (m *mailbox) loop() {
 	defer close(m.done)
 	var batch []actor.Envelope
 	for {
 		m.mu.Lock()
-		for spins := 0; len(m.in) == 0; spins++ {
+		for spins := 0; len(m.in) == 0 && !m.restart && !m.ended; spins++ {
 			if spins < mailSpins {
 				m.mu.Unlock()
 				runtime.Gosched()
@@ -339,8 +402,18 @@ func (m *mailbox) loop() {
 			}
 			m.mu.Lock()
 		}
+		if m.ended { // stopped on a borrowed turn
+			m.mu.Unlock()
+			return
+		}
+		restart := m.restart
+		m.restart = false
 		batch, m.in = m.in, batch[:0]
 		m.mu.Unlock()
+		if restart { // the handler panicked on a borrowed turn (recovered)
+			time.Sleep(m.restartDelay)
+			m.begin()
+		}
 		for i := 0; i < len(batch); {
 			if i = m.invoke(batch, i); i < 0 {
 				return
@@ -403,7 +476,10 @@ func (m *mailbox) drain(rest []actor.Envelope) {
 // restarted from its producer (after restartDelay), or, past maxRestarts,
 // the mailbox stops. It returns where in msgs to go on (next) or -1. A
 // pooled mailbox returns -1 and restarts on a timer, which then handles
-// msgs[next:] and what was sent meanwhile: a worker does not sleep.
+// msgs[next:] and what was sent meanwhile: a worker does not sleep. So does
+// a loop mailbox whose turn is borrowed (sendInline), with its loop for the
+// timer: the borrower wakes it, and it restarts the handler after
+// restartDelay and goes on from msgs[next:].
 func (m *mailbox) recovered(v any, msgs []actor.Envelope, next int) int {
 	stack := debug.Stack() // hollywood's event stream logs the events below
 	m.stopped()
@@ -415,10 +491,14 @@ func (m *mailbox) recovered(v any, msgs []actor.Envelope, next int) int {
 	m.restarts++
 	m.ctx.engine.BroadcastEvent(actor.ActorRestartedEvent{PID: m.ctx.pid, Timestamp: time.Now(),
 		Stacktrace: stack, Reason: v, Restarts: int32(m.restarts)})
-	if m.pool != nil {
+	if m.pool != nil || m.borrowed {
 		m.mu.Lock()
 		m.in = append(slices.Clone(msgs[next:]), m.in...)
+		m.restart = m.pool == nil
 		m.mu.Unlock()
+		if m.pool == nil {
+			return -1
+		}
 		time.AfterFunc(m.restartDelay, func() {
 			m.begin()
 			m.release()
@@ -456,6 +536,7 @@ func (m *mailbox) close() {
 	m.mu.Lock()
 	m.closed = true
 	m.in = nil
+	m.ended = true
 	m.mu.Unlock()
 	m.ctx.engine.Registry.Remove(m.ctx.pid)
 }

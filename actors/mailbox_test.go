@@ -28,6 +28,20 @@ type pong struct{ n int }
 type boom struct{}
 type deferTo struct{ n int }
 
+// reenter makes the handler send ping n to its own mailbox inline and ping
+// n+1 plainly, as an actor it runs inline would on a borrowed turn.
+type reenter struct{ n int }
+
+// hold makes the handler report the goroutine it runs on and wait for
+// release.
+type hold struct {
+	entered chan string
+	release chan struct{}
+}
+
+// poisonSelf makes the handler poison its own mailbox.
+type poisonSelf struct{}
+
 func (r *boxProbe) receive(c *mailCtx, msg any) {
 	switch m := msg.(type) {
 	case actor.Initialized:
@@ -46,6 +60,15 @@ func (r *boxProbe) receive(c *mailCtx, msg any) {
 	case deferTo:
 		c.deferWake(m.n)
 		r.seen <- fmt.Sprintf("%d:defer %d", r.gen, m.n)
+	case reenter:
+		r.seen <- fmt.Sprintf("%d:reenter %d", r.gen, m.n)
+		c.box.sendInline(ping(m), nil)
+		c.box.send(ping{n: m.n + 1}, nil)
+	case hold:
+		m.entered <- goroutineID()
+		<-m.release
+	case poisonSelf:
+		c.Engine().Poison(c.PID())
 	}
 }
 
@@ -386,4 +409,213 @@ func TestMailboxDeferredSend(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the loop parks", parked)
 	m.sendDeferred(ping{6}, nil)
 	expectSeen(t, seen, "1:ping 6")
+}
+
+// goroutineID returns the calling goroutine's id, from its stack header.
+func goroutineID() string {
+	buf := make([]byte, 32)
+	buf = buf[:runtime.Stack(buf, false)]
+	return string(bytes.Fields(buf)[1])
+}
+
+// parkedLoop starts a boxProbe on a mailbox of its own and waits until its
+// loop has parked, so the next sendInline borrows its turn.
+func parkedLoop(t *testing.T, restarts int) (*actor.Engine, *mailbox, chan string) {
+	t.Helper()
+	e, m, seen := newProbeBoxOn(t, restarts, nil)
+	expectSeen(t, seen, "1:initialized", "1:started")
+	waitParked(t, m)
+	return e, m, seen
+}
+
+func waitParked(t *testing.T, m *mailbox) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, "the loop parks", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.parked
+	})
+}
+
+// TestMailboxBorrow: sendInline to a parked loop handles the message on the
+// caller's goroutine, before it returns, and leaves the loop parked; what
+// the handler sends to its own mailbox meanwhile (inline or not) is queued,
+// not handled recursively, and the borrower handles it next, in order.
+// Sends from elsewhere while the turn is borrowed only queue, and are
+// handled by the borrower (the batch present when its own message is done)
+// or by the loop it wakes; a busy loop's sendInline only queues.
+func TestMailboxBorrow(t *testing.T) {
+	_, m, seen := parkedLoop(t, 0)
+	me := goroutineID()
+	h := hold{entered: make(chan string, 1), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		m.sendInline(h, nil)
+		close(done)
+	}()
+	gid := <-h.entered
+	if gid == me {
+		t.Fatal("the borrower ran on the test's goroutine")
+	}
+	m.Send(nil, ping{n: 1}, nil) // the turn is borrowed: only queued
+	m.sendInline(ping{n: 2}, nil)
+	m.mu.Lock()
+	queued, parked := len(m.in), m.parked
+	m.mu.Unlock()
+	if queued != 2 || parked {
+		t.Fatalf("while borrowed: %d queued, parked %v; want 2 queued and parked false", queued, parked)
+	}
+	close(h.release)
+	<-done
+	if len(seen) != 2 {
+		t.Fatalf("%d messages handled when the borrower returned, want the 2 queued behind it", len(seen))
+	}
+	expectSeen(t, seen, "1:ping 1", "1:ping 2")
+	waitParked(t, m)
+
+	m.sendInline(reenter{n: 10}, nil)
+	if len(seen) != 3 {
+		t.Fatalf("%d messages handled when sendInline returned, want 3", len(seen))
+	}
+	expectSeen(t, seen, "1:reenter 10", "1:ping 10", "1:ping 11")
+
+	waitParked(t, m)
+	h = hold{entered: make(chan string, 1), release: make(chan struct{})}
+	close(h.release)
+	m.sendInline(h, nil)
+	if gid := <-h.entered; gid != me {
+		t.Fatalf("sendInline to a parked loop ran on goroutine %s, want the caller's %s", gid, me)
+	}
+	m.mu.Lock()
+	parked = m.parked
+	m.mu.Unlock()
+	if !parked {
+		t.Fatal("the loop was woken for a borrow that left nothing queued")
+	}
+}
+
+// TestMailboxBorrowOrder: concurrent senders that send some messages
+// inline (sendInline) and the rest plainly keep the mailbox's guarantees:
+// every message handled once, in each sender's order, never by two
+// goroutines at once.
+func TestMailboxBorrowOrder(t *testing.T) {
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const senders, msgs = 4, 2000
+	var fails atomic.Int64
+	var done sync.WaitGroup
+	done.Add(senders)
+	p := &seqProbe{next: map[int]int{}, gids: map[string]bool{}, fails: &fails, done: &done}
+	m := newMailbox(e, func() mailHandler { return p }, "borrow", "0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.SpawnProc(m)
+	var send sync.WaitGroup
+	for s := range senders {
+		send.Go(func() {
+			for n := range msgs {
+				msg := seqMsg{from: s, n: n, last: msgs - 1}
+				if n%3 == 0 {
+					m.send(msg, nil)
+					continue
+				}
+				m.sendInline(msg, nil)
+				if n%64 == 0 {
+					waitParked(t, m) // let the loop park, so that borrows happen
+				}
+			}
+		})
+	}
+	send.Wait()
+	done.Wait()
+	if fails.Load() != 0 {
+		t.Fatalf("%d order or exclusion failures", fails.Load())
+	}
+	t.Logf("handled on %d goroutines", len(p.gids))
+	<-e.Poison(m.PID()).Done()
+	<-m.done
+}
+
+// TestMailboxBorrowPanic: a handler that panics on a borrowed turn is
+// stopped and restarted as on the loop (Stopped, a new handler's
+// Initialized and Started, the message that panicked skipped, the ones
+// queued behind it handled in order), by the loop, which the borrower
+// wakes; past its restarts the mailbox stops, leaves the registry and its
+// loop exits.
+func TestMailboxBorrowPanic(t *testing.T) {
+	e, m, seen := parkedLoop(t, 1)
+	h := hold{entered: make(chan string, 1), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		m.sendInline(h, nil)
+		close(done)
+	}()
+	<-h.entered
+	m.Send(nil, boom{}, nil)
+	m.Send(nil, ping{n: 1}, nil)
+	close(h.release)
+	<-done
+	expectSeen(t, seen, "1:stopped", "2:initialized", "2:started", "2:ping 1")
+
+	waitParked(t, m)
+	m.sendInline(boom{}, nil) // the last restart used: the mailbox stops
+	expectSeen(t, seen, "2:stopped")
+	<-m.done
+	if e.Registry.GetPID("test", "0") != nil {
+		t.Fatal("mailbox registered after its last restart")
+	}
+	if len(seen) != 0 {
+		t.Fatalf("handled %q after Stopped", <-seen)
+	}
+}
+
+// TestMailboxBorrowStop: a stop queued while the turn is borrowed (a
+// graceful Poison, Engine.Stop, Shutdown) stops the mailbox: what was sent
+// before a graceful pill is handled, the handler gets Stopped, the mailbox
+// leaves the registry, the pill's context is done and the loop exits.
+func TestMailboxBorrowStop(t *testing.T) {
+	t.Run("poison", func(t *testing.T) {
+		e, m, seen := parkedLoop(t, 0)
+		m.sendInline(poisonSelf{}, nil) // the pill is queued behind the borrower's message
+		expectSeen(t, seen, "1:stopped")
+		<-m.done
+		if e.Registry.GetPID("test", "0") != nil {
+			t.Fatal("stopped mailbox still registered")
+		}
+	})
+	t.Run("poison-queued", func(t *testing.T) {
+		e, m, seen := parkedLoop(t, 0)
+		h := hold{entered: make(chan string, 1), release: make(chan struct{})}
+		go m.sendInline(h, nil)
+		<-h.entered
+		m.Send(nil, ping{n: 1}, nil)
+		ctx := e.Poison(m.PID())
+		close(h.release)
+		<-ctx.Done()
+		expectSeen(t, seen, "1:ping 1", "1:stopped")
+		<-m.done
+		m.Send(nil, ping{n: 2}, nil) // stopped: dropped
+		if len(seen) != 0 {
+			t.Fatalf("handled %q after Stopped", <-seen)
+		}
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		_, m, seen := parkedLoop(t, 0)
+		h := hold{entered: make(chan string, 1), release: make(chan struct{})}
+		go m.sendInline(h, nil)
+		<-h.entered
+		stopped := make(chan struct{})
+		go func() {
+			m.Shutdown()
+			close(stopped)
+		}()
+		poll.Until(t, 10*time.Second, "Shutdown queues its stop", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return len(m.in) == 1
+		})
+		close(h.release)
+		<-stopped
+		expectSeen(t, seen, "1:stopped")
+	})
 }

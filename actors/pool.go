@@ -18,7 +18,7 @@ type TransportFactory func(storage.Account) (upstream.Transport, error)
 
 // poolConfig configures the pool supervisor.
 type poolConfig struct {
-	scheduler *actor.PID
+	scheduler *mailbox  // the scheduler's, sent to directly
 	boxes     *mailPool // runs the account actors' mailboxes
 	transport TransportFactory
 	refresh   *refresher // nil: codex tokens are not refreshed
@@ -90,7 +90,7 @@ func (p *pool) stop(c *actor.Context, id string) {
 		delete(p.children, id)
 		c.Engine().Poison(pid)
 		p.cfg.snapshots.Delete(id)
-		c.Send(p.cfg.scheduler, schedRemove{id: id})
+		p.cfg.scheduler.send(schedRemove{id: id}, c.PID())
 	}
 }
 

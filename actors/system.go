@@ -95,6 +95,7 @@ type System struct {
 	engine    *actor.Engine
 	pool      *actor.PID
 	sched     *actor.PID
+	schedBox  *mailbox // sched's mailbox: Acquire sends to it directly (sendInline)
 	usage     *actor.PID
 	usageBox  *mailbox  // usage's mailbox, for Record's deferred sends
 	boxes     *mailPool // the account actors' workers
@@ -159,13 +160,14 @@ func Start(cfg Config) (*System, error) {
 		}
 		ref = &refresher{cfg: rc, log: cfg.Logger}
 	}
-	s.sched = spawnMailbox(e, newScheduler(schedulerConfig{
+	s.schedBox = newMailbox(e, newScheduler(schedulerConfig{
 		policy:    cfg.Policy,
 		maxWaiter: cfg.MaxWaiters,
 		log:       cfg.Logger,
 		now:       cfg.Clock,
 		rand:      seededRand(cfg.Seed),
 	}), "scheduler", "0", cfg.Logger)
+	s.sched = e.SpawnProc(s.schedBox)
 	s.usageBox = newMailbox(e, newRecorder(usageConfig{
 		store:     cfg.Store,
 		batchSize: cfg.UsageBatch,
@@ -177,7 +179,7 @@ func Start(cfg Config) (*System, error) {
 	s.usage = e.SpawnProc(s.usageBox)
 	s.boxes = newMailPool(0)
 	s.pool = e.Spawn(newPool(poolConfig{
-		scheduler: s.sched,
+		scheduler: s.schedBox,
 		boxes:     s.boxes,
 		transport: cfg.Transport,
 		refresh:   ref,
@@ -230,7 +232,10 @@ func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error
 	if req.MaxWait > 0 {
 		st.deadline = s.now().Add(req.MaxWait)
 	}
-	s.engine.Send(s.sched, schedAcquire{req: st})
+	// An idle scheduler's turn is taken here (sendInline): the pick, and
+	// the grant to an idle account (runHere), run on this goroutine, and
+	// the reply is in st.reply when the send returns; no goroutine is woken.
+	s.schedBox.sendInline(schedAcquire{req: st}, nil)
 	// The scheduler answers at once: with the lease (through the account),
 	// a failure, or a notice that it parked the request. Only a parked
 	// request needs a timer; until then the stall clock's coarse tick bounds
@@ -321,7 +326,13 @@ func (s *System) Release(l *Lease, out Outcome) {
 		return
 	}
 	if l.box != nil {
-		l.box.send(&accountRelease{leaseID: l.ID, outcome: out}, nil)
+		// An idle account handles its release here (runHere), and the
+		// view it publishes reaches an idle scheduler here too
+		// (account.release): no pool worker, and no scheduler loop, woken.
+		msg := &accountRelease{leaseID: l.ID, outcome: out}
+		if !l.box.runHere(msg, nil) {
+			l.box.send(msg, nil)
+		}
 		return
 	}
 	s.engine.Send(l.pid, &accountRelease{leaseID: l.ID, outcome: out})
