@@ -172,7 +172,6 @@ func BenchmarkClientWatch(b *testing.B) {
 	gone := func() { b.Error("a live client reported gone") }
 	b.ReportAllocs()
 	for b.Loop() {
-		stop := s.watch.watch(conn, gone)
-		stop()
+		s.watch.stop(s.watch.watch(conn, gone))
 	}
 }
