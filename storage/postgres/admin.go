@@ -164,6 +164,12 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 			add(f.col+" = $%d", storage.CleanText(f.v))
 		}
 	}
+	if q.UserID != "" {
+		// usage_records_user_at holds the rows with a user: a generic plan
+		// cannot tell that the bound user id is not empty (as sqlite's
+		// listUsageQuery says).
+		where = append(where, "user_id <> ''")
+	}
 	if q.Status != 0 {
 		add("status = $%d", q.Status)
 	}

@@ -151,38 +151,7 @@ func scanAdminUser(r rowScanner) (storage.AdminUser, error) {
 // storage.UsageRecordQuery), newest first, at most q.PageLimit(); nil when
 // none match. Filters on text compare the stored (cleaned) text.
 func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery) ([]storage.UsageRecord, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if !q.From.IsZero() {
-		where, args = append(where, "at >= ?"), append(args, toMillis(q.From))
-	}
-	if !q.To.IsZero() {
-		where, args = append(where, "at < ?"), append(args, toMillis(q.To))
-	}
-	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}, {"user_id", q.UserID}} {
-		if f.v != "" {
-			where, args = append(where, f.col+" = ?"), append(args, storage.CleanText(f.v))
-		}
-	}
-	if q.Status != 0 {
-		where, args = append(where, "status = ?"), append(args, q.Status)
-	}
-	if q.FailedOnly {
-		where = append(where, "status >= 400")
-	}
-	if q.After.RequestID != "" {
-		at := toMillis(q.After.At)
-		where, args = append(where, "(at < ? OR (at = ? AND request_id < ?))"), append(args, at, at, q.After.RequestID)
-	}
-	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
-	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
-	cache_write_tokens, user_id, cost FROM usage_records`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += fmt.Sprintf(" ORDER BY at DESC, request_id DESC LIMIT %d", q.PageLimit())
+	query, args := listUsageQuery(q)
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list usage records: %w", err)
@@ -208,6 +177,50 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 		return nil, fmt.Errorf("sqlite: list usage records: %w", err)
 	}
 	return out, nil
+}
+
+// listUsageQuery is ListUsageRecords' statement and arguments. A user's
+// records are read through usage_records_user_at, whose rows are those with
+// a user (WHERE user_id <> ”): the query says so, since SQLite cannot tell
+// that the bound user id is not empty, and without it a user's page over a
+// time range or after a cursor scanned every user's records newest first.
+func listUsageQuery(q storage.UsageRecordQuery) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	if !q.From.IsZero() {
+		where, args = append(where, "at >= ?"), append(args, toMillis(q.From))
+	}
+	if !q.To.IsZero() {
+		where, args = append(where, "at < ?"), append(args, toMillis(q.To))
+	}
+	for _, f := range []struct{ col, v string }{{"key_id", q.KeyID}, {"account_id", q.AccountID}, {"model", q.Model}, {"user_id", q.UserID}} {
+		if f.v != "" {
+			where, args = append(where, f.col+" = ?"), append(args, storage.CleanText(f.v))
+		}
+	}
+	if q.UserID != "" {
+		where = append(where, "user_id <> ''")
+	}
+	if q.Status != 0 {
+		where, args = append(where, "status = ?"), append(args, q.Status)
+	}
+	if q.FailedOnly {
+		where = append(where, "status >= 400")
+	}
+	if q.After.RequestID != "" {
+		at := toMillis(q.After.At)
+		where, args = append(where, "(at < ? OR (at = ? AND request_id < ?))"), append(args, at, at, q.After.RequestID)
+	}
+	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
+	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
+	cache_write_tokens, user_id, cost FROM usage_records`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += fmt.Sprintf(" ORDER BY at DESC, request_id DESC LIMIT %d", q.PageLimit())
+	return query, args
 }
 
 // optMillis stores an optional time as unix ms, or NULL.
