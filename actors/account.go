@@ -473,7 +473,7 @@ func (a *account) publishVia(c *mailCtx, inline bool) {
 // scheduler installs; readers keep the published one.
 func (a *account) refuse(c *mailCtx, req *acquireState) {
 	m := a.seal()
-	a.cfg.scheduler.send(&schedRefused{req: req, view: &m.view, answered: a.answered}, a.self)
+	a.cfg.scheduler.send(&schedRefused{req: req, view: &m.view, answered: a.answered, box: a.box}, a.self)
 }
 
 // Budget of the accounts' state-change lines (logState): a mass cooldown of

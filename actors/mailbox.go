@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -82,6 +83,12 @@ type mailbox struct {
 	// parked loop's next wake-up rather than waking it (mailCtx.deferWake);
 	// 0: every send wakes it.
 	deferUpTo int
+
+	// retired is set by the pool when it removes the account the mailbox
+	// runs (pool.stop): the views its handler still publishes before its
+	// stop are not the account's any more, and the scheduler drops them
+	// (onView), so a removed account is not indexed again.
+	retired atomic.Bool
 
 	restarts     int
 	maxRestarts  int
@@ -170,13 +177,14 @@ func newMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, lo
 func (m *mailbox) send(msg any, sender *actor.PID) { m.Send(m.ctx.pid, msg, sender) }
 
 // spawnPooled registers a mailbox running produce's handler as kind/id on
-// pool's workers. Initialized and Started have been handled when it returns.
-func spawnPooled(e *actor.Engine, pool *mailPool, produce func() mailHandler, kind, id string, log *slog.Logger) *actor.PID {
+// pool's workers, and returns its PID and the mailbox. Initialized and
+// Started have been handled when it returns.
+func spawnPooled(e *actor.Engine, pool *mailPool, produce func() mailHandler, kind, id string, log *slog.Logger) (*actor.PID, *mailbox) {
 	m := newMailbox(e, produce, kind, id, log)
 	m.wake = nil
 	m.pool = pool
 	m.queued = true // until Start has run: a Send meanwhile only queues
-	return e.SpawnProc(m)
+	return e.SpawnProc(m), m
 }
 
 // PID returns the mailbox's PID (actor.Processer).

@@ -276,7 +276,7 @@ func TestMailPoolOrderAndWorkers(t *testing.T) {
 	pids := make([]*actor.PID, actors)
 	for i := range actors {
 		probes[i] = &seqProbe{next: map[int]int{}, gids: map[string]bool{}, fails: &fails, done: &done}
-		pids[i] = spawnPooled(e, pool, func() mailHandler { return probes[i] }, "seq", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		pids[i], _ = spawnPooled(e, pool, func() mailHandler { return probes[i] }, "seq", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	var send sync.WaitGroup
 	for s := range senders {

@@ -98,10 +98,15 @@ type schedRefused struct {
 	req      *acquireState
 	view     *View // never written again: the scheduler keeps it
 	answered uint64
+	box      *mailbox // the refusing account's: a retired one's view is dropped
 }
 
-// schedRemove drops an account from the index.
-type schedRemove struct{ id string }
+// schedRemove drops an account from the index: the entry of box's actor
+// (any entry when box is nil).
+type schedRemove struct {
+	id  string
+	box *mailbox
+}
 
 // schedSweep is the scheduler's timer: drop abandoned or expired waiters
 // and expired stickiness keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,12 +40,14 @@ type poolConfig struct {
 type pool struct {
 	cfg      poolConfig
 	children map[string]*actor.PID
-	fenced   *fenced // nil unless cfg.fenced (fence.go)
+	boxes    map[string]*mailbox // the children's mailboxes, by account ID
+	respawns int                 // accounts put back while their last actor was still stopping
+	fenced   *fenced             // nil unless cfg.fenced (fence.go)
 }
 
 func newPool(cfg poolConfig) actor.Producer {
 	return func() actor.Receiver {
-		p := &pool{cfg: cfg, children: make(map[string]*actor.PID)}
+		p := &pool{cfg: cfg, children: make(map[string]*actor.PID), boxes: make(map[string]*mailbox)}
 		if cfg.fenced {
 			p.fenced = &fenced{configs: make(map[string]poolPut), fences: make(map[string]*Fence), draining: make(map[string]func())}
 		}
@@ -71,6 +74,7 @@ func (p *pool) Receive(c *actor.Context) {
 		for id, pid := range p.children {
 			stopped = append(stopped, c.Engine().Poison(pid))
 			delete(p.children, id)
+			delete(p.boxes, id)
 		}
 		go func() {
 			for _, ctx := range stopped {
@@ -85,12 +89,23 @@ func (p *pool) Receive(c *actor.Context) {
 
 // stop stops account id's actor, if it runs, and drops it from the
 // scheduler and the readers' snapshots.
+//
+// The actor may still publish views before its stop (a release, a timer
+// handled before the pill): its mailbox is retired first, so the scheduler
+// drops them rather than index the account again, and the removal names
+// the mailbox, so that it never drops an entry a new actor for the same
+// account (put back at once, as fleet ownership does) has made meanwhile.
 func (p *pool) stop(c *actor.Context, id string) {
 	if pid, ok := p.children[id]; ok {
+		box := p.boxes[id]
 		delete(p.children, id)
+		delete(p.boxes, id)
+		if box != nil {
+			box.retired.Store(true)
+		}
 		c.Engine().Poison(pid)
 		p.cfg.snapshots.Delete(id)
-		p.cfg.scheduler.send(schedRemove{id: id}, c.PID())
+		p.cfg.scheduler.send(schedRemove{id: id, box: box}, c.PID())
 	}
 }
 
@@ -115,7 +130,16 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	}
 	snap := new(snapshot)
 	p.cfg.snapshots.Store(acc.ID, snap)
-	pid := spawnPooled(c.Engine(), p.cfg.boxes, newAccount(&accountConfig{
+	// An account put back while its last actor is still stopping (removed
+	// and put again at once, as fleet ownership moves do) gets a name of
+	// its own: hollywood refuses a name still registered, and the new actor
+	// would never start.
+	name := acc.ID
+	if c.Engine().Registry.GetPID("account", name) != nil {
+		p.respawns++
+		name = acc.ID + "#" + strconv.Itoa(p.respawns)
+	}
+	pid, box := spawnPooled(c.Engine(), p.cfg.boxes, newAccount(&accountConfig{
 		account:    acc,
 		transport:  tr,
 		factory:    p.cfg.transport,
@@ -128,8 +152,9 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		stateLog:   p.cfg.stateLog,
 		fence:      p.fenceOf(acc.ID),
 		states:     p.cfg.states,
-	}), "account", acc.ID, p.cfg.log)
+	}), "account", name, p.cfg.log)
 	p.children[acc.ID] = pid
+	p.boxes[acc.ID] = box
 }
 
 // unseal opens acc's credentials when it was put with them sealed (Config.Open),

@@ -90,6 +90,9 @@ func (s *scheduler) slotSet(sl int, k routeKey) *candidates {
 // requests) on top of v's counters (entry.extra). v is kept, not copied: it
 // must never be written again (it is shared with readers).
 func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, answered uint64) {
+	if box != nil && box.retired.Load() {
+		return // from the actor of an account removed meanwhile (pool.stop)
+	}
 	e := s.byID[v.ID]
 	if e == nil {
 		if pid == nil {

@@ -174,13 +174,15 @@ func (s *scheduler) receiveRare(c *mailCtx, msg any) {
 		s.ticker.Stop()
 	case *schedRefused:
 		s.stats.Refusals++
-		s.onView(c, m.view, nil, nil, m.answered)
+		s.onView(c, m.view, nil, m.box, m.answered)
 		if m.req.state.Load() == acqPending {
 			m.req.tries++
 			s.acquire(c, m.req)
 		}
 	case schedRemove:
-		s.remove(m.id)
+		if e := s.byID[m.id]; e != nil && (m.box == nil || e.box == nil || e.box == m.box) {
+			s.remove(m.id)
+		}
 	case schedSweep:
 		s.sweep()
 	case schedTick:

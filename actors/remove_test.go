@@ -1,0 +1,99 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/internal/poll"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
+)
+
+// Regression tests found by breaking the actors under load (2026-12-06):
+// a view an account published just before its removal indexed it again,
+// and an account put back before its last actor had stopped never started.
+
+func putAccount(s *System, id string, limit int) {
+	s.PutAccount(storage.Account{ID: id, Name: "acct-" + id, Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: limit})
+}
+
+// indexed waits until the scheduler indexes exactly n accounts and the
+// readers see n views.
+func indexed(t *testing.T, s *System, n int, what string) {
+	t.Helper()
+	poll.UntilState(t, 10*time.Second, what, func() (bool, string) {
+		st, _ := s.SchedulerStats(context.Background())
+		return st.Accounts == n && len(s.Views()) == n, fmt.Sprintf("%d indexed, %d views", st.Accounts, len(s.Views()))
+	})
+}
+
+// TestRemoveWhileLeasedLeavesNoGhost: releases handled by an account's actor
+// while it is being removed publish views the scheduler must drop (the
+// mailbox is retired), or the removed account is indexed again and grants
+// go to a stopped actor.
+func TestRemoveWhileLeasedLeavesNoGhost(t *testing.T) {
+	const n = 4
+	s, _ := startSystem(t, n, 4)
+	for round := range 100 {
+		id := fmt.Sprintf("id-%04d", round%n)
+		var ls []*Lease
+		for range 8 {
+			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 2 * time.Second})
+			if err != nil {
+				t.Fatalf("round %d: acquire: %v", round, err)
+			}
+			ls = append(ls, l)
+		}
+		// Its own leases are released while the removal goes on, the
+		// others' after.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for _, l := range ls {
+				if l.AccountID == id {
+					s.Release(l, Outcome{Status: 200})
+				}
+			}
+		}()
+		s.RemoveAccount(id)
+		<-done
+		for _, l := range ls {
+			if l.AccountID != id {
+				s.Release(l, Outcome{Status: 200})
+			}
+		}
+		indexed(t, s, n-1, fmt.Sprintf("round %d: %s removed", round, id))
+		putAccount(s, id, 4)
+		indexed(t, s, n, fmt.Sprintf("round %d: %s back", round, id))
+	}
+}
+
+// TestAccountPutBackAtOnce: an account removed and put back at once (fleet
+// ownership moves do this) serves again: its new actor starts although the
+// old one may still be registered, and it takes its share of the pool's
+// capacity.
+func TestAccountPutBackAtOnce(t *testing.T) {
+	const n, limit = 3, 2
+	s, _ := startSystem(t, n, limit)
+	for round := range 50 {
+		id := fmt.Sprintf("id-%04d", round%n)
+		s.RemoveAccount(id)
+		putAccount(s, id, limit)
+		indexed(t, s, n, fmt.Sprintf("round %d: %s put back", round, id))
+		// The whole capacity is grantable: the put-back account's included.
+		var ls []*Lease
+		for i := range n * limit {
+			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 2 * time.Second})
+			if err != nil {
+				st, _ := s.SchedulerStats(context.Background())
+				t.Fatalf("round %d: acquire %d of %d: %v; stats %+v", round, i+1, n*limit, err, st)
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			s.Release(l, Outcome{Status: 200})
+		}
+	}
+}
