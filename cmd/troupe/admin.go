@@ -101,7 +101,7 @@ func (a *app) printAdminPassword(w io.Writer) {
 	if a.admin.generated == "" {
 		return
 	}
-	fmt.Fprintf(w, "# The admin UI (http://%s/admin) has a new user %q; its password is shown this once:\nTROUPE_ADMIN_PASSWORD=%s\n",
+	fmt.Fprintf(w, "# The admin UI (http://%s/admin/) has a new user %q; its password is shown this once:\nTROUPE_ADMIN_PASSWORD=%s\n",
 		a.uiHost(), adminUser, a.admin.generated)
 	a.admin.generated = ""
 }

@@ -297,7 +297,7 @@ until SIGINT or SIGTERM. Logs go to stderr.`,
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
-			fmt.Fprintf(out, "TROUPE_ADMIN_URL=http://%s/admin\nTROUPE_ADMIN_PASSWORD=%s\n", d.app.uiHost(), d.adminPassword)
+			fmt.Fprintf(out, "TROUPE_ADMIN_URL=http://%s/admin/\nTROUPE_ADMIN_PASSWORD=%s\n", d.app.uiHost(), d.adminPassword)
 			fmt.Fprintf(out, "# mock fleet: http://%s (point accounts of your own at it: docs/mock.md)\n", d.mockAddr)
 			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:
 # curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
