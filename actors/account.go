@@ -104,12 +104,24 @@ type account struct {
 	probing       bool // a quota probe is in flight
 }
 
+// An actor restarted after a panic (mailbox.recovered) takes over the
+// leases its predecessor granted and the counters the scheduler reads
+// (the view's version, the grants answered): otherwise the scheduler would
+// take its views for stale ones and count the old leases as held forever,
+// and the account would never be granted again.
 func newAccount(cfg *accountConfig) func() mailHandler {
+	var last *account // the handler that ran before, on the mailbox's turn
 	return func() mailHandler {
 		a := &account{cfg: cfg, transport: cfg.transport, next: new(schedView)}
 		a.view = &a.next.view
 		a.configure(cfg.account)
 		a.view.EWMASuccess = 1
+		if last != nil {
+			a.view.Version = last.view.Version
+			a.answered, a.requests = last.answered, last.requests
+			a.leases, a.inFlight, a.nextLease = last.leases, last.inFlight, last.nextLease
+		}
+		last = a
 		return a
 	}
 }
@@ -172,6 +184,9 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 		a.receiveFence(c, m)
 	case accountConfigAsk:
 		m.reply <- a.cfg.account
+	case accountRepublish:
+		a.edit() // a new version: the restarted scheduler indexes it afresh
+		a.publish(c)
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
 			reason := a.view.CooldownReason

@@ -23,6 +23,13 @@ type poolRemove struct{ id string }
 // poolStopAll stops every account actor; done is closed when they have stopped.
 type poolStopAll struct{ done chan struct{} }
 
+// poolRepublish has every account publish its view again: a restarted
+// scheduler starts from an empty index.
+type poolRepublish struct{}
+
+// accountRepublish asks the account to publish its view again.
+type accountRepublish struct{}
+
 // --- account -----------------------------------------------------------------
 
 // accountGrant asks the account to grant a lease for the waiting request,

@@ -69,6 +69,10 @@ func (p *pool) Receive(c *actor.Context) {
 		if pid, ok := p.children[m.id]; ok {
 			c.Send(pid, m.msg)
 		}
+	case poolRepublish:
+		for _, pid := range p.children {
+			c.Send(pid, accountRepublish{})
+		}
 	case poolStopAll:
 		stopped := make([]context.Context, 0, len(p.children))
 		for id, pid := range p.children {

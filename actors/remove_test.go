@@ -97,3 +97,70 @@ func TestAccountPutBackAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerRestartReindexes: a scheduler restarted after a panic asks
+// every account for its view, so the pool serves again without waiting for
+// each account to change, and keeps the policy last set.
+func TestSchedulerRestartReindexes(t *testing.T) {
+	const n, limit = 4, 2
+	s, _ := startSystem(t, n, limit)
+	s.SetPolicy(luaPolicy(t, "round_robin", ""))
+	poll.UntilState(t, 10*time.Second, "round_robin active", func() (bool, string) {
+		st, _ := s.SchedulerStats(context.Background())
+		return st.Policy == "round_robin", st.Policy
+	})
+	closed := make(chan SchedulerStats)
+	close(closed)
+	s.engine.Send(s.sched, schedStats{reply: closed}) // the reply panics: a send on a closed channel
+	indexed(t, s, n, "the restarted scheduler's index")
+	st, _ := s.SchedulerStats(context.Background())
+	if st.Policy != "round_robin" {
+		t.Errorf("policy after the restart %q, want the one set last", st.Policy)
+	}
+	var ls []*Lease
+	for i := range n * limit {
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("acquire %d of %d after the restart: %v", i+1, n*limit, err)
+		}
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		s.Release(l, Outcome{Status: 200})
+	}
+}
+
+// TestAccountRestartServes: an account actor restarted after a panic takes
+// over its predecessor's leases and counters, so a lease held across the
+// restart is released as usual and the account is granted again up to its
+// limit.
+func TestAccountRestartServes(t *testing.T) {
+	const limit = 2
+	s, _ := startSystem(t, 1, limit)
+	held, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan storage.Account)
+	close(closed)
+	held.box.send(accountConfigAsk{reply: closed}, nil) // the reply panics: a send on a closed channel
+	s.Release(held, Outcome{Status: 200})
+	for round := range 3 {
+		var ls []*Lease
+		for i := range limit {
+			l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 3 * time.Second})
+			if err != nil {
+				st, _ := s.SchedulerStats(context.Background())
+				t.Fatalf("round %d: acquire %d of %d after the restart: %v; stats %+v", round, i+1, limit, err, st)
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			s.Release(l, Outcome{Status: 200})
+		}
+	}
+	poll.UntilState(t, 10*time.Second, "nothing in flight", func() (bool, string) {
+		v, _ := s.View("id-0000")
+		return v.InFlight == 0, fmt.Sprint(v.InFlight)
+	})
+}

@@ -77,6 +77,9 @@ type schedulerConfig struct {
 	log       *slog.Logger
 	now       func() time.Time
 	rand      *rand.Rand // for top-k jitter; seeded by the caller
+	// restarted, called when a restarted scheduler starts, has every
+	// account publish its view again (poolRepublish).
+	restarted func()
 }
 
 // scheduler is the actor that picks accounts. It owns the index of account
@@ -110,6 +113,7 @@ type scheduler struct {
 	owned       map[string][]*acquireState // account ID → requests waiting for it alone (owned.go)
 	remote      *remoteSide                // routing across instances (remote.go); nil: local accounts only
 	counts      View                       // scratch: a view with the scheduler's counters (counted)
+	restarted   bool                       // made after a panic: Started asks the accounts for their views
 }
 
 type stickyEntry struct {
@@ -126,21 +130,40 @@ func seededRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x7472_6f75_7065))
 }
 
+// A scheduler restarted after a panic (mailbox.recovered) starts from an
+// empty index: it keeps the policy last set (not the one it started with)
+// and has cfg.restarted ask every account to publish its view again, so
+// the pool is indexed again at once rather than as each account next
+// changes (an idle one might not for a long time).
 func newScheduler(cfg schedulerConfig) func() mailHandler {
+	var last *scheduler // the handler that ran before, on the mailbox's turn
 	return func() mailHandler {
 		if cfg.rand == nil {
 			cfg.rand = seededRand(0)
 		}
-		sc := &scheduler{
-			cfg:    cfg,
-			policy: cfg.policy,
-			byID:   make(map[string]*entry),
-			sets:   [2]map[routeKey]*candidates{make(map[routeKey]*candidates), make(map[routeKey]*candidates)},
-			queues: make(map[routeKey]*waitQueue),
-			sticky: make(map[string]stickyEntry),
+		policy := cfg.policy
+		if last != nil {
+			policy = last.policy // already wrapped by withLog
 		}
-		sc.policy = sc.withLog(sc.policy)
+		sc := &scheduler{
+			cfg:       cfg,
+			policy:    policy,
+			restarted: last != nil,
+			byID:      make(map[string]*entry),
+			sets:      [2]map[routeKey]*candidates{make(map[routeKey]*candidates), make(map[routeKey]*candidates)},
+			queues:    make(map[routeKey]*waitQueue),
+			sticky:    make(map[string]stickyEntry),
+		}
+		if last == nil {
+			sc.policy = sc.withLog(sc.policy)
+		} else if sc.remote = last.remote; sc.remote != nil {
+			// Routing across instances goes on; the other instances'
+			// accounts come back with their owners' next views.
+			sc.remote.count.Store(0)
+			sc.remote.views.Clear()
+		}
 		sc.setReads()
+		last = sc
 		return sc
 	}
 }
@@ -169,6 +192,10 @@ func (s *scheduler) receiveRare(c *mailCtx, msg any) {
 	case actor.Started:
 		s.sweeper = c.SendRepeat(c.PID(), schedSweep{}, time.Second)
 		s.ticker = c.SendRepeat(c.PID(), schedTick{}, 250*time.Millisecond)
+		if s.restarted && s.cfg.restarted != nil {
+			s.cfg.log.Warn("scheduler restarted: its index is rebuilt from the accounts' views")
+			s.cfg.restarted()
+		}
 	case actor.Stopped:
 		s.sweeper.Stop()
 		s.ticker.Stop()

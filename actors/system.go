@@ -166,6 +166,9 @@ func Start(cfg Config) (*System, error) {
 		log:       cfg.Logger,
 		now:       cfg.Clock,
 		rand:      seededRand(cfg.Seed),
+		// Read when a restarted scheduler starts, long after Start has
+		// set s.pool (the panic's message came through the engine).
+		restarted: func() { e.Send(s.pool, poolRepublish{}) },
 	}), "scheduler", "0", cfg.Logger)
 	s.sched = e.SpawnProc(s.schedBox)
 	s.usageBox = newMailbox(e, newRecorder(usageConfig{
