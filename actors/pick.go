@@ -230,6 +230,14 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 // handled on this goroutine (mailbox.runHere): the caller is spared the hop
 // to a pool worker, and its wake-up.
 func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
+	if e.owner == "" && e.box != nil && e.box.retired.Load() {
+		// The account is being removed (pool.stop): its mailbox would drop
+		// the grant once stopped, and the caller wait out its MaxWait. The
+		// request comes back as refused, behind the removal the pool sent
+		// when it retired the mailbox, and is picked again without it.
+		c.box.send(&schedRefused{req: req, view: e.view, box: e.box, answered: e.sent}, nil)
+		return
+	}
 	s.grants++
 	s.stats.Grants++
 	e.lastGrant = s.grants
