@@ -185,8 +185,7 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 	case accountConfigAsk:
 		m.reply <- a.cfg.account
 	case accountRepublish:
-		a.edit() // a new version: the restarted scheduler indexes it afresh
-		a.publish(c)
+		a.publish(c) // a new version: the restarted scheduler indexes it afresh
 	case accountCooldownEnd:
 		if m.gen == a.coolGen && a.view.Status == StatusCooling {
 			reason := a.view.CooldownReason

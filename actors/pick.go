@@ -235,7 +235,7 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 		// the grant once stopped, and the caller wait out its MaxWait. The
 		// request comes back as refused, behind the removal the pool sent
 		// when it retired the mailbox, and is picked again without it.
-		c.box.send(&schedRefused{req: req, view: e.view, box: e.box, answered: e.sent}, nil)
+		c.box.send(&schedRefused{req: req, view: e.view, box: e.box}, nil)
 		return
 	}
 	s.grants++

@@ -155,14 +155,21 @@ func (m *Metrics) request(ep translate.Protocol, status int) {
 		m.requests.WithLabelValues(ep.Route(), strconv.Itoa(status)).Inc()
 		return
 	}
-	slot := &m.statusMemo[ep][status]
-	c := slot.Load()
-	if c == nil {
-		counter := m.requests.WithLabelValues(ep.Route(), strconv.Itoa(status))
-		slot.CompareAndSwap(nil, &counter)
-		c = slot.Load()
+	memo(&m.statusMemo[ep][status], func() prometheus.Counter {
+		return m.requests.WithLabelValues(ep.Route(), strconv.Itoa(status))
+	}).Inc()
+}
+
+// memo returns the metric child slot holds, resolving it with resolve the
+// first time (a WithLabelValues: label hashing and a map lookup under a
+// lock); racing first calls keep the one stored first.
+func memo[T any](slot *atomic.Pointer[T], resolve func() T) T {
+	if c := slot.Load(); c != nil {
+		return *c
 	}
-	(*c).Inc()
+	c := resolve()
+	slot.CompareAndSwap(nil, &c)
+	return *slot.Load()
 }
 
 // memoProviders are the providers whose attempt counters attemptMemo holds;
@@ -182,14 +189,9 @@ func (m *Metrics) attempt(p storage.Provider, c upstream.Class) {
 		m.attempts.WithLabelValues(string(p), attemptClass(c)).Inc()
 		return
 	}
-	slot := &m.attemptMemo[pi][c]
-	ctr := slot.Load()
-	if ctr == nil {
-		counter := m.attempts.WithLabelValues(string(p), attemptClass(c))
-		slot.CompareAndSwap(nil, &counter)
-		ctr = slot.Load()
-	}
-	(*ctr).Inc()
+	memo(&m.attemptMemo[pi][c], func() prometheus.Counter {
+		return m.attempts.WithLabelValues(string(p), attemptClass(c))
+	}).Inc()
 }
 
 // attemptClass is c's label on troupe_upstream_attempts_total: "ok" for a
@@ -208,14 +210,9 @@ func (m *Metrics) requestLatency(ep translate.Protocol, d time.Duration) {
 		m.latency.WithLabelValues(ep.Route()).Observe(d.Seconds())
 		return
 	}
-	slot := &m.latencyMemo[ep]
-	o := slot.Load()
-	if o == nil {
-		obs := m.latency.WithLabelValues(ep.Route())
-		slot.CompareAndSwap(nil, &obs)
-		o = slot.Load()
-	}
-	(*o).Observe(d.Seconds())
+	memo(&m.latencyMemo[ep], func() prometheus.Observer {
+		return m.latency.WithLabelValues(ep.Route())
+	}).Observe(d.Seconds())
 }
 
 // UsageWritten counts usage records written (err nil) or lost (err non-nil).
