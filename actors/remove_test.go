@@ -105,21 +105,24 @@ func TestSchedulerRestartReindexes(t *testing.T) {
 	const n, limit = 4, 2
 	s, _ := startSystem(t, n, limit)
 	s.SetPolicy(luaPolicy(t, "round_robin", ""))
-	poll.UntilState(t, 10*time.Second, "round_robin active", func() (bool, string) {
+	s.SetCanary(luaPolicy(t, "least_inflight", ""))
+	poll.UntilState(t, 10*time.Second, "round_robin active, least_loaded the canary", func() (bool, string) {
 		st, _ := s.SchedulerStats(context.Background())
-		return st.Policy == "round_robin", st.Policy
+		return st.Policy == "round_robin" && st.Canary == "least_inflight", st.Policy + " " + st.Canary
 	})
 	closed := make(chan SchedulerStats)
 	close(closed)
 	s.engine.Send(s.sched, schedStats{reply: closed}) // the reply panics: a send on a closed channel
 	indexed(t, s, n, "the restarted scheduler's index")
 	st, _ := s.SchedulerStats(context.Background())
-	if st.Policy != "round_robin" {
-		t.Errorf("policy after the restart %q, want the one set last", st.Policy)
+	if st.Policy != "round_robin" || st.Canary != "least_inflight" {
+		t.Errorf("policy and canary after the restart %q and %q, want the ones set last", st.Policy, st.Canary)
 	}
 	var ls []*Lease
 	for i := range n * limit {
-		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", MaxWait: 2 * time.Second})
+		// Every other request is the canary's: it is served from the
+		// canary's sets, which the republished views filled.
+		l, err := s.Acquire(context.Background(), AcquireRequest{Endpoint: translate.Chat, Model: "m", Canary: i%2 == 1, MaxWait: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("acquire %d of %d after the restart: %v", i+1, n*limit, err)
 		}

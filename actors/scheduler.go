@@ -131,8 +131,8 @@ func seededRand(seed uint64) *rand.Rand {
 }
 
 // A scheduler restarted after a panic (mailbox.recovered) starts from an
-// empty index: it keeps the policy last set (not the one it started with)
-// and has cfg.restarted ask every account to publish its view again, so
+// empty index: it keeps the policy and the canary last set (not the ones
+// it started with) and has cfg.restarted ask every account to publish its view again, so
 // the pool is indexed again at once rather than as each account next
 // changes (an idle one might not for a long time).
 func newScheduler(cfg schedulerConfig) func() mailHandler {
@@ -156,11 +156,16 @@ func newScheduler(cfg schedulerConfig) func() mailHandler {
 		}
 		if last == nil {
 			sc.policy = sc.withLog(sc.policy)
-		} else if sc.remote = last.remote; sc.remote != nil {
-			// Routing across instances goes on; the other instances'
-			// accounts come back with their owners' next views.
-			sc.remote.count.Store(0)
-			sc.remote.views.Clear()
+		} else {
+			// Every account's view comes back through onView, which judges
+			// it by both, so the canary's sets fill as the policy's do.
+			sc.canary, sc.canaryReady = last.canary, last.canary != nil
+			if sc.remote = last.remote; sc.remote != nil {
+				// Routing across instances goes on; the other instances'
+				// accounts come back with their owners' next views.
+				sc.remote.count.Store(0)
+				sc.remote.views.Clear()
+			}
 		}
 		sc.setReads()
 		last = sc
