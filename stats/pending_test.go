@@ -3,10 +3,15 @@ package stats
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -145,5 +150,278 @@ func BenchmarkPendingHeap(b *testing.B) {
 			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/accounts, "B/account")
 			b.ReportMetric(float64(cells), "cells")
 		})
+	}
+}
+
+// counts returns cs summed by row and ordered (storage.CoalesceAttemptCounts),
+// failing t on an error.
+func counts(t *testing.T, cs []storage.AttemptCount) []storage.AttemptCount {
+	t.Helper()
+	out, err := storage.CoalesceAttemptCounts(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// want is the counts of one subject and hour: key → N.
+type want map[int]int64
+
+// check fails t unless cs (coalesced) are exactly the counts of rows.
+func check(t *testing.T, cs []storage.AttemptCount, rows map[rowKey]want) {
+	t.Helper()
+	got := map[rowKey]want{}
+	for _, c := range counts(t, cs) {
+		r := rowKey{c.Subject, c.Hour.Unix(), c.Scope}
+		if got[r] == nil {
+			got[r] = want{}
+		}
+		got[r][c.Key] += c.N
+	}
+	if !reflect.DeepEqual(got, rows) {
+		t.Fatalf("counts %v, want %v", got, rows)
+	}
+}
+
+func TestPendingCountsByRow(t *testing.T) {
+	var p pending
+	h := hourOf(t0)
+	lat := keyLatency + int(bin(time.Second))
+	ttft := keyTTFT + int(bin(time.Second/2))
+	p.attempt(t0, "a", "openai", ok(time.Second))
+	p.attempt(t0.Add(time.Minute), "a", "openai", ok(time.Second))
+	p.attempt(t0, "a", "openai", Attempt{Status: 429, Class: upstream.ClassRate})
+	p.tokens(t0, "a", "openai", Tokens{Input: 10, CacheWrite: 3})
+	p.tokens(t0, "a", "openai", Tokens{Input: 5})
+	p.attempt(t0, "b", "openai", Attempt{Status: 200, Latency: time.Second})
+	p.tokens(t0, "b", "openai", Tokens{}) // nothing
+	a := want{keyClass: 3, keyStatus + int(statusKey(200)): 2, keyStatus + int(statusKey(429)): 1,
+		int(keyClass + upstream.ClassRate): 1, lat: 2, ttft: 2, storedTokens: 15, storedTokens + 3: 3}
+	a[keyClass] = 2 // the 429's class is rate, not success
+	b := want{keyClass: 1, keyStatus + int(statusKey(200)): 1, lat: 1}
+	prov := want{keyClass: 3, keyStatus + int(statusKey(200)): 3, keyStatus + int(statusKey(429)): 1,
+		int(keyClass + upstream.ClassRate): 1, lat: 3, ttft: 2, storedTokens: 15, storedTokens + 3: 3}
+	if len(p.rows) != 3 || p.cells != len(a)+len(b)+len(prov) {
+		t.Fatalf("%d rows, %d cells; want 3 rows and %d cells", len(p.rows), p.cells, len(a)+len(b)+len(prov))
+	}
+	cs := p.take()
+	if len(cs) != len(a)+len(b)+len(prov) {
+		t.Errorf("take: %d counts, want one a cell", len(cs))
+	}
+	check(t, cs, map[rowKey]want{{"a", h, storage.StatsAccount}: a, {"b", h, storage.StatsAccount}: b, {"openai", h, storage.StatsProvider}: prov})
+	if p.rows != nil || p.blocks != nil || p.cells != 0 || p.lastRows != 3 || p.lastBlocks != 5 {
+		t.Fatalf("after take: rows %v, %d blocks, %d cells, sizes %d, %d; want an empty batch sized 3, 5 (nine cells in two blocks, twice, and one)", p.rows, len(p.blocks), p.cells, p.lastRows, p.lastBlocks)
+	}
+	if cs := p.take(); len(cs) != 0 {
+		t.Fatalf("second take: %v, want nothing", cs)
+	}
+}
+
+// TestPendingRowGrowsAndCellsSplit: a row of many keys chains blocks, and
+// a count past a cell's range continues in another cell of the key.
+func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
+	var p pending
+	a := want{}
+	for i := range 40 { // 40 latency bins and a TTFT's: six blocks
+		d := time.Duration(1+i) * 137 * time.Millisecond
+		p.attempt(t0, "a", "p", Attempt{Status: 200, Latency: d})
+		a[keyLatency+int(bin(d))]++
+	}
+	a[keyClass] = 40
+	a[keyStatus+int(statusKey(200))] = 40
+	b := p.rows[rowKey{"a", hourOf(t0), storage.StatsAccount}]
+	chain := 1
+	for ; p.blocks[b].next != 0; b = p.blocks[b].next {
+		chain++
+	}
+	if want := (len(a) + blockCells - 1) / blockCells; chain != want {
+		t.Errorf("the row has %d blocks for %d cells, want %d", chain, len(a), want)
+	}
+	// Three tokens counts of 2^62: past a cell's 2^54−1, so each takes
+	// several cells of the key.
+	for range 3 {
+		p.tokens(t0, "a", "p", Tokens{Output: 1 << 62})
+	}
+	// Their sum is past an int64's range: summed here, by subject.
+	sum := map[string]uint64{}
+	var rest []storage.AttemptCount
+	for _, c := range p.take() {
+		if c.Key == storedTokens+1 {
+			if c.N <= 0 || c.N > cellMax {
+				t.Fatalf("a token cell of %d, want 1..%d", c.N, int64(cellMax))
+			}
+			sum[c.Subject] += uint64(c.N)
+			continue
+		}
+		rest = append(rest, c)
+	}
+	if sum["a"] != 3<<62 || sum["p"] != 3<<62 {
+		t.Errorf("output tokens sum to %v, want %d each", sum, uint64(3<<62))
+	}
+	h := hourOf(t0)
+	check(t, rest, map[rowKey]want{{"a", h, storage.StatsAccount}: a, {"p", h, storage.StatsProvider}: a})
+}
+
+// TestPendingPutBack: the counts a failed flush hands back join the counts
+// recorded since, in the same rows, and come out of the next take summed.
+func TestPendingPutBack(t *testing.T) {
+	var p pending
+	h := hourOf(t0)
+	p.attempt(t0, "a", "p", ok(time.Second))
+	p.tokens(t0, "a", "p", Tokens{Input: 7})
+	failed := p.take()
+	// Recorded while the flush was failing: the same account and hour, a
+	// new account, the next hour.
+	p.attempt(t0, "a", "p", ok(time.Second))
+	p.attempt(t0, "b", "p", Attempt{Status: 500, Class: upstream.ClassTransient})
+	p.tokens(t0.Add(time.Hour), "a", "p", Tokens{Input: 3})
+	p.putBack(failed)
+	lat, ttft := keyLatency+int(bin(time.Second)), keyTTFT+int(bin(time.Second/2))
+	a := want{keyClass: 2, keyStatus + int(statusKey(200)): 2, lat: 2, ttft: 2, storedTokens: 7}
+	b := want{int(keyClass + upstream.ClassTransient): 1, keyStatus + int(statusKey(500)): 1}
+	prov := want{keyClass: 2, keyStatus + int(statusKey(200)): 2, lat: 2, ttft: 2, storedTokens: 7,
+		int(keyClass + upstream.ClassTransient): 1, keyStatus + int(statusKey(500)): 1}
+	rows := map[rowKey]want{
+		{"a", h, storage.StatsAccount}: a, {"b", h, storage.StatsAccount}: b, {"p", h, storage.StatsProvider}: prov,
+		{"a", h + 3600, storage.StatsAccount}: {storedTokens: 3}, {"p", h + 3600, storage.StatsProvider}: {storedTokens: 3},
+	}
+	if len(p.rows) != len(rows) {
+		t.Errorf("%d rows after putBack, want %d (the failed counts joined their rows)", len(p.rows), len(rows))
+	}
+	check(t, p.take(), rows)
+	// Handed back twice (two failed flushes), the counts are still there once.
+	p.attempt(t0, "a", "p", ok(time.Second))
+	again := p.take()
+	p.putBack(again)
+	again = p.take()
+	p.putBack(again)
+	check(t, p.take(), map[rowKey]want{
+		{"a", h, storage.StatsAccount}:  {keyClass: 1, keyStatus + int(statusKey(200)): 1, lat: 1, ttft: 1},
+		{"p", h, storage.StatsProvider}: {keyClass: 1, keyStatus + int(statusKey(200)): 1, lat: 1, ttft: 1},
+	})
+	if d := p.dropped.Load(); d != 0 {
+		t.Fatalf("%d counts dropped", d)
+	}
+}
+
+// TestPendingBound: at maxPending blocks, counts that need a new block (a
+// new row's or a full row's) are dropped and counted; counts into a free
+// cell of a known row still count; a take makes room again.
+func TestPendingBound(t *testing.T) {
+	var p pending
+	// One provider row (one block), then account rows of one block each.
+	p.attempt(t0, "a0", "p", Attempt{Status: 200})
+	for i := 1; len(p.blocks) < maxPending; i++ {
+		p.tokens(t0, "a"+strconv.Itoa(i), "p", Tokens{Input: 1})
+	}
+	if p.dropped.Load() != 0 || len(p.blocks) != maxPending {
+		t.Fatalf("%d blocks, %d dropped; want %d blocks, none dropped", len(p.blocks), p.dropped.Load(), maxPending)
+	}
+	cells := p.cells
+	// A known row with room: counted. "a0" holds class and status.
+	p.attempt(t0, "a0", "p", Attempt{Status: 200, Latency: time.Second})
+	if p.dropped.Load() != 0 || p.cells != cells+2 {
+		t.Fatalf("into known rows' free cells: %d dropped, %d new cells; want 0 and 2", p.dropped.Load(), p.cells-cells)
+	}
+	// A new row: its four counts dropped (the provider's counted).
+	p.attempt(t0, "new", "p", ok(time.Second))
+	if d := p.dropped.Load(); d != 4 {
+		t.Fatalf("a new account at the bound: %d dropped, want 4", d)
+	}
+	// Full rows: "a0" holds three cells and "p" five; five latency bins
+	// more fill a0's block with four and p's with two, and the rest need
+	// new blocks: one of a0's dropped, three of p's.
+	for i := range 5 {
+		p.attempt(t0, "a0", "p", Attempt{Status: 200, Latency: time.Duration(2+i) * time.Second})
+	}
+	if d := p.dropped.Load(); d != 8 {
+		t.Fatalf("full rows at the bound: %d dropped, want 8", d)
+	}
+	// A putBack at the bound drops what finds no room too.
+	p.putBack([]storage.AttemptCount{{Scope: storage.StatsAccount, Subject: "back", Hour: time.Unix(hourOf(t0), 0), Key: 1, N: 3}})
+	if d := p.dropped.Load(); d != 9 {
+		t.Fatalf("a putBack at the bound: %d dropped, want 9", d)
+	}
+	n := p.cells
+	if cs := p.take(); len(cs) != n {
+		t.Fatalf("take at the bound: %d counts, want its %d cells", len(cs), n)
+	}
+	p.attempt(t0, "new", "p", ok(time.Second))
+	if d := p.dropped.Load(); d != 9 || p.cells != 8 {
+		t.Fatalf("after a take: %d dropped, %d cells; want 9 and 8", d, p.cells)
+	}
+}
+
+// TestPendingHours: an hour's attempts share a row and the next hour's
+// take another, at the boundary to the nanosecond and before 1970 too.
+func TestPendingHours(t *testing.T) {
+	for _, at := range []time.Time{t0, t0.Add(-time.Nanosecond), t0.Add(59*time.Minute + 59*time.Second), time.Unix(-1, 0), time.Unix(-3600, 0), time.Unix(-3601, 5), time.Unix(0, 0),
+		time.Date(2026, 12, 6, 17, 59, 59, 999999999, time.FixedZone("X", 5*3600+1800))} {
+		if got, want := hourOf(at), at.Truncate(time.Hour).Unix(); got != want {
+			t.Errorf("hourOf(%v) = %d, want %d", at, got, want)
+		}
+	}
+	var p pending
+	end := t0.Add(time.Hour)
+	p.attempt(end.Add(-time.Nanosecond), "a", "p", Attempt{Status: 200})
+	p.attempt(end, "a", "p", Attempt{Status: 200})
+	p.attempt(end.Add(time.Hour-time.Nanosecond), "a", "p", Attempt{Status: 200})
+	p.attempt(t0, "a", "p", Attempt{Status: 200}) // late: its hour's row is still there
+	one := want{keyClass: 1, keyStatus + int(statusKey(200)): 1}
+	two := want{keyClass: 2, keyStatus + int(statusKey(200)): 2}
+	cs := p.take()
+	check(t, cs, map[rowKey]want{
+		{"a", t0.Unix(), storage.StatsAccount}: two, {"a", end.Unix(), storage.StatsAccount}: two,
+		{"p", t0.Unix(), storage.StatsProvider}: two, {"p", end.Unix(), storage.StatsProvider}: two,
+	})
+	for _, c := range cs {
+		if c.Hour.Location() != time.UTC || c.Hour.Truncate(time.Hour) != c.Hour {
+			t.Fatalf("count of hour %v, want the start of a UTC hour", c.Hour)
+		}
+	}
+	p.attempt(end.Add(time.Hour), "a", "p", Attempt{Status: 200})
+	check(t, p.take(), map[rowKey]want{{"a", end.Unix() + 3600, storage.StatsAccount}: one, {"p", end.Unix() + 3600, storage.StatsProvider}: one})
+}
+
+// TestPendingOrderIndependent: the same attempts recorded in another
+// order, and from concurrent goroutines, store the same counts.
+func TestPendingOrderIndependent(t *testing.T) {
+	type rec struct {
+		at  time.Time
+		id  string
+		a   Attempt
+		tks Tokens
+	}
+	g := newSpread(50)
+	recs := make([]rec, 3000)
+	for i := range recs {
+		id, a, tk := g.next()
+		recs[i] = rec{t0.Add(time.Duration(i) * 5 * time.Second), id, a, tk} // over four hours
+	}
+	run := func(order []int, workers int) []storage.AttemptCount {
+		var p pending
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for j := w; j < len(order); j += workers {
+					r := recs[order[j]]
+					p.attempt(r.at, r.id, "openai", r.a)
+					p.tokens(r.at, r.id, "openai", r.tks)
+				}
+			})
+		}
+		wg.Wait()
+		return counts(t, p.take())
+	}
+	order := make([]int, len(recs))
+	for i := range order {
+		order[i] = i
+	}
+	want := run(order, 1)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, workers := range []int{1, 4} {
+		if got := run(order, workers); !reflect.DeepEqual(got, want) {
+			t.Fatalf("shuffled, %d goroutines: %d counts differ from the ordered %d", workers, len(got), len(want))
+		}
 	}
 }

@@ -482,8 +482,8 @@ func (s *Store) storedBriefs(ctx context.Context, w Window, now time.Time) (map[
 
 // Flush adds the attempts recorded since the last Flush to storage (one
 // transaction); on an error they stay pending, for the next Flush (up to
-// maxPending cells; past it, the newest are dropped and counted in
-// Dropped). Without storage it returns an error wrapping ErrNoStorage and
+// maxPending blocks of cells, pending.go; past it, the newest counts that
+// need a new block are dropped and counted in Dropped). Without storage it returns an error wrapping ErrNoStorage and
 // keeps nothing.
 func (s *Store) Flush(ctx context.Context) error {
 	b := s.backend.Load()
@@ -503,11 +503,12 @@ func (s *Store) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Pending is the number of hour × key cells waiting for the next Flush.
+// Pending is the number of hour × key cells waiting for the next Flush:
+// the rows the next Flush hands to storage.
 func (s *Store) Pending() int {
 	s.pending.mu.Lock()
 	defer s.pending.mu.Unlock()
-	return len(s.pending.m)
+	return s.pending.cells
 }
 
 // Dropped is the number of counts the pending batch dropped because

@@ -605,8 +605,8 @@ func TestWithoutStorage(t *testing.T) {
 	if ps, err := s.Providers(ctx, Windows[3], t0); err != nil || len(ps) != 0 {
 		t.Errorf("24h providers without storage: %v, %v", ps, err)
 	}
-	if s.pending.m != nil || !errors.Is(s.Flush(ctx), ErrNoStorage) {
-		t.Errorf("pending without storage: %v", s.pending.m)
+	if s.pending.rows != nil || !errors.Is(s.Flush(ctx), ErrNoStorage) {
+		t.Errorf("pending without storage: %v", s.pending.rows)
 	}
 }
 
