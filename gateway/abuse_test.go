@@ -25,7 +25,7 @@ func TestDuplicateRoutingKeysRefused(t *testing.T) {
 		}
 	}
 	// Nested keys of the same name are not duplicates.
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","metadata":{"model":"x"}}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","metadata":{"model":"x"},"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 {
 		t.Errorf("nested model key refused: %d %s", resp.StatusCode(), resp.Body())
 	}
@@ -47,7 +47,7 @@ func TestKeyCacheIsBounded(t *testing.T) {
 func TestUnauthenticatedBodyLimit(t *testing.T) {
 	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
 	ln := serveTCP(t, s)
-	big := append([]byte(`{"model":"m","x":"`), bytes.Repeat([]byte("a"), 1<<20)...)
+	big := append([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"x":"`), bytes.Repeat([]byte("a"), 1<<20)...)
 	big = append(big, `"}`...)
 	// A raw connection: the server answers and closes once the limit is hit,
 	// while this client is still writing, so read the answer concurrently.

@@ -56,6 +56,10 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errBadParam("model", "Invalid type for 'model': expected a string."))
 		return
 	}
+	if aerr := checkMessages(translate.Messages, gjson.GetBytes(body, "messages")); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	if !modelAllowed(&key, m.Str) {
 		writeError(ctx, errModelNotAllowed(m.Str))
 		return

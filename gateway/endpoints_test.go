@@ -80,7 +80,7 @@ func TestCountTokens(t *testing.T) {
 		bad := []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}`)
 		c := &counter{count: cannedTransport{400, "application/json", bad}}
 		s, sys, key := testServerOf(t, c, storage.ProviderAnthropic)
-		resp := doWith(s, "POST", "/v1/messages/count_tokens", map[string]string{"x-api-key": key}, []byte(`{"model":"m"}`))
+		resp := doWith(s, "POST", "/v1/messages/count_tokens", map[string]string{"x-api-key": key}, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 		if resp.StatusCode() != 400 || string(resp.Body()) != string(bad) {
 			t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 		}
@@ -93,7 +93,7 @@ func TestCountTokens(t *testing.T) {
 		if resp.StatusCode() != 200 || string(resp.Header.Peek("X-Troupe-Token-Count")) != "estimate" || n < 20 || n > 80 {
 			t.Fatalf("status %d body %s header %q", resp.StatusCode(), resp.Body(), resp.Header.Peek("X-Troupe-Token-Count"))
 		}
-		resp = doWith(s, "POST", "/v1/messages/count_tokens", map[string]string{"x-api-key": key}, []byte(`{"model":"nope","messages":[]}`))
+		resp = doWith(s, "POST", "/v1/messages/count_tokens", map[string]string{"x-api-key": key}, []byte(`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`))
 		if resp.StatusCode() != 404 || !isAnthropicError(resp.Body(), "not_found_error") {
 			t.Fatalf("unknown model: status %d body %s", resp.StatusCode(), resp.Body())
 		}

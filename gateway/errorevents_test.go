@@ -17,7 +17,7 @@ func TestFailedAttemptsRecordedAsErrorEvents(t *testing.T) {
 	quota := cannedTransport{429, "application/json", []byte(`{"error":{"type":"usage_limit_reached","resets_in_seconds":60}}`)}
 	tr := &scripted{answers: []upstream.Transport{boom, quota, sse(chatOK)}}
 	s, sys, key, store := testServerStore(t, 3, tr)
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
@@ -57,7 +57,7 @@ func TestFailedAttemptsRecordedAsErrorEvents(t *testing.T) {
 	// that failed last and the decision trace.
 	tr2 := &scripted{answers: []upstream.Transport{boom}}
 	s2, sys2, key2, store2 := testServerStore(t, 2, tr2)
-	resp = do(s2, "POST", "/v1/chat/completions", key2, []byte(`{"model":"m"}`))
+	resp = do(s2, "POST", "/v1/chat/completions", key2, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() < 500 {
 		t.Fatalf("all failing: status %d", resp.StatusCode())
 	}

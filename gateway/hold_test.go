@@ -38,7 +38,7 @@ func TestHoldFailsOverBeforeContent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tr := &scripted{answers: []upstream.Transport{bad, sse(chatOK)}}
 			s, sys, key := testServer(t, 3, tr)
-			resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+			resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 			if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), chatOK) {
 				t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
 			}
@@ -53,7 +53,7 @@ func TestHoldFailsOverBeforeContent(t *testing.T) {
 func TestHoldRequestErrorReturnedWithStatus(t *testing.T) {
 	tr := &scripted{answers: []upstream.Transport{sse(chatRequestErr), sse(chatOK)}}
 	s, sys, key := testServer(t, 3, tr)
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) || tr.calls() != 1 {
 		t.Fatalf("status %d calls %d body %s", resp.StatusCode(), tr.calls(), resp.Body())
 	}
@@ -73,7 +73,7 @@ func TestHoldAllFailGivesStatus(t *testing.T) {
 func TestSlowFirstTokenFailsOver(t *testing.T) {
 	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: time.Hour, body: chatOK}, sse(chatOK)}}
 	s, sys, key := testServerCfg(t, 2, tr, Config{MaxWait: 100 * time.Millisecond, FirstTokenTimeout: 50 * time.Millisecond})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), chatOK) {
 		t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
 	}
@@ -85,7 +85,7 @@ func TestSlowFirstTokenFailsOver(t *testing.T) {
 func TestHeartbeatWhileHolding(t *testing.T) {
 	tr := &scripted{answers: []upstream.Transport{slowSSE{delay: 300 * time.Millisecond, body: chatOK}}}
 	s, sys, key := testServerCfg(t, 1, tr, Config{MaxWait: 100 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 || !bytes.HasPrefix(resp.Body(), heartbeat) || !bytes.HasSuffix(resp.Body(), chatOK) {
 		t.Fatalf("status %d body %q", resp.StatusCode(), resp.Body())
 	}

@@ -207,10 +207,10 @@ func TestLimitsRefusedMinuteNotChargedToDay(t *testing.T) {
 func TestLimitsHTTP(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 15, 0, time.UTC)}
 	s, m := limitServer(t, clock, `{"id":"x","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":20}}`)
-	body := []byte(`{"model":"m","messages":[]}`)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 
 	rpm, _ := limitedKey(t, m, storage.KeyLimits{RPM: 1}, "m")
-	if r := do(s, "POST", "/v1/chat/completions", rpm, []byte(`{"model":"other","messages":[]}`)); r.StatusCode() != 403 || !isOpenAIError(r.Body()) {
+	if r := do(s, "POST", "/v1/chat/completions", rpm, []byte(`{"model":"other","messages":[{"role":"user","content":"hi"}]}`)); r.StatusCode() != 403 || !isOpenAIError(r.Body()) {
 		t.Errorf("model outside the allowlist: %d %s", r.StatusCode(), r.Body())
 	}
 	if r := do(s, "POST", "/v1/chat/completions", rpm, body); r.StatusCode() != 200 {

@@ -101,18 +101,18 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 		status int
 		typ    string
 	}{
-		{"no key", "/v1/messages", nil, `{"model":"m"}`, 401, "authentication_error"},
-		{"bad key", "/v1/messages", map[string]string{"x-api-key": "sk-troupe-nope"}, `{"model":"m"}`, 401, "authentication_error"},
+		{"no key", "/v1/messages", nil, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 401, "authentication_error"},
+		{"bad key", "/v1/messages", map[string]string{"x-api-key": "sk-troupe-nope"}, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 401, "authentication_error"},
 		{"bad json", "/v1/messages", auth, `{"model":`, 400, "invalid_request_error"},
-		{"no model", "/v1/messages", bearer, `{"messages":[]}`, 400, "invalid_request_error"},
-		{"unknown model", "/v1/messages", auth, `{"model":"nope","max_tokens":1,"messages":[]}`, 404, "not_found_error"},
-		{"no max_tokens", "/v1/messages", auth, `{"model":"m","messages":[]}`, 400, "invalid_request_error"},
-		{"max_tokens a string", "/v1/messages", auth, `{"model":"m","max_tokens":"8","messages":[]}`, 400, "invalid_request_error"},
-		{"max_tokens fractional", "/v1/messages", auth, `{"model":"m","max_tokens":1.5,"messages":[]}`, 400, "invalid_request_error"},
-		{"max_tokens zero", "/v1/messages", auth, `{"model":"m","max_tokens":0,"messages":[]}`, 400, "invalid_request_error"},
+		{"no model", "/v1/messages", bearer, `{"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
+		{"unknown model", "/v1/messages", auth, `{"model":"nope","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, 404, "not_found_error"},
+		{"no max_tokens", "/v1/messages", auth, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
+		{"max_tokens a string", "/v1/messages", auth, `{"model":"m","max_tokens":"8","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
+		{"max_tokens fractional", "/v1/messages", auth, `{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
+		{"max_tokens zero", "/v1/messages", auth, `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
 		{"method", "/v1/messages", auth, "", 405, "invalid_request_error"},
 		{"unknown path", "/v1/nothing", auth, "", 404, "not_found_error"},
-		{"count without key", "/v1/messages/count_tokens", nil, `{"model":"m"}`, 401, "authentication_error"},
+		{"count without key", "/v1/messages/count_tokens", nil, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 401, "authentication_error"},
 	} {
 		method := "POST"
 		if tc.name == "method" {
@@ -127,7 +127,7 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 		}
 	}
 	// max_tokens is checked by the gateway for every upstream, in Anthropic's words.
-	resp := doWith(s, "POST", "/v1/messages", auth, []byte(`{"model":"m","messages":[]}`))
+	resp := doWith(s, "POST", "/v1/messages", auth, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	if m := gjson.GetBytes(resp.Body(), "error.message").Str; m != "max_tokens: Field required" {
 		t.Errorf("no max_tokens: message %q", m)
 	}
@@ -141,7 +141,7 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 
 func TestMessagesNoAccountIsOverloaded(t *testing.T) {
 	s, sys, key := testServerOf(t, cannedTransport{500, "application/json", []byte(`{"type":"error","error":{"type":"api_error","message":"boom"}}`)}, storage.ProviderAnthropic)
-	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
 	// Every attempt failed with a 500: the gateway's own 502, in Anthropic's shape.
 	if resp.StatusCode() != 502 || !isAnthropicError(resp.Body(), "api_error") {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
@@ -152,7 +152,7 @@ func TestMessagesNoAccountIsOverloaded(t *testing.T) {
 	}
 	// The scheduler learns of the disabled accounts from their views.
 	waitUntil(t, "the disabled pool to answer 503", func() bool {
-		resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+		resp = doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
 		return resp.StatusCode() == 503
 	})
 	if resp.StatusCode() != 503 || !isAnthropicError(resp.Body(), "overloaded_error") || len(resp.Header.Peek("Retry-After")) == 0 {
@@ -163,7 +163,7 @@ func TestMessagesNoAccountIsOverloaded(t *testing.T) {
 func TestMessagesRequestErrorPassesThrough(t *testing.T) {
 	body := []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"},"request_id":"req_up"}`)
 	s, sys, key := testServerOf(t, cannedTransport{400, "application/json", body}, storage.ProviderAnthropic)
-	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[]}`))
+	resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 400 || !bytes.Equal(resp.Body(), body) {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}

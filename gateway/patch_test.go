@@ -25,14 +25,14 @@ func TestPatchBody(t *testing.T) {
 		wantModel    string
 		wantSameBody bool // nothing to patch: the client's bytes themselves
 	}{
-		{name: "nothing to do", body: `{"model":"m","messages":[]}`, wantModel: "m", wantSameBody: true},
-		{name: "alias", body: `{"model":"alias","messages":[]}`, wantModel: "m"},
-		{name: "alias and usage", body: `{"model":"alias","stream":true,"messages":[]}`, usage: true, wantModel: "m"},
-		{name: "usage only", body: `{"messages":[],"model":"m","stream":true}`, usage: true, wantModel: "m"},
-		{name: "leading space", body: " \n\t{ \"model\" : \"alias\" , \"x\":1}", usage: true, wantModel: "m"},
-		{name: "escaped model name", body: `{"model":"al\u0069as","x":[1,2]}`, wantModel: "m"},
-		{name: "target needs escaping", body: `{"x":{"model":"no"},"model":"odd"}`, usage: true, wantModel: "a \"quoted\"\n\u00e9 model"},
-		{name: "stream_options present", body: `{"model":"alias","stream_options":{"foo":1},"stream":true}`, usage: true, wantModel: "m"},
+		{name: "nothing to do", body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, wantModel: "m", wantSameBody: true},
+		{name: "alias", body: `{"model":"alias","messages":[{"role":"user","content":"hi"}]}`, wantModel: "m"},
+		{name: "alias and usage", body: `{"model":"alias","stream":true,"messages":[{"role":"user","content":"hi"}]}`, usage: true, wantModel: "m"},
+		{name: "usage only", body: `{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}`, usage: true, wantModel: "m"},
+		{name: "leading space", body: " \n\t{ \"model\" : \"alias\" , \"x\":1, \"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", usage: true, wantModel: "m"},
+		{name: "escaped model name", body: `{"model":"al\u0069as","x":[1,2],"messages":[{"role":"user","content":"hi"}]}`, wantModel: "m"},
+		{name: "target needs escaping", body: `{"x":{"model":"no"},"model":"odd","messages":[{"role":"user","content":"hi"}]}`, usage: true, wantModel: "a \"quoted\"\n\u00e9 model"},
+		{name: "stream_options present", body: `{"model":"alias","stream_options":{"foo":1},"stream":true,"messages":[{"role":"user","content":"hi"}]}`, usage: true, wantModel: "m"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -286,7 +286,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// a body that repeats a key the gateway routes on would be routed (and
 	// allowed, and billed) as one thing and served as another.
 	var models, streams int
-	var m, st, maxTokens, prev, cacheKey gjson.Result
+	var m, st, maxTokens, msgs, prev, cacheKey gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
@@ -298,6 +298,8 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		case "stream_options":
 			c.clientUsage = v.Get("include_usage").Type == gjson.True
 			c.streamOptions = true
+		case "messages":
+			msgs = v
 		case "max_tokens":
 			maxTokens = v
 			if v.Type == gjson.Number {
@@ -332,6 +334,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	if at := len(body) - len(root.Raw) + m.Index; m.Index > 0 && at+len(m.Raw) <= len(body) && b2s(body[at:at+len(m.Raw)]) == m.Raw {
 		c.modelAt, c.modelLen = at, len(m.Raw)
 	}
+	if c.endpoint == translate.Chat || c.endpoint == translate.Messages {
+		if aerr := checkMessages(c.endpoint, msgs); aerr != nil {
+			return aerr
+		}
+	}
 	if c.endpoint == translate.Messages {
 		if aerr := checkMaxTokens(maxTokens); aerr != nil {
 			return aerr
@@ -365,6 +372,35 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 // without it and a translated one would accept it, so the same request
 // must not succeed or fail by the account it happens to get. The messages
 // are Anthropic's own.
+// checkMessages answers 400 for a Chat Completions or Messages request
+// whose messages are missing, not an array, or empty, as OpenAI and
+// Anthropic do (the messages in their wording), rather than spending an
+// upstream attempt, or a translation, on it. What the messages hold is the
+// upstream's to judge.
+func checkMessages(ep translate.Protocol, v gjson.Result) *APIError {
+	chat := ep == translate.Chat
+	switch {
+	case !v.Exists() || v.Type == gjson.Null:
+		if chat {
+			return &APIError{Status: 400, Type: "invalid_request_error", Code: "missing_required_parameter", Param: "messages",
+				Message: "Missing required parameter: 'messages'."}
+		}
+		return errBadParam("messages", "messages: Field required")
+	case !v.IsArray():
+		if chat {
+			return errBadParam("messages", "Invalid type for 'messages': expected an array of objects.")
+		}
+		return errBadParam("messages", "messages: Input should be a valid list")
+	case v.Raw == "[]" || !v.Get("0").Exists():
+		if chat {
+			return &APIError{Status: 400, Type: "invalid_request_error", Code: "empty_array", Param: "messages",
+				Message: "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."}
+		}
+		return errBadParam("messages", "messages: at least one message is required")
+	}
+	return nil
+}
+
 func checkMaxTokens(v gjson.Result) *APIError {
 	switch {
 	case !v.Exists() || v.Type == gjson.Null:

@@ -3,7 +3,9 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -54,7 +57,7 @@ func TestPassthroughStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, sys, key := testServer(t, 2, cannedTransport{200, "text/event-stream", sse})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[]}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), sse) {
 		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
 	}
@@ -65,7 +68,7 @@ func TestFailoverToNextAccount(t *testing.T) {
 	// One transport for all accounts that fails the first call: the second account answers.
 	tr := &flaky{fail: 1, ok: cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)}}
 	s, sys, key := testServer(t, 3, tr)
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[]}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
 	}
@@ -76,7 +79,7 @@ func TestRequestErrorPassesThrough(t *testing.T) {
 	body := []byte(`{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`)
 	tr := &counting{inner: cannedTransport{400, "application/json", body}}
 	s, sys, key := testServer(t, 3, tr)
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","max_tokens":1}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
 	if resp.StatusCode() != 400 || !bytes.Equal(resp.Body(), body) {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
@@ -89,7 +92,7 @@ func TestRequestErrorPassesThrough(t *testing.T) {
 func TestTruncatedStreamEndsWithError(t *testing.T) {
 	sse := []byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n")
 	s, sys, key := testServer(t, 1, cannedTransport{200, "text/event-stream", sse})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if !bytes.HasPrefix(resp.Body(), sse) || !bytes.Contains(resp.Body(), []byte(`"error":{`)) {
 		t.Fatalf("truncated stream not closed with an error event:\n%s", resp.Body())
 	}
@@ -102,13 +105,13 @@ func TestErrorsAreOpenAIShaped(t *testing.T) {
 		method, path, key, body string
 		status                  int
 	}{
-		{"POST", "/v1/chat/completions", "", `{"model":"m"}`, 401},
-		{"POST", "/v1/chat/completions", "sk-troupe-nope", `{"model":"m"}`, 401},
+		{"POST", "/v1/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 401},
+		{"POST", "/v1/chat/completions", "sk-troupe-nope", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 401},
 		{"POST", "/v1/chat/completions", key, `{"model":`, 400},
 		{"POST", "/v1/chat/completions", key, `{}`, 400},
-		{"POST", "/v1/chat/completions", key, `{"model":1}`, 400},
-		{"POST", "/v1/chat/completions", key, `{"model":"m","stream":"yes"}`, 400},
-		{"POST", "/v1/chat/completions", key, `{"model":"unknown"}`, 404},
+		{"POST", "/v1/chat/completions", key, `{"model":1,"messages":[{"role":"user","content":"hi"}]}`, 400},
+		{"POST", "/v1/chat/completions", key, `{"model":"m","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, 400},
+		{"POST", "/v1/chat/completions", key, `{"model":"unknown","messages":[{"role":"user","content":"hi"}]}`, 404},
 		{"GET", "/v1/chat/completions", key, ``, 405},
 		{"POST", "/v1/nope", key, `{}`, 404},
 	}
@@ -174,7 +177,7 @@ func TestCompressedRequestBody(t *testing.T) {
 	ctx.Request.SetRequestURI("/v1/chat/completions")
 	ctx.Request.Header.Set("Authorization", "Bearer "+key)
 	ctx.Request.Header.Set("Content-Encoding", "gzip")
-	ctx.Request.SetBody(fasthttp.AppendGzipBytes(nil, []byte(`{"model":"m"}`)))
+	ctx.Request.SetBody(fasthttp.AppendGzipBytes(nil, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)))
 	s.handle(&ctx)
 	if ctx.Response.StatusCode() != 200 {
 		t.Fatalf("gzip body: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
@@ -248,4 +251,42 @@ func TestPassHeaders(t *testing.T) {
 	if h := passHeaders(&none); h != nil {
 		t.Fatalf("passHeaders without any = %v, want nil", h)
 	}
+}
+
+// refusingTransport fails the test if the gateway sends it anything.
+type refusingTransport struct{ t *testing.T }
+
+func (r refusingTransport) Do(context.Context, *upstream.Request) (*upstream.Response, error) {
+	r.t.Error("the upstream was called for a request the gateway should refuse")
+	return nil, errors.New("refused")
+}
+
+// TestMessagesRequired: a Chat Completions or Messages request whose
+// messages are missing, not an array or empty is answered 400 in the
+// client's protocol, naming messages, and no upstream is called.
+func TestMessagesRequired(t *testing.T) {
+	s, sys, key := testServer(t, 1, refusingTransport{t})
+	for _, tc := range []struct{ body, chatCode, anthropicMsg string }{
+		{`{"model":"m"}`, "missing_required_parameter", "messages: Field required"},
+		{`{"model":"m","messages":null}`, "missing_required_parameter", "messages: Field required"},
+		{`{"model":"m","messages":"hi"}`, "invalid_type", "messages: Input should be a valid list"},
+		{`{"model":"m","messages":{"role":"user"}}`, "invalid_type", "messages: Input should be a valid list"},
+		{`{"model":"m","messages":[]}`, "empty_array", "messages: at least one message is required"},
+		{`{"model":"m","messages":[ ]}`, "empty_array", "messages: at least one message is required"},
+	} {
+		resp := do(s, "POST", "/v1/chat/completions", key, []byte(tc.body))
+		e := gjson.GetBytes(resp.Body(), "error")
+		if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) || e.Get("param").Str != "messages" || e.Get("code").Str != tc.chatCode {
+			t.Errorf("chat %s: %d %s, want 400 code %s param messages", tc.body, resp.StatusCode(), resp.Body(), tc.chatCode)
+		}
+		body := strings.Replace(tc.body, `{"model":"m"`, `{"model":"m","max_tokens":8`, 1)
+		for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+			resp = doWith(s, "POST", path, map[string]string{"x-api-key": key}, []byte(body))
+			if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") ||
+				gjson.GetBytes(resp.Body(), "error.message").Str != tc.anthropicMsg {
+				t.Errorf("%s %s: %d %s, want 400 %q", path, body, resp.StatusCode(), resp.Body(), tc.anthropicMsg)
+			}
+		}
+	}
+	waitIdle(t, sys)
 }

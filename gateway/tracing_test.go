@@ -318,7 +318,7 @@ func TestTraceUnsampled(t *testing.T) {
 	ctx.Request.SetRequestURI("/v1/chat/completions")
 	ctx.Request.Header.Set("Authorization", "Bearer "+key)
 	ctx.Request.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00") // not sampled
-	ctx.Request.SetBody([]byte(`{"model":"m","messages":[]}`))
+	ctx.Request.SetBody([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	s.handle(&ctx)
 	if resp := writeOut(&ctx); resp.StatusCode() != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
@@ -332,7 +332,7 @@ func TestTraceUnsampled(t *testing.T) {
 func TestTraceClientErrors(t *testing.T) {
 	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{}`)})
 	rec := traced(t, s, 0)
-	if resp := doTraced(s, "/v1/chat/completions", key, []byte(`{"model":"nope","messages":[]}`)); resp.StatusCode() != 404 {
+	if resp := doTraced(s, "/v1/chat/completions", key, []byte(`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`)); resp.StatusCode() != 404 {
 		t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
 	}
 	req, attempts := spansOf(t, rec)
@@ -341,7 +341,7 @@ func TestTraceClientErrors(t *testing.T) {
 	if req.Status().Code == codes.Error || len(attempts) != 0 {
 		t.Errorf("a 404 without attempts: status %v (want unset), %d attempts", req.Status(), len(attempts))
 	}
-	if resp := doTraced(s, "/v1/chat/completions", "sk-wrong", []byte(`{"model":"m"}`)); resp.StatusCode() != 401 {
+	if resp := doTraced(s, "/v1/chat/completions", "sk-wrong", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)); resp.StatusCode() != 401 {
 		t.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
 	}
 	if n := len(rec.Ended()); n != 2 {

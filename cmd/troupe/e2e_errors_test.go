@@ -85,7 +85,7 @@ func TestErrors(t *testing.T) {
 		{name: "model of wrong type", method: "POST", path: "/v1/responses", header: jsonHdr(),
 			body: `{"model":["gpt-5.5"],"input":"hi"}`, status: 400, typ: "invalid_request_error", code: "invalid_type", param: "model"},
 		{name: "stream of wrong type", method: "POST", path: "/v1/chat/completions", header: jsonHdr(),
-			body: `{"model":"gpt-4.1-mini","stream":"yes","messages":[]}`, status: 400, typ: "invalid_request_error", code: "invalid_type", param: "stream"},
+			body: `{"model":"gpt-4.1-mini","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, status: 400, typ: "invalid_request_error", code: "invalid_type", param: "stream"},
 		{name: "unknown route", method: "POST", path: "/v1/completions", header: jsonHdr(),
 			body: chatBody(demoOpenAIModel), status: 404, typ: "invalid_request_error", code: "unknown_url"},
 		{name: "unknown route GET", method: "GET", path: "/v2/nothing", header: jsonHdr(),

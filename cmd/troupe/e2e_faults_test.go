@@ -1001,8 +1001,8 @@ func TestErrorResponsesCarryRequestID(t *testing.T) {
 	}{
 		{"chat JSON, upstream 500 (answered as 502 in the gateway's words)", "/v1/chat/completions", suiteRoutes[0].body(), 502},
 		{"responses stream, upstream 500 before commit", "/v1/responses", suiteRoutes[5].body(), 502},
-		{"missing model", "/v1/chat/completions", `{"messages":[]}`, 400},
-		{"unknown model", "/v1/chat/completions", `{"model":"nope","messages":[]}`, 404},
+		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, 400},
+		{"unknown model", "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, 404},
 	} {
 		resp, b := d.post(t, tc.path, tc.body)
 		if resp.StatusCode != tc.status {

@@ -22,7 +22,7 @@ func TestRequestLogCountsFailures(t *testing.T) {
 		t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
 	}
 	failedID := resp.Header.Get("X-Request-Id")
-	if r, _ := d.do(t, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"gpt-4.1-mini"}`),
+	if r, _ := d.do(t, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`),
 		map[string]string{"Authorization": "Bearer sk-troupe-not-a-key", "Content-Type": "application/json"}); r.StatusCode != 401 {
 		t.Fatalf("bad key: %d", r.StatusCode)
 	}
