@@ -160,8 +160,8 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 		}
 		f.fences[m.id] = m.fence
 		delete(f.draining, m.id)
-		if pid, ok := p.children[m.id]; ok {
-			c.Send(pid, accountOwned{})
+		if box, ok := p.boxes[m.id]; ok {
+			c.Send(box.PID(), accountOwned{})
 		} else if put, ok := f.configs[m.id]; ok {
 			p.put(c, put.account)
 		}
@@ -170,9 +170,9 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 			return true
 		}
 		delete(f.fences, m.id)
-		if pid, ok := p.children[m.id]; ok {
+		if box, ok := p.boxes[m.id]; ok {
 			f.draining[m.id] = m.done
-			c.Send(pid, accountDrain{pool: c.PID()})
+			c.Send(box.PID(), accountDrain{pool: c.PID()})
 		}
 	case poolDrained:
 		if f == nil {
@@ -203,7 +203,7 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 				ids = append(ids, id)
 			}
 		} else {
-			for id := range p.children {
+			for id := range p.boxes {
 				ids = append(ids, id)
 			}
 		}

@@ -217,7 +217,7 @@ func (a *account) startRestore() {
 	}
 	a.restoring = true
 	a.edit().Moving = true
-	id, pid, eng, ctx := a.view.ID, a.self, a.engine, a.goContext()
+	id, pid, eng, ctx := a.view.ID, a.pid(), a.eng(), a.goContext()
 	a.goroutines.Add(1)
 	go func() {
 		defer a.goroutines.Done()
@@ -264,7 +264,7 @@ func (a *account) apply(st State) {
 		if now.Before(st.CooldownUntil) {
 			v.Status, v.CooldownUntil, v.CooldownReason = StatusCooling, st.CooldownUntil, st.CooldownReason
 			a.coolGen++
-			gen, pid, eng := a.coolGen, a.self, a.engine
+			gen, pid, eng := a.coolGen, a.pid(), a.eng()
 			a.coolTimer = time.AfterFunc(st.CooldownUntil.Sub(now), func() { eng.Send(pid, accountCooldownEnd{gen: gen}) })
 			if st.CooldownReason == upstream.ClassQuota.String() {
 				a.armProbe()

@@ -63,7 +63,7 @@ import (
 // worker's sleep.
 type mailbox struct {
 	ctx     mailCtx
-	produce func() mailHandler
+	produce mailProducer
 	h       mailHandler
 	pool    *mailPool // nil: the mailbox runs its own goroutine (loop)
 
@@ -78,6 +78,7 @@ type mailbox struct {
 	ended    bool          // the handler has stopped: the loop exits when it wakes
 	queued   bool          // pooled: on the run queue or being run (or starting, restarting)
 	closed   bool          // stopped: Send drops
+	left     bool          // pooled: stopped and out of the registry (leave); done is closed once made
 	wake     chan struct{} // capacity 1; nil when pooled
 	// deferUpTo is how many queued messages sendDeferred leaves for the
 	// parked loop's next wake-up rather than waking it (mailCtx.deferWake);
@@ -90,12 +91,18 @@ type mailbox struct {
 	// (onView), so a removed account is not indexed again.
 	retired atomic.Bool
 
-	restarts     int
-	maxRestarts  int
+	// restarts and maxRestarts are int32, as hollywood's restart count is:
+	// two ints took the mailbox to the 208-byte size class.
+	restarts     int32
+	maxRestarts  int32
 	restartDelay time.Duration
 	log          *slog.Logger
 
-	done chan struct{} // closed when the mailbox has stopped (and its loop exited)
+	// done is closed when the mailbox has stopped (and its loop exited):
+	// read it through doneChan. A pooled mailbox makes it under mu when
+	// first asked for (nobody waits for an account's but tests): at 10,000
+	// accounts a channel each was 1 MB of live heap.
+	done chan struct{}
 }
 
 // mailHandler is an actor run by a mailbox: receive handles one message
@@ -104,6 +111,17 @@ type mailbox struct {
 type mailHandler interface {
 	receive(c *mailCtx, msg any)
 }
+
+// mailProducer makes a mailbox's handler: at its start, and again after
+// each panic (a restart).
+type mailProducer interface {
+	produce() mailHandler
+}
+
+// produceFunc is a mailProducer that is a function.
+type produceFunc func() mailHandler
+
+func (f produceFunc) produce() mailHandler { return f() }
 
 // mailCtx is what a mailHandler sees of its actor: its engine and PID, and
 // the sender of the message being handled.
@@ -158,7 +176,7 @@ func spawnMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, 
 func newMailbox(e *actor.Engine, produce func() mailHandler, kind, id string, log *slog.Logger) *mailbox {
 	m := &mailbox{
 		ctx:          mailCtx{engine: e, pid: actor.NewPID(e.Address(), kind+"/"+id)},
-		produce:      produce,
+		produce:      produceFunc(produce),
 		wake:         make(chan struct{}, 1),
 		maxRestarts:  mailMaxRestarts,
 		restartDelay: mailRestartDelay,
@@ -178,10 +196,13 @@ func (m *mailbox) send(msg any, sender *actor.PID) { m.Send(m.ctx.pid, msg, send
 
 // spawnPooled registers a mailbox running produce's handler as kind/id on
 // pool's workers, and returns its PID and the mailbox. Initialized and
-// Started have been handled when it returns.
-func spawnPooled(e *actor.Engine, pool *mailPool, produce func() mailHandler, kind, id string, log *slog.Logger) (*actor.PID, *mailbox) {
-	m := newMailbox(e, produce, kind, id, log)
-	m.wake = nil
+// Started have been handled when it returns. The account actors are
+// spawned this way, with their accountConfig as the producer: no closure
+// per account.
+func spawnPooled(e *actor.Engine, pool *mailPool, produce mailProducer, kind, id string, log *slog.Logger) (*actor.PID, *mailbox) {
+	m := newMailbox(e, nil, kind, id, log)
+	m.produce = produce
+	m.wake, m.done = nil, nil
 	m.pool = pool
 	m.queued = true // until Start has run: a Send meanwhile only queues
 	return e.SpawnProc(m), m
@@ -204,7 +225,7 @@ func (m *mailbox) Start() {
 // begin makes a fresh handler and delivers Initialized and Started to it,
 // with the events hollywood broadcasts for them.
 func (m *mailbox) begin() {
-	m.h = m.produce()
+	m.h = m.produce.produce()
 	m.ctx.sender = nil
 	m.h.receive(&m.ctx, actor.Initialized{})
 	m.ctx.engine.BroadcastEvent(actor.ActorInitializedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
@@ -386,7 +407,24 @@ func (m *mailbox) runHere(msg any, sender *actor.PID) bool {
 // (actor.Processer).
 func (m *mailbox) Shutdown() {
 	m.Send(nil, mailStop{}, nil)
-	<-m.done
+	<-m.doneChan()
+}
+
+// doneChan returns a channel closed once the mailbox has stopped (and its
+// loop, if it has one, exited).
+func (m *mailbox) doneChan() <-chan struct{} {
+	if m.pool == nil {
+		return m.done
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done == nil {
+		m.done = make(chan struct{})
+		if m.left {
+			close(m.done)
+		}
+	}
+	return m.done
 }
 
 // mailStop is Shutdown's request to the loop.
@@ -498,7 +536,7 @@ func (m *mailbox) recovered(v any, msgs []actor.Envelope, next int) int {
 	}
 	m.restarts++
 	m.ctx.engine.BroadcastEvent(actor.ActorRestartedEvent{PID: m.ctx.pid, Timestamp: time.Now(),
-		Stacktrace: stack, Reason: v, Restarts: int32(m.restarts)})
+		Stacktrace: stack, Reason: v, Restarts: m.restarts})
 	if m.pool != nil || m.borrowed {
 		m.mu.Lock()
 		m.in = append(slices.Clone(msgs[next:]), m.in...)
@@ -554,8 +592,15 @@ func (m *mailbox) close() {
 func (m *mailbox) leave(pill any) {
 	m.close()
 	m.ctx.engine.BroadcastEvent(actor.ActorStoppedEvent{PID: m.ctx.pid, Timestamp: time.Now()})
-	if m.pool != nil {
-		close(m.done) // a loop closes it when it returns
+	if m.pool != nil { // a loop closes done when it returns
+		m.mu.Lock()
+		if !m.left {
+			m.left = true
+			if m.done != nil {
+				close(m.done)
+			}
+		}
+		m.mu.Unlock()
 	}
 	if pill == nil {
 		return

@@ -85,7 +85,7 @@ func newProbeBoxOn(t *testing.T, restarts int, pool *mailPool) (*actor.Engine, *
 	m := newMailbox(e, func() mailHandler { gen++; return &boxProbe{gen: gen, seen: seen} }, "test", "0",
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	m.restartDelay = 0
-	m.maxRestarts = restarts
+	m.maxRestarts = int32(restarts)
 	if pool != nil {
 		m.wake, m.pool, m.queued = nil, pool, true // as spawnPooled
 	}
@@ -152,7 +152,7 @@ func testMailboxLifecycle(t *testing.T, pool *mailPool) {
 		t.Fatal("stopped mailbox still registered")
 	}
 	e.Send(m.PID(), ping{n: 1000}) // to the dead letters, not handled
-	<-m.done                       // the loop has returned
+	<-m.doneChan()                 // the loop has returned
 	if e.Registry.GetPID("mailbox-stop", "test-0") != nil {
 		t.Fatal("the tomb outlived the mailbox")
 	}
@@ -170,7 +170,7 @@ func testMailboxStop(t *testing.T, pool *mailPool) {
 	expectSeen(t, seen, "1:initialized", "1:started")
 	<-e.Stop(m.PID()).Done()
 	expectSeen(t, seen, "1:stopped")
-	<-m.done
+	<-m.doneChan()
 
 	_, m, seen = newProbeBoxOn(t, 3, pool)
 	expectSeen(t, seen, "1:initialized", "1:started")
@@ -192,7 +192,7 @@ func testMailboxPanic(t *testing.T, pool *mailPool) {
 	expectSeen(t, seen, "1:ping 1", "1:stopped", "2:initialized", "2:started", "2:ping 2")
 	e.Send(m.PID(), boom{})
 	expectSeen(t, seen, "2:stopped")
-	<-m.done
+	<-m.doneChan()
 	if e.Registry.GetPID("test", "0") != nil {
 		t.Fatal("mailbox registered after its last restart")
 	}
@@ -276,7 +276,7 @@ func TestMailPoolOrderAndWorkers(t *testing.T) {
 	pids := make([]*actor.PID, actors)
 	for i := range actors {
 		probes[i] = &seqProbe{next: map[int]int{}, gids: map[string]bool{}, fails: &fails, done: &done}
-		pids[i], _ = spawnPooled(e, pool, func() mailHandler { return probes[i] }, "seq", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		pids[i], _ = spawnPooled(e, pool, produceFunc(func() mailHandler { return probes[i] }), "seq", fmt.Sprint(i), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	var send sync.WaitGroup
 	for s := range senders {
@@ -533,7 +533,7 @@ func TestMailboxBorrowOrder(t *testing.T) {
 	}
 	t.Logf("handled on %d goroutines", len(p.gids))
 	<-e.Poison(m.PID()).Done()
-	<-m.done
+	<-m.doneChan()
 }
 
 // TestMailboxBorrowPanic: a handler that panics on a borrowed turn is
@@ -560,7 +560,7 @@ func TestMailboxBorrowPanic(t *testing.T) {
 	waitParked(t, m)
 	m.sendInline(boom{}, nil) // the last restart used: the mailbox stops
 	expectSeen(t, seen, "2:stopped")
-	<-m.done
+	<-m.doneChan()
 	if e.Registry.GetPID("test", "0") != nil {
 		t.Fatal("mailbox registered after its last restart")
 	}
@@ -578,7 +578,7 @@ func TestMailboxBorrowStop(t *testing.T) {
 		e, m, seen := parkedLoop(t, 0)
 		m.sendInline(poisonSelf{}, nil) // the pill is queued behind the borrower's message
 		expectSeen(t, seen, "1:stopped")
-		<-m.done
+		<-m.doneChan()
 		if e.Registry.GetPID("test", "0") != nil {
 			t.Fatal("stopped mailbox still registered")
 		}
@@ -593,7 +593,7 @@ func TestMailboxBorrowStop(t *testing.T) {
 		close(h.release)
 		<-ctx.Done()
 		expectSeen(t, seen, "1:ping 1", "1:stopped")
-		<-m.done
+		<-m.doneChan()
 		m.Send(nil, ping{n: 2}, nil) // stopped: dropped
 		if len(seen) != 0 {
 			t.Fatalf("handled %q after Stopped", <-seen)

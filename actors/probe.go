@@ -40,13 +40,13 @@ type accountProbed struct {
 // armProbe schedules the next probe of the current quota cooldown, when
 // probes are on. Called from the actor.
 func (a *account) armProbe() {
-	if a.cfg.probeEvery <= 0 || a.engine == nil {
+	if a.cfg.probeEvery <= 0 || a.box == nil {
 		return
 	}
 	if a.probeTimer != nil {
 		a.probeTimer.Stop()
 	}
-	gen, pid, eng := a.coolGen, a.self, a.engine
+	gen, pid, eng := a.coolGen, a.pid(), a.eng()
 	a.probeTimer = time.AfterFunc(a.cfg.probeEvery, func() { eng.Send(pid, accountProbe{gen: gen}) })
 }
 
@@ -77,7 +77,7 @@ func (a *account) probe(m accountProbe) {
 	}
 	a.probing = true
 	a.edit().Probes++
-	tr, gen, pid, eng, ctx, name, log := a.transport, m.gen, a.self, a.engine, a.goContext(), a.view.Name, a.cfg.log
+	tr, gen, pid, eng, ctx, name, log := a.transport, m.gen, a.pid(), a.eng(), a.goContext(), a.view.Name, a.cfg.log
 	go func() {
 		out := accountProbed{gen: gen, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
 		defer func() {
@@ -146,7 +146,7 @@ func (a *account) probed(c *mailCtx, m accountProbed) {
 			if a.coolTimer != nil {
 				a.coolTimer.Stop()
 			}
-			gen, pid, eng := a.coolGen, a.self, a.engine
+			gen, pid, eng := a.coolGen, a.pid(), a.eng()
 			a.coolTimer = time.AfterFunc(m.verdict.RetryAfter, func() { eng.Send(pid, accountCooldownEnd{gen: gen}) })
 		}
 	}

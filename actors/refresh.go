@@ -182,7 +182,7 @@ func (a *account) scheduleRefresh() {
 }
 
 func (a *account) refreshAfter(d time.Duration) {
-	gen, pid, eng := a.refreshGen, a.self, a.engine
+	gen, pid, eng := a.refreshGen, a.pid(), a.eng()
 	if a.refreshTimer != nil {
 		a.refreshTimer.Stop()
 	}
@@ -198,7 +198,7 @@ func (a *account) startRefresh(c *mailCtx) {
 	a.refreshing = true
 	acc := a.cfg.account
 	acc.Models, acc.Tags = append([]string(nil), acc.Models...), append([]string(nil), acc.Tags...)
-	pid, eng, ctx, r := a.self, c.Engine(), a.goContext(), a.cfg.refresh
+	pid, eng, ctx, r := a.pid(), c.Engine(), a.goContext(), a.cfg.refresh
 	a.goroutines.Go(func() {
 		out, adopted, err := r.run(ctx, acc)
 		eng.Send(pid, &accountRefreshed{account: out, adopted: adopted, err: err})

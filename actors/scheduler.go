@@ -32,7 +32,8 @@ type SchedulerStats struct {
 
 // entry is the scheduler's record of one account.
 type entry struct {
-	idx uint32
+	idx      uint32
+	terminal bool // counted as not live; beside idx, in its padding (264 bytes took the 288-byte size class, 256 take the 256)
 	// view is the account's last view: the one it published, shared with
 	// the readers' snapshot (or a copy of its owner's, for a remote
 	// account), so it is never written here; a change installs a new one.
@@ -49,7 +50,6 @@ type entry struct {
 	sent      uint64 // grant requests sent to the account (schedView.answered)
 	keys      []routeKey
 	heaps     []heapPos // where the entry is in candidate heaps (index.go)
-	terminal  bool      // counted as not live
 	recheck   uint64    // generation of the pending recheck timer (0: none)
 	policyGen uint64    // policy generation the score was computed with
 	owner     string    // the member that owns the account when it runs on another instance (remote.go); "" here

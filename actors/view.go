@@ -45,16 +45,19 @@ type View struct {
 	Priority int
 	Plan     string // upstream plan ("plus", "pro", …) when known
 
-	Status         Status
+	Status Status
+	// Moving is set while the account grants nothing on this instance
+	// although its status allows it: it is moving to another instance, or
+	// this instance's ownership lease lapsed (docs/fleet.md). It sits
+	// beside Status, in the same word: a View is then 576 bytes, a size
+	// class, where 584 took the 640-byte one for every copy readers make.
+	Moving bool
+
 	InFlight       int       // leases held now
 	MaxInFlight    int       // the account's concurrency limit (>= 1)
 	CooldownUntil  time.Time // zero unless Status is StatusCooling
 	CooldownReason string    // failure class that caused the cooldown
 	Probes         uint64    // quota probes sent since start (Config.QuotaProbe)
-	// Moving is set while the account grants nothing on this instance
-	// although its status allows it: it is moving to another instance, or
-	// this instance's ownership lease lapsed (docs/fleet.md).
-	Moving bool
 
 	Requests      uint64 // leases granted since start
 	Successes     uint64

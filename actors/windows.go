@@ -118,7 +118,7 @@ func (a *account) setTransport(tr upstream.Transport) {
 		a.transport = tr
 		return
 	}
-	pid, eng := a.self, a.engine
+	pid, eng := a.pid(), a.eng()
 	lt := &limitsTransport{Transport: tr, report: func(l upstream.RateLimits, at time.Time, model string) {
 		eng.Send(pid, &accountRateLimits{limits: l, at: at, model: model})
 	}}
