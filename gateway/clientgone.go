@@ -28,10 +28,20 @@ type clientWatch struct {
 	running bool // the ticking goroutine runs
 }
 
+// canceler is what the watch calls when a request's client is gone: the
+// request's context (reqCtx), whose cancel it is. An interface rather than
+// a func: the method value rctx.cancel was an allocation a request.
+type canceler interface{ cancel() }
+
+// goneFunc is a func as a canceler.
+type goneFunc func()
+
+func (f goneFunc) cancel() { f() }
+
 // watched is one request's connection under watch.
 type watched struct {
 	conn net.Conn
-	gone func()
+	gone canceler
 	// mu serialises the check with stop, so gone is not called once stop
 	// has returned.
 	mu      sync.Mutex
@@ -39,11 +49,11 @@ type watched struct {
 	ticks   int // ticks seen; looked at from the second on
 }
 
-// watch calls gone once if the client's connection conn is closed by the
-// peer while the watch runs; stop(w) ends the watch w (nil when conn is not
+// watch calls gone.cancel once if the client's connection conn is closed
+// by the peer while the watch runs; stop(w) ends the watch w (nil when conn is not
 // watched). The watch is returned rather than a closure that stops it,
 // which was an allocation a request (docs/benchmarks.md, issue 21).
-func (cw *clientWatch) watch(conn net.Conn, gone func()) *watched {
+func (cw *clientWatch) watch(conn net.Conn, gone canceler) *watched {
 	if conn == nil || !canPeek(conn) {
 		return nil
 	}
@@ -110,30 +120,30 @@ func (w *watched) check() {
 		return
 	}
 	w.stopped = true
-	w.gone()
+	w.gone.cancel()
 }
 
 // runWatched is the failover loop with the client watched: if the client
 // hangs up before an answer is ready (waiting for an account, during an
-// attempt, or while a stream is held), gone cancels the loop's context, so
-// the upstream call stops, the lease goes back at once, and the request is
-// recorded as 499 rather than billed and held until the upstream answers.
+// attempt, or while a stream is held), gone (the request's reqCtx) cancels
+// the loop's context, so the upstream call stops, the lease goes back at
+// once, and the request is recorded as 499 rather than billed and held
+// until the upstream answers.
 // The watch ends with the loop: a stream it returns runs on under rctx and
 // notices a hang-up at its next write.
-func (s *Server) runWatched(rctx context.Context, conn net.Conn, c *call, gone func()) outcome {
+func (s *Server) runWatched(rctx context.Context, conn net.Conn, c *call, gone canceler) outcome {
 	w := s.watch.watch(conn, gone)
 	defer s.watch.stop(w)
 	return s.run(rctx, c)
 }
 
-// requestContext is the context of one client request: it ends after
-// RequestTimeout (context.DeadlineExceeded), when cancel is called, or when
-// gone reports the client gone (context.Canceled), and at Shutdown. One
-// context and its timer per request: a cancel-with-cause context under it,
-// only to name the client's hang-up as the cause nothing read, cost each
-// request a second context, its registration in the parent and 4
-// allocations (docs/benchmarks.md).
-func (s *Server) requestContext() (rctx context.Context, cancel context.CancelFunc, gone func()) {
-	rctx, cancel = context.WithTimeout(s.life, s.cfg.RequestTimeout)
-	return rctx, cancel, cancel
+// requestContext starts c's context (c.rctx, a reqCtx) and returns it: it
+// ends after RequestTimeout (context.DeadlineExceeded), when its cancel is
+// called, which is also what the client watch calls when the client is
+// gone (context.Canceled), and at Shutdown (context.Canceled). One
+// context and one timer per request, its attempts' included
+// (docs/benchmarks.md, issue 21).
+func (s *Server) requestContext(c *call) *reqCtx {
+	c.rctx.start(&s.live, s.cfg.RequestTimeout)
+	return &c.rctx
 }

@@ -175,6 +175,6 @@ func BenchmarkClientWatch(b *testing.B) {
 	gone := func() { b.Error("a live client reported gone") }
 	b.ReportAllocs()
 	for b.Loop() {
-		s.watch.stop(s.watch.watch(conn, gone))
+		s.watch.stop(s.watch.watch(conn, goneFunc(gone)))
 	}
 }

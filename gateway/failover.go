@@ -197,19 +197,13 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		s.release(c, lease, 0, f.verdict, start, 0)
 		return result{}, f
 	}
-	var actx context.Context
-	var acancel context.CancelFunc
-	if c.stream {
-		actx, acancel = context.WithCancel(ctx) // hold enforces the first-token timeout
-	} else {
-		actx, acancel = context.WithTimeout(ctx, s.cfg.NonStreamTimeout)
-	}
+	actx, acancel := s.attemptContext(ctx, c)
 	// usage: the gateway asked for the usage chunk the client did not; the
 	// relay drops it (a translated stream consumes its own).
 	dropUsage := usage
 	resp, frames, err := s.send(actx, c, lease, up, body) // HTTP, or the upstream WebSocket (gateway/upstream_ws.go)
 	if err != nil {
-		acancel()
+		acancel.end()
 		v := upstream.ClassifyError(err)
 		if v.Class == upstream.ClassCanceled && ctx.Err() == nil {
 			v.Class = upstream.ClassTransient // our attempt deadline, not the client, ended it
@@ -218,7 +212,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if frames != nil { // only streams go over the upstream WebSocket
-		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel), false)
+		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel.fn()), false)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
 		return result{}, s.refused(c, lease, up, resp, start, acancel)
@@ -228,25 +222,76 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			// JSON where a stream was asked: the transport should have said so;
 			// treat it as the upstream's fault, another account may stream.
 			resp.Body.Close()
-			acancel()
+			acancel.end()
 			v := upstream.Verdict{Class: upstream.ClassTransient}
 			s.release(c, lease, resp.Status, v, start, 0)
 			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType, up: up}
 		}
-		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel), dropUsage)
+		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel.fn()), dropUsage)
 	}
-	defer acancel()
+	defer acancel.end()
 	return s.readAnswer(ctx, c, lease, up, resp, start)
+}
+
+// attemptEnd ends an attempt's context: a (a child of the request's
+// reqCtx) or, when a is nil, cancel (a context of package context's).
+type attemptEnd struct {
+	a      *attemptCtx
+	cancel context.CancelFunc
+}
+
+// end ends the attempt's context.
+func (e attemptEnd) end() {
+	if e.a != nil {
+		e.a.cancel()
+		return
+	}
+	e.cancel()
+}
+
+// fn is end as a function, for what keeps it (a stream).
+func (e attemptEnd) fn() context.CancelFunc {
+	if e.a != nil {
+		return e.a.cancel
+	}
+	return e.cancel
+}
+
+// attemptContext starts the context of c's next attempt under the
+// request's context ctx: a stream's has no deadline of its own (hold
+// enforces the first-token timeout), a non-stream one's ends after
+// NonStreamTimeout. Under an HTTP request's reqCtx it is an attemptCtx (the
+// first one embedded in c) on the request's timer; under another context
+// (a Responses WebSocket session's turn) it is package context's.
+func (s *Server) attemptContext(ctx context.Context, c *call) (context.Context, attemptEnd) {
+	d := s.cfg.NonStreamTimeout
+	if c.stream {
+		d = 0
+	}
+	if rc, ok := ctx.(*reqCtx); ok {
+		a := &c.actx
+		if a.rc != nil { // a failover: the first attempt's is taken
+			a = new(attemptCtx)
+		}
+		rc.startAttempt(a, d)
+		return a, attemptEnd{a: a}
+	}
+	if d == 0 {
+		actx, cancel := context.WithCancel(ctx)
+		return actx, attemptEnd{cancel: cancel}
+	}
+	actx, cancel := context.WithTimeout(ctx, d)
+	return actx, attemptEnd{cancel: cancel}
 }
 
 // refused is the failure of c's attempt the upstream answered with a status
 // other than 2xx: its body (at most maxErrorBody) read, the attempt's
 // context ended (cancel), the body classified and the lease released with
 // the verdict.
-func (s *Server) refused(c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *failure {
+func (s *Server) refused(c *call, lease *actors.Lease, up translate.Protocol, resp *upstream.Response, start time.Time, cancel attemptEnd) *failure {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
-	cancel()
+	cancel.end()
 	v := upstream.Classify(resp.Status, resp.Header, body)
 	s.release(c, lease, resp.Status, v, start, 0)
 	return &failure{verdict: v, status: resp.Status, header: resp.Header, body: body, up: up}

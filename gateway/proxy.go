@@ -120,6 +120,12 @@ type call struct {
 	canary   bool            // the canary policy routes this request (route.go, inCanary)
 
 	tr *callTrace // the request's spans (gateway/tracing.go); nil when tracing is off
+
+	// rctx is the request's context and actx its first attempt's, when it
+	// came over HTTP (requestContext, Server.attempt): embedded, they cost
+	// no allocation of their own.
+	rctx reqCtx
+	actx attemptCtx
 }
 
 // proxy runs one client request: parse what routing needs, acquire a lease,
@@ -207,12 +213,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		return aerr.Status
 	}
 
-	rctx, cancel, gone := s.requestContext()
+	rctx := s.requestContext(c)
 	if c.stream {
-		return s.serveStream(ctx, c, rctx, cancel, gone)
+		return s.serveStream(ctx, c, rctx, rctx.cancel, rctx)
 	}
-	defer cancel()
-	return s.answer(ctx, c, s.runWatched(rctx, ctx.Conn(), c, gone))
+	defer rctx.cancel()
+	return s.answer(ctx, c, s.runWatched(rctx, ctx.Conn(), c, rctx))
 }
 
 // answer writes the outcome of the failover loop: the answer, or why there is none.

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/storage/rediscache"
+	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -23,6 +24,33 @@ import (
 func BenchmarkChatRequest(b *testing.B) {
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`)
 	s, _, key := testServer(b, 4, cannedTransport{200, "application/json", answer})
+	benchRequest(b, s, "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+}
+
+// BenchmarkChatRequestUpstream is BenchmarkChatRequest with the account's
+// real transport (upstream.New, fasthttp's client) calling a fasthttp
+// server on loopback: the request's and its attempt's contexts meet
+// sendFast's registration of its connection's close, which the canned
+// transport never makes. Client and server share the process, so ns/op
+// holds the upstream's work too.
+func BenchmarkChatRequestUpstream(b *testing.B) {
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		c.SetContentType("application/json")
+		c.SetBody(answer)
+	}}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Shutdown() })
+	tr, err := upstream.New(storage.Account{ID: "up", Name: "up", Provider: storage.ProviderOpenAI, BaseURL: "http://" + ln.Addr().String() + "/v1",
+		Credentials: storage.Credentials{APIKey: "sk-bench"}}, upstream.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _, key := testServer(b, 1, tr)
 	benchRequest(b, s, "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
 }
 

@@ -136,11 +136,14 @@ func (c *Config) defaults() {
 // Server is the HTTP front. Create it with New; it is safe for concurrent use.
 type Server struct {
 	cfg Config
-	// life is the parent of every request's context; Shutdown cancels it
-	// (cause errShuttingDown) when its grace ends with requests still
-	// running, and serving counts those requests (proxyWith to finish).
+	// life is the parent of every Responses WebSocket session's context;
+	// live holds the HTTP requests' contexts (reqCtx). Shutdown cancels
+	// both (life with cause errShuttingDown) when its grace ends with
+	// requests still running, and serving counts those requests
+	// (proxyWith to finish).
 	life    context.Context
 	endLife context.CancelCauseFunc
+	live    liveSet
 	watch   clientWatch // the client-gone watch of requests finding their answer (clientgone.go)
 	serving atomic.Int64
 	// unsized maps the header of a request whose body has no length
@@ -252,6 +255,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// record, before the caller stops the actors and storage.
 		s.log.Warn("shutdown grace over: cancelling the requests still running", "requests", n)
 		s.endLife(errShuttingDown)
+		s.live.end()
 		deadline := time.Now().Add(shutdownDrain)
 		for s.serving.Load() > 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -267,7 +271,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // requests it cancelled to end.
 const shutdownDrain = 5 * time.Second
 
-// errShuttingDown is the cause of request contexts cancelled by Shutdown.
+// errShuttingDown is the cause of the WebSocket sessions' contexts
+// cancelled by Shutdown.
 var errShuttingDown = errors.New("gateway: shutting down")
 
 // Handler returns the request handler (for tests that serve it themselves).

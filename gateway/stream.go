@@ -768,7 +768,7 @@ func (st *stream) billedUsage() (translate.Usage, bool) {
 // longer (slow first tokens, failovers), the headers are committed and a
 // pending body keeps the connection alive with heartbeats until the loop
 // ends; a failure then arrives as an error event in the client's protocol.
-func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc, gone func()) int {
+func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc, gone canceler) int {
 	ch := make(chan outcome, 1)
 	conn := ctx.Conn() // read here: the loop outlives this handler's ctx when the head commits early
 	go func() {

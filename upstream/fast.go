@@ -172,9 +172,9 @@ var headerPool = sync.Pool{New: func() any { return make(http.Header, 8) }}
 
 // sendFast is send on fasthttp's client: the request is written and the
 // answer's head read on the caller's goroutine, on a connection of hc's
-// pool. ctx's end sets a past deadline on the connection (so a blocked
-// read or write returns) through context.AfterFunc, with no goroutine of
-// its own; the header timeout is a read deadline until the head is in.
+// pool. ctx's end closes the connection (so a blocked read or write
+// returns) through afterFunc, with no goroutine of its own; the header
+// timeout is a read deadline until the head is in.
 // The returned body streams from the connection; its Close returns the
 // connection to the pool when the body was read to its end, and closes it
 // otherwise.
@@ -215,7 +215,7 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 	conn := cc.Conn()
 	// The call's end closes the connection, as net/http's does: a blocked
 	// read or write returns, and the upstream sees the hang-up.
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	stop := afterFunc(ctx, func() { _ = conn.Close() })
 
 	d := b.timeoutFor(stream)
 	if d > 0 {
@@ -453,6 +453,20 @@ func (b *fastBody) Close() error {
 		b.release(true)
 	}
 	return nil
+}
+
+// afterFunc is context.AfterFunc(ctx, f), but a context with an AfterFunc
+// method of its own (the gateway's request and attempt contexts) is asked
+// directly: context.AfterFunc would wrap f in a context of its own, make
+// ctx's Done channel and register that context with it (about four
+// allocations more; docs/benchmarks.md, issue 21). Such a method must
+// keep context.AfterFunc's contract: f runs in its own goroutine once ctx
+// is done, and stop reports whether it kept f from running.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // fastErr maps an error of the fasthttp path to what net/http's would be:

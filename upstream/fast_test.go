@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,5 +400,65 @@ func TestFastHeader(t *testing.T) {
 	// The map (2 up to 8 keys), the values, the string, Set-Cookie's append.
 	if n := testing.AllocsPerRun(100, func() { fastHeader(&fh) }); n > 5 {
 		t.Errorf("fastHeader: %v allocations, want 5 at most", n)
+	}
+}
+
+// ownAfterFunc is a context with an AfterFunc method of its own, as the
+// gateway's request and attempt contexts have; registered counts its
+// registrations.
+type ownAfterFunc struct {
+	context.Context
+	registered atomic.Int64
+}
+
+func (c *ownAfterFunc) AfterFunc(f func()) func() bool {
+	c.registered.Add(1)
+	return context.AfterFunc(c.Context, f)
+}
+
+// sendFast registers its connection's close with a context's own
+// AfterFunc, when it has one, rather than through context.AfterFunc; the
+// context's end still interrupts a read blocked on the connection, and
+// the body's error says the call was cancelled.
+func TestFastUsesContextsAfterFunc(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hold := make(chan struct{})
+	defer close(hold)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		<-hold // the rest of the body never comes
+	}()
+	tr := newDirect(t, account(storage.ProviderOpenAI, "http://"+ln.Addr().String()+"/v1"), Options{ClientMode: ClientAuto})
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx := &ownAfterFunc{Context: parent}
+	resp, err := tr.Do(ctx, &Request{Endpoint: translate.Chat, Body: []byte(`{"model":"m"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if n := ctx.registered.Load(); n != 1 {
+		t.Fatalf("%d registrations with the context's AfterFunc, want 1", n)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		read <- err
+	}()
+	cancel()
+	if err := <-read; KindOf(err) != KindCanceled {
+		t.Fatalf("body read after the cancel: %v, want a cancelled call", err)
 	}
 }

@@ -1,0 +1,303 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// isDone reports whether ctx's Done channel is closed.
+func isDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// checkCtx fails t unless ctx's Err is want and its Done channel is closed
+// exactly when want is not nil.
+func checkCtx(t *testing.T, name string, ctx context.Context, want error) {
+	t.Helper()
+	if err := ctx.Err(); err != want {
+		t.Errorf("%s: Err %v, want %v", name, err, want)
+	}
+	if isDone(ctx) != (want != nil) {
+		t.Errorf("%s: Done closed %v, want %v", name, isDone(ctx), want != nil)
+	}
+}
+
+// The request's context ends at RequestTimeout with DeadlineExceeded, and
+// so do its attempt, a package-context child of it and a function
+// registered with context.AfterFunc, as under the context.WithTimeout it
+// replaced.
+func TestReqCtxRequestDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, 10*time.Second)
+		var a attemptCtx
+		rc.startAttempt(&a, 0) // a stream's: no deadline of its own
+		child, cancel := context.WithCancel(&a)
+		defer cancel()
+		var ran atomic.Bool
+		context.AfterFunc(&rc, func() { ran.Store(true) })
+		if dl, ok := a.Deadline(); !ok || !dl.Equal(rc.deadline) {
+			t.Errorf("attempt's deadline %v %v, want the request's %v", dl, ok, rc.deadline)
+		}
+		time.Sleep(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request before its deadline", &rc, nil)
+		checkCtx(t, "attempt before the deadline", &a, nil)
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request", &rc, context.DeadlineExceeded)
+		checkCtx(t, "attempt", &a, context.DeadlineExceeded)
+		checkCtx(t, "child", child, context.DeadlineExceeded)
+		if !ran.Load() {
+			t.Error("the AfterFunc did not run")
+		}
+	})
+}
+
+// An attempt's own deadline (NonStreamTimeout) ends only the attempt, with
+// DeadlineExceeded; the request's timer, re-armed, still ends the request
+// at its own deadline, also after an attempt that ended before its
+// deadline left the timer armed for it.
+func TestReqCtxAttemptDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, 10*time.Second)
+		var a1 attemptCtx
+		rc.startAttempt(&a1, 3*time.Second)
+		if dl, _ := a1.Deadline(); !dl.Equal(rc.deadline.Add(-7 * time.Second)) {
+			t.Errorf("attempt's deadline %v, want 3 s from the start", dl)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		checkCtx(t, "first attempt at its deadline", &a1, context.DeadlineExceeded)
+		checkCtx(t, "request at its attempt's deadline", &rc, nil)
+
+		var a2 attemptCtx // a failover, ended by its caller before its deadline
+		rc.startAttempt(&a2, 3*time.Second)
+		time.Sleep(time.Second)
+		a2.cancel()
+		checkCtx(t, "second attempt, cancelled", &a2, context.Canceled)
+		var a3 attemptCtx // its deadline would be past the request's
+		rc.startAttempt(&a3, 30*time.Second)
+		if dl, _ := a3.Deadline(); !dl.Equal(rc.deadline) {
+			t.Errorf("third attempt's deadline %v, want the request's %v", dl, rc.deadline)
+		}
+		time.Sleep(6*time.Second - time.Nanosecond) // past the second attempt's deadline, just short of the request's
+		synctest.Wait()
+		checkCtx(t, "request just before its deadline", &rc, nil)
+		checkCtx(t, "third attempt just before the request's deadline", &a3, nil)
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request at its deadline", &rc, context.DeadlineExceeded)
+		checkCtx(t, "third attempt at the request's deadline", &a3, context.DeadlineExceeded)
+		checkCtx(t, "second attempt", &a2, context.Canceled)
+		checkCtx(t, "first attempt", &a1, context.DeadlineExceeded)
+	})
+}
+
+// cancel ends the request (the client is gone, or it is over) with
+// Canceled: its attempts too, and an attempt started after it starts
+// ended. An attempt's cancel leaves the request running.
+func TestReqCtxCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, time.Minute)
+		var a1, a2 attemptCtx
+		rc.startAttempt(&a1, time.Second)
+		a1.cancel()
+		checkCtx(t, "cancelled attempt", &a1, context.Canceled)
+		checkCtx(t, "request after its attempt's cancel", &rc, nil)
+		rc.startAttempt(&a2, time.Second)
+		done := a2.Done() // made before the end: closed by it
+		rc.cancel()
+		<-done
+		checkCtx(t, "request", &rc, context.Canceled)
+		checkCtx(t, "attempt", &a2, context.Canceled)
+		rc.cancel() // a second end changes nothing
+		var a3 attemptCtx
+		rc.startAttempt(&a3, time.Second)
+		checkCtx(t, "attempt started after the end", &a3, context.Canceled)
+		time.Sleep(2 * time.Minute) // no timer ends it again
+		synctest.Wait()
+		checkCtx(t, "request after its deadline", &rc, context.Canceled)
+	})
+}
+
+// AfterFunc keeps context.AfterFunc's contract: f runs in its own
+// goroutine once the context ends (at once when it has), and stop reports
+// whether it kept f from running.
+func TestReqCtxAfterFunc(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, time.Minute)
+		var a attemptCtx
+		rc.startAttempt(&a, 0)
+		var mu sync.Mutex
+		var ran []string
+		reg := func(ctx interface{ AfterFunc(func()) func() bool }, name string) func() bool {
+			return ctx.AfterFunc(func() {
+				mu.Lock()
+				ran = append(ran, name)
+				mu.Unlock()
+			})
+		}
+		stopped := reg(&a, "stopped")
+		reg(&a, "attempt 1")
+		reg(&a, "attempt 2")
+		reg(&a, "attempt 3") // past the two inline slots
+		stopR := reg(&rc, "request")
+		if !stopped() || stopped() {
+			t.Error("stop before the end: want true, then false")
+		}
+		rc.cancel()
+		synctest.Wait()
+		if stopR() {
+			t.Error("stop after f ran returned true")
+		}
+		reg(&rc, "after the end")
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ran) != 5 {
+			t.Errorf("ran %q, want the three attempt's, the request's and the late one", ran)
+		}
+		for _, r := range ran {
+			if r == "stopped" {
+				t.Error("a stopped func ran")
+			}
+		}
+	})
+}
+
+// Shutdown's end of the live set cancels every request in it, and one
+// that starts afterwards; a request that ended left the set.
+func TestLiveSetEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l liveSet
+		var r1, r2, r3 reqCtx
+		r1.start(&l, time.Minute)
+		r2.start(&l, time.Minute)
+		r3.start(&l, time.Minute)
+		r2.cancel()
+		if r2.inSet || l.head != &r3 || r3.next != &r1 || r1.prev != &r3 {
+			t.Fatal("an ended request did not leave the set")
+		}
+		var a attemptCtx
+		r1.startAttempt(&a, time.Second)
+		l.end()
+		checkCtx(t, "first request", &r1, context.Canceled)
+		checkCtx(t, "its attempt", &a, context.Canceled)
+		checkCtx(t, "third request", &r3, context.Canceled)
+		if l.head != nil {
+			t.Error("requests left in the set after its end")
+		}
+		var r4 reqCtx
+		r4.start(&l, time.Minute)
+		checkCtx(t, "request started after the end", &r4, context.Canceled)
+	})
+}
+
+// chatJSON is a Chat Completions answer.
+var chatJSON = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`)
+
+// endSeen answers only when its call's context ends, with the error the
+// real transports give then (a timeout for a deadline), and sends that
+// context's error on errs.
+type endSeen struct{ errs chan error }
+
+func (e endSeen) Do(ctx context.Context, _ *upstream.Request) (*upstream.Response, error) {
+	<-ctx.Done()
+	err := ctx.Err()
+	e.errs <- err
+	kind := upstream.KindCanceled
+	if errors.Is(err, context.DeadlineExceeded) {
+		kind = upstream.KindTimeout
+	}
+	return nil, &upstream.Error{Kind: kind, Err: err}
+}
+
+// NonStreamTimeout ends one attempt, with DeadlineExceeded, and the
+// request fails over to the next account, which answers.
+func TestNonStreamTimeoutFailsOver(t *testing.T) {
+	hung := endSeen{errs: make(chan error, 1)}
+	tr := &scripted{answers: []upstream.Transport{hung, cannedTransport{200, "application/json", chatJSON}}}
+	s, sys, key := testServerCfg(t, 2, tr, Config{MaxWait: 100 * time.Millisecond, NonStreamTimeout: 50 * time.Millisecond})
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	if resp.StatusCode() != 200 {
+		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
+	}
+	if err := <-hung.errs; err != context.DeadlineExceeded {
+		t.Errorf("the first attempt ended with %v, want its deadline", err)
+	}
+	waitIdle(t, sys)
+	recs := logged(t, s)
+	if len(recs) != 1 || recs[0].Status != 200 || recs[0].Attempts != 2 {
+		t.Fatalf("records %+v, want one of status 200 after 2 attempts", recs)
+	}
+}
+
+// RequestTimeout ends a request during its attempt: the upstream call sees
+// the deadline, and the request is not failed over (its time is up).
+func TestRequestTimeoutEndsAttempt(t *testing.T) {
+	hung := endSeen{errs: make(chan error, 2)}
+	s, sys, key := testServerCfg(t, 2, hung, Config{MaxWait: 100 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	if resp.StatusCode() != 502 {
+		t.Fatalf("status %d body %s, want 502", resp.StatusCode(), resp.Body())
+	}
+	if err := <-hung.errs; err != context.DeadlineExceeded {
+		t.Errorf("the attempt ended with %v, want the request's deadline", err)
+	}
+	waitIdle(t, sys)
+	if recs := logged(t, s); len(recs) != 1 || recs[0].Attempts != 1 {
+		t.Fatalf("records %+v, want one after 1 attempt", recs)
+	}
+}
+
+// blocking answers when release is closed, whatever its context says;
+// started receives a value as each call begins.
+type blocking struct{ started, release chan struct{} }
+
+func (b blocking) Do(ctx context.Context, r *upstream.Request) (*upstream.Response, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return cannedTransport{200, "application/json", chatJSON}.Do(ctx, r)
+}
+
+// RequestTimeout ends a request still waiting for an account: it is
+// answered and recorded 499, as a cancelled one.
+func TestRequestTimeoutWhileWaiting(t *testing.T) {
+	up := blocking{started: make(chan struct{}, 2), release: make(chan struct{})}
+	s, sys, key := testServerCfg(t, 1, up, Config{MaxWait: time.Minute, RequestTimeout: time.Minute})
+	sys.PutAccount(storage.Account{ID: "a0", Name: "acct-0", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1})
+	waitUntil(t, "the account's new limit", func() bool {
+		v := sys.Views()
+		return len(v) == 1 && v[0].MaxInFlight == 1
+	})
+	first := make(chan int)
+	go func() { first <- do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`)).StatusCode() }()
+	<-up.started // the first request holds the only lease
+	s.cfg.RequestTimeout = 50 * time.Millisecond
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	close(up.release)
+	if resp.StatusCode() != statusClientClosed {
+		t.Errorf("status %d body %s, want 499", resp.StatusCode(), resp.Body())
+	}
+	if st := <-first; st != 200 {
+		t.Errorf("the first request: status %d", st)
+	}
+	waitIdle(t, sys)
+}
