@@ -29,7 +29,11 @@ type accountConfig struct {
 	*accountShared
 	account   storage.Account
 	transport upstream.Transport
-	snapshot  *snapshot // shared with readers (admin, metrics); written only by the actor
+	// snapshot is what readers (admin, metrics) see of the account,
+	// written only by the actor. It is held here, not apart: the config
+	// is 416 bytes with it, a size class, and a snapshot of its own was 24
+	// bytes more an account.
+	snapshot snapshot
 	// fence is the account's ownership lease (Config.Fenced; fence.go);
 	// nil: it grants whenever it has capacity.
 	fence *Fence
@@ -314,7 +318,7 @@ func (a *account) grant(c *mailCtx, req *acquireState) {
 		// goroutine, and the Go runtime runs the goroutine readied last
 		// first (runnext), so replying last lets the caller run first.
 		a.publish(c)
-	case a.cfg.snapshot != nil:
+	default:
 		a.cfg.snapshot.counters(a.inFlight, a.requests)
 	}
 	req.reply <- acquireReply{lease: &Lease{
@@ -505,9 +509,7 @@ func (a *account) publishVia(c *mailCtx, inline bool) {
 	} else {
 		a.cfg.scheduler.send(m, a.pid())
 	}
-	if a.cfg.snapshot != nil {
-		a.cfg.snapshot.publish(&m.view)
-	}
+	a.cfg.snapshot.publish(&m.view)
 	a.saveState()
 }
 

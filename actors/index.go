@@ -137,8 +137,8 @@ func better(a, b *entry, sl int) bool {
 	if va.band != vb.band {
 		return va.band > vb.band
 	}
-	if (a.owner == "") != (b.owner == "") {
-		return a.owner == ""
+	if (a.owner == nil) != (b.owner == nil) {
+		return a.owner == nil
 	}
 	if va.tie != vb.tie {
 		return va.tie > vb.tie

@@ -117,7 +117,7 @@ func (s *scheduler) pinned(id string, via Via, req *acquireState, sl int, pol Po
 	if e == nil || !s.matches(e, req) || !s.inSet(e, req) {
 		return nil
 	}
-	if !e.candidate(now, sl) && (e.owner == "" || req.tries > 0 || !e.v[sl].scored.OK || !e.view.Usable(now)) {
+	if !e.candidate(now, sl) && (e.owner == nil || req.tries > 0 || !e.v[sl].scored.OK || !e.view.Usable(now)) {
 		return nil
 	}
 	s.trace(req, via, e, nil, s.setSizes(sl, req), 0, pol, sl == slotCanary)
@@ -230,7 +230,7 @@ func (s *scheduler) collect(cs *candidates, req *acquireState, n int) {
 // handled on this goroutine (mailbox.runHere): the caller is spared the hop
 // to a pool worker, and its wake-up.
 func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
-	if e.owner == "" && e.box != nil && e.box.retired.Load() {
+	if e.owner == nil && e.box != nil && e.box.retired.Load() {
 		// The account is being removed (pool.stop): its mailbox would drop
 		// the grant once stopped, and the caller wait out its MaxWait. The
 		// request comes back as refused, behind the removal the pool sent
@@ -245,7 +245,7 @@ func (s *scheduler) grant(c *mailCtx, e *entry, req *acquireState) {
 	e.extra++
 	req.limit = e.v[req.slot].limit
 	switch {
-	case e.owner != "":
+	case e.owner != nil:
 		s.grantRemote(c, e, req)
 	case e.box != nil:
 		if !e.box.runHere(accountGrant{req: req}, c.pid) {

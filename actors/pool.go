@@ -140,8 +140,10 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		c.Send(box.PID(), &accountUpdate{account: acc, transport: tr})
 		return
 	}
-	snap := new(snapshot)
-	p.cfg.snapshots.Store(acc.ID, snap)
+	// The config holds the account's snapshot (accountConfig.snapshot),
+	// which readers find here before the actor publishes into it.
+	cfg := &accountConfig{accountShared: p.shared, account: acc, transport: tr, fence: p.fenceOf(acc.ID)}
+	p.cfg.snapshots.Store(acc.ID, &cfg.snapshot)
 	// An account put back while its last actor is still stopping (removed
 	// and put again at once, as fleet ownership moves do) gets a name of
 	// its own: hollywood refuses a name still registered, and the new actor
@@ -151,13 +153,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 		p.respawns++
 		name = acc.ID + "#" + strconv.Itoa(p.respawns)
 	}
-	_, box := spawnPooled(c.Engine(), p.cfg.boxes, &accountConfig{
-		accountShared: p.shared,
-		account:       acc,
-		transport:     tr,
-		snapshot:      snap,
-		fence:         p.fenceOf(acc.ID),
-	}, "account", name, p.cfg.log)
+	_, box := spawnPooled(c.Engine(), p.cfg.boxes, cfg, "account", name, p.cfg.log)
 	p.boxes[acc.ID] = box
 }
 

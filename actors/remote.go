@@ -223,7 +223,7 @@ func (s *scheduler) receiveRemote(c *mailCtx, msg any) bool {
 		}
 	case *schedRemoteRefused:
 		s.stats.Refusals++
-		if e := s.byID[m.id]; e != nil && e.owner == m.owner {
+		if e := s.byID[m.id]; e != nil && e.ownerName() == m.owner {
 			if m.view != nil {
 				s.onRemoteView(c, m.owner, m.view, s.cfg.now())
 			} else if !e.view.Moving {
@@ -246,19 +246,19 @@ func (s *scheduler) onRemoteView(c *mailCtx, owner string, v *View, now time.Tim
 	e := s.byID[v.ID]
 	switch {
 	case e == nil:
-		e = &entry{idx: s.next, view: &noView, owner: owner}
+		e = &entry{idx: s.next, view: &noView, owner: &entryOwner{name: owner}}
 		s.next++
 		s.byID[v.ID] = e
 		if s.remote != nil {
 			s.remote.count.Add(1)
 		}
-	case e.owner == "":
+	case e.owner == nil:
 		return // runs here
-	case e.owner != owner:
-		e.owner = owner // a new owner counts its versions afresh
+	case e.owner.name != owner:
+		e.owner.name = owner // a new owner counts its versions afresh
 		e.rewrite(func(v *View) { v.Version = 0 })
 	}
-	e.seen = now
+	e.owner.seen = now
 	cp := *v // v is in the owner's batch: the entry keeps a view of its own
 	s.onView(c, &cp, nil, nil, e.sent)
 	if s.remote != nil {
@@ -268,8 +268,8 @@ func (s *scheduler) onRemoteView(c *mailCtx, owner string, v *View, now time.Tim
 
 // local makes a remote entry local: this instance now runs the account.
 func (s *scheduler) local(e *entry) {
-	if e.owner != "" {
-		e.owner, e.sent = "", 0
+	if e.owner != nil {
+		e.owner, e.sent = nil, 0
 		e.rewrite(func(v *View) { v.Version = 0 })
 		if s.remote != nil {
 			s.remote.count.Add(-1)
@@ -289,7 +289,7 @@ func (s *System) remoteView(id string) (View, bool) {
 // sweepRemote drops remote entries whose owner has published nothing for remoteStale.
 func (s *scheduler) sweepRemote(now time.Time) {
 	for id, e := range s.byID {
-		if e.owner != "" && now.Sub(e.seen) > remoteStale {
+		if e.owner != nil && now.Sub(e.owner.seen) > remoteStale {
 			s.remove(id)
 		}
 	}
@@ -300,7 +300,7 @@ func (s *scheduler) sweepRemote(now time.Time) {
 //
 //go:noinline
 func (s *scheduler) grantRemote(c *mailCtx, e *entry, req *acquireState) {
-	side, owner, box, pid := s.remote, e.owner, c.box, c.pid
+	side, owner, box, pid := s.remote, e.ownerName(), c.box, c.pid
 	rr := RemoteRequest{Account: e.view.ID, Model: req.Model, Group: req.Group, Endpoint: req.Endpoint, Native: req.Native}
 	decision := req.decision
 	send := func(m any) { box.send(m, pid) }

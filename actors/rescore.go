@@ -101,7 +101,7 @@ func (s *scheduler) onView(c *mailCtx, v *View, pid *actor.PID, box *mailbox, an
 		e = &entry{idx: s.next, view: &noView, pid: pid, box: box}
 		s.next++
 		s.byID[v.ID] = e
-	} else if pid != nil && e.owner != "" {
+	} else if pid != nil && e.owner != nil {
 		s.local(e) // it runs here now: its own actor's view replaces its old owner's
 		e.pid, e.box = pid, box
 	} else if v.Version < e.view.Version {
@@ -411,7 +411,7 @@ func (s *scheduler) remove(id string) {
 		}
 		cs.count(e.view.Provider, -1, !e.terminal)
 	}
-	if e.owner != "" && s.remote != nil {
+	if e.owner != nil && s.remote != nil {
 		s.remote.count.Add(-1)
 		s.remote.views.Delete(id)
 	}

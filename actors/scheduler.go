@@ -52,8 +52,24 @@ type entry struct {
 	heaps     []heapPos // where the entry is in candidate heaps (index.go)
 	recheck   uint64    // generation of the pending recheck timer (0: none)
 	policyGen uint64    // policy generation the score was computed with
-	owner     string    // the member that owns the account when it runs on another instance (remote.go); "" here
-	seen      time.Time // a remote entry's last view from its owner
+	// owner is set while the account runs on another instance
+	// (remote.go); nil here. Apart, so that the entries of local accounts,
+	// most of them, are 224 bytes rather than 256.
+	owner *entryOwner
+}
+
+// entryOwner is where a remote entry's account runs.
+type entryOwner struct {
+	name string    // the member that owns the account
+	seen time.Time // its last view from that member
+}
+
+// ownerName returns the member that owns e's account, "" when it runs here.
+func (e *entry) ownerName() string {
+	if e.owner == nil {
+		return ""
+	}
+	return e.owner.name
 }
 
 // verdict is one policy's judgement of an account.
