@@ -33,7 +33,7 @@ type SchedulerStats struct {
 // entry is the scheduler's record of one account.
 type entry struct {
 	idx      uint32
-	terminal bool // counted as not live; beside idx, in its padding (264 bytes took the 288-byte size class, 256 take the 256)
+	terminal bool // counted as not live; beside idx, in its padding (8 bytes an entry)
 	// view is the account's last view: the one it published, shared with
 	// the readers' snapshot (or a copy of its owner's, for a remote
 	// account), so it is never written here; a change installs a new one.
