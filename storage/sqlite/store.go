@@ -44,8 +44,9 @@ type Store struct {
 	r      *sql.DB // read-only connections (the same as w for MemoryPath)
 	sealer *storage.Sealer
 
-	// insertUsage[k] stores 1<<k usage records (insertUsagesSQL), on w.
-	insertUsage [usageRowsShift + 1]*sql.Stmt
+	// usage are InsertUsage's statements on w's driver connection
+	// (usageStmtsOn); nil until prepared.
+	usage *usageStmts
 	// insertErrorEvent stores one failed attempt (on w).
 	insertErrorEvent *sql.Stmt
 	keyByHash        *sql.Stmt // on r
@@ -86,6 +87,9 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 		if s.w, err = openPool(path, false, 1); err != nil {
 			return nil, err
 		}
+		// The writer's connection lives as long as the store: InsertUsage's
+		// statements are prepared on it (usageStmts).
+		s.w.SetConnMaxIdleTime(0)
 	}
 	if err := s.w.PingContext(ctx); err != nil {
 		s.Close()
@@ -101,11 +105,9 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 			return nil, err
 		}
 	}
-	for k := range s.insertUsage {
-		if s.insertUsage[k], err = s.w.PrepareContext(ctx, insertUsagesSQL(1<<k)); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("sqlite: prepare: %w", err)
-		}
+	if err := s.prepareUsage(ctx); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if s.insertErrorEvent, err = s.w.PrepareContext(ctx, insertErrorEventSQL); err != nil {
 		s.Close()
@@ -118,8 +120,36 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 	return s, nil
 }
 
-// Close closes the database. Pending work in other goroutines fails; the
-// Store must not be used after. On the last connection SQLite checkpoints
+// prepareUsage prepares InsertUsage's statements on the writer's connection.
+func (s *Store) prepareUsage(ctx context.Context) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		_, err := s.usageStmtsOn(ctx, dc)
+		return err
+	})
+}
+
+// closeUsage closes InsertUsage's statements, on the writer's connection.
+func (s *Store) closeUsage() error {
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		us := s.usage
+		s.usage = nil
+		if us.conn != dc {
+			return nil // a connection the pool closed (usageStmtsOn)
+		}
+		return us.close()
+	})
+}
+
 // Ping checks that the database file answers a read (storage.Pinger).
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.r.PingContext(ctx); err != nil {
@@ -128,10 +158,15 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Close closes the database. Pending work in other goroutines fails; the
+// Store must not be used after. On the last connection SQLite checkpoints
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range append(s.insertUsage[:], s.insertErrorEvent, s.keyByHash) {
+	if s.usage != nil && s.w != nil {
+		errs = append(errs, s.closeUsage())
+	}
+	for _, st := range []*sql.Stmt{s.insertErrorEvent, s.keyByHash} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -145,11 +146,22 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) err
 // than it held.
 var errSkipped = errors.New("sqlite: insert usage: records stored already")
 
+// insertFunc inserts recs through the driver statements of us, on the
+// connection of the transaction, and returns their rollup sums and what they
+// charge their users (see insertBatch and insertRecords).
+type insertFunc func(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error)
+
 // insertUsageTx is one transaction of InsertUsage: the records through
-// insert, then their rollups and charges.
-func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord,
-	insert func(context.Context, *sql.Tx, []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error)) (err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+// insert, then their rollups and charges. The transaction runs on the
+// writer's connection taken from the pool, so that insert can run its
+// statements on the driver connection under it (usageStmts).
+func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord, insert insertFunc) (err error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert usage: %w", err)
+	}
+	defer conn.Close() // back to the pool; its transaction has ended
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert usage: %w", err)
 	}
@@ -158,8 +170,18 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord,
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	groups, charges, err := insert(ctx, tx, recs)
-	if err != nil {
+	var (
+		groups  map[rollupKey]*rollupSums
+		charges []userCharge
+	)
+	if err := conn.Raw(func(dc any) error {
+		us, err := s.usageStmtsOn(ctx, dc)
+		if err != nil {
+			return err
+		}
+		groups, charges, err = insert(ctx, us, recs)
+		return err
+	}); err != nil {
 		return err
 	}
 	if err := s.addRollups(ctx, tx, groups); err != nil {
@@ -174,37 +196,102 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord,
 	return nil
 }
 
-// insertBatch inserts recs in tx in multi-row statements and returns their
-// rollup sums and what they charge their users, or errSkipped when a
-// statement stored fewer rows than it held. The statements run under a
-// context without cancellation: the driver would otherwise start a
-// watcher goroutine per statement. Cancellation is still honoured between
+// usageStmts are InsertUsage's statements prepared on one driver connection,
+// the writer's. They are run with driver.NamedValues built in place, not
+// through database/sql: a Stmt.Exec there converts every argument into a
+// fresh []driver.NamedValue (21 a record), which was 14 % of the bytes the
+// gateway allocated at saturation (docs/benchmarks.md, issue 21).
+type usageStmts struct {
+	conn driver.Conn // the connection the statements are prepared on
+	// insert[k] stores 1<<k usage records (insertUsagesSQL).
+	insert [usageRowsShift + 1]driver.StmtExecContext
+	args   []driver.NamedValue // the parameters of one statement, reused
+}
+
+// usageStmtsOn returns InsertUsage's statements on dc, the writer's driver
+// connection, preparing them when dc is not the connection they were
+// prepared on (the first use, or a writer connection the pool replaced). It
+// is called only inside (*sql.Conn).Raw on the writer, whose pool holds one
+// connection: never by two goroutines at once.
+func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
+	if s.usage != nil && s.usage.conn == dc {
+		return s.usage, nil
+	}
+	// Statements of a connection the pool closed are not closed here: the
+	// driver freed what closing them needs. The writer's connection is
+	// never closed for idleness (Open), so this is not expected.
+	s.usage = nil
+	c, ok := dc.(interface {
+		driver.Conn
+		driver.ConnPrepareContext
+	})
+	if !ok {
+		return nil, fmt.Errorf("sqlite: insert usage: driver connection %T cannot prepare with a context", dc)
+	}
+	us := &usageStmts{conn: c}
+	for k := range us.insert {
+		st, err := c.PrepareContext(context.WithoutCancel(ctx), insertUsagesSQL(1<<k))
+		if err == nil {
+			if us.insert[k], ok = st.(driver.StmtExecContext); !ok {
+				err = fmt.Errorf("driver statement %T cannot execute with a context", st)
+				_ = st.Close()
+			}
+		}
+		if err != nil {
+			us.close()
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+	}
+	s.usage = us
+	return us, nil
+}
+
+// close closes the statements of us; the first error is returned.
+func (us *usageStmts) close() error {
+	var errs []error
+	for _, st := range us.insert {
+		if c, ok := st.(driver.Stmt); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// exec runs us.insert[k] with us.args and returns how many rows it stored.
+// It runs under a context without cancellation: the driver would otherwise
+// start a watcher goroutine per statement. Cancellation is honoured between
+// statements by the callers.
+func (us *usageStmts) exec(ctx context.Context, k int) (int64, error) {
+	res, err := us.insert[k].ExecContext(context.WithoutCancel(ctx), us.args)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// insertBatch inserts recs in multi-row statements and returns their rollup
+// sums and what they charge their users, or errSkipped when a statement
+// stored fewer rows than it held. Cancellation is honoured between
 // statements.
-func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
-	rowCtx := context.WithoutCancel(ctx)
+func (s *Store) insertBatch(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
 	groups := make(map[rollupKey]*rollupSums, 8)
 	var charges []userCharge
-	args := make([]any, 0, usageParams*min(len(recs), 1<<usageRowsShift))
 	for start := 0; start < len(recs); {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		k := bits.Len(uint(min(len(recs)-start, 1<<usageRowsShift))) - 1
 		chunk := recs[start : start+1<<k]
-		args = args[:0]
+		us.args = us.args[:0]
 		for i := range chunk {
 			var c userCharge
-			args, c = usageArgs(args, &chunk[i])
+			us.args, c = usageArgs(us.args, &chunk[i])
 			addRecord(groups, &c, &chunk[i])
 			if c.userID != "" {
 				charges = append(charges, c)
 			}
 		}
-		res, err := tx.StmtContext(ctx, s.insertUsage[k]).ExecContext(rowCtx, args...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
-		}
-		n, err := res.RowsAffected()
+		n, err := us.exec(ctx, k)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
 		}
@@ -216,19 +303,21 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, recs []storage.Usag
 	return groups, charges, nil
 }
 
-// usageArgs appends r's parameters (usageTuple's order) to args, and
-// returns them with r's charge: its cleaned text and tokens (userID ""
-// when r has no user). The numbers are int64s, driver.Values as they are
-// (database/sql would box an int a second time to convert it).
-func usageArgs(args []any, r *storage.UsageRecord) ([]any, userCharge) {
+// usageArgs appends r's parameters (usageTuple's order, numbered on from
+// len(args)) to args, and returns them with r's charge: its cleaned text and
+// tokens (userID "" when r has no user). The numbers are int64s, the
+// driver.Value the driver binds.
+func usageArgs(args []driver.NamedValue, r *storage.UsageRecord) ([]driver.NamedValue, userCharge) {
 	c := userCharge{requestID: storage.CleanText(r.RequestID), userID: storage.CleanText(r.UserID), model: storage.CleanText(r.Model),
 		at: r.At.UnixMilli(), input: r.InputTokens, cached: r.CachedTokens, output: r.OutputTokens, cost: max(r.Cost, 0)}
-	args = append(args,
+	for _, v := range [usageParams]driver.Value{
 		c.requestID, c.at, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), c.model, storage.CleanText(r.Route),
 		int64(boolInt(r.Stream)), int64(r.Status), storage.CleanText(r.ErrorClass), int64(r.Attempts),
 		r.Latency.Microseconds(), r.TTFT.Microseconds(),
 		r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), int64(boolInt(r.Estimated)),
-		r.CacheWriteTokens, c.userID, r.Cost)
+		r.CacheWriteTokens, c.userID, r.Cost} {
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
+	}
 	return args, c
 }
 
@@ -248,28 +337,19 @@ func addRecord(groups map[rollupKey]*rollupSums, c *userCharge, r *storage.Usage
 	g.reasoning += r.ReasoningTokens
 }
 
-// insertRecords inserts recs in tx a record a statement, skipping those
-// already stored, and returns the rollup sums of the records it stored and
-// what they charge their users. The rows run under a context without
-// cancellation, as insertBatch's statements. Cancellation is still
-// honoured between rows.
-func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
-	stmt := tx.StmtContext(ctx, s.insertUsage[0])
-	rowCtx := context.WithoutCancel(ctx)
+// insertRecords inserts recs a record a statement, skipping those already
+// stored, and returns the rollup sums of the records it stored and what
+// they charge their users. Cancellation is honoured between rows.
+func (s *Store) insertRecords(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
 	groups := make(map[rollupKey]*rollupSums, 8)
 	var charges []userCharge
-	args := make([]any, 0, usageParams)
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		var c userCharge
-		args, c = usageArgs(args[:0], &recs[i])
-		res, err := stmt.ExecContext(rowCtx, args...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
-		}
-		n, err := res.RowsAffected()
+		us.args, c = usageArgs(us.args[:0], &recs[i])
+		n, err := us.exec(ctx, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
