@@ -3,7 +3,6 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -44,11 +43,14 @@ const insertErrorEventSQL = `INSERT INTO error_events (request_id, attempt, at, 
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(request_id, attempt) DO NOTHING`
 
-// rollupRowsPerStmt is how many usage_hourly rows one upsert statement of
-// InsertUsage adds (11 parameters a row). Over a large pool nearly every
-// record of a batch has a row of its own (its account's), and a statement
-// per row cost each database/sql's round (BenchmarkInsertUsage "varied").
-const rollupRowsPerStmt = 80
+// rollupRowsShift sets the largest upsert statement of InsertUsage's
+// usage_hourly rows: 1<<rollupRowsShift rows (11 parameters each). Over a
+// large pool nearly every record of a batch has a row of its own (its
+// account's), and a statement per row cost each a round through the driver
+// and the VDBE's per-statement setup (BenchmarkInsertUsage "varied"). As
+// the records', the rows go in statements of power-of-two sizes, largest
+// first, prepared once (usageStmts).
+const rollupRowsShift = 7
 
 // upsertRollupsSQL adds n groups' sums to their usage_hourly rows, one
 // VALUES tuple a group; the groups of one statement are distinct.
@@ -99,6 +101,29 @@ type rollupSums struct {
 	requests, input, cached, output, reasoning int64
 }
 
+// rollupRow is a usage_hourly row's key and the sums a batch adds to it.
+type rollupRow struct {
+	key  rollupKey
+	sums rollupSums
+}
+
+// rollups are the usage_hourly rows of the records of one batch: rows in
+// the order first met, index the position of each key in rows. Its memory
+// is kept from batch to batch (usageStmts).
+type rollups struct {
+	index map[rollupKey]int
+	rows  []rollupRow
+}
+
+// reset empties r for a new batch.
+func (r *rollups) reset() {
+	if r.index == nil {
+		r.index = make(map[rollupKey]int, 8)
+	}
+	clear(r.index)
+	r.rows = r.rows[:0]
+}
+
 // hourOf returns the start of the UTC hour of unix ms, rounding down.
 func hourOf(ms int64) int64 {
 	h := ms - ms%hourMs
@@ -147,9 +172,9 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) err
 var errSkipped = errors.New("sqlite: insert usage: records stored already")
 
 // insertFunc inserts recs through the driver statements of us, on the
-// connection of the transaction, and returns their rollup sums and what they
-// charge their users (see insertBatch and insertRecords).
-type insertFunc func(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error)
+// connection of the transaction, adds the stored ones to us.groups and
+// returns what they charge their users (see insertBatch and insertRecords).
+type insertFunc func(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) ([]userCharge, error)
 
 // insertUsageTx is one transaction of InsertUsage: the records through
 // insert, then their rollups and charges. The transaction runs on the
@@ -170,21 +195,18 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord, i
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	var (
-		groups  map[rollupKey]*rollupSums
-		charges []userCharge
-	)
+	var charges []userCharge
 	if err := conn.Raw(func(dc any) error {
 		us, err := s.usageStmtsOn(ctx, dc)
 		if err != nil {
 			return err
 		}
-		groups, charges, err = insert(ctx, us, recs)
-		return err
+		us.groups.reset()
+		if charges, err = insert(ctx, us, recs); err != nil {
+			return err
+		}
+		return us.addRollups(ctx)
 	}); err != nil {
-		return err
-	}
-	if err := s.addRollups(ctx, tx, groups); err != nil {
 		return err
 	}
 	if err := chargeUsage(context.WithoutCancel(ctx), tx, charges); err != nil {
@@ -205,7 +227,10 @@ type usageStmts struct {
 	conn driver.Conn // the connection the statements are prepared on
 	// insert[k] stores 1<<k usage records (insertUsagesSQL).
 	insert [usageRowsShift + 1]driver.StmtExecContext
+	// rollup[k] adds to 1<<k usage_hourly rows (upsertRollupsSQL).
+	rollup [rollupRowsShift + 1]driver.StmtExecContext
 	args   []driver.NamedValue // the parameters of one statement, reused
+	groups rollups             // the batch's usage_hourly rows, reused
 }
 
 // usageStmtsOn returns InsertUsage's statements on dc, the writer's driver
@@ -229,27 +254,39 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 		return nil, fmt.Errorf("sqlite: insert usage: driver connection %T cannot prepare with a context", dc)
 	}
 	us := &usageStmts{conn: c}
-	for k := range us.insert {
-		st, err := c.PrepareContext(context.WithoutCancel(ctx), insertUsagesSQL(1<<k))
-		if err == nil {
-			if us.insert[k], ok = st.(driver.StmtExecContext); !ok {
-				err = fmt.Errorf("driver statement %T cannot execute with a context", st)
-				_ = st.Close()
-			}
-		}
+	prepare := func(query string) (driver.StmtExecContext, error) {
+		st, err := c.PrepareContext(context.WithoutCancel(ctx), query)
 		if err != nil {
-			us.close()
 			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		se, ok := st.(driver.StmtExecContext)
+		if !ok {
+			_ = st.Close()
+			return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot execute with a context", st)
+		}
+		return se, nil
+	}
+	var err error
+	for k := range us.insert {
+		if us.insert[k], err = prepare(insertUsagesSQL(1 << k)); err != nil {
+			_ = us.close() // the error that matters is err
+			return nil, err
+		}
+	}
+	for k := range us.rollup {
+		if us.rollup[k], err = prepare(upsertRollupsSQL(1 << k)); err != nil {
+			_ = us.close() // the error that matters is err
+			return nil, err
 		}
 	}
 	s.usage = us
 	return us, nil
 }
 
-// close closes the statements of us; the first error is returned.
+// close closes the statements of us; the errors are joined.
 func (us *usageStmts) close() error {
 	var errs []error
-	for _, st := range us.insert {
+	for _, st := range append(us.insert[:], us.rollup[:]...) {
 		if c, ok := st.(driver.Stmt); ok {
 			errs = append(errs, c.Close())
 		}
@@ -257,28 +294,27 @@ func (us *usageStmts) close() error {
 	return errors.Join(errs...)
 }
 
-// exec runs us.insert[k] with us.args and returns how many rows it stored.
-// It runs under a context without cancellation: the driver would otherwise
-// start a watcher goroutine per statement. Cancellation is honoured between
+// exec runs st with us.args and returns how many rows it changed. It runs
+// under a context without cancellation: the driver would otherwise start a
+// watcher goroutine per statement. Cancellation is honoured between
 // statements by the callers.
-func (us *usageStmts) exec(ctx context.Context, k int) (int64, error) {
-	res, err := us.insert[k].ExecContext(context.WithoutCancel(ctx), us.args)
+func (us *usageStmts) exec(ctx context.Context, st driver.StmtExecContext) (int64, error) {
+	res, err := st.ExecContext(context.WithoutCancel(ctx), us.args)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
 }
 
-// insertBatch inserts recs in multi-row statements and returns their rollup
-// sums and what they charge their users, or errSkipped when a statement
-// stored fewer rows than it held. Cancellation is honoured between
-// statements.
-func (s *Store) insertBatch(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
-	groups := make(map[rollupKey]*rollupSums, 8)
+// insertBatch inserts recs in multi-row statements, adds them to
+// us.groups and returns what they charge their users, or errSkipped when a
+// statement stored fewer rows than it held. Cancellation is honoured
+// between statements.
+func (s *Store) insertBatch(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) ([]userCharge, error) {
 	var charges []userCharge
 	for start := 0; start < len(recs); {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
+			return nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		k := bits.Len(uint(min(len(recs)-start, 1<<usageRowsShift))) - 1
 		chunk := recs[start : start+1<<k]
@@ -286,128 +322,144 @@ func (s *Store) insertBatch(ctx context.Context, us *usageStmts, recs []storage.
 		for i := range chunk {
 			var c userCharge
 			us.args, c = usageArgs(us.args, &chunk[i])
-			addRecord(groups, &c, &chunk[i])
+			us.groups.add(&c, &chunk[i])
 			if c.userID != "" {
 				charges = append(charges, c)
 			}
 		}
-		n, err := us.exec(ctx, k)
+		n, err := us.exec(ctx, us.insert[k])
 		if err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
+			return nil, fmt.Errorf("sqlite: insert usage: records %d-%d of %d: %w", start, start+len(chunk)-1, len(recs), err)
 		}
 		if n != int64(len(chunk)) {
-			return nil, nil, errSkipped
+			return nil, errSkipped
 		}
 		start += len(chunk)
 	}
-	return groups, charges, nil
+	return charges, nil
 }
 
 // usageArgs appends r's parameters (usageTuple's order, numbered on from
 // len(args)) to args, and returns them with r's charge: its cleaned text and
 // tokens (userID "" when r has no user). The numbers are int64s, the
-// driver.Value the driver binds.
+// driver.Value the driver binds. A text equal to the previous record's in
+// args reuses its driver.Value (reuse) rather than boxing the string again
+// (most records of a batch share their key, model and route).
 func usageArgs(args []driver.NamedValue, r *storage.UsageRecord) ([]driver.NamedValue, userCharge) {
 	c := userCharge{requestID: storage.CleanText(r.RequestID), userID: storage.CleanText(r.UserID), model: storage.CleanText(r.Model),
 		at: r.At.UnixMilli(), input: r.InputTokens, cached: r.CachedTokens, output: r.OutputTokens, cost: max(r.Cost, 0)}
+	var prev []driver.NamedValue // the previous record's
+	if len(args) >= usageParams {
+		prev = args[len(args)-usageParams:]
+	}
+	text := func(i int, s string) driver.Value { return reuse(prev, i, s) }
 	for _, v := range [usageParams]driver.Value{
-		c.requestID, c.at, storage.CleanText(r.KeyID), storage.CleanText(r.AccountID), c.model, storage.CleanText(r.Route),
-		int64(boolInt(r.Stream)), int64(r.Status), storage.CleanText(r.ErrorClass), int64(r.Attempts),
+		c.requestID, c.at, text(2, storage.CleanText(r.KeyID)), text(3, storage.CleanText(r.AccountID)), text(4, c.model), text(5, storage.CleanText(r.Route)),
+		int64(boolInt(r.Stream)), int64(r.Status), text(8, storage.CleanText(r.ErrorClass)), int64(r.Attempts),
 		r.Latency.Microseconds(), r.TTFT.Microseconds(),
-		r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, storage.CleanText(r.Decision), int64(boolInt(r.Estimated)),
-		r.CacheWriteTokens, c.userID, r.Cost} {
+		r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, text(16, storage.CleanText(r.Decision)), int64(boolInt(r.Estimated)),
+		r.CacheWriteTokens, text(19, c.userID), r.Cost} {
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 	}
 	return args, c
 }
 
-// addRecord adds stored record r, whose charge is c (usageArgs), to its
-// rollup row's sums in groups.
-func addRecord(groups map[rollupKey]*rollupSums, c *userCharge, r *storage.UsageRecord) {
-	k := rollupKey{hour: hourOf(c.at), keyID: storage.CleanText(r.KeyID), accountID: storage.CleanText(r.AccountID), model: c.model, status: r.Status}
-	g := groups[k]
-	if g == nil {
-		g = new(rollupSums)
-		groups[k] = g
+// reuse returns v as a driver.Value: prev[i]'s when that holds v (no
+// allocation), else v boxed anew. prev may be shorter than i (none).
+func reuse[T string | int64](prev []driver.NamedValue, i int, v T) driver.Value {
+	if i < len(prev) {
+		if p, ok := prev[i].Value.(T); ok && p == v {
+			return prev[i].Value
+		}
 	}
-	g.requests++
-	g.input += r.InputTokens
-	g.cached += r.CachedTokens
-	g.output += r.OutputTokens
-	g.reasoning += r.ReasoningTokens
+	return v
+}
+
+// add adds stored record r, whose charge is c (usageArgs), to its rollup
+// row's sums in g.
+func (g *rollups) add(c *userCharge, r *storage.UsageRecord) {
+	k := rollupKey{hour: hourOf(c.at), keyID: storage.CleanText(r.KeyID), accountID: storage.CleanText(r.AccountID), model: c.model, status: r.Status}
+	i, ok := g.index[k]
+	if !ok {
+		i = len(g.rows)
+		g.rows = append(g.rows, rollupRow{key: k})
+		g.index[k] = i
+	}
+	sum := &g.rows[i].sums
+	sum.requests++
+	sum.input += r.InputTokens
+	sum.cached += r.CachedTokens
+	sum.output += r.OutputTokens
+	sum.reasoning += r.ReasoningTokens
 }
 
 // insertRecords inserts recs a record a statement, skipping those already
-// stored, and returns the rollup sums of the records it stored and what
-// they charge their users. Cancellation is honoured between rows.
-func (s *Store) insertRecords(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) (map[rollupKey]*rollupSums, []userCharge, error) {
-	groups := make(map[rollupKey]*rollupSums, 8)
+// stored, adds the records it stored to us.groups and returns what they
+// charge their users. Cancellation is honoured between rows.
+func (s *Store) insertRecords(ctx context.Context, us *usageStmts, recs []storage.UsageRecord) ([]userCharge, error) {
 	var charges []userCharge
 	for i := range recs {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: %w", err)
+			return nil, fmt.Errorf("sqlite: insert usage: %w", err)
 		}
 		var c userCharge
 		us.args, c = usageArgs(us.args[:0], &recs[i])
-		n, err := us.exec(ctx, 0)
+		n, err := us.exec(ctx, us.insert[0])
 		if err != nil {
-			return nil, nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
+			return nil, fmt.Errorf("sqlite: insert usage: record %d of %d: %w", i, len(recs), err)
 		}
 		if n == 0 {
 			continue // already stored: not counted again
 		}
-		addRecord(groups, &c, &recs[i])
+		us.groups.add(&c, &recs[i])
 		if c.userID != "" {
 			charges = append(charges, c)
 		}
 	}
-	return groups, charges, nil
+	return charges, nil
 }
 
-// addRollups adds groups to their usage_hourly rows in tx, in key order,
-// rollupRowsPerStmt rows a statement.
-func (s *Store) addRollups(ctx context.Context, tx *sql.Tx, groups map[rollupKey]*rollupSums) error {
-	if len(groups) == 0 {
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlite: insert usage: %w", err)
-	}
-	keys := make([]rollupKey, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareRollupKeys)
-	full, err := tx.PrepareContext(ctx, upsertRollupsSQL(min(len(keys), rollupRowsPerStmt)))
-	if err != nil {
-		return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
-	}
-	defer full.Close()
-	rowCtx := context.WithoutCancel(ctx)
-	args := make([]any, 0, 11*min(len(keys), rollupRowsPerStmt))
-	for start := 0; start < len(keys); start += rollupRowsPerStmt {
-		chunk := keys[start:min(start+rollupRowsPerStmt, len(keys))]
-		args = args[:0]
-		for _, k := range chunk {
-			g := groups[k]
-			// int64s: driver.Values as they are (an int is boxed again
-			// by database/sql's conversion).
-			args = append(args, k.hour, k.keyID, k.accountID, k.model, int64(k.status),
-				g.requests, g.input, g.cached, g.output, g.reasoning, 0.0)
+// addRollups adds us.groups to their usage_hourly rows, in key order, in
+// statements of power-of-two sizes, largest first (rollupRowsShift).
+// Cancellation is honoured between statements.
+func (us *usageStmts) addRollups(ctx context.Context) error {
+	rows := us.groups.rows
+	slices.SortFunc(rows, func(a, b rollupRow) int { return compareRollupKeys(a.key, b.key) })
+	for start := 0; start < len(rows); {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sqlite: insert usage: %w", err)
 		}
-		stmt := full
-		if len(chunk) < rollupRowsPerStmt && len(chunk) < len(keys) {
-			// The shorter last statement of several.
-			if stmt, err = tx.PrepareContext(ctx, upsertRollupsSQL(len(chunk))); err != nil {
-				return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
-			}
-			defer stmt.Close()
+		k := bits.Len(uint(min(len(rows)-start, 1<<rollupRowsShift))) - 1
+		us.args = us.args[:0]
+		for i := range rows[start : start+1<<k] {
+			us.args = rollupArgs(us.args, &rows[start+i])
 		}
-		if _, err := stmt.ExecContext(rowCtx, args...); err != nil {
+		if _, err := us.exec(ctx, us.rollup[k]); err != nil {
 			return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
 		}
+		start += 1 << k
 	}
 	return nil
+}
+
+// rollupParams is the number of parameters of a row of upsertRollupsSQL.
+const rollupParams = 11
+
+// rollupArgs appends row's parameters (upsertRollupsSQL's order, numbered on
+// from len(args)) to args. Values equal to the previous row's reuse its
+// driver.Values (reuse): rows in key order share their hour, key and model.
+func rollupArgs(args []driver.NamedValue, row *rollupRow) []driver.NamedValue {
+	var prev []driver.NamedValue
+	if len(args) >= rollupParams {
+		prev = args[len(args)-rollupParams:]
+	}
+	k, g := &row.key, &row.sums
+	for _, v := range [rollupParams]driver.Value{
+		reuse(prev, 0, k.hour), reuse(prev, 1, k.keyID), reuse(prev, 2, k.accountID), reuse(prev, 3, k.model), int64(k.status),
+		g.requests, g.input, g.cached, g.output, g.reasoning, 0.0} {
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
+	}
+	return args
 }
 
 func compareRollupKeys(a, b rollupKey) int {
