@@ -134,17 +134,23 @@ func (s *Store) prepareUsage(ctx context.Context) error {
 }
 
 // closeUsage closes InsertUsage's statements, on the writer's connection.
+// It waits at most closeUsageWait for a write in progress to release that
+// connection; past that the statements are left to the process's end (the
+// driver keeps its connection's memory until they are closed), so that Close
+// never waits on a stuck writer.
 func (s *Store) closeUsage() error {
-	conn, err := s.w.Conn(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), closeUsageWait)
+	defer cancel()
+	conn, err := s.w.Conn(ctx)
 	if err != nil {
-		return err
+		return nil // see above: not an error of the store
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
 		us := s.usage
 		s.usage = nil
-		if us.conn != dc {
-			return nil // a connection the pool closed (usageStmtsOn)
+		if us == nil || us.conn != dc {
+			return nil // none, or on a connection the pool closed (usageStmtsOn)
 		}
 		return us.close()
 	})
@@ -158,12 +164,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// closeUsageWait is how long Close waits for the writer's connection to
+// close InsertUsage's statements on it (closeUsage).
+const closeUsageWait = time.Second
+
 // Close closes the database. Pending work in other goroutines fails; the
 // Store must not be used after. On the last connection SQLite checkpoints
 // the WAL into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	if s.usage != nil && s.w != nil {
+	if s.w != nil {
 		errs = append(errs, s.closeUsage())
 	}
 	for _, st := range []*sql.Stmt{s.insertErrorEvent, s.keyByHash} {
