@@ -481,3 +481,38 @@ func TestMigrationAdminDefault(t *testing.T) {
 		t.Errorf("after granting admin: %+v, %v", k, err)
 	}
 }
+
+// TestInsertUsageNewWriterConn: InsertUsage's driver statements live on the
+// writer's connection (usageStmts); when the pool hands out a new one, they
+// are prepared on it, and batches (with a record stored already, which takes
+// the record-a-statement path) and their rollups are stored as before.
+func TestInsertUsageNewWriterConn(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
+	s.w.SetMaxIdleConns(0) // every write on a new connection
+	ctx := context.Background()
+	recs := storagetest.VariedUsage("r", 0, 300)
+	if err := s.InsertUsage(ctx, recs[:200]); err != nil {
+		t.Fatal(err)
+	}
+	first := s.usage
+	if err := s.InsertUsage(ctx, recs[100:]); err != nil { // 100 stored already
+		t.Fatal(err)
+	}
+	if s.usage == first {
+		t.Error("the statements were not prepared on the new connection")
+	}
+	if n, err := s.CountUsage(ctx); err != nil || n != 300 {
+		t.Errorf("CountUsage = %d, %v; want 300", n, err)
+	}
+	rolls, err := s.Rollups(ctx, storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests int64
+	for _, r := range rolls {
+		requests += r.Requests
+	}
+	if requests != 300 {
+		t.Errorf("rollups count %d requests, want 300", requests)
+	}
+}
