@@ -213,6 +213,9 @@ func TestLiveSetEnd(t *testing.T) {
 // chatJSON is a Chat Completions answer.
 var chatJSON = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`)
 
+// chatBody is a non-stream Chat Completions request.
+var chatBody = []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+
 // endSeen answers only when its call's context ends, with the error the
 // real transports give then (a timeout for a deadline), and sends that
 // context's error on errs.
@@ -235,7 +238,7 @@ func TestNonStreamTimeoutFailsOver(t *testing.T) {
 	hung := endSeen{errs: make(chan error, 1)}
 	tr := &scripted{answers: []upstream.Transport{hung, cannedTransport{200, "application/json", chatJSON}}}
 	s, sys, key := testServerCfg(t, 2, tr, Config{MaxWait: 100 * time.Millisecond, NonStreamTimeout: 50 * time.Millisecond})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, chatBody)
 	if resp.StatusCode() != 200 {
 		t.Fatalf("status %d body %s", resp.StatusCode(), resp.Body())
 	}
@@ -254,7 +257,7 @@ func TestNonStreamTimeoutFailsOver(t *testing.T) {
 func TestRequestTimeoutEndsAttempt(t *testing.T) {
 	hung := endSeen{errs: make(chan error, 2)}
 	s, sys, key := testServerCfg(t, 2, hung, Config{MaxWait: 100 * time.Millisecond, RequestTimeout: 50 * time.Millisecond})
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, chatBody)
 	if resp.StatusCode() != 502 {
 		t.Fatalf("status %d body %s, want 502", resp.StatusCode(), resp.Body())
 	}
@@ -288,10 +291,14 @@ func TestRequestTimeoutWhileWaiting(t *testing.T) {
 		return len(v) == 1 && v[0].MaxInFlight == 1
 	})
 	first := make(chan int)
-	go func() { first <- do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`)).StatusCode() }()
-	<-up.started // the first request holds the only lease
+	go func() { first <- do(s, "POST", "/v1/chat/completions", key, chatBody).StatusCode() }()
+	select { // the first request holds the only lease
+	case <-up.started:
+	case st := <-first:
+		t.Fatalf("the first request ended (status %d) before reaching the upstream", st)
+	}
 	s.cfg.RequestTimeout = 50 * time.Millisecond
-	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m"}`))
+	resp := do(s, "POST", "/v1/chat/completions", key, chatBody)
 	close(up.release)
 	if resp.StatusCode() != statusClientClosed {
 		t.Errorf("status %d body %s, want 499", resp.StatusCode(), resp.Body())
