@@ -33,11 +33,16 @@ var openAIPassHeaders = []string{"Idempotency-Key", "X-Client-Request-Id", "X-Re
 // https://platform.openai.com/docs/api-reference/responses/create.
 type openAI struct {
 	base
-	provider  storage.Provider
-	chatURL   *url.URL
-	respURL   *url.URL // nil when the provider does not speak Responses
-	auth      []string // "Bearer <api key>"
-	userAgent []string
+	provider storage.Provider
+	chatURL  *url.URL
+	respURL  *url.URL // nil when the provider does not speak Responses
+	// auth ("Bearer <api key>") and userAgent are header values, held as
+	// arrays and sliced per request (no allocation): a slice header each
+	// plus its own backing array took the struct to the 144-byte size
+	// class and 32 bytes more an account (at 10,000 accounts 0.5 MB of
+	// live heap); arrays keep it at 128.
+	auth      [1]string
+	userAgent [1]string
 }
 
 func newOpenAI(a storage.Account, b base, ua string) (*openAI, error) {
@@ -60,8 +65,8 @@ func newOpenAI(a storage.Account, b base, ua string) (*openAI, error) {
 		base:      b,
 		provider:  a.Provider,
 		chatURL:   endpointURL(u, "chat/completions"),
-		auth:      []string{"Bearer " + a.Credentials.APIKey},
-		userAgent: []string{ua},
+		auth:      [1]string{"Bearer " + a.Credentials.APIKey},
+		userAgent: [1]string{ua},
 	}
 	if a.Provider == storage.ProviderOpenAI {
 		t.respURL = endpointURL(u, "responses")
@@ -97,13 +102,13 @@ func (t *openAI) Do(ctx context.Context, req *Request) (*Response, error) {
 }
 
 func (t *openAI) setHeader(h http.Header, req *Request) {
-	h["Authorization"] = t.auth
+	h["Authorization"] = t.auth[:]
 	h["Content-Type"] = hvJSON
 	if req.Stream {
 		h["Accept"] = hvSSE
 	} else {
 		h["Accept"] = hvJSON
 	}
-	h["User-Agent"] = t.userAgent
+	h["User-Agent"] = t.userAgent[:]
 	copyHeaders(h, req.Header, openAIPassHeaders)
 }
