@@ -1,6 +1,9 @@
 package stats
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,30 +205,56 @@ func (p *pending) tokens(at time.Time, account, provider string, t Tokens) {
 	}
 }
 
-// take empties the batch and returns its counts, a row's together. What
-// the batch held is left to the GC: the next one is allocated at its
-// first count, at this one's size.
+// take empties the batch and returns its counts in storage's order: by
+// scope, subject (bytewise), hour and key, one a row (two or more only for
+// a count past cellMax). storage.CoalesceAttemptCounts sorts them again,
+// and a sorted slice costs its sort one pass. What the
+// batch held is left to the GC: the next one is allocated at its first
+// count, at this one's size.
 func (p *pending) take() []storage.AttemptCount {
 	p.mu.Lock()
 	rows, blocks, cells := p.rows, p.blocks, p.cells
 	p.rows, p.blocks, p.cells = nil, nil, 0
 	p.lastRows, p.lastBlocks = len(rows), len(blocks)
 	p.mu.Unlock()
-	out := make([]storage.AttemptCount, 0, cells)
+	type row struct {
+		rowKey
+		b uint32
+	}
+	rs := make([]row, 0, len(rows))
 	for r, b := range rows {
-		hour := time.Unix(r.hour, 0).UTC()
-		for {
+		rs = append(rs, row{r, b})
+	}
+	slices.SortFunc(rs, func(x, y row) int {
+		if x.scope != y.scope {
+			return cmp.Compare(x.scope, y.scope)
+		}
+		if c := strings.Compare(x.subject, y.subject); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.hour, y.hour)
+	})
+	out := make([]storage.AttemptCount, 0, cells)
+	var cs []uint64 // a row's cells, sorted by key (the key is their top bits)
+	for _, r := range rs {
+		cs = cs[:0]
+		for b := r.b; ; {
 			bl := &blocks[b]
 			for _, c := range &bl.c {
 				if c == 0 {
 					break
 				}
-				out = append(out, storage.AttemptCount{Scope: r.scope, Subject: r.subject, Hour: hour, Key: int(c >> cellBits), N: int64(c & cellMax)})
+				cs = append(cs, c)
 			}
 			if bl.next == 0 {
 				break
 			}
 			b = bl.next
+		}
+		slices.Sort(cs)
+		hour := time.Unix(r.hour, 0).UTC()
+		for _, c := range cs {
+			out = append(out, storage.AttemptCount{Scope: r.scope, Subject: r.subject, Hour: hour, Key: int(c >> cellBits), N: int64(c & cellMax)})
 		}
 	}
 	return out

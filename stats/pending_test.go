@@ -80,6 +80,30 @@ func BenchmarkPending(b *testing.B) {
 	}
 }
 
+// BenchmarkTake is what a Flush does with a batch before storage writes
+// it: take it and coalesce it (storage.CoalesceAttemptCounts, which both
+// backends call first: validate, sort, sum). An op is one batch of
+// gatewayFlush attempts over 10,000 accounts (newSpread's), made outside
+// the timer.
+func BenchmarkTake(b *testing.B) {
+	g := newSpread(10000)
+	at := t0.Add(8 * 24 * time.Hour)
+	var p pending
+	b.ReportAllocs()
+	for range b.N {
+		b.StopTimer()
+		for range gatewayFlush {
+			id, a, tk := g.next()
+			p.attempt(at, id, "openai", a)
+			p.tokens(at, id, "openai", tk)
+		}
+		b.StartTimer()
+		if _, err := storage.CoalesceAttemptCounts(p.take()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRecordSpread is BenchmarkRecord with the gateway's spread: one
 // served attempt (Record, and AddTokens for a success) into a store of
 // 10,000 accounts at steady state, to accounts drawn at random, flushed
@@ -423,5 +447,24 @@ func TestPendingOrderIndependent(t *testing.T) {
 		if got := run(order, workers); !reflect.DeepEqual(got, want) {
 			t.Fatalf("shuffled, %d goroutines: %d counts differ from the ordered %d", workers, len(got), len(want))
 		}
+	}
+}
+
+// TestPendingTakeSorted: take hands out its counts in the order storage
+// writes them (CoalesceAttemptCounts'), each row's once (no count here
+// is past a cell's range).
+func TestPendingTakeSorted(t *testing.T) {
+	var p pending
+	g := newSpread(300)
+	for i := range 5000 {
+		id, a, tk := g.next()
+		at := t0.Add(time.Duration(i) * 3 * time.Second) // over four hours
+		p.attempt(at, id, "openai", a)
+		p.attempt(at, id, "anthropic", a)
+		p.tokens(at, id, "openai", tk)
+	}
+	cs := p.take()
+	if want := counts(t, cs); !reflect.DeepEqual(cs, want) {
+		t.Fatalf("take's %d counts are not in storage's order (or repeat a row): coalesced, %d", len(cs), len(want))
 	}
 }
