@@ -56,7 +56,20 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errBadParam("model", "Invalid type for 'model': expected a string."))
 		return
 	}
-	if aerr := checkMessages(translate.Messages, gjson.GetBytes(body, "messages")); aerr != nil {
+	var msgs gjson.Result
+	n := 0
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "messages" {
+			msgs = v
+			n++
+		}
+		return true
+	})
+	if n > 1 { // as parseBody: the count reads the first, an upstream the last
+		writeError(ctx, errBadParam("messages", "Duplicate key 'messages' in the request body."))
+		return
+	}
+	if aerr := checkMessages(translate.Messages, msgs); aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}

@@ -291,7 +291,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// gjson reads the first of duplicate keys, upstream decoders the last:
 	// a body that repeats a key the gateway routes on would be routed (and
 	// allowed, and billed) as one thing and served as another.
-	var models, streams int
+	var models, streams, msgCount int
 	var m, st, maxTokens, msgs, prev, cacheKey gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -305,6 +305,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			c.clientUsage = v.Get("include_usage").Type == gjson.True
 			c.streamOptions = true
 		case "messages":
+			msgCount++
 			msgs = v
 		case "max_tokens":
 			maxTokens = v
@@ -322,10 +323,15 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		return true
 	})
-	if models > 1 || streams > 1 {
+	if models > 1 || streams > 1 || msgCount > 1 {
 		param := "model"
-		if streams > 1 {
+		switch {
+		case streams > 1:
 			param = "stream"
+		case msgCount > 1:
+			// The estimates (count_tokens, message_start) read the first,
+			// an upstream the last: a repeated conversation is refused.
+			param = "messages"
 		}
 		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
 	}
@@ -372,12 +378,6 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	return nil
 }
 
-// checkMaxTokens enforces what the Messages API requires of max_tokens, a
-// positive integer (https://docs.claude.com/en/api/messages), whichever
-// upstream serves the request: an anthropic account refuses a request
-// without it and a translated one would accept it, so the same request
-// must not succeed or fail by the account it happens to get. The messages
-// are Anthropic's own.
 // checkMessages answers 400 for a Chat Completions or Messages request
 // whose messages are missing, not an array, or empty, as OpenAI and
 // Anthropic do (the messages in their wording), rather than spending an
@@ -407,6 +407,12 @@ func checkMessages(ep translate.Protocol, v gjson.Result) *APIError {
 	return nil
 }
 
+// checkMaxTokens enforces what the Messages API requires of max_tokens, a
+// positive integer (https://docs.claude.com/en/api/messages), whichever
+// upstream serves the request: an anthropic account refuses a request
+// without it and a translated one would accept it, so the same request
+// must not succeed or fail by the account it happens to get. The messages
+// are Anthropic's own.
 func checkMaxTokens(v gjson.Result) *APIError {
 	switch {
 	case !v.Exists() || v.Type == gjson.Null:

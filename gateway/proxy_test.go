@@ -273,6 +273,8 @@ func TestMessagesRequired(t *testing.T) {
 		{`{"model":"m","messages":{"role":"user"}}`, "invalid_type", "messages: Input should be a valid list"},
 		{`{"model":"m","messages":[]}`, "empty_array", "messages: at least one message is required"},
 		{`{"model":"m","messages":[ ]}`, "empty_array", "messages: at least one message is required"},
+		{`{"model":"m","messages":[],"messages":[{"role":"user","content":"hi"}]}`, "invalid_type", "Duplicate key 'messages' in the request body."},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[]}`, "invalid_type", "Duplicate key 'messages' in the request body."},
 	} {
 		resp := do(s, "POST", "/v1/chat/completions", key, []byte(tc.body))
 		e := gjson.GetBytes(resp.Body(), "error")
