@@ -33,11 +33,6 @@ type clientWatch struct {
 // a func: the method value rctx.cancel was an allocation a request.
 type canceler interface{ cancel() }
 
-// goneFunc is a func as a canceler.
-type goneFunc func()
-
-func (f goneFunc) cancel() { f() }
-
 // watched is one request's connection under watch.
 type watched struct {
 	conn net.Conn

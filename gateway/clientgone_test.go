@@ -178,3 +178,8 @@ func BenchmarkClientWatch(b *testing.B) {
 		s.watch.stop(s.watch.watch(conn, goneFunc(gone)))
 	}
 }
+
+// goneFunc is a func as a canceler, for watches outside a request.
+type goneFunc func()
+
+func (f goneFunc) cancel() { f() }

@@ -215,7 +215,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 
 	rctx := s.requestContext(c)
 	if c.stream {
-		return s.serveStream(ctx, c, rctx, rctx.cancel, rctx)
+		return s.serveStream(ctx, c, rctx)
 	}
 	defer rctx.cancel()
 	return s.answer(ctx, c, s.runWatched(rctx, ctx.Conn(), c, rctx))

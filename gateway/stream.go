@@ -768,7 +768,10 @@ func (st *stream) billedUsage() (translate.Usage, bool) {
 // longer (slow first tokens, failovers), the headers are committed and a
 // pending body keeps the connection alive with heartbeats until the loop
 // ends; a failure then arrives as an error event in the client's protocol.
-func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Context, cancel context.CancelFunc, gone canceler) int {
+// rctx is the request's context: the loop runs under it, the client watch
+// cancels it, and the stream or the pending body ends it.
+func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx *reqCtx) int {
+	cancel := rctx.cancel
 	ch := make(chan outcome, 1)
 	conn := ctx.Conn() // read here: the loop outlives this handler's ctx when the head commits early
 	go func() {
@@ -778,7 +781,7 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx context.Con
 				ch <- outcome{aerr: &APIError{Status: 500, Type: "server_error", Message: "The server had an error while processing your request."}}
 			}
 		}()
-		ch <- s.runWatched(rctx, conn, c, gone)
+		ch <- s.runWatched(rctx, conn, c, rctx)
 	}()
 	t := time.NewTimer(s.cfg.HeartbeatInterval)
 	defer t.Stop()
