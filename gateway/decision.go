@@ -25,7 +25,7 @@ func wantsTrace(ctx *fasthttp.RequestCtx, c *call) bool {
 
 // traceHeader sets DecisionHeader when the request asked for it and an account was chosen.
 func (s *Server) traceHeader(ctx *fasthttp.RequestCtx, c *call) {
-	if c.trace && c.decided {
+	if c.trace && c.decision != nil {
 		ctx.Response.Header.SetBytesV(DecisionHeader, appendDecision(nil, c))
 	}
 }
@@ -52,7 +52,7 @@ func (s *Server) traceHeader(ctx *fasthttp.RequestCtx, c *call) {
 // Names are the accounts' names with bytes outside printable ASCII, spaces
 // and the separators ",:=|" replaced by '_'. The format is in docs/policies.md#decision-traces.
 func appendDecision(dst []byte, c *call) []byte {
-	d := &c.decision
+	d := c.decision
 	dst = append(dst, "policy="...)
 	dst = appendToken(dst, d.Policy)
 	dst = append(dst, '@')
@@ -146,7 +146,7 @@ func appendToken(dst []byte, s string) []byte {
 
 // decisionText returns c's decision trace for the request log ("" when no account was chosen).
 func decisionText(c *call) string {
-	if !c.decided {
+	if c.decision == nil {
 		return ""
 	}
 	var buf [256]byte

@@ -10,8 +10,8 @@ import (
 )
 
 func TestAppendDecision(t *testing.T) {
-	c := &call{attempts: 2, group: "team a", provider: storage.ProviderOpenAI, tags: []string{"fast", "eu"}, sticky: "s1", decided: true}
-	c.decision = actors.Decision{
+	c := &call{attempts: 2, group: "team a", provider: storage.ProviderOpenAI, tags: []string{"fast", "eu"}, sticky: "s1"}
+	c.decision = &actors.Decision{
 		Policy: "smart", PolicyVersion: 3, Canary: true, Via: actors.ViaScore, Candidates: 120, Skipped: 2,
 		NTop: 2, Chosen: 1, Refusals: 1, Waited: 12 * time.Millisecond,
 		Top: [actors.TraceTop]actors.Ranked{{Name: "acct,1", Score: 98.5, Tier: scripts.TierHealthy}, {Name: "acct-2", Score: 97, Tier: scripts.TierWarm}},

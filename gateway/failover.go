@@ -185,7 +185,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 // the stream's close.
 func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (result, *failure) {
 	start := s.now()
-	c.decision, c.decided = lease.Decision, true
+	c.decision = &lease.Decision
 	up := upstreamEndpoint(lease.Provider, c.endpoint)
 	body, usage, f := s.upstreamBody(c, up, lease.Provider == storage.ProviderOpenAI)
 	if f == nil && (c.stripState || s.foreignState(c, lease)) {

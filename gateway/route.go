@@ -30,7 +30,7 @@ func (s *Server) routerFor(c *call) *scripts.Router {
 // countPolicy adds c's outcome to its policy version's counters and metrics
 // (routing.Runtime.Count).
 func (s *Server) countPolicy(c *call, status int) {
-	if !c.decided || s.routing == nil {
+	if c.decision == nil || s.routing == nil {
 		return
 	}
 	s.routing.Count(routing.Result{Policy: c.decision.Policy, Version: c.decision.PolicyVersion, Canary: c.decision.Canary,
