@@ -16,7 +16,8 @@ func (s *Server) settle(c *call, account, respID string, ok bool) {
 	if s.cache == nil {
 		return
 	}
-	var buf [3]storage.CacheOp
+	buf := getOps()
+	defer putOps(buf)
 	ops := buf[:0]
 	if tokens := c.usage.InputTokens + c.usage.OutputTokens; c.key.Limits.TokensPerDay > 0 && tokens > 0 {
 		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: tokensKey(&c.key), N: tokens, TTL: day})
