@@ -124,7 +124,7 @@ func BenchmarkViewStrategies(b *testing.B) {
 		run(b, func(p *Policy, a *AccountView) *lua.LTable { p.acct.want = viewFieldsAll; return p.acct.fill(a) })
 	})
 	b.Run("fresh", func(b *testing.B) {
-		run(b, func(p *Policy, a *AccountView) *lua.LTable { return newAccountTable(p.sb, p.view).fill(a) })
+		run(b, func(p *Policy, a *AccountView) *lua.LTable { return newAccountTable(p.sb, p.view, p.writeFree).fill(a) })
 	})
 	b.Run("proxy", func(b *testing.B) {
 		var proxy *lua.LTable

@@ -38,3 +38,35 @@ func checkConcat(policy string, p *lua.FunctionProto) error {
 	}
 	return nil
 }
+
+// writeFree reports whether no function the chunk defines, at any depth,
+// assigns to a table (t[k] = v, t.k = v): then a score or route call cannot
+// change the view tables, since every other way to write them (rawset,
+// table.insert, table.remove, table.sort) refuses read-only tables, and
+// the account table's fill may compare with what it stored last instead of
+// reading the table back (accountTable.trusted). The top-level chunk itself
+// is not looked at: it runs once, at load, before any view exists, and
+// cannot be called again. A table constructor's SETLIST fills only the
+// table it has just made.
+func writeFree(chunk *lua.FunctionProto) bool {
+	var free func(p *lua.FunctionProto) bool
+	free = func(p *lua.FunctionProto) bool {
+		for _, inst := range p.Code {
+			if op := int(inst >> 26); op == lua.OP_SETTABLE || op == lua.OP_SETTABLEKS {
+				return false
+			}
+		}
+		for _, f := range p.FunctionPrototypes {
+			if !free(f) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, f := range chunk.FunctionPrototypes {
+		if !free(f) {
+			return false
+		}
+	}
+	return true
+}

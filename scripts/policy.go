@@ -41,12 +41,16 @@ type Policy struct {
 	version uint64     // the stored version; set by Host before the policy is published
 	reads   Fields     // the counter fields the source may read (Reads)
 	view    viewFields // the account view's fields a fill writes up front (scanSource)
+	// writeFree: no function of the source assigns to a table (writeFree),
+	// so a call cannot change the view tables and a fill may trust its cells.
+	writeFree bool
 
 	sb    *sandbox
 	score *lua.LFunction
 	route *lua.LFunction // nil when the policy has no route
 	acct  *accountTable
 	req   *requestTable
+	now   lua.LValue // the last `now` passed to score, boxed: a rescore's calls share one
 
 	calls      atomic.Uint64
 	errors     atomic.Uint64
@@ -85,6 +89,7 @@ func Compile(name, source string, opts Options) (*Policy, error) {
 	p := &Policy{name: name, source: source, digest: hex.EncodeToString(sum[:]), proto: proto, opts: opts}
 	names := scanSource(source)
 	p.reads, p.view = names.reads, names.view
+	p.writeFree = writeFree(proto)
 	knobs, err := p.instantiate()
 	if err != nil {
 		return nil, err
@@ -142,7 +147,7 @@ func (p *Policy) instantiate() (Knobs, error) {
 	}
 	sb.freezeGlobals()
 	p.sb, p.score, p.route = sb, score, route
-	p.acct, p.req = newAccountTable(sb, p.view), newRequestTable(sb)
+	p.acct, p.req = newAccountTable(sb, p.view, p.writeFree), newRequestTable(sb)
 	return knobs, nil
 }
 
@@ -150,7 +155,7 @@ func (p *Policy) instantiate() (Knobs, error) {
 // compiled program, name, digest, version and knobs, re-running the top-level
 // chunk. Use one clone per goroutine that calls Score or Route.
 func (p *Policy) Clone() (*Policy, error) {
-	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version, reads: p.reads, view: p.view}
+	c := &Policy{name: p.name, source: p.source, digest: p.digest, proto: p.proto, opts: p.opts, knobs: p.knobs, version: p.version, reads: p.reads, view: p.view, writeFree: p.writeFree}
 	if _, err := c.instantiate(); err != nil {
 		return nil, err
 	}
@@ -221,7 +226,10 @@ func (p *Policy) Score(a *AccountView, now time.Time) (score float64, ok bool, t
 	}()
 	L.Push(p.score)
 	L.Push(p.acct.fill(a))
-	L.Push(lua.LNumber(unixSeconds(now)))
+	if n, ok := p.now.(lua.LNumber); !ok || float64(n) != unixSeconds(now) {
+		p.now = p.sb.nums.value(unixSeconds(now))
+	}
+	L.Push(p.now)
 	p.sb.budget.start(p.opts.ScoreInstructions, p.opts.ScoreTimeout)
 	perr := L.PCall(2, 3, nil)
 	over := p.sb.budget.stop()

@@ -69,7 +69,7 @@ func TestDocsListEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := newSandbox("doc", Options{}.withDefaults())
-	at := newAccountTable(sb, viewFieldsAll)
+	at := newAccountTable(sb, viewFieldsAll, false)
 	v := SampleViews(testNow)[0]
 	v.CooldownUntil = testNow
 	v.Windows = []UsageWindow{{ResetsAt: testNow}}
@@ -84,7 +84,7 @@ func TestDocsListEveryField(t *testing.T) {
 	}
 	collect(at.fill(&v))
 	collect(at.lastFailure)
-	collect(at.windowTabs[0])
+	collect(at.windowTabs[0].t)
 	rt := newRequestTable(sb)
 	collect(rt.fill(&RequestView{}))
 	collect(rt.apiKey)

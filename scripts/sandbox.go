@@ -33,6 +33,7 @@ type sandbox struct {
 	policy string
 	rnd    *rand.Rand
 	roMeta *lua.LTable // metatable of the view tables: __newindex raises, __metatable protects
+	nums   numbers     // boxes the numbers the host hands the state
 }
 
 // newSandbox builds a fresh sandboxed state for the named policy.
@@ -82,6 +83,7 @@ func newSandbox(policy string, opts Options) *sandbox {
 	mth := G.RawGetString(lua.MathLibName).(*lua.LTable)
 	mth.RawSetString("random", L.NewFunction(sb.random))
 	mth.RawSetString("randomseed", lua.LNil)
+	sb.installMath(mth)
 
 	for _, name := range []string{lua.StringLibName, lua.TabLibName, lua.MathLibName} {
 		G.RawSetString(name, sb.readOnlyProxy(G.RawGetString(name).(*lua.LTable)))
