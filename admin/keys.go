@@ -46,12 +46,13 @@ type keyJSON struct {
 	CreatedAt time.Time  `json:"created_at"`
 	Limits    limitsJSON `json:"limits"`
 	Admin     bool       `json:"admin"`
-	State     string     `json:"state"` // active, disabled or expired
+	UserID    string     `json:"user_id"` // the owning user's id; "" for an operator key
+	State     string     `json:"state"`   // active, disabled or expired
 }
 
 func toKeyJSON(k storage.APIKey, now time.Time) keyJSON {
 	j := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Group: k.Group, Models: nonNil(k.Models), Disabled: k.Disabled,
-		ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: limitsJSON{k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay}, Admin: k.Admin, State: "active"}
+		ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: limitsJSON{k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay}, Admin: k.Admin, UserID: k.UserID, State: "active"}
 	switch {
 	case k.Disabled:
 		j.State = "disabled"
@@ -134,6 +135,9 @@ func (in *keyInput) apply(k *storage.APIKey, now time.Time) *APIError {
 	}
 	if len(k.Group) > maxGroupBytes {
 		return errGroup()
+	}
+	if k.Admin && k.UserID != "" {
+		return errBadParam("admin", "A user's key cannot be an admin key: it could change its own balance. Create an operator key for admin access.")
 	}
 	return nil
 }

@@ -273,7 +273,8 @@ type APIKeys interface {
 	// ExpiresAt, Limits, Admin, Weight) of the key with k.ID and returns the key as stored;
 	// Hash, Prefix and CreatedAt never change (k's are ignored).
 	// ErrNotFound if absent, ErrConflict if the new name is taken, ErrInvalid
-	// if Name is empty or a limit negative.
+	// if Name is empty, a limit negative, or Admin set on a key with a
+	// UserID (CheckKeyOwner).
 	UpdateAPIKey(ctx context.Context, k APIKey) (APIKey, error)
 }
 

@@ -79,6 +79,16 @@ func (k *APIKey) Validate() error {
 	if k.Prefix != "" && HashKey(k.Prefix) == k.Hash {
 		return fmt.Errorf("%w: api key %q: prefix is the whole secret", ErrInvalid, k.Name)
 	}
+	return CheckKeyOwner(k)
+}
+
+// CheckKeyOwner refuses, as ErrInvalid, an admin key that a user owns: a
+// tenant's key must never reach /api/admin (it could top up its own
+// balance). Create and update both check it.
+func CheckKeyOwner(k *APIKey) error {
+	if k.Admin && k.UserID != "" {
+		return fmt.Errorf("%w: api key %q: a user's key cannot be an admin key", ErrInvalid, k.Name)
+	}
 	return nil
 }
 
@@ -90,6 +100,7 @@ func (r *UsageRecord) Validate() error {
 	}
 	return nil
 }
+
 
 func isSHA256Hex(s string) bool {
 	if len(s) != 64 {

@@ -135,6 +135,9 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.NormKeyWeight(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("postgres: update api key: %w", err)
 	}
+	if err := storage.CheckKeyOwner(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("postgres: update api key: %w", err)
+	}
 	var expires *time.Time
 	if k.ExpiresAt != nil {
 		t := ms(*k.ExpiresAt)

@@ -86,6 +86,9 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	if err := storage.NormKeyWeight(&k); err != nil {
 		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
 	}
+	if err := storage.CheckKeyOwner(&k); err != nil {
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key: %w", err)
+	}
 	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,
 		k.Name, k.Group, encodeList(k.Models), boolInt(k.Disabled), nullMillis(k.ExpiresAt),
 		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID, k.Weight))
