@@ -98,8 +98,14 @@ type Tokens struct {
 }
 
 // DefaultCacheWrite is the cache-write price when none is set: input × 1.25,
-// rounded half up to a micro-unit.
-func DefaultCacheWrite(input int64) int64 { return (input*5 + 2) / 4 }
+// rounded half up to a micro-unit; math.MaxInt64 when that is beyond int64
+// (a price storage refuses anyway, never one wrapped around to a small one).
+func DefaultCacheWrite(input int64) int64 {
+	if input > (math.MaxInt64-2)/5 {
+		return math.MaxInt64
+	}
+	return (input*5 + 2) / 4
+}
 
 // UnitMultiplier is the group multiplier of ×1, in parts per million.
 const UnitMultiplier = 1_000_000

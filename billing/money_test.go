@@ -71,6 +71,9 @@ func TestCost(t *testing.T) {
 	if got := DefaultCacheWrite(1_250_000); got != 1_562_500 {
 		t.Errorf("DefaultCacheWrite(1.25) = %d", got)
 	}
+	if got := DefaultCacheWrite(math.MaxInt64 / 2); got != math.MaxInt64 { // never wrapped to a small price
+		t.Errorf("DefaultCacheWrite(MaxInt64/2) = %d, want MaxInt64", got)
+	}
 	if got := DefaultCacheWrite(3); got != 4 { // 3.75 → 4
 		t.Errorf("DefaultCacheWrite(3) = %d", got)
 	}

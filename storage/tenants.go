@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -127,8 +128,58 @@ func (e *LedgerEntry) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown ledger kind %q", ErrInvalid, e.Kind)
 	}
+	if e.Amount > MaxAmount || e.Amount < -MaxAmount {
+		return fmt.Errorf("%w: a ledger amount is at most %d micro-units either way (got %d)", ErrInvalid, int64(MaxAmount), e.Amount)
+	}
 	if !TextOK(e.UserID, e.Actor, e.Note, e.RequestID) || len(e.Note) > 1000 || len(e.Actor) > 200 {
 		return fmt.Errorf("%w: ledger entry: actor or note that is not text, or too long (note at most 1000 bytes)", ErrInvalid)
+	}
+	return nil
+}
+
+// MaxAmount bounds, in micro-units, a ledger entry's amount, a price and
+// the balance an operator's entry may leave: 10^15, a billion units of the
+// currency. Far below int64's limit, so that no sum of balances, charges
+// or rollups the stores keep can overflow (SQLite would turn the column's
+// value into a REAL; PostgreSQL would refuse the whole transaction).
+const MaxAmount = 1_000_000_000_000_000
+
+// PostBalance returns the balance after posting e to a balance of bal. A
+// top-up, refund or adjustment that would leave it beyond ±MaxAmount, away
+// from zero, wraps ErrInvalid; a charge is never refused (the gateway's
+// charges stand) and saturates at the int64 limit.
+func PostBalance(bal int64, e *LedgerEntry) (int64, error) {
+	next, overflow := bal+e.Amount, false
+	if e.Amount > 0 && next < bal || e.Amount < 0 && next > bal {
+		overflow = true
+		next = math.MaxInt64
+		if e.Amount < 0 {
+			next = math.MinInt64
+		}
+	}
+	if e.Kind == LedgerCharge {
+		return next, nil
+	}
+	if overflow || e.Amount > 0 && next > MaxAmount || e.Amount < 0 && next < -MaxAmount {
+		return 0, fmt.Errorf("%w: the balance would be beyond ±%d micro-units (it is %d, the %s is %d)", ErrInvalid, int64(MaxAmount), bal, e.Kind, e.Amount)
+	}
+	return next, nil
+}
+
+// CheckRefund reports whether e, a refund naming a request (e.RequestID
+// not ""), may be posted against that request's charge: charge is the
+// request's charge row (nil when there is none). The refund must be the
+// charged user's and at most what was charged; the error wraps ErrInvalid.
+// Other entries pass.
+func CheckRefund(e *LedgerEntry, charge *LedgerEntry) error {
+	if e.Kind != LedgerRefund || e.RequestID == "" {
+		return nil
+	}
+	if charge == nil || charge.UserID != e.UserID {
+		return fmt.Errorf("%w: refund: request %q has no charge of this user", ErrInvalid, e.RequestID)
+	}
+	if e.Amount > -charge.Amount {
+		return fmt.Errorf("%w: refund: %d micro-units is more than request %q was charged (%d)", ErrInvalid, e.Amount, e.RequestID, -charge.Amount)
 	}
 	return nil
 }
@@ -176,6 +227,9 @@ func (p *Price) Validate() error {
 	}
 	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Output < 0 {
 		return fmt.Errorf("%w: price of %q: a price is negative", ErrInvalid, p.Model)
+	}
+	if max(p.Input, p.CachedInput, p.CacheWrite, p.Output) > MaxAmount {
+		return fmt.Errorf("%w: price of %q: a price is at most %d micro-units per million tokens", ErrInvalid, p.Model, int64(MaxAmount))
 	}
 	return nil
 }

@@ -101,6 +101,20 @@ func (r *UsageRecord) Validate() error {
 	return nil
 }
 
+// MaxTokens bounds each token count of a usage record: 10^12, far beyond
+// any real request, so that no rollup of counts can overflow.
+const MaxTokens = 1_000_000_000_000
+
+// Bound clamps r's token counts to [0, MaxTokens] and its Cost to [0,
+// MaxAmount], in place. InsertUsage applies it before storing: an upstream
+// that reports absurd usage must not make the batch fail (its records
+// would be lost) nor a sum overflow.
+func (r *UsageRecord) Bound() {
+	for _, n := range []*int64{&r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.CacheWriteTokens} {
+		*n = min(max(*n, 0), MaxTokens)
+	}
+	r.Cost = min(max(r.Cost, 0), MaxAmount)
+}
 
 func isSHA256Hex(s string) bool {
 	if len(s) != 64 {

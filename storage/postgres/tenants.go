@@ -218,12 +218,34 @@ func (s *Store) PostLedger(ctx context.Context, e storage.LedgerEntry) (storage.
 // balance row does not exist (ErrNotFound).
 func postLedger(ctx context.Context, tx pgx.Tx, e storage.LedgerEntry) (storage.LedgerEntry, error) {
 	e.CreatedAt = now()
-	tag, err := tx.Exec(ctx, `UPDATE balances SET balance = balance + $1, updated_at = $2 WHERE user_id = $3`, e.Amount, e.CreatedAt, e.UserID)
+	var bal int64
+	err := tx.QueryRow(ctx, `SELECT balance FROM balances WHERE user_id = $1 FOR NO KEY UPDATE`, e.UserID).Scan(&bal)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.LedgerEntry{}, fmt.Errorf("postgres: post ledger: user %q: %w", e.UserID, storage.ErrNotFound)
+	}
 	if err != nil {
 		return storage.LedgerEntry{}, wrap("post ledger", err)
 	}
-	if tag.RowsAffected() != 1 {
-		return storage.LedgerEntry{}, fmt.Errorf("postgres: post ledger: user %q: %w", e.UserID, storage.ErrNotFound)
+	next, err := storage.PostBalance(bal, &e)
+	if err != nil {
+		return storage.LedgerEntry{}, fmt.Errorf("postgres: post ledger: %w", err)
+	}
+	if e.Kind == storage.LedgerRefund && e.RequestID != "" {
+		var ch storage.LedgerEntry
+		err := tx.QueryRow(ctx, `SELECT user_id, amount FROM ledger WHERE request_id = $1 AND kind = 'charge'`, e.RequestID).Scan(&ch.UserID, &ch.Amount)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return storage.LedgerEntry{}, wrap("post ledger", err)
+		}
+		found := &ch
+		if err != nil {
+			found = nil
+		}
+		if err := storage.CheckRefund(&e, found); err != nil {
+			return storage.LedgerEntry{}, fmt.Errorf("postgres: post ledger: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE balances SET balance = $1, updated_at = $2 WHERE user_id = $3`, next, e.CreatedAt, e.UserID); err != nil {
+		return storage.LedgerEntry{}, wrap("post ledger", err)
 	}
 	err = tx.QueryRow(ctx, `INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,

@@ -71,7 +71,7 @@ var insertStagedSQL = `WITH ins AS (
 	ON CONFLICT DO NOTHING
 	RETURNING user_id, amount
 )
-UPDATE balances AS b SET balance = b.balance + c.amount, updated_at = date_trunc('milliseconds', now())
+UPDATE balances AS b SET balance = greatest(b.balance + c.amount, -9223372036854775808), updated_at = date_trunc('milliseconds', now())
 FROM (SELECT user_id, sum(amount) AS amount FROM charged GROUP BY user_id) c
 WHERE b.user_id = c.user_id`
 
@@ -191,6 +191,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) err
 		if err := recs[i].Validate(); err != nil {
 			return fmt.Errorf("postgres: insert usage: record %d: %w", i, err)
 		}
+		recs[i].Bound()
 	}
 	src := newUsageSource(recs)
 	var err error

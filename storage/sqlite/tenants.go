@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -243,12 +244,34 @@ func (s *Store) PostLedger(ctx context.Context, e storage.LedgerEntry) (_ storag
 // without a balance row does not exist (ErrNotFound).
 func postLedger(ctx context.Context, tx *sql.Tx, e storage.LedgerEntry) (storage.LedgerEntry, error) {
 	e.CreatedAt = now()
-	res, err := tx.ExecContext(ctx, `UPDATE balances SET balance = balance + ?, updated_at = ? WHERE user_id = ?`, e.Amount, toMillis(e.CreatedAt), e.UserID)
+	var bal int64
+	err := tx.QueryRowContext(ctx, `SELECT balance FROM balances WHERE user_id = ?`, e.UserID).Scan(&bal)
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: user %q: %w", e.UserID, storage.ErrNotFound)
+	}
 	if err != nil {
 		return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: user %q: %w", e.UserID, storage.ErrNotFound)
+	next, err := storage.PostBalance(bal, &e)
+	if err != nil {
+		return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: %w", err)
+	}
+	if e.Kind == storage.LedgerRefund && e.RequestID != "" {
+		var ch storage.LedgerEntry
+		err := tx.QueryRowContext(ctx, `SELECT user_id, amount FROM ledger WHERE request_id = ? AND kind = 'charge'`, e.RequestID).Scan(&ch.UserID, &ch.Amount)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: %w", err)
+		}
+		found := &ch
+		if err != nil {
+			found = nil
+		}
+		if err := storage.CheckRefund(&e, found); err != nil {
+			return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE balances SET balance = ?, updated_at = ? WHERE user_id = ?`, next, toMillis(e.CreatedAt), e.UserID); err != nil {
+		return storage.LedgerEntry{}, fmt.Errorf("sqlite: post ledger: %w", err)
 	}
 	err = tx.QueryRowContext(ctx, `INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
@@ -542,8 +565,10 @@ func chargeUsage(ctx context.Context, tx *sql.Tx, charges []userCharge) error {
 				return fmt.Errorf("sqlite: insert usage: charge: %w", err)
 			}
 			if n, _ := res.RowsAffected(); n == 1 {
-				if _, err := tx.ExecContext(ctx, `UPDATE balances SET balance = balance - ?, updated_at = ? WHERE user_id = ?`,
-					c.cost, toMillis(now()), c.userID); err != nil {
+				// max(balance, MinInt64 + cost) − cost saturates at the
+				// int64 limit: SQLite would store an overflowing sum as a REAL.
+				if _, err := tx.ExecContext(ctx, `UPDATE balances SET balance = max(balance, ?) - ?, updated_at = ? WHERE user_id = ?`,
+					math.MinInt64+c.cost, c.cost, toMillis(now()), c.userID); err != nil {
 					return fmt.Errorf("sqlite: insert usage: charge: %w", err)
 				}
 			}

@@ -159,6 +159,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) err
 		if err := recs[i].Validate(); err != nil {
 			return fmt.Errorf("sqlite: insert usage: record %d: %w", i, err)
 		}
+		recs[i].Bound()
 	}
 	err := s.insertUsageTx(ctx, recs, s.insertBatch)
 	if errors.Is(err, errSkipped) {

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ var tenantTests = []struct {
 	{"Users/Invitations", testUserInvitations},
 	{"Users/KeysAndDelete", testUserKeysAndDelete},
 	{"Billing/BalanceIsLedgerSum", testBalanceIsLedgerSum},
+	{"Billing/BalanceLimits", testBalanceLimits},
+	{"Billing/RefundOfCharge", testRefundOfCharge},
 	{"Billing/ChargeAtomic", testChargeAtomic},
 	{"Billing/ConcurrentCharges", testConcurrentCharges},
 	{"Billing/DailyRollups", testUserDailyRollups},
@@ -598,4 +601,85 @@ func testPrices(t *testing.T, s storage.Store) {
 		t.Fatal(err)
 	}
 	wantErr(t, "deleting a missing group", s.DeletePriceGroup(ctx(t), "A"), storage.ErrNotFound)
+}
+
+// testBalanceLimits: an operator's entry never takes a balance beyond
+// ±storage.MaxAmount (nor past int64, which SQLite would store as a REAL),
+// leaves nothing behind when refused, and a charge is never refused but
+// saturates.
+func testBalanceLimits(t *testing.T, s storage.Store) {
+	u := mustUser(t, s, "rich", storage.MaxAmount-10)
+	for _, e := range []storage.LedgerEntry{
+		{UserID: u.ID, Kind: storage.LedgerTopup, Amount: 11, Actor: "cli", Note: "over"},
+		{UserID: u.ID, Kind: storage.LedgerTopup, Amount: storage.MaxAmount, Actor: "cli", Note: "far over"},
+		{UserID: u.ID, Kind: storage.LedgerTopup, Amount: storage.MaxAmount + 1, Actor: "cli", Note: "too large"},
+		{UserID: u.ID, Kind: storage.LedgerAdjustment, Amount: -3 * storage.MaxAmount, Actor: "cli", Note: "too large"},
+	} {
+		_, err := s.PostLedger(ctx(t), e)
+		wantErr(t, fmt.Sprintf("PostLedger(%d on %d)", e.Amount, int64(storage.MaxAmount-10)), err, storage.ErrInvalid)
+	}
+	if _, err := s.PostLedger(ctx(t), storage.LedgerEntry{UserID: u.ID, Kind: storage.LedgerTopup, Amount: 10, Actor: "cli", Note: "to the limit"}); err != nil {
+		t.Fatalf("a top-up to exactly MaxAmount: %v", err)
+	}
+	checkLedgerSum(t, s, u.ID, storage.MaxAmount)
+	// Moving back toward zero is always allowed.
+	if _, err := s.PostLedger(ctx(t), storage.LedgerEntry{UserID: u.ID, Kind: storage.LedgerAdjustment, Amount: -storage.MaxAmount, Actor: "cli", Note: "back"}); err != nil {
+		t.Fatal(err)
+	}
+	checkLedgerSum(t, s, u.ID, 0)
+	wantErr(t, "a starting balance beyond MaxAmount", func() error {
+		_, err := s.CreateUser(ctx(t), storage.User{Name: "too-rich"}, storage.NewUser{Balance: storage.MaxAmount + 1, Actor: "test"})
+		return err
+	}(), storage.ErrInvalid)
+	if _, err := s.GetUser(ctx(t), "too-rich"); err == nil {
+		t.Fatal("a user refused for its starting balance was stored")
+	}
+	// A record of absurd cost (an upstream reporting absurd usage) is
+	// stored and charged at most MaxAmount: the batch must not fail (its
+	// records would be lost) and no sum may overflow.
+	debtor := mustUser(t, s, "debtor", 0)
+	recs := userUsage("huge", debtor.ID, 3, math.MaxInt64)
+	recs[0].InputTokens, recs[1].OutputTokens = math.MaxInt64, -5
+	if err := s.InsertUsage(ctx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	checkLedgerSum(t, s, debtor.ID, -3*storage.MaxAmount)
+	log, err := s.ListUsageRecords(ctx(t), storage.UsageRecordQuery{UserID: debtor.ID})
+	if err != nil || len(log) != 3 {
+		t.Fatalf("ListUsageRecords = %d records, %v", len(log), err)
+	}
+	for _, r := range log {
+		if r.Cost != storage.MaxAmount || r.InputTokens > storage.MaxTokens || r.OutputTokens < 0 {
+			t.Fatalf("record stored as %+v", r)
+		}
+	}
+	if _, err := s.Balances(ctx(t)); err != nil {
+		t.Fatalf("listing balances with a saturated one: %v", err)
+	}
+}
+
+// testRefundOfCharge: a refund naming a request refunds that request's
+// charge, of the same user, at most what it cost.
+func testRefundOfCharge(t *testing.T, s storage.Store) {
+	carol := mustUser(t, s, "carol", 1_000_000)
+	dave := mustUser(t, s, "dave", 1_000_000)
+	if err := s.InsertUsage(ctx(t), userUsage("carol", carol.ID, 1, 151)); err != nil {
+		t.Fatal(err)
+	}
+	refund := func(user string, amount int64, req string) error {
+		_, err := s.PostLedger(ctx(t), storage.LedgerEntry{UserID: user, Kind: storage.LedgerRefund, Amount: amount, Actor: "cli", Note: "r", RequestID: req})
+		return err
+	}
+	wantErr(t, "dave refunded for carol's request", refund(dave.ID, 1, "carol-0"), storage.ErrInvalid)
+	wantErr(t, "a refund of a request never charged", refund(carol.ID, 1, "no-such-request"), storage.ErrInvalid)
+	wantErr(t, "a refund above the charge", refund(carol.ID, 152, "carol-0"), storage.ErrInvalid)
+	if err := refund(carol.ID, 151, "carol-0"); err != nil {
+		t.Fatalf("refunding the whole charge: %v", err)
+	}
+	wantErr(t, "refunding twice", refund(carol.ID, 1, "carol-0"), storage.ErrConflict)
+	if err := refund(carol.ID, 5, ""); err != nil {
+		t.Fatalf("a refund naming no request: %v", err)
+	}
+	checkLedgerSum(t, s, carol.ID, 1_000_000+5)
+	checkLedgerSum(t, s, dave.ID, 1_000_000)
 }
