@@ -49,7 +49,7 @@ var closedChan = func() chan struct{} {
 //     string with `s = s .. s`, one instruction per doubling.
 //
 // Until then Done returns a nil channel, which the VM's select skips at the
-// least cost. Arming the timer costs a Reset/Stop and two uncontended lock
+// least cost. Arming the timer costs a clock read, a Reset/Stop and two uncontended lock
 // pairs, and nothing allocates.
 //
 // start, stop and Done are called by the goroutine that runs the Lua state;
@@ -61,9 +61,10 @@ type budget struct {
 
 	phase     atomic.Int32  // phaseNormal, phaseSlow or phaseKilled
 	allocBase atomic.Uint64 // bytes allocated by the process when the call turned slow
-	mu        sync.Mutex    // guards armed, stale and the writes of phase
+	mu        sync.Mutex    // guards armed, due and the writes of phase
 	armed     bool          // a call is running
-	stale     int           // callbacks of finished calls that are still to run and must do nothing
+	due       time.Time     // when the running call's timer is next due (monotonic)
+	now       func() time.Time
 	timer     *time.Timer
 	allocs    []metrics.Sample // /gc/heap/allocs:bytes, read by Done in the slow phase
 	timerAt   []metrics.Sample // the same, read by expire (another goroutine)
@@ -72,7 +73,7 @@ type budget struct {
 var _ context.Context = (*budget)(nil)
 
 func newBudget() *budget {
-	b := &budget{allocs: []metrics.Sample{{Name: allocsMetric}}, timerAt: []metrics.Sample{{Name: allocsMetric}}}
+	b := &budget{allocs: []metrics.Sample{{Name: allocsMetric}}, timerAt: []metrics.Sample{{Name: allocsMetric}}, now: time.Now}
 	b.timer = time.AfterFunc(time.Hour, b.expire)
 	b.timer.Stop()
 	return b
@@ -124,27 +125,29 @@ func (b *budget) Value(any) any { return nil }
 // of wall-clock time.
 func (b *budget) start(limit int64, wall time.Duration) {
 	b.n, b.limit, b.over = 0, limit, nil
+	d := wall / slowFraction
 	b.mu.Lock()
 	b.wall = wall // read by expire
 	b.armed = true
+	b.due = b.now().Add(d)
 	b.mu.Unlock()
-	b.timer.Reset(wall / slowFraction)
+	b.timer.Reset(d)
 }
 
 // stop disarms the budget and returns why the call was stopped, or nil.
 // Stopping a disarmed budget does nothing.
 //
-// If Stop finds the timer expired, this call's callback has started but,
-// unless it has set killed, has not yet taken the lock (it would have found
-// the call armed); it is counted stale so that it does nothing. The stale
-// count is fungible: if a later call's own callback consumes it, that call's
-// time is up, and the older callback stops it instead.
+// The timer is shared by every call, so a callback may run late: one that
+// had started when stop found the timer fired, or that the previous call's
+// callback re-armed. expire tells them apart by time: a timer never fires
+// before it is due, so a callback that runs before the running call's due
+// time is someone else's and does nothing. (Counting such callbacks instead
+// broke when a callback re-armed the timer between its Stop and stop's lock:
+// the next call's Reset took that timer over, and the count then swallowed
+// the next call's own callback, so its wall-clock limit never fired.)
 func (b *budget) stop() error {
-	stopped := b.timer.Stop()
+	b.timer.Stop()
 	b.mu.Lock()
-	if b.armed && !stopped && b.phase.Load() != phaseKilled {
-		b.stale++
-	}
 	b.armed = false
 	b.phase.Store(phaseNormal)
 	b.mu.Unlock()
@@ -155,18 +158,23 @@ func (b *budget) stop() error {
 
 // expire runs on the timer's goroutine: first when an armed call turns
 // slow (it notes the allocation counter and re-arms for the rest of the
-// wall time), then when its time is up.
+// wall time), then when its time is up. A callback before the running
+// call's due time, or with no call running, is a late one of an earlier
+// call and does nothing.
 func (b *budget) expire() {
 	b.mu.Lock()
-	switch {
-	case b.stale > 0:
-		b.stale--
-	case b.armed && b.phase.Load() == phaseNormal:
+	defer b.mu.Unlock()
+	now := b.now()
+	if !b.armed || now.Before(b.due) {
+		return
+	}
+	if b.phase.Load() == phaseNormal {
 		b.allocBase.Store(allocated(b.timerAt))
 		b.phase.Store(phaseSlow)
-		b.timer.Reset(b.wall - b.wall/slowFraction)
-	case b.armed:
-		b.phase.Store(phaseKilled)
+		rest := b.wall - b.wall/slowFraction
+		b.due = now.Add(rest)
+		b.timer.Reset(rest)
+		return
 	}
-	b.mu.Unlock()
+	b.phase.Store(phaseKilled)
 }

@@ -2,9 +2,11 @@ package scripts
 
 import (
 	"fmt"
-	"github.com/troupe-gw/troupe/internal/poll"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/troupe-gw/troupe/internal/poll"
 )
 
 func TestBudgetQuickCallsNeverFire(t *testing.T) {
@@ -24,16 +26,15 @@ func TestBudgetQuickCallsNeverFire(t *testing.T) {
 
 // TestBudgetStaleTimers alternates calls that outlive a 1 ms wall budget
 // with quick calls of an hour's budget: a timer callback left over from a
-// long call must never stop a quick one. Odd rounds end the long call as
-// soon as it has overrun, usually before its callback has run, so the
-// callback is still to come when the quick calls start.
+// long call must never stop a quick one. Odd rounds end the long call at
+// once, often while its callback is still to come when the quick calls
+// start.
 func TestBudgetStaleTimers(t *testing.T) {
 	b := newBudget()
 	for i := range 100 {
 		b.start(1e9, time.Millisecond)
-		time.Sleep(2 * time.Millisecond)
 		if i%2 == 0 {
-			// The callback runs on its own goroutine.
+			// The callbacks run on the timer's goroutine: slow, then killed.
 			poll.Until(t, 30*time.Second, fmt.Sprintf("round %d: the long call stopped", i), func() bool { return b.Done() != nil })
 			if err := b.stop(); err == nil {
 				t.Fatalf("round %d: stop after expiry returned nil", i)
@@ -41,11 +42,9 @@ func TestBudgetStaleTimers(t *testing.T) {
 		} else {
 			b.stop()
 		}
-		for j := range 5 {
+		for range 5 {
 			b.start(1e9, time.Hour)
-			if j == 0 {
-				time.Sleep(200 * time.Microsecond) // let a pending callback run now
-			}
+			runtime.Gosched() // let a pending callback run now
 			if b.Done() != nil {
 				t.Fatalf("round %d: a quick call was stopped by a stale timer", i)
 			}
@@ -56,37 +55,79 @@ func TestBudgetStaleTimers(t *testing.T) {
 	}
 }
 
-// TestBudgetLateCallback drives the race TestBudgetStaleTimers can only
-// hope to hit: a call ends after its timer fired but before the callback
-// took the lock; the callback then arrives during the next call and must do
-// nothing, while a callback of the running call still stops it.
+// fakeClock is a budget's clock that moves only when told.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// TestBudgetLateCallback drives the races TestBudgetStaleTimers can only
+// hope to hit, on a clock of its own (expire called by hand is a callback
+// arriving then): a call ends after its timer fired but before the callback
+// took the lock, and the callback arrives during the next call; a callback
+// that turned a call slow and re-armed the timer just before the call
+// ended. Late callbacks must do nothing, and every call's own callbacks
+// must still stop it.
 func TestBudgetLateCallback(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
 	b := newBudget()
-	b.start(1e9, time.Hour)
-	b.timer.Stop() // as if it had fired: Stop in stop() now reports false
+	b.now = clk.now
+	const wall = time.Hour
+	slow := wall / slowFraction
+
+	b.start(1e9, wall)
 	if err := b.stop(); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
-	b.start(1e9, time.Hour)
-	b.expire() // the first call's callback, late
+	b.start(1e9, wall)
+	b.expire() // the first call's callback, late: before this call is due
 	if b.Done() != nil {
 		t.Fatal("a late callback stopped the next call")
 	}
 	if err := b.stop(); err != nil {
 		t.Fatalf("second call: %v", err)
 	}
-	b.start(1e9, time.Hour)
+
+	// A call turns slow (its callback re-arms the timer) and ends; the
+	// next call must still turn slow and be stopped by its own callbacks
+	// (a count of stale callbacks once swallowed the first of them).
+	b.start(1e9, wall)
+	clk.advance(slow)
+	b.expire()
+	if b.phase.Load() != phaseSlow {
+		t.Fatal("the call's own callback did not turn it slow")
+	}
+	if err := b.stop(); err != nil {
+		t.Fatalf("third call: %v", err)
+	}
+	b.start(1e9, wall)
+	b.expire() // the re-armed timer of the third call, late
+	if b.phase.Load() != phaseNormal || b.Done() != nil {
+		t.Fatal("a late callback acted on the next call")
+	}
+	clk.advance(slow)
 	b.expire() // this call's own callbacks: it turns slow,
 	if b.Done() != nil {
 		t.Fatal("turning slow stopped a call that allocates nothing")
 	}
+	b.expire() // a second callback at once is early for the rest of the wall time
+	if b.Done() != nil {
+		t.Fatal("a callback before the call's time was up stopped it")
+	}
+	clk.advance(wall - slow)
 	b.expire() // then its time is up
 	if b.Done() == nil {
 		t.Fatal("the call's own expiry did not stop it")
 	}
 	if err := b.stop(); err == nil || err.Error() != "budget exceeded: ran longer than 1h0m0s" {
-		t.Fatalf("third call: %v", err)
+		t.Fatalf("fourth call: %v", err)
 	}
+	b.expire() // with no call running
+	b.start(1e9, wall)
+	if b.Done() != nil {
+		t.Fatal("a callback with no call running armed the next one")
+	}
+	b.stop()
 }
 
 // TestBudgetInstructions: Done is nil for exactly limit instructions.
@@ -110,18 +151,22 @@ func TestBudgetInstructions(t *testing.T) {
 	}
 }
 
-// TestBudgetStopTwice: stopping a disarmed budget leaves no stale count, so
+// TestBudgetStopTwice: stopping a disarmed budget leaves nothing behind, so
 // the next call's expiry still stops it.
 func TestBudgetStopTwice(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
 	b := newBudget()
+	b.now = clk.now
 	b.start(1e9, time.Hour)
 	b.stop()
 	b.stop()
 	b.start(1e9, time.Hour)
+	clk.advance(time.Hour / slowFraction)
 	b.expire() // slow
+	clk.advance(time.Hour)
 	b.expire() // time up
 	if b.Done() == nil {
-		t.Fatal("a second stop left a stale count behind")
+		t.Fatal("after a second stop, the next call's expiry did not stop it")
 	}
 	b.stop()
 }
@@ -129,8 +174,11 @@ func TestBudgetStopTwice(t *testing.T) {
 // TestBudgetSlowAllocations: once slow, a call is stopped when the process
 // has allocated slowAllocLimit more, and not before.
 func TestBudgetSlowAllocations(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
 	b := newBudget()
+	b.now = clk.now
 	b.start(1e9, time.Hour)
+	clk.advance(time.Hour / slowFraction)
 	b.expire() // slow
 	if b.Done() != nil {
 		t.Fatal("stopped before allocating")
