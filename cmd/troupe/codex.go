@@ -142,6 +142,25 @@ func (l appLeases) ReleaseLease(ctx context.Context, key, owner string) error {
 // fetched (accounts imported without an access token refresh first).
 const catalogFirstDelay = 5 * time.Second
 
+// catalogWanted reports whether refreshCatalogOnce may find a codex
+// account to ask: false only when this instance's pool holds every account
+// (no fleet ownership) and none of them is a codex account. The refresh
+// reads the list of every account, credentials opened, to find the codex
+// ones (about 2.7 KB allocated an account, 27 MB at 10,000), and a pool
+// without any retries it every minute; skipping it keeps an idle gateway
+// of 10,000 OpenAI accounts from allocating 0.45 MB a second and from
+// holding that list live when a collection marks it (issue 21). With
+// ownership the local pool holds only the accounts this instance owns, so
+// the list is read as before.
+func (a *app) catalogWanted() bool {
+	if a.sys == nil || a.cfg.ownership() {
+		return true
+	}
+	codex := false
+	a.sys.EachView(func(v *actors.View) { codex = codex || v.Provider == storage.ProviderCodex })
+	return codex
+}
+
 // refreshCatalog fetches the codex models list of every plan every
 // codex.models_refresh until ctx ends (not at all when it is 0).
 func (a *app) refreshCatalog(ctx context.Context) {
@@ -167,6 +186,9 @@ func (a *app) refreshCatalog(ctx context.Context) {
 }
 
 func (a *app) refreshCatalogOnce(ctx context.Context) {
+	if !a.catalogWanted() {
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	accs, err := a.store.ListAccounts(rctx)

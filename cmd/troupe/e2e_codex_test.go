@@ -182,3 +182,17 @@ func TestCodexRefreshAcrossInstances(t *testing.T) {
 		t.Fatalf("refresh grants %d, refused %d: both instances spent the refresh token", g, refused)
 	}
 }
+
+// TestCatalogWantedOnlyWithCodex: the models catalog's refresh, which reads
+// every account to find the codex ones, is skipped by a pool of one
+// instance that holds no codex account, and runs when it holds one.
+func TestCatalogWantedOnlyWithCodex(t *testing.T) {
+	openai := startTestDemo(t, nil, tuned(span(2, 6, 2), nil))
+	if openai.app.catalogWanted() {
+		t.Errorf("catalogWanted with OpenAI accounts only: true")
+	}
+	mixed := startTestDemo(t, nil, tuned(span(1, 2, 1), nil))
+	if !mixed.app.catalogWanted() {
+		t.Errorf("catalogWanted with a codex account: false")
+	}
+}
