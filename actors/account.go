@@ -385,10 +385,7 @@ func (a *account) observe(c *mailCtx, out *Outcome, held heldLease) {
 		v.Failures++
 		v.FailureStreak++
 		v.SuccessStreak = 0
-		v.LastFailure[cl] = now
-		if out.Timeout {
-			v.LastTimeout = now
-		}
+		v.LastFailures = withFailure(v.LastFailures, cl, now, out.Timeout)
 		v.EWMASuccess += ewmaAlpha * (0 - v.EWMASuccess)
 		before, until := v.Status, v.CooldownUntil
 		if cl == upstream.ClassAuth && a.authFailed(c, now, held.granted) {
@@ -503,7 +500,7 @@ func (a *account) publishVia(c *mailCtx, inline bool) {
 	// scheduler before readers can see the snapshot, so a reader that saw
 	// it and then asks the scheduler finds it applied (inline: applied).
 	m := a.seal()
-	m.pid, m.box, m.answered = a.pid(), a.box, a.answered
+	m.box, m.answered = a.box, a.answered
 	if inline {
 		a.cfg.scheduler.sendInline(m, a.pid())
 	} else {

@@ -204,7 +204,7 @@ func (a *account) state() State {
 		Status: v.Status, CooldownUntil: v.CooldownUntil, CooldownReason: v.CooldownReason,
 		AccountVersion: a.cfg.account.Version, Backoff: a.backoff,
 		Successes: v.Successes, Failures: v.Failures, SuccessStreak: v.SuccessStreak, FailureStreak: v.FailureStreak,
-		EWMASuccess: v.EWMASuccess, EWMALatency: v.EWMALatency, EWMATTFT: v.EWMATTFT, LastFailure: v.LastFailure,
+		EWMASuccess: v.EWMASuccess, EWMALatency: v.EWMALatency, EWMATTFT: v.EWMATTFT, LastFailure: v.failures().LastFailure,
 		Windows: v.Windows, ActiveLimit: v.ActiveLimit, Families: v.Families, Plan: v.Plan,
 	}
 }
@@ -251,7 +251,11 @@ func (a *account) apply(st State) {
 	v.Successes, v.Failures = st.Successes, st.Failures
 	v.SuccessStreak, v.FailureStreak = st.SuccessStreak, st.FailureStreak
 	v.EWMASuccess, v.EWMALatency, v.EWMATTFT = st.EWMASuccess, st.EWMALatency, st.EWMATTFT
-	v.LastFailure = st.LastFailure
+	if lf := (LastFailures{LastFailure: st.LastFailure, LastTimeout: v.TimedOutAt()}); lf.any() {
+		v.LastFailures = &lf
+	} else {
+		v.LastFailures = nil
+	}
 	v.Windows, v.ActiveLimit, v.Families = st.Windows, st.ActiveLimit, st.Families
 	if st.Plan != "" {
 		v.Plan = st.Plan

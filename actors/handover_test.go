@@ -106,8 +106,8 @@ func TestHandoverCooldown(t *testing.T) {
 	if v.Status != StatusCooling || !v.CooldownUntil.Equal(learned.CooldownUntil) || v.CooldownReason != learned.CooldownReason {
 		t.Fatalf("on B: %s until %v (%s); A learned %s until %v (%s)", v.Status, v.CooldownUntil, v.CooldownReason, learned.Status, learned.CooldownUntil, learned.CooldownReason)
 	}
-	if v.Failures != 1 || v.EWMASuccess != learned.EWMASuccess || v.LastFailure[classQuota].IsZero() {
-		t.Fatalf("health on B: failures %d, ewma %v (A %v), last quota failure %v", v.Failures, v.EWMASuccess, learned.EWMASuccess, v.LastFailure[classQuota])
+	if v.Failures != 1 || v.EWMASuccess != learned.EWMASuccess || v.FailedAt(upstream.ClassQuota).IsZero() {
+		t.Fatalf("health on B: failures %d, ewma %v (A %v), last quota failure %v", v.Failures, v.EWMASuccess, learned.EWMASuccess, v.FailedAt(upstream.ClassQuota))
 	}
 	if l, err := b.Acquire(ctx, AcquireRequest{Endpoint: translate.Chat, Model: "m"}); err == nil {
 		b.Release(l, Outcome{})

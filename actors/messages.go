@@ -91,12 +91,21 @@ type schedAcquire struct{ req *acquireState }
 // answered counts the grant requests the account had handled (granted,
 // refused or found abandoned) when it published: the scheduler adds the
 // grants it sent since to the view's counters, as a granted lease is not
-// published (account.grant).
+// published (account.grant). The account's PID is its mailbox's (pid):
+// 368 + 16 bytes is the 384-byte size class, which every account keeps one
+// of as its published view (issue 21).
 type schedView struct {
 	view     View
-	pid      *actor.PID
 	box      *mailbox // the account's mailbox, which grants are sent to
 	answered uint64
+}
+
+// pid returns the PID of the account that sent m; nil without a mailbox.
+func (m *schedView) pid() *actor.PID {
+	if m.box == nil {
+		return nil
+	}
+	return m.box.PID()
 }
 
 // schedRefused returns a request the account could not serve, with its

@@ -139,10 +139,11 @@ func FillAccountView(av *scripts.AccountView, v *View) {
 	av.InFlight, av.MaxInFlight = v.InFlight, v.MaxInFlight
 	av.Requests, av.Successes, av.Failures = v.Requests, v.Successes, v.Failures
 	av.SuccessStreak, av.FailureStreak = v.SuccessStreak, v.FailureStreak
-	lf := &v.LastFailure
+	f := v.failures()
+	lf := &f.LastFailure
 	av.LastFailure = scripts.FailureTimes{
 		Quota: lf[classQuota], Rate: lf[classRate], Auth: lf[classAuth], Banned: lf[classBanned],
-		Transient: lf[classTransient], Timeout: v.LastTimeout,
+		Transient: lf[classTransient], Timeout: f.LastTimeout,
 	}
 	av.EWMASuccess, av.EWMALatency, av.EWMATTFT = v.EWMASuccess, v.EWMALatency, v.EWMATTFT
 	av.Windows = appendWindows(av.Windows[:0], v.Windows)

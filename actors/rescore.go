@@ -166,7 +166,7 @@ func (s *scheduler) scoreInputsChanged(e *entry, nv *View, pending int) bool {
 	if ov.Status != nv.Status || ov.CooldownUntil != nv.CooldownUntil || ov.CooldownReason != nv.CooldownReason ||
 		ov.MaxInFlight != nv.MaxInFlight || ov.Priority != nv.Priority || ov.Plan != nv.Plan ||
 		ov.ID != nv.ID || ov.Name != nv.Name || ov.Provider != nv.Provider || ov.Group != nv.Group ||
-		ov.LastFailure != nv.LastFailure || ov.LastTimeout != nv.LastTimeout ||
+		ov.LastFailures != nv.LastFailures ||
 		!sameSlice(ov.Tags, nv.Tags) || !sameSlice(ov.Windows, nv.Windows) ||
 		ov.ActiveLimit != nv.ActiveLimit || ov.Credits != nv.Credits || !sameSlice(ov.Families, nv.Families) {
 		return true

@@ -199,7 +199,7 @@ func (s *scheduler) receive(c *mailCtx, msg any) {
 	case schedAcquire:
 		s.acquire(c, m.req)
 	case *schedView:
-		s.onView(c, &m.view, m.pid, m.box, m.answered)
+		s.onView(c, &m.view, m.pid(), m.box, m.answered)
 	default:
 		s.receiveRare(c, m)
 	}

@@ -64,9 +64,14 @@ type View struct {
 	Failures      uint64
 	SuccessStreak int // consecutive successes (reset by a failure)
 	FailureStreak int // consecutive account-level failures (reset by a success)
-	// LastFailure is the time of the last failure of each class, indexed by upstream.Class.
-	LastFailure [upstream.NumClasses]time.Time
-	LastTimeout time.Time // the latest transient failure that was a timeout
+	// LastFailures are the times of the account's latest failures; nil
+	// until its first (read them with FailedAt and TimedOutAt, which take
+	// nil as no failure). Never mutated after publication: a failure
+	// publishes a new one. Held behind a pointer because they are 216
+	// bytes that change only on a failure, in a View every account keeps
+	// and every copy readers make (issue 21); embedded, so that a View's
+	// JSON (the fleet's view exchange) keeps its last_failure fields.
+	*LastFailures
 
 	// Windows are the usage windows the upstream last reported (e.g. Codex's
 	// 5-hour and 7-day windows); never mutated after publication.
@@ -123,6 +128,67 @@ func (v *View) Serves(model string) bool {
 		}
 	}
 	return false
+}
+
+// LastFailures are the times of an account's latest failures (View.LastFailures).
+type LastFailures struct {
+	// LastFailure is the time of the last failure of each class, indexed by upstream.Class.
+	LastFailure [upstream.NumClasses]time.Time
+	LastTimeout time.Time // the latest transient failure that was a timeout
+}
+
+// any reports whether f holds a failure time.
+func (f *LastFailures) any() bool {
+	for _, t := range f.LastFailure {
+		if !t.IsZero() {
+			return true
+		}
+	}
+	return !f.LastTimeout.IsZero()
+}
+
+// noFailures is the LastFailures of a View without any.
+var noFailures LastFailures
+
+// failures returns v's failure times, never nil.
+func (v *View) failures() *LastFailures {
+	if v.LastFailures == nil {
+		return &noFailures
+	}
+	return v.LastFailures
+}
+
+// FailedAt returns the time of the account's last failure of class c; zero
+// when there was none (or c is out of range).
+func (v *View) FailedAt(c upstream.Class) time.Time {
+	if v.LastFailures == nil || int(c) < 0 || int(c) >= len(v.LastFailure) {
+		return time.Time{}
+	}
+	return v.LastFailure[c]
+}
+
+// TimedOutAt returns the time of the account's latest transient failure
+// that was a timeout; zero when there was none.
+func (v *View) TimedOutAt() time.Time {
+	if v.LastFailures == nil {
+		return time.Time{}
+	}
+	return v.LastTimeout
+}
+
+// withFailure returns a copy of lf (nil: none) with a failure of class c
+// at now; timeout sets LastTimeout too. A published View's LastFailures are
+// shared and never written, so a failure gets new ones.
+func withFailure(lf *LastFailures, c upstream.Class, now time.Time, timeout bool) *LastFailures {
+	n := new(LastFailures)
+	if lf != nil {
+		*n = *lf
+	}
+	n.LastFailure[c] = now
+	if timeout {
+		n.LastTimeout = now
+	}
+	return n
 }
 
 // UsageWindow is one upstream usage window.

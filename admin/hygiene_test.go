@@ -20,7 +20,12 @@ func (p refusedPool) Views() []actors.View {
 	for i := range vs {
 		if vs[i].Name == "acct-a" && vs[i].Status == actors.StatusActive {
 			vs[i].Status = actors.StatusUnauthorized
-			vs[i].LastFailure[upstream.ClassAuth] = time.Now()
+			lf := actors.LastFailures{} // the published view's are shared: set new ones
+			if p := vs[i].LastFailures; p != nil {
+				lf = *p
+			}
+			lf.LastFailure[upstream.ClassAuth] = time.Now()
+			vs[i].LastFailures = &lf
 		}
 	}
 	return vs

@@ -324,7 +324,7 @@ func (k *Keeper) Sweep(ctx context.Context) error {
 func (k *Keeper) judge(v *actors.View, prev, now time.Time, seen map[string]bool) (Flag, bool) {
 	f := Flag{AccountID: v.ID, Name: v.Name, Action: k.rule.Action, At: now}
 	if v.Status == actors.StatusUnauthorized && k.rule.Unauthorized >= 0 {
-		since := v.LastFailure[upstream.ClassAuth]
+		since := v.FailedAt(upstream.ClassAuth)
 		if since.IsZero() || since.After(now) { // the view may be newer than the sweep's clock reading
 			since = now
 		}
@@ -363,7 +363,7 @@ func rateLimited(v *actors.View, prev time.Time) bool {
 	if prev.IsZero() {
 		return false
 	}
-	return v.LastFailure[upstream.ClassRate].After(prev) || v.LastFailure[upstream.ClassQuota].After(prev)
+	return v.FailedAt(upstream.ClassRate).After(prev) || v.FailedAt(upstream.ClassQuota).After(prev)
 }
 
 func orNone(s string) string {

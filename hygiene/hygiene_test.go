@@ -86,6 +86,7 @@ func setup(t *testing.T, rule Rule, views ...actors.View) (*Keeper, *fakeStore, 
 
 func unauthorized(id string, since time.Time) actors.View {
 	v := actors.View{ID: id, Name: "acct-" + id, Status: actors.StatusUnauthorized}
+	v.LastFailures = &actors.LastFailures{}
 	v.LastFailure[upstream.ClassAuth] = since
 	return v
 }
@@ -171,7 +172,12 @@ func TestRateLimitedRunTripsAndBreaks(t *testing.T) {
 		if minute == 20 {
 			// a1 was active between sweeps and refused again: still limited.
 			active(0)
-			pool.views[0].LastFailure[upstream.ClassRate] = c.t.Add(-time.Minute)
+			lf := actors.LastFailures{} // a view's are shared: set new ones
+			if p := pool.views[0].LastFailures; p != nil {
+				lf = *p
+			}
+			lf.LastFailure[upstream.ClassRate] = c.t.Add(-time.Minute)
+			pool.views[0].LastFailures = &lf
 		}
 		if err := k.Sweep(ctx); err != nil {
 			t.Fatal(err)

@@ -254,7 +254,7 @@ func TestFaultSuite(t *testing.T) {
 			case !faulted && v.Failures > 0:
 				var classes []string
 				for c := range upstream.NumClasses {
-					if !v.LastFailure[c].IsZero() {
+					if !v.FailedAt(upstream.Class(c)).IsZero() {
 						classes = append(classes, upstream.Class(c).String())
 					}
 				}
@@ -722,11 +722,11 @@ func checkFaultState(name string, f mock.Fault, v actors.View, now, armed, added
 	}
 	want := faultClass(f.Kind)
 	for c := range upstream.NumClasses {
-		if c != int(want) && !v.LastFailure[c].IsZero() {
+		if c != int(want) && !v.FailedAt(upstream.Class(c)).IsZero() {
 			return fmt.Errorf("%s (%s): a %s failure recorded, want only %s", name, f.Kind, upstream.Class(c), want)
 		}
 	}
-	last := v.LastFailure[want]
+	last := v.FailedAt(want)
 	if last.IsZero() {
 		return fmt.Errorf("%s (%s): %d failures but none of class %s", name, f.Kind, v.Failures, want)
 	}
@@ -889,7 +889,7 @@ func TestTransientBackoffSchedule(t *testing.T) {
 		}
 	}
 	v := view("demo-0002")
-	if got := v.CooldownUntil.Sub(v.LastFailure[upstream.ClassTransient]); v.Status != actors.StatusCooling || got != transientBase {
+	if got := v.CooldownUntil.Sub(v.FailedAt(upstream.ClassTransient)); v.Status != actors.StatusCooling || got != transientBase {
 		t.Errorf("after 3 transient failures in a row: status %s, cooling %v, want the first backoff step %v "+
 			"(actors/account.go penalize counts backoff steps for the isolated failures that did not rest)", v.Status, got, transientBase)
 	}
@@ -903,7 +903,7 @@ func TestTransientBackoffSchedule(t *testing.T) {
 		return v.Failures == 1, v.Status.String()
 	})
 	v = view("demo-0004")
-	if got := v.CooldownUntil.Sub(v.LastFailure[upstream.ClassRate]); v.Status != actors.StatusCooling || v.CooldownReason != "rate" || got != transientBase {
+	if got := v.CooldownUntil.Sub(v.FailedAt(upstream.ClassRate)); v.Status != actors.StatusCooling || v.CooldownReason != "rate" || got != transientBase {
 		t.Errorf("after one rate limit without Retry-After: status %s %q, cooling %v, want rate for %v", v.Status, v.CooldownReason, got, transientBase)
 	}
 }
