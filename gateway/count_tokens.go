@@ -148,13 +148,11 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 }
 
 // serves reports whether any account of the pool serves model (or any model).
+// It reads the views in place (EachView): Views copies every account's.
 func (s *Server) serves(model string) bool {
-	for _, v := range s.sys.Views() {
-		if v.Serves(model) {
-			return true
-		}
-	}
-	return false
+	served := false
+	s.sys.EachView(func(v *actors.View) { served = served || v.Serves(model) })
+	return served
 }
 
 // servedElsewhere reports whether an account this instance does not own

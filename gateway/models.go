@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/troupe-gw/troupe/actors"
 	"slices"
 	"strconv"
 	"time"
@@ -64,16 +65,16 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 		}
 		user = &u
 	}
-	seen := map[string]string{} // model → owner (provider)
-	anyCodex := false           // a codex account serves any model: the catalog says which
-	for _, v := range s.sys.Views() {
+	seen := map[string]string{}           // model → owner (provider)
+	anyCodex := false                     // a codex account serves any model: the catalog says which
+	s.sys.EachView(func(v *actors.View) { // in place: Views copies every account's
 		for _, m := range v.Models {
 			if _, ok := seen[m]; !ok {
 				seen[m] = string(v.Provider)
 			}
 		}
 		anyCodex = anyCodex || (v.Provider == storage.ProviderCodex && len(v.Models) == 0)
-	}
+	})
 	// Under fleet ownership the views are this instance's share; the
 	// deployment serves every account's models (docs/fleet.md).
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second) // not the request's: a fasthttp context is no context.Context off a server
