@@ -70,7 +70,8 @@ type View struct {
 	// publishes a new one. Held behind a pointer because they are 216
 	// bytes that change only on a failure, in a View every account keeps
 	// and every copy readers make (issue 21); embedded, so that a View's
-	// JSON (the fleet's view exchange) keeps its last_failure fields.
+	// JSON (the fleet's view exchange) keeps its LastFailure and
+	// LastTimeout fields.
 	*LastFailures
 
 	// Windows are the usage windows the upstream last reported (e.g. Codex's
