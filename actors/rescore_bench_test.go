@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-gw/troupe/internal/cputime"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // BenchmarkFullRescore measures the scheduler's own work for a full rescore
@@ -166,7 +167,7 @@ func BenchmarkReleaseRescore(b *testing.B) {
 			v.Windows = []UsageWindow{{Name: "7d", UsedPercent: float64(i % 110), WindowMinutes: 10080, ResetsAt: now.Add(60 * time.Hour)}}
 		}
 		if i%7 == 0 {
-			v.LastFailure[classTransient] = now.Add(-time.Duration(i%900) * time.Second)
+			v.LastFailures = withFailure(nil, upstream.ClassTransient, now.Add(-time.Duration(i%900)*time.Second), false)
 		}
 		s.onView(nil, v, pid, nil, 0)
 	}
