@@ -225,30 +225,21 @@ type consoleLedgerJSON struct {
 }
 
 // consoleBalance serves GET /api/console/balance?limit=&before=: the
-// balance and the newest ledger rows (limit, default 20, at most 1000;
-// before: the id of the last row of the previous page).
+// balance and a page of the user's ledger rows, newest first (limit,
+// default 20, at most 1000; before: the previous page's next_before),
+// paged as the admin API pages a user's ledger (ledgerPageQuery).
 func (s *Server) consoleBalance(ctx *fasthttp.RequestCtx, rctx context.Context, p *consolePrincipal) {
-	a := ctx.QueryArgs()
-	limit, aerr := intArg(a, "limit", 20, 1, 1000)
+	q, aerr := ledgerPageQuery(ctx.QueryArgs(), p.user.ID, 20)
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
-	}
-	var before int64
-	if v := a.Peek("before"); len(v) > 0 {
-		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil || n < 1 {
-			writeError(ctx, errBadParam("before", "before is the id of a ledger row."))
-			return
-		}
-		before = n
 	}
 	bal, err := s.store.Balance(rctx, p.user.ID)
 	if err != nil {
 		s.storageError(ctx, err)
 		return
 	}
-	rows, err := s.store.Ledger(rctx, storage.LedgerQuery{UserID: p.user.ID, Before: before, Limit: limit})
+	rows, next, err := s.readLedgerPage(rctx, q)
 	if err != nil {
 		s.storageError(ctx, err)
 		return
@@ -257,10 +248,6 @@ func (s *Server) consoleBalance(ctx *fasthttp.RequestCtx, rctx context.Context, 
 	for _, r := range rows {
 		out = append(out, consoleLedgerJSON{ID: r.ID, Kind: string(r.Kind), Amount: billing.FormatAmount(r.Amount), Micro: r.Amount,
 			Note: r.Note, RequestID: r.RequestID, CreatedAt: r.CreatedAt})
-	}
-	var next any
-	if len(rows) == limit {
-		next = rows[len(rows)-1].ID
 	}
 	writeJSON(ctx, 200, map[string]any{"balance": billing.FormatAmount(bal), "balance_micro": bal, "currency": s.currency(rctx),
 		"ledger": out, "next_before": next})

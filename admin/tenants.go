@@ -95,8 +95,9 @@ func (s *Server) tenantStorageError(ctx *fasthttp.RequestCtx, what string, err e
 
 // adminUsers serves /api/admin/users: GET (list with balances), POST
 // (create); /users/{id|name}: GET (with its latest ledger rows), PATCH,
-// DELETE (only without ledger rows); /users/{id|name}/ledger: POST (a
-// top-up, refund or adjustment).
+// DELETE (only without ledger rows); /users/{id|name}/ledger: GET (a page
+// of its ledger, older rows by before), POST (a top-up, refund or
+// adjustment).
 func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method string, parts []string) {
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -131,6 +132,8 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 		switch {
 		case len(parts) == 2 && method == "POST":
 			s.postLedger(ctx, rctx, p, u)
+		case len(parts) == 2 && method == "GET":
+			s.userLedger(ctx, rctx, u)
 		case len(parts) == 2:
 			writeError(ctx, errMethod(method, string(ctx.Path())))
 		case method == "GET":
@@ -255,24 +258,52 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u st
 	s.writeUser(ctx, rctx, got)
 }
 
-// writeUser answers u with its balance and its latest 50 ledger rows.
+// writeUser answers u with its balance, its latest 50 ledger rows and
+// the next_before of their page (GET …/ledger reads the older ones).
 func (s *Server) writeUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
 	bal, err := s.store.Balance(rctx, u.ID)
 	if err != nil {
 		s.storageError(ctx, err)
 		return
 	}
-	rows, err := s.store.Ledger(rctx, storage.LedgerQuery{UserID: u.ID, Limit: 50})
+	rows, next, err := s.readLedgerPage(rctx, storage.LedgerQuery{UserID: u.ID, Limit: userLedgerRows})
 	if err != nil {
 		s.storageError(ctx, err)
 		return
 	}
-	ledger := make([]ledgerJSON, 0, len(rows))
+	writeJSON(ctx, 200, map[string]any{"user": toUserJSON(u, bal), "ledger": toLedgerJSON(rows), "next_before": next})
+}
+
+// userLedgerRows is how many ledger rows GET /api/admin/users/{id} shows,
+// and the default page of GET …/ledger.
+const userLedgerRows = 50
+
+// userLedger serves GET /api/admin/users/{id}/ledger?limit=&before=: a
+// page of u's ledger rows, newest first (limit, default 50, at most 1000;
+// before: the previous page's next_before), paged as the users' console
+// pages a user's own (ledgerPageQuery).
+func (s *Server) userLedger(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
+	q, aerr := ledgerPageQuery(ctx.QueryArgs(), u.ID, userLedgerRows)
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	rows, next, err := s.readLedgerPage(rctx, q)
+	if err != nil {
+		s.storageError(ctx, err)
+		return
+	}
+	writeJSON(ctx, 200, map[string]any{"ledger": toLedgerJSON(rows), "next_before": next})
+}
+
+// toLedgerJSON is rows as the admin API shows them (who made each, too).
+func toLedgerJSON(rows []storage.LedgerEntry) []ledgerJSON {
+	out := make([]ledgerJSON, 0, len(rows))
 	for _, e := range rows {
-		ledger = append(ledger, ledgerJSON{ID: e.ID, Kind: string(e.Kind), Amount: billing.FormatAmount(e.Amount), Micro: e.Amount,
+		out = append(out, ledgerJSON{ID: e.ID, Kind: string(e.Kind), Amount: billing.FormatAmount(e.Amount), Micro: e.Amount,
 			Actor: e.Actor, Note: e.Note, RequestID: e.RequestID, CreatedAt: e.CreatedAt})
 	}
-	writeJSON(ctx, 200, map[string]any{"user": toUserJSON(u, bal), "ledger": ledger})
+	return out
 }
 
 // postLedger serves POST /api/admin/users/{id}/ledger: {"kind": "topup" |

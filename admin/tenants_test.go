@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +99,100 @@ func TestAdminUsersAndPrices(t *testing.T) {
 	}
 	// A client key is refused.
 	e.withKey(e.key).do("GET", "/api/admin/users", nil).want(t, 403)
+}
+
+// TestAdminUserLedgerPaging: a user's ledger of more than a page, read
+// through the admin API from GET /users/{id} and then GET …/ledger with
+// each answer's next_before, comes out newest first, every row once, none
+// missing, none of another user's; a cursor that is not a row id is a 400
+// in the admin API's error shape, naming before.
+func TestAdminUserLedgerPaging(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	c := e.login()
+	alice := c.do("POST", "/api/admin/users", map[string]any{"name": "alice", "balance": "1"}).want(t, 201).json["id"].(string)
+	bob := c.do("POST", "/api/admin/users", map[string]any{"name": "bob", "balance": "1"}).want(t, 201).json["id"].(string)
+	ctx := context.Background()
+	for i := range 120 { // bob's rows between alice's, so her pages' ids are not consecutive
+		for _, u := range []string{alice, bob} {
+			if _, err := e.store.PostLedger(ctx, storage.LedgerEntry{UserID: u, Kind: storage.LedgerTopup, Amount: 1, Actor: "test", Note: fmt.Sprint("row ", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want, err := e.store.Ledger(ctx, storage.LedgerQuery{UserID: alice, Limit: 1000})
+	if err != nil || len(want) != 121 {
+		t.Fatalf("alice's stored ledger: %d rows, %v; want 121", len(want), err)
+	}
+	// collect appends a page's ids to got and returns its next_before ("" when null).
+	var got []int64
+	collect := func(r *response) string {
+		t.Helper()
+		for _, row := range r.json["ledger"].([]any) {
+			got = append(got, int64(row.(map[string]any)["id"].(float64)))
+		}
+		next, ok := r.json["next_before"].(float64)
+		if !ok {
+			if r.json["next_before"] != nil {
+				t.Fatalf("next_before = %v, want a number or null", r.json["next_before"])
+			}
+			return ""
+		}
+		return strconv.FormatInt(int64(next), 10)
+	}
+	next := collect(c.do("GET", "/api/admin/users/alice", nil).want(t, 200))
+	if len(got) != 50 || next == "" {
+		t.Fatalf("GET user: %d rows, next_before %q; want 50 and a cursor", len(got), next)
+	}
+	pages := 1
+	for next != "" {
+		next = collect(c.do("GET", "/api/admin/users/"+alice+"/ledger?limit=50&before="+next, nil).want(t, 200))
+		if pages++; pages > 10 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("paged %d rows, the store has %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i].ID {
+			t.Fatalf("row %d: id %d, want %d (paged ids %v)", i, got[i], want[i].ID, got)
+		}
+	}
+	// The default page is 50 rows; a smaller limit pages the same rows.
+	got = got[:0]
+	if next = collect(c.do("GET", "/api/admin/users/alice/ledger", nil).want(t, 200)); len(got) != 50 || next != strconv.FormatInt(want[49].ID, 10) {
+		t.Fatalf("default page: %d rows, next_before %s; want 50, %d", len(got), next, want[49].ID)
+	}
+	got, next = got[:0], ""
+	for page := 0; page == 0 || next != ""; page++ {
+		next = collect(c.do("GET", "/api/admin/users/alice/ledger?limit=11&before="+next, nil).want(t, 200))
+	}
+	if len(got) != len(want) || got[0] != want[0].ID || got[len(got)-1] != want[len(want)-1].ID {
+		t.Fatalf("pages of 11: %d rows from %d to %d", len(got), got[0], got[len(got)-1])
+	}
+	// A full last page is followed by an empty one with a null next_before.
+	got = got[:0]
+	r := c.do("GET", "/api/admin/users/alice/ledger?limit=1&before="+strconv.FormatInt(want[len(want)-2].ID, 10), nil).want(t, 200)
+	if next = collect(r); len(got) != 1 || next == "" {
+		t.Fatalf("the last row's page: %d rows, next_before %q", len(got), next)
+	}
+	if next = collect(c.do("GET", "/api/admin/users/alice/ledger?before="+next, nil).want(t, 200)); len(got) != 1 || next != "" {
+		t.Fatalf("past the last row: %d rows, next_before %q", len(got), next)
+	}
+
+	for _, bad := range []string{"x", "0", "-1", "1.5", "99999999999999999999"} {
+		r := c.do("GET", "/api/admin/users/alice/ledger?before="+bad, nil).want(t, 400)
+		if !isOpenAIError(r.body) || r.errParam() != "before" {
+			t.Errorf("before=%s: %s, want the admin API's error naming before", bad, r.body)
+		}
+	}
+	for _, bad := range []string{"0", "1001", "x"} {
+		if r := c.do("GET", "/api/admin/users/alice/ledger?limit="+bad, nil).want(t, 400); r.errParam() != "limit" {
+			t.Errorf("limit=%s: %s", bad, r.body)
+		}
+	}
+	c.do("GET", "/api/admin/users/nobody/ledger", nil).want(t, 404)
+	c.do("DELETE", "/api/admin/users/alice/ledger", nil).want(t, 405)
 }
 
 // TestAdminInvitationsAndRegistration: a code is shown once and stored as
