@@ -84,6 +84,29 @@ describe('Users', () => {
     expect(post.body).toEqual({ kind: 'topup', amount: '10.000001', note: 'invoice 7' })
     expect(screen.getByTestId('ledger').textContent).toContain('+10.000001')
   })
+  it('pages the ledger to older rows, 50 at a time, until there are none', { timeout: 30_000 }, async () => {
+    const row = (id: number) => ({ id, kind: 'topup', amount: '1.000000', amount_micro: 1_000_000, actor: 'admin:admin', note: 'row ' + id, request_id: '', created_at: '2026-12-06T08:00:00Z' })
+    const span = (from: number, to: number) => Array.from({ length: from - to + 1 }, (_, i) => row(from - i))
+    const calls = stubAPI({
+      'GET users': { users: [alice] },
+      'GET users/u1': { user: alice, ledger: span(120, 71), next_before: 71 },
+      'GET users/u1/ledger?limit=50&before=71': { ledger: span(70, 21), next_before: 21 },
+      'GET users/u1/ledger?limit=50&before=21': { ledger: span(20, 1), next_before: null },
+    })
+    render(<Users />)
+    fireEvent.click(await screen.findByText('alice', {}, slow))
+    const rows = () => screen.getByTestId('ledger').querySelectorAll('tbody tr').length
+    await waitFor(() => expect(rows()).toBe(50), slow)
+    fireEvent.click(screen.getByTestId('ledger-older'))
+    await waitFor(() => expect(rows()).toBe(100), slow)
+    fireEvent.click(screen.getByTestId('ledger-older'))
+    await waitFor(() => expect(rows()).toBe(120), slow)
+    expect(screen.queryByTestId('ledger-older')).toBeNull()
+    const notes = [...screen.getByTestId('ledger').querySelectorAll('tbody tr td:last-child')].map((td) => td.textContent)
+    expect(notes[0]).toBe('row 120')
+    expect(notes[119]).toBe('row 1')
+    expect(calls.filter((c) => c.path.startsWith('users/u1/ledger')).map((c) => c.path)).toEqual(['users/u1/ledger?limit=50&before=71', 'users/u1/ledger?limit=50&before=21'])
+  })
 })
 
 describe('Prices', () => {

@@ -9,7 +9,6 @@ import { loginBody, ConsoleLogin } from './pages/ConsoleLogin'
 import { Register, registerError } from './pages/Register'
 import { Account, passwordProblem } from './pages/Account'
 import { appendPage, type ConsoleRecord } from './pages/Requests'
-import { mergeLedger, type LedgerRow } from './ledger'
 import { summarize } from '../chartdata'
 
 function answer(status: number, body: unknown) {
@@ -118,13 +117,6 @@ describe('requests', () => {
   it('appends a page without repeating rows', () => {
     const r = (id: string) => ({ request_id: id }) as ConsoleRecord
     expect(appendPage([r('a'), r('b')], [r('b'), r('c')]).map((x) => x.request_id)).toEqual(['a', 'b', 'c'])
-  })
-})
-
-describe('ledger', () => {
-  it('merges the newest rows with older pages, each once, newest first', () => {
-    const r = (id: number) => ({ id }) as LedgerRow
-    expect(mergeLedger([r(12), r(11), r(10)], [r(10), r(9), r(8)]).map((x) => x.id)).toEqual([12, 11, 10, 9, 8])
   })
 })
 

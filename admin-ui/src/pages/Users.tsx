@@ -1,6 +1,7 @@
 import { useState } from 'react'
 import { api, ApiError, query } from '../api'
 import { ago, list, num } from '../format'
+import { useLedgerPages } from '../ledger'
 import { isAmount, isPositive, isSignedAmount, money, toMicro } from '../money'
 import { usePoll } from '../usePoll'
 import '../billing.css'
@@ -8,7 +9,8 @@ import '../billing.css'
 // The Users page (docs/billing.md, docs/admin-ui.md): users with their
 // balances, searched by name or email; a user's panel tops up (or refunds,
 // or adjusts) with a note, disables or enables, edits the allowlist and
-// limits, and shows the ledger. Amounts stay decimal strings end to end.
+// limits, and shows the ledger: the latest 50 rows, older ones 50 at a time
+// (GET …/ledger with next_before). Amounts stay decimal strings end to end.
 
 /** User is a user as GET /api/admin/users answers it. */
 export interface User {
@@ -25,6 +27,13 @@ export interface User {
   balance_micro: number
   created_at: string
   last_login_at: string | null
+}
+
+/** UserAnswer is GET /api/admin/users/{id} (and a change's answer): the user, its latest 50 ledger rows and their page's next_before. */
+interface UserAnswer {
+  user: User
+  ledger: LedgerRow[]
+  next_before: number | null
 }
 
 interface LedgerRow {
@@ -93,7 +102,7 @@ export function Users() {
         </tbody>
       </table>
       {data && users.length === 0 && <p className="muted">{q ? 'No user matches.' : 'No users yet.'}</p>}
-      {open && <UserPanel id={open} onClose={() => setOpen(null)} onChanged={reload} />}
+      {open && <UserPanel key={open} id={open} onClose={() => setOpen(null)} onChanged={reload} />}
       {creating && (
         <CreateUser
           onClose={() => setCreating(false)}
@@ -109,11 +118,14 @@ export function Users() {
 }
 
 function UserPanel({ id, onClose, onChanged }: { id: string; onClose: () => void; onChanged: () => void }) {
-  const { data, error, setData } = usePoll(() => api<{ user: User; ledger: LedgerRow[] }>('GET', `users/${encodeURIComponent(id)}`), [id])
+  const { data, error, setData } = usePoll(() => api<UserAnswer>('GET', `users/${encodeURIComponent(id)}`), [id])
   const [msg, setMsg] = useState('')
+  const ledger = useLedgerPages(data, (before) =>
+    api<{ ledger: LedgerRow[]; next_before: number | null }>('GET', `users/${encodeURIComponent(id)}/ledger` + query({ limit: 50, before })),
+  )
   if (!data) return <aside className="panel wide">{error ? <div className="error">{error}</div> : <p className="muted">Loading…</p>}</aside>
   const u = data.user
-  const changed = (d: { user: User; ledger: LedgerRow[] }) => {
+  const changed = (d: UserAnswer) => {
     setData(d)
     onChanged()
   }
@@ -162,7 +174,7 @@ function UserPanel({ id, onClose, onChanged }: { id: string; onClose: () => void
           </tr>
         </thead>
         <tbody>
-          {data.ledger.map((r) => (
+          {ledger.rows.map((r) => (
             <tr key={r.id} title={r.request_id ? 'request ' + r.request_id : undefined}>
               <td>{new Date(r.created_at).toLocaleString()}</td>
               <td>{r.kind}</td>
@@ -173,8 +185,13 @@ function UserPanel({ id, onClose, onChanged }: { id: string; onClose: () => void
           ))}
         </tbody>
       </table>
-      {data.ledger.length === 0 && <p className="muted">No ledger rows.</p>}
-      {data.ledger.length === 50 && <p className="muted small">The latest 50 rows; the CLI's `troupe users show NAME --ledger N` prints more.</p>}
+      {ledger.rows.length === 0 && <p className="muted">No ledger rows.</p>}
+      {ledger.error && <div className="error">{ledger.error}</div>}
+      {ledger.before !== null && (
+        <button className="ghost" onClick={ledger.loadOlder} disabled={ledger.busy} data-testid="ledger-older">
+          Older rows
+        </button>
+      )}
     </aside>
   )
 }
@@ -190,7 +207,7 @@ export function ledgerProblem(kind: string, amount: string, note: string): strin
   return ''
 }
 
-function LedgerForm({ user, onDone }: { user: User; onDone: (d: { user: User; ledger: LedgerRow[] }) => void }) {
+function LedgerForm({ user, onDone }: { user: User; onDone: (d: UserAnswer) => void }) {
   const [v, setV] = useState({ kind: 'topup', amount: '', note: '', request_id: '' })
   const [error, setError] = useState('')
   const [busy, setBusy] = useState(false)
@@ -260,7 +277,7 @@ export function limitsBody(v: { group: string; models: string; rpm: string; max_
   return { group: v.group.trim(), models: list(v.models), rpm, max_concurrency: conc }
 }
 
-function LimitsForm({ user, onDone }: { user: User; onDone: (d: { user: User; ledger: LedgerRow[] }) => void }) {
+function LimitsForm({ user, onDone }: { user: User; onDone: (d: UserAnswer) => void }) {
   const initial = { group: user.group, models: user.models.join(', '), rpm: user.rpm ? String(user.rpm) : '', max_concurrency: user.max_concurrency ? String(user.max_concurrency) : '' }
   const [v, setV] = useState(initial)
   const [msg, setMsg] = useState('')

@@ -5,7 +5,8 @@ import { num } from '../../format'
 import { usePoll } from '../../usePoll'
 import { consoleApi } from '../api'
 import { dayRange, money, spendCharts, totals, type SpendRow } from '../money'
-import { mergeLedger, type LedgerRow } from '../ledger'
+import { type LedgerRow } from '../ledger'
+import { useLedgerPages } from '../../ledger'
 
 interface Balance {
   balance: string
@@ -35,19 +36,8 @@ export function Dashboard({ dark }: { dark: boolean }) {
     30_000,
   )
   // Older ledger rows, page by page (next_before), below the newest ten that refresh.
-  const [older, setOlder] = useState<LedgerRow[]>([])
-  const [olderNext, setOlderNext] = useState<number | null | undefined>(undefined) // undefined: none loaded
-  const [olderError, setOlderError] = useState('')
-  const before = olderNext === undefined ? bal.data?.next_before : olderNext
-  const loadOlder = () =>
-    consoleApi<Balance>('GET', 'balance' + query({ limit: 50, before: before ?? undefined }))
-      .then((r) => {
-        setOlder((o) => [...o, ...r.ledger])
-        setOlderNext(r.next_before)
-        setOlderError('')
-      })
-      .catch((e: Error) => setOlderError(e.message))
-  const ledger = useMemo(() => mergeLedger(bal.data?.ledger ?? [], older), [bal.data, older])
+  const pages = useLedgerPages(bal.data, (before) => consoleApi<Balance>('GET', 'balance' + query({ limit: 50, before })))
+  const ledger = pages.rows
   const charts = useMemo(() => (spend.data ? spendCharts(spend.data.rows, spend.data.from, spend.data.to) : null), [spend.data])
   const sum = useMemo(() => totals(spend.data?.rows ?? []), [spend.data])
   const currency = bal.data?.currency ?? spend.data?.currency ?? ''
@@ -108,9 +98,9 @@ export function Dashboard({ dark }: { dark: boolean }) {
         <h3>Recent balance changes</h3>
         <LedgerTable rows={ledger} currency={currency} />
         {bal.data && ledger.length === 0 && <p className="muted">No balance changes yet.</p>}
-        {olderError && <div className="error">{olderError}</div>}
-        {before ? (
-          <button onClick={loadOlder} style={{ marginTop: 8 }}>
+        {pages.error && <div className="error">{pages.error}</div>}
+        {pages.before !== null ? (
+          <button onClick={pages.loadOlder} disabled={pages.busy} style={{ marginTop: 8 }}>
             Older changes
           </button>
         ) : null}
