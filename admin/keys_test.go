@@ -195,11 +195,12 @@ func TestAdminSettings(t *testing.T) {
 	c := e.login()
 	r := c.do("GET", "/api/admin/settings", nil).want(t, 200)
 	set := r.json["settings"].([]any)
-	if len(set) != 3 || set[0].(map[string]any)["value"] != "30" || set[2].(map[string]any)["key"] != storage.SettingUsageDailyDays || set[2].(map[string]any)["value"] != "1825" || set[0].(map[string]any)["set"] != false || r.json["instance"].(map[string]any)["version"] != "test" {
+	if len(set) != 4 || set[3].(map[string]any)["key"] != storage.SettingAccountTombstonesDays || set[3].(map[string]any)["value"] != "7" || set[0].(map[string]any)["value"] != "30" || set[2].(map[string]any)["key"] != storage.SettingUsageDailyDays || set[2].(map[string]any)["value"] != "1825" || set[0].(map[string]any)["set"] != false || r.json["instance"].(map[string]any)["version"] != "test" {
 		t.Fatalf("settings: %s", r.body)
 	}
 	r = c.do("PUT", "/api/admin/settings", map[string]any{"settings": map[string]string{storage.SettingUsageRecordsDays: "7"}}).want(t, 200)
 	c.do("PUT", "/api/admin/settings", map[string]any{"settings": map[string]string{storage.SettingUsageDailyDays: "36500"}}).want(t, 200)
+	c.do("PUT", "/api/admin/settings", map[string]any{"settings": map[string]string{storage.SettingAccountTombstonesDays: "30"}}).want(t, 200)
 	if v := r.json["settings"].([]any)[0].(map[string]any); v["value"] != "7" || v["set"] != true {
 		t.Fatalf("after put: %s", r.body)
 	}
@@ -209,6 +210,7 @@ func TestAdminSettings(t *testing.T) {
 		map[string]any{"settings": map[string]string{storage.SettingUsageRecordsDays: "ten"}},
 		map[string]any{"settings": map[string]string{storage.SettingUsageRecordsDays: "5", "nope": "1"}},
 		map[string]any{"settings": map[string]string{storage.SettingUsageDailyDays: "36501"}},
+		map[string]any{"settings": map[string]string{storage.SettingAccountTombstonesDays: "0"}},
 		map[string]any{}, `x`,
 	} {
 		c.do("PUT", "/api/admin/settings", body).want(t, 400)

@@ -27,6 +27,8 @@ var adminSettingDefs = []settingDef{
 		Description: "Days hourly usage rollups (the usage charts) are kept."},
 	{Key: storage.SettingUsageDailyDays, Default: strconv.Itoa(storage.DefaultUsageDailyDays), Min: 1, Max: 36500,
 		Description: "Days daily spend rollups per user and model (the spend pages) are kept."},
+	{Key: storage.SettingAccountTombstonesDays, Default: strconv.Itoa(storage.DefaultAccountTombstonesDays), Min: 1, Max: 3650,
+		Description: "Days the account change feed keeps a deleted account's tombstone; an instance whose feed reads fail for longer reads every account again."},
 }
 
 type settingJSON struct {

@@ -40,6 +40,7 @@ func (m *memStore) DeleteAccount(context.Context, string) error { return nil }
 func (m *memStore) AccountChanges(_ context.Context, since int64, _ bool) (storage.AccountChanges, error) {
 	return storage.AccountChanges{Version: max(since, 1)}, nil
 }
+func (m *memStore) PruneAccountTombstones(context.Context, time.Time) (int64, error) { return 0, nil }
 func (m *memStore) OpenCredentials(string) (storage.Credentials, error) {
 	return storage.Credentials{}, storage.ErrUnseal
 }

@@ -102,8 +102,14 @@ type AccountChanges struct {
 	// ordered by Version; every account when it was 0.
 	Accounts []Account
 	// Deleted are the IDs of the accounts deleted after the version asked
-	// (none when it was 0), and not put again since.
+	// (none when it was 0, or Full), and not put again since.
 	Deleted []string
+	// Full reports that Accounts holds every account and Deleted nothing:
+	// the version asked was 0, or older than the oldest deletion the feed
+	// still has a tombstone for (PruneAccountTombstones pruned one after
+	// it). A reader that knew accounts before then drops every one not in
+	// Accounts, since a deletion it had not read may be gone.
+	Full bool
 	// Version is the feed's version as of this read: pass it to the next
 	// AccountChanges. Never less than the version asked (a reader never
 	// goes back), and at least 1.
@@ -241,7 +247,8 @@ type Accounts interface {
 	// with ID and timestamps set.
 	PutAccount(ctx context.Context, a Account) (Account, error)
 	// DeleteAccount removes the account with the given ID or name, or
-	// returns ErrNotFound. It leaves a tombstone in the change feed.
+	// returns ErrNotFound. It leaves a tombstone in the change feed, with
+	// the time of the deletion, until PruneAccountTombstones removes it.
 	DeleteAccount(ctx context.Context, idOrName string) error
 	// AccountChanges reads the account change feed: the accounts changed
 	// and the IDs deleted after version since (a previous answer's
@@ -249,10 +256,20 @@ type Accounts interface {
 	// the version that brings the reader to. Every PutAccount and
 	// DeleteAccount takes the next version, in commit order, so reading
 	// from the last Version never misses a change and never reads an
-	// unchanged row. Credentials are opened when open is true; with open
+	// unchanged row. A since older than a tombstone pruned is answered
+	// with every account and Full set (a full resync), never with a
+	// deletion missing. Credentials are opened when open is true; with open
 	// false they are left sealed in Account.Sealed (nothing is decrypted:
 	// an instance that does not own an account never holds its secrets).
 	AccountChanges(ctx context.Context, since int64, open bool) (AccountChanges, error)
+	// PruneAccountTombstones deletes the change feed's tombstones of the
+	// accounts deleted before before, and every older one by version,
+	// and returns how many it deleted. A reader whose version is below
+	// the newest tombstone pruned then gets a full read (AccountChanges.Full)
+	// instead of its deletions. Safe to run at once on every instance (the
+	// runs serialize on the feed; a second finds nothing to do). A zero
+	// time deletes nothing.
+	PruneAccountTombstones(ctx context.Context, before time.Time) (int64, error)
 	// OpenCredentials opens credentials left sealed by AccountChanges
 	// (Account.Sealed). The error wraps ErrUnseal when no key of the
 	// Store's Sealer opens them; it never holds the plaintext.
@@ -327,6 +344,11 @@ const (
 	// model (usage_daily_users: the spend pages) are kept
 	// (DefaultUsageDailyDays when unset).
 	SettingUsageDailyDays = "retention.usage_daily_days"
+	// SettingAccountTombstonesDays is how many days the account change
+	// feed keeps a deleted account's tombstone
+	// (DefaultAccountTombstonesDays when unset): an instance whose feed
+	// reads fail for longer resyncs every account when it reads again.
+	SettingAccountTombstonesDays = "retention.account_tombstones_days"
 )
 
 // Retention defaults, in days.
@@ -340,6 +362,11 @@ const (
 	// DefaultUsageDailyDays is how many days the daily rollups per user and
 	// model are kept when SettingUsageDailyDays is unset: five years.
 	DefaultUsageDailyDays = 1825
+	// DefaultAccountTombstonesDays is how many days the account change
+	// feed keeps tombstones when SettingAccountTombstonesDays is unset. A
+	// running instance reads the feed every 5 s, so only one cut off from
+	// storage for a week resyncs in full.
+	DefaultAccountTombstonesDays = 7
 )
 
 // Policies stores routing policies with their full history (tables policies

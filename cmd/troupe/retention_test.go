@@ -17,8 +17,9 @@ import (
 // TestPruneOnce runs one pass of the retention loop on SQLite and PostgreSQL:
 // request records go after retention.usage_records_days, the daily spend
 // rollups after retention.usage_daily_days (default five years), each on its
-// own setting; an invalid setting falls back to its default; balances and
-// the ledger are never pruned.
+// own setting; an invalid setting falls back to its default; account
+// tombstones after retention.account_tombstones_days; balances and the
+// ledger are never pruned.
 func TestPruneOnce(t *testing.T) {
 	sealer, err := storage.NewSealer(bytes.Repeat([]byte{5, 3, 1, 8}, 8))
 	if err != nil {
@@ -118,6 +119,38 @@ func testPruneOnce(t *testing.T, s storage.Store) {
 	}
 	if n := records(); n != 0 {
 		t.Errorf("records kept 1 day: %d, want 0", n)
+	}
+
+	// Account tombstones go after retention.account_tombstones_days: a
+	// reader from before the deletion is then answered with a full read.
+	acc, err := s.PutAccount(ctx, storagetest.SampleAccount("tombstoned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteAccount(ctx, acc.ID); err != nil {
+		t.Fatal(err)
+	}
+	full := func() bool {
+		t.Helper()
+		ch, err := s.AccountChanges(ctx, acc.Version, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch.Full
+	}
+	if err := s.PutSetting(ctx, storage.SettingAccountTombstonesDays, "3650"); err != nil { // ten years: the deletion (today) is within
+		t.Fatal(err)
+	}
+	a.pruneOnce(ctx, now)
+	if full() {
+		t.Error("a tombstone within retention.account_tombstones_days was pruned")
+	}
+	if err := s.PutSetting(ctx, storage.SettingAccountTombstonesDays, "1"); err != nil {
+		t.Fatal(err)
+	}
+	a.pruneOnce(ctx, now)
+	if !full() {
+		t.Error("a tombstone past retention.account_tombstones_days was kept")
 	}
 
 	// Money is not pruned: the balance is still the ledger's sum.

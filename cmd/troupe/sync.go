@@ -61,23 +61,59 @@ func (a *app) syncAccounts(ctx context.Context, every time.Duration) {
 	}
 }
 
-// applyAccountChanges reads the change feed once and applies it.
+// applyAccountChanges reads the change feed once and applies it. A full
+// read (storage.AccountChanges.Full: this instance's version was older than
+// a tombstone pruned, so a deletion may be gone from the feed) removes
+// every account of the pool that is not in it.
 func (a *app) applyAccountChanges(ctx context.Context) error {
 	ch, err := a.store.AccountChanges(ctx, a.feed.version, !a.cfg.ownership())
 	if err != nil {
 		return err
 	}
+	deleted := ch.Deleted
+	if ch.Full {
+		// The pool's accounts are taken before a second full read: an
+		// account is stored before the pool runs it, so one that the pool
+		// runs and that read lacks was deleted (taken after the read, an
+		// account created meanwhile would be removed for a moment).
+		running, err := a.sys.Accounts(ctx)
+		if err != nil {
+			return err
+		}
+		if ch, err = a.store.AccountChanges(ctx, 0, !a.cfg.ownership()); err != nil {
+			return err
+		}
+		deleted = goneFrom(running, ch.Accounts)
+		a.log.Warn("account feed: this instance was behind the tombstones kept; every account read again",
+			"version", a.feed.version, "accounts", len(ch.Accounts), "removed", len(deleted))
+	}
 	for _, acc := range ch.Accounts {
 		a.sys.PutAccount(acc)
 		a.log.Info("account applied", "account", acc.Name, "version", acc.Version)
 	}
-	for _, id := range ch.Deleted {
+	for _, id := range deleted {
 		a.sys.RemoveAccount(id)
 		a.server.Stats().Forget(id)
 		a.log.Info("account removed", "id", id)
 	}
 	a.feed.version = ch.Version
 	return nil
+}
+
+// goneFrom returns the IDs in running that no account of stored has, in
+// running's order.
+func goneFrom(running []string, stored []storage.Account) []string {
+	keep := make(map[string]struct{}, len(stored))
+	for _, acc := range stored {
+		keep[acc.ID] = struct{}{}
+	}
+	var gone []string
+	for _, id := range running {
+		if _, ok := keep[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	return gone
 }
 
 // announced is the app's store, which announces every account change it
@@ -131,9 +167,9 @@ func (a *app) watchAccounts(ch <-chan string) {
 	}
 }
 
-// pruneUsage deletes usage records, hourly rollups and the daily rollups per
-// user and model past their retention, now and then every interval, until ctx
-// ends. The backends delete in small batches, so this never holds a long lock.
+// pruneUsage deletes usage records, hourly rollups, the daily rollups per
+// user and model and the account change feed's tombstones past their
+// retention, now and then every interval, until ctx ends. The backends delete in small batches, so this never holds a long lock.
 func (a *app) pruneUsage(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -148,8 +184,10 @@ func (a *app) pruneUsage(ctx context.Context, every time.Duration) {
 }
 
 // pruneOnce is one pass of pruneUsage at now: each retention is read from its
-// setting (storage.SettingUsage*Days; the storage.DefaultUsage*Days when unset
-// or invalid), and a failure is logged, never fatal: the next pass retries.
+// setting (storage.SettingUsage*Days and storage.SettingAccountTombstonesDays;
+// their defaults when unset or invalid), and a failure is logged, never
+// fatal: the next pass retries. Every instance runs it; a pass that another
+// has just made finds nothing to delete.
 func (a *app) pruneOnce(ctx context.Context, now time.Time) {
 	recDays := a.settingInt(ctx, storage.SettingUsageRecordsDays, storage.DefaultUsageRecordsDays)
 	rollDays := a.settingInt(ctx, storage.SettingUsageHourlyDays, storage.DefaultUsageHourlyDays)
@@ -167,6 +205,14 @@ func (a *app) pruneOnce(ctx context.Context, now time.Time) {
 		a.log.Warn("daily spend retention", "err", err)
 	case daily > 0:
 		a.log.Info("daily spend retention", "rows_deleted", daily, "days", dailyDays)
+	}
+	tombDays := a.settingInt(ctx, storage.SettingAccountTombstonesDays, storage.DefaultAccountTombstonesDays)
+	tombs, err := a.store.PruneAccountTombstones(ctx, now.AddDate(0, 0, -tombDays))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Warn("account tombstone retention", "err", err)
+	case tombs > 0:
+		a.log.Info("account tombstone retention", "tombstones_deleted", tombs, "days", tombDays)
 	}
 }
 

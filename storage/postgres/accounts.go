@@ -158,8 +158,8 @@ func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO account_tombstones (id, version) VALUES ($1, $2)
-ON CONFLICT (id) DO UPDATE SET version = excluded.version`, id, v)
+		_, err = tx.Exec(ctx, `INSERT INTO account_tombstones (id, version, deleted_at) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version, deleted_at = excluded.deleted_at`, id, v, now())
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -187,16 +187,23 @@ func (s *Store) changeAccounts(ctx context.Context, fn func(tx pgx.Tx, version i
 
 // AccountChanges reads the account change feed after version since (0:
 // every account) in one REPEATABLE READ snapshot, so the rows, the
-// tombstones and the version agree. With open false no credentials are
-// decrypted: they stay in Account.Sealed. Changed rows come ordered by
-// version, through the accounts_version index.
+// tombstones, the version and the pruned mark agree. A since below the
+// pruned mark (a tombstone after it may be gone) is read in full. With
+// open false no credentials are decrypted: they stay in Account.Sealed.
+// Changed rows come ordered by version, through the accounts_version
+// index.
 func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (storage.AccountChanges, error) {
 	var out storage.AccountChanges
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		out = storage.AccountChanges{}
-		if err := tx.QueryRow(ctx, `SELECT version FROM account_feed`).Scan(&out.Version); err != nil {
+		var pruned int64
+		if err := tx.QueryRow(ctx, `SELECT version, pruned FROM account_feed`).Scan(&out.Version, &pruned); err != nil {
 			return err
 		}
+		if since < pruned {
+			since = 0
+		}
+		out.Full = since <= 0
 		lower := since
 		if lower <= 0 {
 			lower = -1 // a full read: rows unchanged since before the feed have version 0
@@ -229,6 +236,38 @@ func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (sto
 	}
 	out.Version = max(out.Version, since)
 	return out, nil
+}
+
+// PruneAccountTombstones deletes the tombstones of the accounts deleted
+// before before, with every tombstone of a lower version, and raises the
+// feed's pruned mark to the highest version deleted, in one transaction
+// that holds the feed's row lock: writers and other prunes wait for it,
+// and a feed read sees the tombstones and the mark before it or after it.
+func (s *Store) PruneAccountTombstones(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pruned FROM account_feed FOR UPDATE`); err != nil {
+			return err
+		}
+		var top *int64
+		if err := tx.QueryRow(ctx, `SELECT max(version) FROM account_tombstones WHERE deleted_at < $1`, before.UTC()).Scan(&top); err != nil || top == nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM account_tombstones WHERE version <= $1`, *top)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `UPDATE account_feed SET pruned = greatest(pruned, $1)`, *top)
+		return err
+	})
+	if err != nil {
+		return 0, wrap("prune account tombstones", err)
+	}
+	return n, nil
 }
 
 // OpenCredentials opens credentials sealed by this Store (Account.Sealed).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -156,8 +157,8 @@ func (s *Store) DeleteAccount(ctx context.Context, idOrName string) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO account_tombstones (id, version) VALUES (?1, ?2)
-ON CONFLICT (id) DO UPDATE SET version = excluded.version`, id, v)
+		_, err = tx.ExecContext(ctx, `INSERT INTO account_tombstones (id, version, deleted_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version, deleted_at = excluded.deleted_at`, id, v, toMillis(now()))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -189,10 +190,11 @@ func (s *Store) changeAccounts(ctx context.Context, fn func(tx *sql.Tx, version 
 }
 
 // AccountChanges reads the account change feed after version since (0:
-// every account) in one read transaction, so the rows, the tombstones and
-// the version agree. With open false no credentials are decrypted: they
-// stay in Account.Sealed. Changed rows come ordered by version, through
-// the accounts_version index.
+// every account) in one read transaction, so the rows, the tombstones,
+// the version and the pruned mark agree. A since below the pruned mark (a
+// tombstone after it may be gone) is read in full. With open false no
+// credentials are decrypted: they stay in Account.Sealed. Changed rows
+// come ordered by version, through the accounts_version index.
 func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (storage.AccountChanges, error) {
 	var out storage.AccountChanges
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -200,9 +202,14 @@ func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (sto
 		return out, fmt.Errorf("sqlite: account changes: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	if err := tx.QueryRowContext(ctx, `SELECT version FROM account_feed`).Scan(&out.Version); err != nil {
+	var pruned int64
+	if err := tx.QueryRowContext(ctx, `SELECT version, pruned FROM account_feed`).Scan(&out.Version, &pruned); err != nil {
 		return out, fmt.Errorf("sqlite: account changes: %w", err)
 	}
+	if since < pruned {
+		since = 0
+	}
+	out.Full = since <= 0
 	rows, err := tx.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE version > ? ORDER BY version`, sinceOrAll(since))
 	if err != nil {
 		return out, fmt.Errorf("sqlite: account changes: %w", err)
@@ -239,6 +246,43 @@ func (s *Store) AccountChanges(ctx context.Context, since int64, open bool) (sto
 	}
 	out.Version = max(out.Version, since)
 	return out, nil
+}
+
+// PruneAccountTombstones deletes the tombstones of the accounts deleted
+// before before, with every tombstone of a lower version, and raises the
+// feed's pruned mark to the highest version deleted, in one write
+// transaction (the Store's one writer orders it with the feed's changes).
+func (s *Store) PruneAccountTombstones(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+	var top sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(version) FROM account_tombstones WHERE deleted_at < ?`, toMillis(before)).Scan(&top); err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	if !top.Valid {
+		return 0, nil
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM account_tombstones WHERE version <= ?`, top.Int64)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE account_feed SET pruned = max(pruned, ?)`, top.Int64); err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("sqlite: prune account tombstones: %w", err)
+	}
+	return n, nil
 }
 
 // sinceOrAll is the lower bound (exclusive) of a feed read's versions: -1

@@ -53,6 +53,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"Accounts/IDBeforeName", testAccountIDBeforeName},
 		{"Accounts/Feed", testAccountFeed},
 		{"Accounts/FeedConcurrent", testAccountFeedConcurrent},
+		{"Accounts/FeedPruned", testAccountFeedPruned},
+		{"Accounts/FeedConcurrentPruned", testAccountFeedConcurrentPruned},
 		{"APIKeys/RoundTrip", testAPIKeyRoundTrip},
 		{"APIKeys/Conflicts", testAPIKeyConflicts},
 		{"APIKeys/Invalid", testAPIKeyInvalid},
