@@ -104,7 +104,7 @@ func errGroup() *APIError { return errBadParam("group", "A group has at most 200
 func (s *Server) storageError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such policy or version."})
+		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "Nothing found at " + clip(string(ctx.Path())) + "."})
 	case errors.Is(err, storage.ErrInvalid):
 		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid", Message: "The request was refused by storage validation."})
 	default:

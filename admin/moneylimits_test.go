@@ -2,7 +2,11 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/troupe-gw/troupe/storage"
 )
@@ -48,5 +52,17 @@ func TestAdminMoneyLimits(t *testing.T) {
 	k.Admin = true
 	if _, err := e.store.UpdateAPIKey(context.Background(), k); err == nil {
 		t.Fatal("storage made a user's key an admin key")
+	}
+}
+
+// TestStorageErrorNotFound: a storage ErrNotFound names the path asked
+// for, not the policies it once described on every route.
+func TestStorageErrorNotFound(t *testing.T) {
+	e := newAdminEnv(t, 0)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.SetRequestURI("/api/admin/accounts/gone/probe")
+	e.srv.storageError(&ctx, fmt.Errorf("sqlite: account %q: %w", "gone", storage.ErrNotFound))
+	if ctx.Response.StatusCode() != 404 || !strings.Contains(string(ctx.Response.Body()), "Nothing found at /api/admin/accounts/gone/probe.") {
+		t.Fatalf("%d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 }
