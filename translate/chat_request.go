@@ -117,11 +117,19 @@ func decodeChatMessages(v gjson.Result) ([]message, error) {
 				tp := path(path(p, "tool_calls"), j)
 				switch tc.Get("type").Str {
 				case "function", "":
-					ps = append(ps, part{typ: partToolCall, callID: tc.Get("id").Str,
-						name: tc.Get("function.name").Str, args: tc.Get("function.arguments").Str})
+					ap := path(tp, "function.arguments")
+					var args string
+					if args, err = wantArguments(tc.Get("function.arguments"), ap); err == nil {
+						ps = append(ps, part{typ: partToolCall, callID: tc.Get("id").Str,
+							name: tc.Get("function.name").Str, args: args, argsParam: ap})
+					}
 				case "custom":
-					ps = append(ps, part{typ: partToolCall, custom: true, callID: tc.Get("id").Str,
-						name: tc.Get("custom.name").Str, args: tc.Get("custom.input").Str})
+					ap := path(tp, "custom.input")
+					var args string
+					if args, err = wantString(tc.Get("custom.input"), ap); err == nil {
+						ps = append(ps, part{typ: partToolCall, custom: true, callID: tc.Get("id").Str,
+							name: tc.Get("custom.name").Str, args: args, argsParam: ap})
+					}
 				default:
 					err = badRequest(tp, "tool call type "+tc.Get("type").Str+" cannot be translated")
 				}

@@ -43,6 +43,14 @@ func FuzzTranslateRequest(f *testing.F) {
 	}
 	f.Add(byte(0), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`))
 	f.Add(byte(4), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","is_error":true,"content":"no"}]}]}`))
+	// Tool-call arguments that are not JSON text in a string, or not an
+	// object for Messages (TestToolArgumentsRefused).
+	f.Add(byte(1), []byte(`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":{"x":1}}}]}]}`))
+	f.Add(byte(1), []byte(`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"x\":"}}]}]}`))
+	f.Add(byte(0), []byte(`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":5}}]}]}`))
+	f.Add(byte(2), []byte(`{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":{"x":1}}]}`))
+	f.Add(byte(3), []byte(`{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"[1]"}]}`))
+	f.Add(byte(4), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":"x"}]}]}`))
 	f.Fuzz(func(t *testing.T, k byte, body []byte) {
 		from, to := pair(k)
 		out, err := TranslateRequest(from, to, body, RequestOptions{})
@@ -56,6 +64,26 @@ func FuzzTranslateRequest(f *testing.F) {
 		if !gjson.ValidBytes(out) {
 			t.Fatalf("%s→%s gave invalid JSON %s", from, to, out)
 		}
+		checkUpstreamRequest(t, to, out)
+	})
+}
+
+// checkUpstreamRequest fails t when a translated request carries what its
+// target would refuse or misread, which the translator must answer with a
+// 400 instead: a Messages tool_use whose input is not an object.
+func checkUpstreamRequest(t *testing.T, to Protocol, out []byte) {
+	t.Helper()
+	if to != Messages {
+		return
+	}
+	gjson.GetBytes(out, "messages").ForEach(func(_, m gjson.Result) bool {
+		m.Get("content").ForEach(func(_, b gjson.Result) bool {
+			if b.Get("type").Str == "tool_use" && !b.Get("input").IsObject() {
+				t.Fatalf("tool_use without an object input: %s", out)
+			}
+			return true
+		})
+		return true
 	})
 }
 

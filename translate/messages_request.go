@@ -168,8 +168,11 @@ func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
 			ip, err = decodeMessagesImage(blk, bp)
 			ps = append(ps, ip)
 		case t == "tool_use" && r == roleAssistant:
-			ps = append(ps, part{typ: partToolCall, callID: blk.Get("id").Str, name: blk.Get("name").Str,
-				args: rawOrEmpty(blk.Get("input"))})
+			ip := path(bp, "input")
+			if err = wantObject(blk.Get("input"), ip); err == nil {
+				ps = append(ps, part{typ: partToolCall, callID: blk.Get("id").Str, name: blk.Get("name").Str,
+					args: rawOrEmpty(blk.Get("input")), argsParam: ip})
+			}
 		case t == "tool_result" && r == roleUser:
 			tr := part{typ: partToolResult, callID: blk.Get("tool_use_id").Str, isError: blk.Get("is_error").Bool()}
 			tr.result, err = decodeMessagesBlocks(blk.Get("content"), path(bp, "content"), roleUser)
@@ -500,7 +503,7 @@ func encodeMessagesBlocks(b []byte, ps []part, thinking bool) ([]byte, error) {
 		case partToolCall:
 			args := callArguments(p)
 			if !gjson.Valid(args) || !gjson.Parse(args).IsObject() {
-				return nil, badRequest("", "the arguments of tool call "+p.callID+" are not a JSON object, which Messages requires")
+				return nil, errArgsNotObject(p)
 			}
 			b = elem(b)
 			b = append(b, `{"type":"tool_use"`...)

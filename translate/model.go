@@ -43,6 +43,11 @@ type part struct {
 	args         string // function arguments as JSON text; for a custom tool call, its raw input
 	custom       bool   // a Responses/Chat custom (freeform) tool call
 	namespace    string // Responses namespace of the called tool, "" for none
+	// argsParam is the JSON path of args in the client's request body
+	// ("messages[1].tool_calls[0].function.arguments"), which an encoder
+	// that cannot take the arguments names in its 400; "" in answers and
+	// streams.
+	argsParam string
 
 	// tool result
 	result  []part // text and image parts

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -177,4 +178,96 @@ func deep(n int) string {
 		b = append(b, ']')
 	}
 	return string(b)
+}
+
+// refusal is a request that must be refused with a 400 naming param, whose
+// message holds msg.
+type refusal struct {
+	name     string
+	from, to Protocol
+	body     string
+	param    string
+	msg      string
+}
+
+// checkRefusals translates each case and requires its 400.
+func checkRefusals(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := TranslateRequest(tc.from, tc.to, []byte(tc.body), RequestOptions{})
+			var te *Error
+			if !errors.As(err, &te) {
+				t.Fatalf("want a 400 about %q, got %v and %s", tc.param, err, out)
+			}
+			if te.Status != 400 || te.Type != "invalid_request_error" || te.Param != tc.param || !strings.Contains(te.Message, tc.msg) {
+				t.Fatalf("want a 400 about %q saying %q, got %+v", tc.param, tc.msg, te)
+			}
+		})
+	}
+}
+
+// TestToolArgumentsRefused: tool-call arguments that are not JSON text in a
+// string, or that Messages cannot take as its input object, are refused
+// naming the client's field; they were read as no arguments and went
+// upstream as "input":{}.
+func TestToolArgumentsRefused(t *testing.T) {
+	chat := func(args string) string {
+		return `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":` + args + `}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`
+	}
+	resp := func(args string) string {
+		return `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"f","arguments":` + args + `},{"type":"function_call_output","call_id":"c1","output":"ok"}]}`
+	}
+	const chatArgs, respArgs = "messages.1.tool_calls.0.function.arguments", "input.1.arguments"
+	var cases []refusal
+	for _, to := range []Protocol{Messages, Responses} {
+		cases = append(cases,
+			refusal{"chat object to " + to.String(), Chat, to, chat(`{"x":1}`), chatArgs, "must be a string of JSON text"},
+			refusal{"chat number to " + to.String(), Chat, to, chat(`5`), chatArgs, "not a number"},
+			refusal{"chat array to " + to.String(), Chat, to, chat(`[1]`), chatArgs, "not an array"},
+		)
+	}
+	for _, to := range []Protocol{Messages, Chat} {
+		cases = append(cases,
+			refusal{"responses object to " + to.String(), Responses, to, resp(`{"x":1}`), respArgs, "not an object"},
+			refusal{"responses boolean to " + to.String(), Responses, to, resp(`true`), respArgs, "not a boolean"},
+		)
+	}
+	cases = append(cases,
+		refusal{"chat invalid JSON text to messages", Chat, Messages, chat(`"{\"x\":"`), chatArgs, "not valid JSON; Messages needs them as a JSON object"},
+		refusal{"chat array text to messages", Chat, Messages, chat(`"[1,2]"`), chatArgs, "JSON an array, not an object"},
+		refusal{"responses invalid JSON text to messages", Responses, Messages, resp(`"x=1"`), respArgs, "not valid JSON"},
+		refusal{"responses custom input not a string", Responses, Messages,
+			`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"custom_tool_call","call_id":"c","name":"p","input":{"a":1}}]}`,
+			"input.1.input", "must be a string"},
+		refusal{"chat custom input not a string", Chat, Responses,
+			`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"custom","custom":{"name":"p","input":3}}]}]}`,
+			"messages.1.tool_calls.0.custom.input", "must be a string"},
+		refusal{"messages input not an object", Messages, Chat,
+			`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":"x"}]}]}`,
+			"messages.1.content.0.input", "must be an object"},
+	)
+	checkRefusals(t, cases)
+
+	// What OpenAI stores, a string, still reaches OpenAI targets as it was:
+	// only Messages needs an object.
+	for _, tc := range []struct {
+		from, to         Protocol
+		body, path, want string
+	}{
+		{Chat, Responses, chat(`"x=1"`), "input.1.arguments", "x=1"},
+		{Responses, Chat, resp(`"x=1"`), "messages.1.tool_calls.0.function.arguments", "x=1"},
+		{Chat, Messages, chat(`"{\"x\":1}"`), "messages.1.content.0.input.x", "1"},
+		{Chat, Messages, chat(`""`), "messages.1.content.0.input", "{}"},
+		{Chat, Messages, chat(`null`), "messages.1.content.0.input", "{}"},
+		{Responses, Messages, resp(`"{\"x\":1}"`), "messages.1.content.0.input.x", "1"},
+	} {
+		out, err := TranslateRequest(tc.from, tc.to, []byte(tc.body), RequestOptions{})
+		if err != nil {
+			t.Fatalf("%s→%s %s: %v", tc.from, tc.to, tc.body, err)
+		}
+		if got := gjson.GetBytes(out, tc.path).String(); got != tc.want {
+			t.Errorf("%s→%s: %s = %q, want %q in %s", tc.from, tc.to, tc.path, got, tc.want, out)
+		}
+	}
 }

@@ -136,12 +136,22 @@ func decodeResponsesInput(v gjson.Result, rq *request) ([]message, error) {
 				msgs = append(msgs, message{role: r, parts: ps})
 			}
 		case "function_call":
+			ap := path(p, "arguments")
+			var args string
+			if args, err = wantArguments(it.Get("arguments"), ap); err != nil {
+				return false
+			}
 			msgs = appendPart(msgs, roleAssistant, part{typ: partToolCall, callID: it.Get("call_id").Str,
-				name: it.Get("name").Str, args: it.Get("arguments").Str, namespace: it.Get("namespace").Str,
+				name: it.Get("name").Str, args: args, argsParam: ap, namespace: it.Get("namespace").Str,
 				itemID: it.Get("id").Str})
 		case "custom_tool_call":
+			ap := path(p, "input")
+			var args string
+			if args, err = wantString(it.Get("input"), ap); err != nil {
+				return false
+			}
 			msgs = appendPart(msgs, roleAssistant, part{typ: partToolCall, custom: true, callID: it.Get("call_id").Str,
-				name: it.Get("name").Str, args: it.Get("input").Str, namespace: it.Get("namespace").Str,
+				name: it.Get("name").Str, args: args, argsParam: ap, namespace: it.Get("namespace").Str,
 				itemID: it.Get("id").Str})
 		case "function_call_output", "custom_tool_call_output":
 			var res []part

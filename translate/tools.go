@@ -69,6 +69,55 @@ func callArguments(p *part) string {
 	return p.args
 }
 
+// wantArguments returns a function call's arguments, which OpenAI's
+// protocols carry as JSON text in a string ("{\"x\":1}"): "" when absent
+// or null, else a 400 on param unless r is a string. An object or number in
+// their place is refused rather than read as no arguments, which would send
+// the call upstream with an empty input.
+func wantArguments(r gjson.Result, param string) (string, error) {
+	if isNull(r) {
+		return "", nil
+	}
+	if r.Type != gjson.String {
+		return "", badRequest(param, param+" must be a string of JSON text (such as \"{\\\"x\\\":1}\"), not "+jsonType(r))
+	}
+	return r.Str, nil
+}
+
+// errArgsNotObject is the 400 for a tool call whose arguments a target that
+// needs an object (Messages' tool_use input) cannot take: not JSON, or JSON
+// other than an object. It names the client's field (p.argsParam).
+func errArgsNotObject(p *part) *Error {
+	what := "not valid JSON"
+	if gjson.Valid(p.args) {
+		what = "JSON " + jsonType(gjson.Parse(p.args)) + ", not an object"
+	}
+	msg := "the arguments of tool call " + p.callID + " are " + what + "; Messages needs them as a JSON object"
+	if p.argsParam != "" {
+		msg = p.argsParam + ": " + msg
+	}
+	return badRequest(p.argsParam, msg)
+}
+
+// jsonType names r's JSON type: string, number, boolean, null, array or
+// object.
+func jsonType(r gjson.Result) string {
+	switch r.Type {
+	case gjson.String:
+		return "a string"
+	case gjson.Number:
+		return "a number"
+	case gjson.True, gjson.False:
+		return "a boolean"
+	case gjson.Null:
+		return "null"
+	}
+	if r.IsArray() {
+		return "an array"
+	}
+	return "an object"
+}
+
 // toolErrorPrefix marks a failed tool result for targets without is_error.
 const toolErrorPrefix = "[tool error] "
 
