@@ -175,7 +175,17 @@ func decodeChatContent(c gjson.Result, p string, images bool) ([]part, error) {
 				err = badRequest(path(p, i), "image parts are only allowed in user messages")
 				break
 			}
-			ps = append(ps, newImage(cp.Get("image_url.url").Str, cp.Get("image_url.detail").Str))
+			ip := path(path(p, i), "image_url")
+			iu := cp.Get("image_url")
+			if !iu.IsObject() {
+				err = badRequest(ip, ip+` must be an object {"url": "https://…" or "data:<media type>;base64,<data>"}`)
+				break
+			}
+			var im part
+			if im, err = newImage(iu.Get("url"), path(ip, "url")); err == nil {
+				im.detail = iu.Get("detail").Str
+				ps = append(ps, im)
+			}
 		default:
 			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
 		}

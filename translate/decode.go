@@ -157,12 +157,33 @@ func (p *part) imageURL() string {
 	return "data:" + p.mediaType + ";base64," + p.data
 }
 
-// newImage builds an image part from a URL, splitting data: URLs.
-func newImage(u, detail string) part {
-	if mt, data, ok := parseDataURL(u); ok {
-		return part{typ: partImage, mediaType: mt, data: data, detail: detail}
+// newImage builds an image part from an OpenAI image URL u (the field at
+// param), splitting a data: URL into its media type and base64 data. u must
+// be a string holding an http(s) URL or a data:<media type>;base64,<data>
+// URL with both parts non-empty; anything else is a 400 on param, where it
+// would otherwise become an image block with no source (an empty base64
+// block, or a data: URL passed as a remote one).
+func newImage(u gjson.Result, param string) (part, error) {
+	if u.Type != gjson.String || u.Str == "" {
+		what := "missing"
+		if !isNull(u) {
+			what = jsonType(u)
+		}
+		return part{}, badRequest(param, param+` must be an image URL: "https://…" or "data:<media type>;base64,<data>" (`+what+")")
 	}
-	return part{typ: partImage, url: u, detail: detail}
+	s := u.Str
+	scheme, _, _ := strings.Cut(s, ":")
+	switch strings.ToLower(scheme) {
+	case "data":
+		mt, data, ok := parseDataURL(s)
+		if !ok || data == "" {
+			return part{}, badRequest(param, param+` is a data: URL but not "data:<media type>;base64,<data>" with a media type and data`)
+		}
+		return part{typ: partImage, mediaType: mt, data: data}, nil
+	case "http", "https":
+		return part{typ: partImage, url: s}, nil
+	}
+	return part{}, badRequest(param, param+` must be an http(s) URL or "data:<media type>;base64,<data>"`)
 }
 
 // appendMessage adds p to the last message when it has role r, else starts one.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -51,6 +52,13 @@ func FuzzTranslateRequest(f *testing.F) {
 	f.Add(byte(2), []byte(`{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":{"x":1}}]}`))
 	f.Add(byte(3), []byte(`{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"[1]"}]}`))
 	f.Add(byte(4), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":"x"}]}]}`))
+	// Image parts without a usable source (TestMalformedImagesRefused).
+	f.Add(byte(0), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"notanobject"}]}]}`))
+	f.Add(byte(0), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64"}}]}]}`))
+	f.Add(byte(1), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:;base64,"}}]}]}`))
+	f.Add(byte(4), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64"}}]}]}`))
+	f.Add(byte(5), []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url"}}]}]}`))
+	f.Add(byte(3), []byte(`{"model":"m","input":[{"role":"user","content":[{"type":"input_image"}]}]}`))
 	f.Fuzz(func(t *testing.T, k byte, body []byte) {
 		from, to := pair(k)
 		out, err := TranslateRequest(from, to, body, RequestOptions{})
@@ -70,19 +78,51 @@ func FuzzTranslateRequest(f *testing.F) {
 
 // checkUpstreamRequest fails t when a translated request carries what its
 // target would refuse or misread, which the translator must answer with a
-// 400 instead: a Messages tool_use whose input is not an object.
+// 400 instead: a Messages tool_use whose input is not an object; an image
+// without a source (a Messages image with an empty URL, media type or data;
+// an OpenAI image URL that is empty or a data: URL without them).
 func checkUpstreamRequest(t *testing.T, to Protocol, out []byte) {
 	t.Helper()
-	if to != Messages {
-		return
+	badURL := func(u string) bool {
+		if mt, data, ok := parseDataURL(u); ok {
+			return mt == "" || data == ""
+		}
+		return u == "" || strings.HasPrefix(u, "data:")
 	}
-	gjson.GetBytes(out, "messages").ForEach(func(_, m gjson.Result) bool {
-		m.Get("content").ForEach(func(_, b gjson.Result) bool {
-			if b.Get("type").Str == "tool_use" && !b.Get("input").IsObject() {
-				t.Fatalf("tool_use without an object input: %s", out)
-			}
-			return true
-		})
+	items := "messages"
+	if to == Responses {
+		items = "input"
+	}
+	gjson.GetBytes(out, items).ForEach(func(_, m gjson.Result) bool {
+		var walk func(c gjson.Result)
+		walk = func(c gjson.Result) {
+			c.ForEach(func(_, b gjson.Result) bool {
+				switch b.Get("type").Str {
+				case "tool_use":
+					if to == Messages && !b.Get("input").IsObject() {
+						t.Fatalf("tool_use without an object input: %s", out)
+					}
+				case "tool_result":
+					walk(b.Get("content"))
+				case "image":
+					src := b.Get("source")
+					if src.Get("url").Str == "" && (src.Get("media_type").Str == "" || src.Get("data").Str == "") {
+						t.Fatalf("image block without a source: %s", out)
+					}
+				case "image_url":
+					if badURL(b.Get("image_url.url").Str) {
+						t.Fatalf("image_url part without a URL: %s", out)
+					}
+				case "input_image":
+					if badURL(b.Get("image_url").Str) {
+						t.Fatalf("input_image without a URL: %s", out)
+					}
+				}
+				return true
+			})
+		}
+		walk(m.Get("content"))
+		walk(m.Get("output"))
 		return true
 	})
 }

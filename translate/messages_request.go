@@ -198,11 +198,23 @@ func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
 
 func decodeMessagesImage(blk gjson.Result, p string) (part, error) {
 	src := blk.Get("source")
+	sp := path(p, "source")
 	switch src.Get("type").Str {
 	case "base64":
-		return part{typ: partImage, mediaType: src.Get("media_type").Str, data: src.Get("data").Str}, nil
+		mt, data := src.Get("media_type"), src.Get("data")
+		if mt.Type != gjson.String || mt.Str == "" {
+			return part{}, badRequest(path(sp, "media_type"), path(sp, "media_type")+" must be the image's media type (image/png, …)")
+		}
+		if data.Type != gjson.String || data.Str == "" {
+			return part{}, badRequest(path(sp, "data"), path(sp, "data")+" must be the image's base64 data")
+		}
+		return part{typ: partImage, mediaType: mt.Str, data: data.Str}, nil
 	case "url":
-		return part{typ: partImage, url: src.Get("url").Str}, nil
+		u := src.Get("url")
+		if u.Type != gjson.String || u.Str == "" {
+			return part{}, badRequest(path(sp, "url"), path(sp, "url")+" must be the image's URL")
+		}
+		return part{typ: partImage, url: u.Str}, nil
 	}
 	return part{}, badRequest(path(p, "source.type"), "image source type "+src.Get("type").Str+" cannot be translated")
 }

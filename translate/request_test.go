@@ -271,3 +271,71 @@ func TestToolArgumentsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedImagesRefused: image parts without a usable source are
+// refused naming the field; they became base64 blocks with no media type or
+// data, a data: URL sent as a remote one, or "data:;base64,".
+func TestMalformedImagesRefused(t *testing.T) {
+	chat := func(img string) string {
+		return `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":` + img + `}]}]}`
+	}
+	resp := func(img string) string {
+		return `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"see"},{"type":"input_image"` + img + `}]}]}`
+	}
+	msgs := func(src string) string {
+		return `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image","source":` + src + `}]}]}`
+	}
+	var cases []refusal
+	for _, to := range []Protocol{Messages, Responses} {
+		s := " to " + to.String()
+		cases = append(cases,
+			refusal{"chat string" + s, Chat, to, chat(`"notanobject"`), "messages.0.content.1.image_url", "must be an object"},
+			refusal{"chat no url" + s, Chat, to, chat(`{}`), "messages.0.content.1.image_url.url", "(missing)"},
+			refusal{"chat url a number" + s, Chat, to, chat(`{"url":5}`), "messages.0.content.1.image_url.url", "(a number)"},
+			refusal{"chat data URL without data" + s, Chat, to, chat(`{"url":"data:image/png;base64"}`), "messages.0.content.1.image_url.url", "is a data: URL"},
+			refusal{"chat data URL empty data" + s, Chat, to, chat(`{"url":"data:image/png;base64,"}`), "messages.0.content.1.image_url.url", "is a data: URL"},
+			refusal{"chat data URL without type" + s, Chat, to, chat(`{"url":"data:;base64,AAAA"}`), "messages.0.content.1.image_url.url", "is a data: URL"},
+			refusal{"chat not a URL" + s, Chat, to, chat(`{"url":"picture.png"}`), "messages.0.content.1.image_url.url", "http(s) URL"},
+		)
+	}
+	for _, to := range []Protocol{Messages, Chat} {
+		s := " to " + to.String()
+		cases = append(cases,
+			refusal{"responses neither" + s, Responses, to, resp(``), "input.0.content.1.image_url", "must be an image URL"},
+			refusal{"responses not a string" + s, Responses, to, resp(`,"image_url":{"url":"https://x"}`), "input.0.content.1.image_url", "(an object)"},
+			refusal{"responses bad data URL" + s, Responses, to, resp(`,"image_url":"data:image/png;base64"`), "input.0.content.1.image_url", "is a data: URL"},
+			refusal{"responses file_id" + s, Responses, to, resp(`,"file_id":"file_1"`), "input.0.content.1.file_id", "file_id"},
+		)
+	}
+	for _, to := range []Protocol{Chat, Responses} {
+		s := " to " + to.String()
+		cases = append(cases,
+			refusal{"messages base64 without media type" + s, Messages, to, msgs(`{"type":"base64"}`), "messages.0.content.1.source.media_type", "media type"},
+			refusal{"messages base64 without data" + s, Messages, to, msgs(`{"type":"base64","media_type":"image/png"}`), "messages.0.content.1.source.data", "base64 data"},
+			refusal{"messages url without url" + s, Messages, to, msgs(`{"type":"url"}`), "messages.0.content.1.source.url", "URL"},
+			refusal{"messages url not a string" + s, Messages, to, msgs(`{"type":"url","url":7}`), "messages.0.content.1.source.url", "URL"},
+		)
+	}
+	checkRefusals(t, cases)
+
+	// Well-formed images still translate.
+	for _, tc := range []struct {
+		from, to         Protocol
+		body, path, want string
+	}{
+		{Chat, Messages, chat(`{"url":"data:image/png;base64,AAAA"}`), "messages.0.content.1.source.media_type", "image/png"},
+		{Chat, Messages, chat(`{"url":"https://x/a.png","detail":"low"}`), "messages.0.content.1.source.url", "https://x/a.png"},
+		{Chat, Responses, chat(`{"url":"https://x/a.png","detail":"low"}`), "input.0.content.1.detail", "low"},
+		{Responses, Messages, resp(`,"image_url":"data:image/jpeg;base64,AAAA"`), "messages.0.content.1.source.data", "AAAA"},
+		{Messages, Chat, msgs(`{"type":"base64","media_type":"image/png","data":"AAAA"}`), "messages.0.content.1.image_url.url", "data:image/png;base64,AAAA"},
+		{Messages, Responses, msgs(`{"type":"url","url":"https://x/a.png"}`), "input.0.content.1.image_url", "https://x/a.png"},
+	} {
+		out, err := TranslateRequest(tc.from, tc.to, []byte(tc.body), RequestOptions{})
+		if err != nil {
+			t.Fatalf("%s→%s %s: %v", tc.from, tc.to, tc.body, err)
+		}
+		if got := gjson.GetBytes(out, tc.path).String(); got != tc.want {
+			t.Errorf("%s→%s: %s = %q, want %q in %s", tc.from, tc.to, tc.path, got, tc.want, out)
+		}
+	}
+}

@@ -203,12 +203,17 @@ func decodeResponsesContent(c gjson.Result, p string) ([]part, error) {
 		case "refusal":
 			ps = append(ps, part{typ: partRefusal, text: cp.Get("refusal").Str})
 		case "input_image":
-			u := cp.Get("image_url").Str
-			if u == "" {
-				err = badRequest(path(path(p, i), "file_id"), "images by file_id refer to files stored by OpenAI and cannot be translated")
+			pp := path(p, i)
+			u := cp.Get("image_url")
+			if isNull(u) && !isNull(cp.Get("file_id")) {
+				err = badRequest(path(pp, "file_id"), "images by file_id refer to files stored by OpenAI and cannot be translated")
 				break
 			}
-			ps = append(ps, newImage(u, cp.Get("detail").Str))
+			var im part
+			if im, err = newImage(u, path(pp, "image_url")); err == nil {
+				im.detail = cp.Get("detail").Str
+				ps = append(ps, im)
+			}
 		default:
 			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
 		}
