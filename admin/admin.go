@@ -27,6 +27,10 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
+	if aerr := wantJSONBody(ctx, parts); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	switch parts[0] {
 	case "ops":
 		switch {
@@ -78,6 +82,31 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	default:
 		writeError(ctx, errNotFound(string(ctx.Path())))
 	}
+}
+
+// wantJSONBody is the 415 for a request with a body that does not say
+// Content-Type: application/json (parameters such as charset allowed), nil
+// otherwise. A request without a body (POST …/disable, …/promote) needs no
+// content type; an account import (parts "accounts", "import") takes the
+// Codex formats too (JSON lines, refresh tokens one per line), whatever it
+// is labelled. Every other admin body is JSON, and a text/plain one was
+// read as JSON all the same.
+func wantJSONBody(ctx *fasthttp.RequestCtx, parts []string) *APIError {
+	if len(ctx.Request.Body()) == 0 || (len(parts) == 2 && parts[0] == "accounts" && parts[1] == "import") {
+		return nil
+	}
+	if isJSONType(ctx.Request.Header.ContentType()) {
+		return nil
+	}
+	return &APIError{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
+		Message: "The admin API takes JSON bodies: send Content-Type: application/json."}
+}
+
+// isJSONType reports whether a Content-Type header value names
+// application/json, in any case, with or without parameters.
+func isJSONType(ct []byte) bool {
+	mt, _, _ := strings.Cut(string(ct), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 // writeJSON answers v as JSON with status.

@@ -126,6 +126,47 @@ func TestAdminCSRF(t *testing.T) {
 	}
 }
 
+// TestAdminJSONContentType: an admin body that is not labelled JSON is 415
+// (a text/plain one was read as JSON and accepted), as docs/admin-api.md
+// says; a request without a body needs no label, and an account import
+// takes its text formats whatever they are labelled.
+func TestAdminJSONContentType(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	for _, c := range []*client{e.login(), e.withKey(e.adminKey)} {
+		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/jsonp", "multipart/form-data; boundary=x"} {
+			c.ctype = ct
+			for _, req := range []struct{ method, path, body string }{
+				{"POST", "/api/admin/keys", `{"name":"plain"}`},
+				{"PATCH", "/api/admin/accounts/acct-a", `{"group":"g"}`},
+				{"POST", "/api/admin/accounts", `{"name":"plain","provider":"openai"}`},
+				{"PUT", "/api/admin/settings", `{"settings":{}}`},
+			} {
+				r := c.do(req.method, req.path, req.body).want(t, 415)
+				if r.errCode() != "unsupported_media_type" || !isOpenAIError(r.body) {
+					t.Fatalf("%s %s as %s: %s", req.method, req.path, ct, r.body)
+				}
+			}
+		}
+		c.ctype = "Application/JSON; charset=utf-8"
+		c.do("PATCH", "/api/admin/accounts/acct-a", `{"group":"g"}`).want(t, 200)
+		// No body, no label needed.
+		c.ctype = "text/plain"
+		c.do("POST", "/api/admin/accounts/acct-a/disable", nil).want(t, 200)
+		c.do("POST", "/api/admin/accounts/acct-a/enable", "").want(t, 200)
+		// An import's refresh tokens, one per line, as plain text.
+		r := c.do("POST", "/api/admin/accounts/import?dry_run=1", "rt_"+strings.Repeat("a", 40)+"\n").want(t, 200)
+		if r.json["dry_run"] != true {
+			t.Fatalf("import: %s", r.body)
+		}
+	}
+	if a, err := e.store.GetAccount(t.Context(), "acct-a"); err != nil || a.Group != "g" {
+		t.Fatalf("acct-a: %+v %v", a, err)
+	}
+	if _, err := e.store.GetAccount(t.Context(), "plain"); err == nil {
+		t.Fatal("a refused create wrote an account")
+	}
+}
+
 func TestAdminLoginRateLimit(t *testing.T) {
 	e := newAdminEnv(t, 1)
 	c := e.browser()

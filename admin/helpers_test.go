@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"github.com/troupe-gw/troupe/internal/poll"
@@ -150,6 +151,7 @@ type client struct {
 	bearer string
 	csrf   string
 	origin string // sent as Origin when set
+	ctype  string // sent as Content-Type with a body; "": application/json
 }
 
 func (e *adminEnv) browser() *client {
@@ -190,7 +192,7 @@ func (c *client) do(method, path string, body any) *response {
 		c.e.t.Fatal(err)
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", cmp.Or(c.ctype, "application/json"))
 	}
 	if c.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.bearer)
@@ -268,6 +270,9 @@ func do(h fasthttp.RequestHandler, method, path, key string, body []byte) *fasth
 	ctx.Request.SetRequestURI(path)
 	if key != "" {
 		ctx.Request.Header.Set("Authorization", "Bearer "+key)
+	}
+	if len(body) > 0 {
+		ctx.Request.Header.SetContentType("application/json") // as clients label admin bodies (else 415)
 	}
 	ctx.Request.SetBody(body)
 	h(&ctx)

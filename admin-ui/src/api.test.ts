@@ -26,6 +26,9 @@ describe('api', () => {
     expect((calls[0][1].headers as Record<string, string>)['X-CSRF-Token']).toBeUndefined()
     expect((calls[1][1].headers as Record<string, string>)['X-CSRF-Token']).toBe('tok')
     expect(calls[1][1].body).toBe('{"name":"k"}')
+    // The admin API answers a body not labelled JSON with 415.
+    expect((calls[0][1].headers as Record<string, string>)['Content-Type']).toBeUndefined()
+    expect((calls[1][1].headers as Record<string, string>)['Content-Type']).toBe('application/json')
   })
   it('turns error answers into ApiError with the policy line', async () => {
     vi.stubGlobal('fetch', answer(400, { error: { message: 'policy p:3: syntax error', type: 'invalid_request_error', code: 'policy_invalid', param: 'source', line: 3 } }))
