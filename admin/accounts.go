@@ -166,6 +166,9 @@ type accountFilter struct {
 	offset, limit                           int
 }
 
+// parseAccountFilter reads the list's query. A filter value that no account
+// can have (status, tier, provider), like an unknown sort or order, is a 400
+// naming the parameter rather than an empty page that reads as "none".
 func parseAccountFilter(a *fasthttp.Args) (accountFilter, *APIError) {
 	f := accountFilter{q: strings.ToLower(string(a.Peek("q"))), status: string(a.Peek("status")), provider: string(a.Peek("provider")),
 		group: string(a.Peek("group")), model: string(a.Peek("model")), tier: string(a.Peek("tier")), sort: string(a.Peek("sort")),
@@ -176,6 +179,19 @@ func parseAccountFilter(a *fasthttp.Args) (accountFilter, *APIError) {
 	}
 	if f.limit, err = intArg(a, "limit", 50, 1, 1000); err != nil {
 		return f, err
+	}
+	switch f.status {
+	case "", "active", "cooling", "disabled", "unauthorized", "banned", "absent":
+	default:
+		return f, errBadParam("status", "status is one of active, cooling, disabled, unauthorized, banned, absent.")
+	}
+	switch f.tier {
+	case "", "healthy", "warm", "risky", "excluded":
+	default:
+		return f, errBadParam("tier", "tier is one of healthy, warm, risky, excluded.")
+	}
+	if f.provider != "" && !storage.Provider(f.provider).Valid() {
+		return f, errBadParam("provider", "provider is one of codex, openai, openai_compat, anthropic.")
 	}
 	switch f.sort {
 	case "", "name", "status", "inflight", "score", "requests", "failures", "cooldown", "provider", "priority", "created_at", "windows",

@@ -170,6 +170,21 @@ func TestAdminAccountsList(t *testing.T) {
 	for _, q := range []string{"limit=0", "limit=5000", "offset=-1", "sort=bogus", "order=sideways", "limit=x"} {
 		c.do("GET", "/api/admin/accounts?"+q, nil).want(t, 400)
 	}
+	// A filter value no account can have is refused, not answered with an
+	// empty page; every value the docs list is taken.
+	for _, p := range []string{"status", "tier", "provider"} {
+		r := c.do("GET", "/api/admin/accounts?"+p+"=bogus", nil).want(t, 400)
+		if r.errParam() != p || !isOpenAIError(r.body) || !strings.Contains(string(r.body), p+" is one of") {
+			t.Fatalf("%s=bogus: %s", p, r.body)
+		}
+	}
+	for _, q := range []string{"status=active", "status=cooling", "status=disabled", "status=unauthorized", "status=banned", "status=absent",
+		"tier=healthy", "tier=warm", "tier=risky", "tier=excluded", "provider=codex", "provider=openai", "provider=openai_compat", "provider=anthropic"} {
+		page(q)
+	}
+	if r := page("provider=codex"); r.json["total"].(float64) != 40 {
+		t.Fatalf("provider=codex: total %v", r.json["total"])
+	}
 	if r := page("offset=500"); len(r.json["accounts"].([]any)) != 0 || r.json["total"].(float64) != 120 {
 		t.Fatalf("past the end: %s", r.body)
 	}
