@@ -85,12 +85,36 @@ func (s *Server) tenantStorageError(ctx *fasthttp.RequestCtx, what string, err e
 	case errors.Is(err, storage.ErrNotFound):
 		writeError(ctx, &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No such " + what + "."})
 	case errors.Is(err, storage.ErrConflict):
-		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Message: "The " + what + " conflicts with one stored: " + clip(storageReason(err))})
+		// The storage error's text is the backend's (a constraint's name):
+		// routes that know what conflicts say so before calling this.
+		writeError(ctx, errConflict("", "The "+what+" conflicts with one stored."))
 	case errors.Is(err, storage.ErrInvalid):
 		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "invalid", Message: "The " + what + " was refused: " + clip(storageReason(err))})
 	default:
 		s.storageError(ctx, err)
 	}
+}
+
+// errConflict is a 409 conflict saying msg, naming param when one field
+// is the cause.
+func errConflict(param, msg string) *APIError {
+	return &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: param, Message: msg}
+}
+
+// userConflict says what a user u that storage refused with ErrConflict
+// conflicts with: another user of its name, else another of its email
+// (looked up after the fact, so a user that went meanwhile leaves the
+// general message).
+func (s *Server) userConflict(rctx context.Context, u storage.User) *APIError {
+	if o, err := s.store.GetUser(rctx, u.Name); err == nil && o.ID != u.ID && o.Name == u.Name {
+		return errConflict("name", "A user named "+clip(u.Name)+" exists.")
+	}
+	if u.Email != "" {
+		if o, err := s.store.GetUser(rctx, u.Email); err == nil && o.ID != u.ID && strings.EqualFold(o.Email, u.Email) {
+			return errConflict("email", "A user with the email "+clip(u.Email)+" exists.")
+		}
+	}
+	return errConflict("", "Another user has this name or email.")
 }
 
 // adminUsers serves /api/admin/users: GET (list with balances), POST
@@ -142,6 +166,10 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 			s.updateUser(ctx, rctx, u)
 		case method == "DELETE":
 			if err := s.store.DeleteUser(rctx, u.ID); err != nil {
+				if errors.Is(err, storage.ErrConflict) {
+					writeError(ctx, errConflict("", "User "+clip(u.Name)+" has ledger rows and cannot be deleted; disable it instead."))
+					return
+				}
 				s.tenantStorageError(ctx, "user", err)
 				return
 			}
@@ -231,6 +259,10 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 		start = v
 	}
 	got, err := s.store.CreateUser(rctx, u, storage.NewUser{Balance: start, Actor: actorOf(p), Note: "starting balance"})
+	if errors.Is(err, storage.ErrConflict) {
+		writeError(ctx, s.userConflict(rctx, u))
+		return
+	}
 	if err != nil {
 		s.tenantStorageError(ctx, "user", err)
 		return
@@ -250,6 +282,10 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u st
 		return
 	}
 	got, err := s.store.UpdateUser(rctx, u)
+	if errors.Is(err, storage.ErrConflict) {
+		writeError(ctx, s.userConflict(rctx, u))
+		return
+	}
 	if err != nil {
 		s.tenantStorageError(ctx, "user", err)
 		return
@@ -337,6 +373,11 @@ func (s *Server) postLedger(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 		return
 	}
 	e, err := s.store.PostLedger(rctx, storage.LedgerEntry{UserID: u.ID, Kind: storage.LedgerKind(b.Kind), Amount: amount, Actor: actorOf(p), Note: b.Note, RequestID: b.RequestID})
+	if errors.Is(err, storage.ErrConflict) {
+		// A request is charged, and refunded, at most once.
+		writeError(ctx, errConflict("request_id", "Request "+clip(b.RequestID)+" already has a "+b.Kind+" in the ledger; a request has at most one."))
+		return
+	}
 	if err != nil {
 		s.tenantStorageError(ctx, "ledger entry", err)
 		return

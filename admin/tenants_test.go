@@ -233,3 +233,46 @@ func TestAdminInvitationsAndRegistration(t *testing.T) {
 	}
 	c.do("POST", "/api/admin/invitations", map[string]any{"max_uses": -1}).want(t, 400)
 }
+
+// TestAdminConflictMessages: a 409 says what conflicts (it said "…
+// conflicts with one stored: invalid value" for a taken name and a
+// repeated refund alike).
+func TestAdminConflictMessages(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	c.do("POST", "/api/admin/users", map[string]any{"name": "alice", "email": "alice@example.com", "balance": "5"}).want(t, 201)
+	c.do("POST", "/api/admin/users", map[string]any{"name": "bob"}).want(t, 201)
+	for _, tc := range []struct {
+		method, path string
+		body         map[string]any
+		param, msg   string
+	}{
+		{"POST", "/api/admin/users", map[string]any{"name": "alice"}, "name", "A user named alice exists."},
+		{"POST", "/api/admin/users", map[string]any{"name": "carol", "email": "alice@example.com"}, "email", "A user with the email alice@example.com exists."},
+		{"PATCH", "/api/admin/users/bob", map[string]any{"email": "alice@example.com"}, "email", "A user with the email alice@example.com exists."},
+		{"DELETE", "/api/admin/users/alice", nil, "", "User alice has ledger rows and cannot be deleted; disable it instead."},
+	} {
+		var body any
+		if tc.body != nil {
+			body = tc.body
+		}
+		r := c.do(tc.method, tc.path, body).want(t, 409)
+		if r.errCode() != "conflict" || r.errParam() != tc.param || !strings.Contains(string(r.body), tc.msg) {
+			t.Fatalf("%s %s: %s", tc.method, tc.path, r.body)
+		}
+	}
+	alice, err := e.store.GetUser(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.PostLedger(t.Context(), storage.LedgerEntry{UserID: alice.ID, Kind: storage.LedgerCharge, Amount: -2_000_000,
+		Actor: "gateway", RequestID: "req-1"}); err != nil {
+		t.Fatal(err)
+	}
+	refund := map[string]any{"kind": "refund", "amount": "1", "note": "bad answer", "request_id": "req-1"}
+	c.do("POST", "/api/admin/users/alice/ledger", refund).want(t, 200)
+	r := c.do("POST", "/api/admin/users/alice/ledger", refund).want(t, 409)
+	if r.errParam() != "request_id" || !strings.Contains(string(r.body), "Request req-1 already has a refund in the ledger") {
+		t.Fatalf("a repeated refund: %s", r.body)
+	}
+}
