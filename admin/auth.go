@@ -312,10 +312,20 @@ func (s *Server) loginLimited(ctx *fasthttp.RequestCtx, rctx context.Context, ca
 	}
 	if n := s.countAttempt(rctx, cache, userKey, 1, loginUserWindow); n > loginUserLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
-			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: loginUserWindow})
+			Message: "Too many failed logins for this user; wait and retry.", RetryAfter: windowLeft(s.now(), loginUserWindow)})
 		return true
 	}
 	return false
+}
+
+// windowLeft is the time from now until the fixed window of length w that
+// holds now ends: the counters' windows are aligned to the Unix epoch
+// (storage.Cache.Incr), so a count past its limit starts again from zero
+// then, not a whole window after the refused attempt. It is the login
+// 429's Retry-After (rounded up to whole seconds, at least 1), which said
+// the whole window however little of it was left.
+func windowLeft(now time.Time, w time.Duration) time.Duration {
+	return w - time.Duration(now.UnixNano()%int64(w))
 }
 
 // addressLimited counts an attempt (an admin or console login, a console
@@ -325,7 +335,7 @@ func (s *Server) addressLimited(ctx *fasthttp.RequestCtx, rctx context.Context, 
 	ipKey := "admin:login:ip:" + ctx.RemoteIP().String()
 	if n := s.countAttempt(rctx, cache, ipKey, 1, loginIPWindow); n > loginIPLimit {
 		writeError(ctx, &APIError{Status: 429, Type: "rate_limit_error", Code: "login_rate_limited",
-			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: loginIPWindow})
+			Message: "Too many login attempts from this address; wait and retry.", RetryAfter: windowLeft(s.now(), loginIPWindow)})
 		return true
 	}
 	return false

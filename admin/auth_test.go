@@ -188,6 +188,45 @@ func TestAdminLoginRateLimit(t *testing.T) {
 	}
 }
 
+// TestAdminLoginRetryAfter: a locked-out login's Retry-After is the time
+// until its fixed window rolls over (the counters' windows start on the
+// minute and the quarter hour), not the whole window: at 12:07:30.25 the
+// user's 15-minute window has 449.75 s left and the address's minute 29.75.
+func TestAdminLoginRetryAfter(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	at := time.Date(2026, 12, 6, 12, 7, 30, 250e6, time.UTC)
+	e.srv.now = func() time.Time { return at }
+	c := e.browser()
+	for i := range loginUserLimit {
+		c.do("POST", "/api/admin/login", map[string]string{"username": "admin", "password": "wrong " + strconv.Itoa(i)}).want(t, 401)
+	}
+	r := c.do("POST", "/api/admin/login", map[string]string{"username": "admin", "password": testAdminPassword}).want(t, 429)
+	if got := r.header.Get("Retry-After"); got != "450" {
+		t.Fatalf("locked user: Retry-After %q, want 450: %s", got, r.body)
+	}
+	for n := loginUserLimit + 1; n < loginIPLimit; n++ {
+		c.do("POST", "/api/admin/login", map[string]string{"username": "user" + strconv.Itoa(n), "password": "x"}).want(t, 401)
+	}
+	r = c.do("POST", "/api/admin/login", map[string]string{"username": "someone", "password": "x"}).want(t, 429)
+	if got := r.header.Get("Retry-After"); got != "30" || !strings.Contains(string(r.body), "address") {
+		t.Fatalf("locked address: Retry-After %q, want 30: %s", got, r.body)
+	}
+	for _, tc := range []struct {
+		now  time.Time
+		w    time.Duration
+		want time.Duration
+	}{
+		{at, 15 * time.Minute, 449750 * time.Millisecond},
+		{at, time.Minute, 29750 * time.Millisecond},
+		{time.Date(2026, 12, 6, 12, 15, 0, 0, time.UTC), 15 * time.Minute, 15 * time.Minute}, // a window just begun
+		{time.Date(2026, 12, 6, 12, 14, 59, 999e6, time.UTC), 15 * time.Minute, time.Millisecond},
+	} {
+		if got := windowLeft(tc.now, tc.w); got != tc.want {
+			t.Errorf("windowLeft(%v, %v) = %v, want %v", tc.now, tc.w, got, tc.want)
+		}
+	}
+}
+
 // TestAdminLoginLockoutParallel: 60 wrong passwords for one user sent at
 // once from 4 addresses (15 each, under the per-address limit) get exactly
 // loginUserLimit 401s and 429s for the rest. Before, the count was read
