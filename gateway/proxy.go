@@ -89,7 +89,7 @@ type call struct {
 
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 
-	maxOutput int64           // the body's max_tokens (max_output_tokens, max_completion_tokens); 0 when none
+	maxOutput int64           // the body's output cap in tokens (outputCaps.check); 0 when none
 	ticket    *billing.Ticket // a user's admitted request, settled by logRequest (billing.go); nil: none
 
 	authed bool // the client was authenticated: the request is logged (Server.logRequest)
@@ -297,8 +297,12 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// a body that repeats a key the gateway routes on would be routed (and
 	// allowed, and billed) as one thing and served as another.
 	var models, streams, msgCount int
-	var m, st, maxTokens, msgs, prev, cacheKey gjson.Result
+	var m, st, msgs, prev, cacheKey gjson.Result
+	var caps outputCaps
 	root.ForEach(func(k, v gjson.Result) bool {
+		if caps.read(k.Str, v) {
+			return true
+		}
 		switch k.Str {
 		case "model":
 			models++
@@ -312,15 +316,6 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		case "messages":
 			msgCount++
 			msgs = v
-		case "max_tokens":
-			maxTokens = v
-			if v.Type == gjson.Number {
-				c.maxOutput = v.Int()
-			}
-		case "max_output_tokens", "max_completion_tokens":
-			if v.Type == gjson.Number {
-				c.maxOutput = v.Int()
-			}
 		case "previous_response_id":
 			prev = v
 		case "prompt_cache_key":
@@ -340,6 +335,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
 	}
+	maxOutput, aerr := caps.check(c.endpoint)
+	if aerr != nil {
+		return aerr
+	}
+	c.maxOutput = maxOutput
 	switch {
 	case !m.Exists() || m.Type == gjson.Null || (m.Type == gjson.String && m.Str == ""):
 		return errMissingModel()
@@ -357,7 +357,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 	}
 	if c.endpoint == translate.Messages {
-		if aerr := checkMaxTokens(maxTokens); aerr != nil {
+		if aerr := checkMaxTokens(caps.v[capMaxTokens]); aerr != nil {
 			return aerr
 		}
 	}
