@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -41,33 +44,76 @@ func (o *outputCaps) read(k string, v gjson.Result) bool {
 }
 
 // check refuses a body that repeats a cap key (400, naming it, in the
-// client's protocol) and returns the output cap the upstream is held to, in
-// tokens (0: none): for Chat the larger of max_tokens and
-// max_completion_tokens, since an upstream given both may honour either
-// (the body goes to an openai_compat upstream as it is); for Responses
-// max_output_tokens; for Messages max_tokens. A cap key of another
+// client's protocol) or whose protocol's cap is not a positive integer, and
+// returns the output cap the upstream is held to, in tokens (0: none): for
+// Chat the larger of max_tokens and max_completion_tokens, since an
+// upstream given both may honour either (the body goes to an openai_compat
+// upstream as it is); for Responses max_output_tokens; for Messages
+// max_tokens (checkMaxTokens: Anthropic's words). A cap key of another
 // protocol is no cap: its upstream ignores it or refuses it.
+//
+// A cap of 0 or below is refused as OpenAI and Anthropic refuse it (both
+// require at least 1) rather than passed on: translated, it meant no cap,
+// so a Chat max_tokens 0 went to an anthropic account as max_tokens 16384
+// while the estimate counted 1,024 output tokens.
 func (o *outputCaps) check(ep translate.Protocol) (int64, *APIError) {
 	for i, n := range o.count {
 		if n > 1 {
 			return 0, errBadParam(capKeys[i], "Duplicate key '"+capKeys[i]+"' in the request body.")
 		}
 	}
+	var keys []int
 	switch ep {
 	case translate.Chat:
-		return max(capValue(o.v[capMaxTokens]), capValue(o.v[capMaxCompletion])), nil
+		keys = []int{capMaxTokens, capMaxCompletion}
 	case translate.Responses:
-		return capValue(o.v[capMaxOutput]), nil
+		keys = []int{capMaxOutput}
 	case translate.Messages:
+		if aerr := checkMaxTokens(o.v[capMaxTokens]); aerr != nil {
+			return 0, aerr
+		}
 		return capValue(o.v[capMaxTokens]), nil
 	}
-	return 0, nil
+	var cap int64
+	for _, i := range keys {
+		if aerr := checkCap(capKeys[i], o.v[i]); aerr != nil {
+			return 0, aerr
+		}
+		cap = max(cap, capValue(o.v[i]))
+	}
+	return cap, nil
 }
 
-// capValue is the cap v holds, in tokens; 0 when it is absent or not a number.
-func capValue(v gjson.Result) int64 {
-	if v.Type != gjson.Number {
-		return 0
+// checkCap refuses an OpenAI output cap (max_tokens, max_completion_tokens,
+// max_output_tokens) that is not null, absent or an integer of at least 1,
+// in OpenAI's words.
+func checkCap(name string, v gjson.Result) *APIError {
+	switch {
+	case !v.Exists() || v.Type == gjson.Null:
+		return nil
+	case !isInteger(v):
+		return errBadParam(name, "Invalid type for '"+name+"': expected an integer.")
+	case v.Num < 1:
+		return &APIError{Status: 400, Type: "invalid_request_error", Code: "integer_below_min_value", Param: name,
+			Message: "Invalid '" + name + "': integer below minimum value. Expected a value >= 1, but got " + strconv.FormatFloat(v.Num, 'f', -1, 64) + " instead."}
 	}
-	return max(v.Int(), 0)
+	return nil
+}
+
+// isInteger reports whether v is a JSON number with an integral value (1e3
+// and 2.0 are; 1.5 and "2" are not).
+func isInteger(v gjson.Result) bool {
+	return v.Type == gjson.Number && !math.IsInf(v.Num, 0) && v.Num == math.Trunc(v.Num)
+}
+
+// capValue is the cap v holds, in tokens: 0 when it is absent, not a
+// number or below 1; math.MaxInt64 past int64's range.
+func capValue(v gjson.Result) int64 {
+	switch {
+	case v.Type != gjson.Number || v.Num < 1:
+		return 0
+	case v.Num >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(v.Num)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -90,4 +91,58 @@ func TestBillingEstimateReadsLargerCap(t *testing.T) {
 		t.Errorf("max_completion_tokens 100: %d %s, want 200", status, body)
 	}
 	b.settled(t)
+}
+
+// TestOutputCapBelowOne: an output cap that is 0, negative or not an
+// integer is refused 400 in the client's protocol before any upstream is
+// called (OpenAI and Anthropic require at least 1; translated, 0 meant no
+// cap, and an anthropic account got max_tokens 16384 while the estimate
+// counted 1,024 output tokens). null is no cap, as OpenAI takes it.
+func TestOutputCapBelowOne(t *testing.T) {
+	s, sys, key := testServer(t, 1, refusingTransport{t})
+	for _, tc := range []struct{ path, k, v, code, msg string }{
+		{"/v1/chat/completions", "max_tokens", "0", "integer_below_min_value", "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."},
+		{"/v1/chat/completions", "max_tokens", "-5", "integer_below_min_value", "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got -5 instead."},
+		{"/v1/chat/completions", "max_completion_tokens", "0", "integer_below_min_value", "Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."},
+		{"/v1/chat/completions", "max_completion_tokens", "1.5", "invalid_type", "Invalid type for 'max_completion_tokens': expected an integer."},
+		{"/v1/chat/completions", "max_tokens", `"8"`, "invalid_type", "Invalid type for 'max_tokens': expected an integer."},
+		{"/v1/responses", "max_output_tokens", "0", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."},
+		{"/v1/responses", "max_output_tokens", "-1e3", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got -1000 instead."},
+		{"/v1/responses", "max_output_tokens", "true", "invalid_type", "Invalid type for 'max_output_tokens': expected an integer."},
+		{"/v1/messages", "max_tokens", "0", "", "max_tokens: Input should be greater than or equal to 1"},
+		{"/v1/messages", "max_tokens", "-3", "", "max_tokens: Input should be greater than or equal to 1"},
+	} {
+		body := `{"model":"m","` + tc.k + `":` + tc.v + `,"messages":[{"role":"user","content":"hi"}],"input":"hi"}`
+		if tc.path == "/v1/responses" {
+			body = `{"model":"m","` + tc.k + `":` + tc.v + `,"input":"hi"}`
+		}
+		resp := doWith(s, "POST", tc.path, map[string]string{"Authorization": "Bearer " + key, "x-api-key": key}, []byte(body))
+		e := gjson.GetBytes(resp.Body(), "error")
+		ok := resp.StatusCode() == 400 && e.Get("message").Str == tc.msg
+		if tc.path == "/v1/messages" {
+			ok = ok && isAnthropicError(resp.Body(), "invalid_request_error")
+		} else {
+			ok = ok && isOpenAIError(resp.Body()) && e.Get("param").Str == tc.k && e.Get("code").Str == tc.code
+		}
+		if !ok {
+			t.Errorf("%s %s: %d %s, want 400 %s %q", tc.path, body, resp.StatusCode(), resp.Body(), tc.code, tc.msg)
+		}
+	}
+	waitIdle(t, sys)
+	for _, tc := range []struct {
+		ep   translate.Protocol
+		body string
+		want int64
+	}{
+		{translate.Chat, `{"model":"m","max_tokens":null,"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, 0},
+		{translate.Responses, `{"model":"m","max_output_tokens":null,"input":"hi"}`, 0},
+		{translate.Responses, `{"model":"m","max_output_tokens":2.0,"input":"hi"}`, 2},
+		{translate.Responses, `{"model":"m","max_output_tokens":1e30,"input":"hi"}`, math.MaxInt64},
+		{translate.Chat, `{"model":"m","max_output_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, 0}, // not Chat's: the upstream's to judge
+	} {
+		c, aerr := parsed(t, tc.ep, tc.body)
+		if aerr != nil || c.maxOutput != tc.want {
+			t.Errorf("%v %s: cap %d (%v), want %d", tc.ep, tc.body, c.maxOutput, aerr, tc.want)
+		}
+	}
 }

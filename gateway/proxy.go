@@ -335,11 +335,6 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
 	}
-	maxOutput, aerr := caps.check(c.endpoint)
-	if aerr != nil {
-		return aerr
-	}
-	c.maxOutput = maxOutput
 	switch {
 	case !m.Exists() || m.Type == gjson.Null || (m.Type == gjson.String && m.Str == ""):
 		return errMissingModel()
@@ -356,11 +351,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			return aerr
 		}
 	}
-	if c.endpoint == translate.Messages {
-		if aerr := checkMaxTokens(caps.v[capMaxTokens]); aerr != nil {
-			return aerr
-		}
+	maxOutput, aerr := caps.check(c.endpoint)
+	if aerr != nil {
+		return aerr
 	}
+	c.maxOutput = maxOutput
 	if c.endpoint == translate.Responses {
 		c.prevResp = strings.Clone(prev.String())
 	}
