@@ -212,6 +212,30 @@ type Request struct {
 	Model     string // as the client named it (prices are per client model name)
 	Input     int64  // estimated input tokens
 	MaxOutput int64  // the request's max_tokens; <= 0: Options.OutputEstimate
+	// Choices is how many answers the request asks for (Chat's n), each up
+	// to MaxOutput: the output estimated is Choices × MaxOutput (at most
+	// MaxOutputAllowance). <= 0: 1.
+	Choices int64
+}
+
+// MaxOutputAllowance caps the output tokens a request's estimate counts
+// (Request.Choices × Request.MaxOutput): far above any model's output, and
+// low enough that at any real price the estimate stays far inside int64
+// (Cost clamps the rest).
+const MaxOutputAllowance = 1 << 40
+
+// outputAllowance is the output tokens r's estimate counts: Choices ×
+// MaxOutput, or × outputEstimate when it has no cap, at most
+// MaxOutputAllowance.
+func outputAllowance(r Request, outputEstimate int64) int64 {
+	out, n := r.MaxOutput, max(r.Choices, 1)
+	if out <= 0 {
+		out = outputEstimate
+	}
+	if out > MaxOutputAllowance/n {
+		return MaxOutputAllowance
+	}
+	return out * n
 }
 
 // Ticket is an admitted request's claim: its estimate held, its slot in
@@ -242,7 +266,7 @@ func concKey(user string, slot int64) string {
 // Admit checks request r of a user before it goes upstream: the user exists
 // and is enabled, may use the model and the model has a price, its RPM and
 // concurrency limits, then holds the request's estimate (the price of its
-// estimated input and of max_tokens, or Options.OutputEstimate, of output)
+// estimated input and of Choices × max_tokens, or × Options.OutputEstimate, of output)
 // and admits it when the balance covers every hold of the user including
 // this one. The hold is counted before the balance is read, so a charge
 // stored meanwhile (whose hold is dropped only after it is stored) is never
@@ -267,10 +291,7 @@ func (g *Gate) Admit(ctx context.Context, r Request) (*Ticket, *Refusal) {
 		return nil, &Refusal{Kind: RefusedUnpriced}
 	}
 	mult := g.Multiplier(u.Group)
-	out := r.MaxOutput
-	if out <= 0 {
-		out = g.opts.OutputEstimate
-	}
+	out := outputAllowance(r, g.opts.OutputEstimate)
 	now := g.opts.Now()
 	t := &Ticket{id: r.ID, user: u, price: p, mult: mult, estimate: Cost(p, mult, Tokens{Input: r.Input, Output: out}),
 		slot: now.UnixMilli() / g.opts.HoldWindow.Milliseconds(), at: now}

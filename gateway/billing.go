@@ -26,7 +26,7 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 		return errUnusableKey("belongs to a user account, and billing is not running on this gateway")
 	}
 	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
-		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput})
+		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput, Choices: c.choices})
 	if ref != nil {
 		return s.billingRefusal(c, ref)
 	}

@@ -24,15 +24,23 @@ const (
 )
 
 // outputCaps is what parseBody reads of a body's output caps: each cap key's
-// value and how many times it occurs.
+// value and how many times it occurs, and Chat's n (the choices asked for,
+// each up to the cap).
 type outputCaps struct {
-	v     [len(capKeys)]gjson.Result
-	count [len(capKeys)]int
+	v      [len(capKeys)]gjson.Result
+	count  [len(capKeys)]int
+	n      gjson.Result
+	nCount int
 }
 
 // read records top-level member k with value v when k is a cap key, and
 // reports whether it was.
 func (o *outputCaps) read(k string, v gjson.Result) bool {
+	if k == "n" {
+		o.n = v
+		o.nCount++
+		return true
+	}
 	for i, name := range capKeys {
 		if k == name {
 			o.v[i] = v
@@ -84,9 +92,27 @@ func (o *outputCaps) check(ep translate.Protocol) (int64, *APIError) {
 	return cap, nil
 }
 
+// choices returns the choices a request asks for, each up to the output
+// cap: Chat's n (forwarded to OpenAI and openai_compat upstreams; a
+// translation refuses n other than 1), 1 when it is absent or null and for
+// the other protocols, which have none. A repeated n, or one that is not an
+// integer of at least 1, is refused 400 in OpenAI's words.
+func (o *outputCaps) choices(ep translate.Protocol) (int64, *APIError) {
+	if o.nCount > 1 {
+		return 0, errBadParam("n", "Duplicate key 'n' in the request body.")
+	}
+	if ep != translate.Chat {
+		return 1, nil
+	}
+	if aerr := checkCap("n", o.n); aerr != nil {
+		return 0, aerr
+	}
+	return max(capValue(o.n), 1), nil
+}
+
 // checkCap refuses an OpenAI output cap (max_tokens, max_completion_tokens,
-// max_output_tokens) that is not null, absent or an integer of at least 1,
-// in OpenAI's words.
+// max_output_tokens) or Chat's n that is not null, absent or an integer of
+// at least 1, in OpenAI's words.
 func checkCap(name string, v gjson.Result) *APIError {
 	switch {
 	case !v.Exists() || v.Type == gjson.Null:

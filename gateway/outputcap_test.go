@@ -146,3 +146,45 @@ func TestOutputCapBelowOne(t *testing.T) {
 		}
 	}
 }
+
+// TestBillingEstimateCountsChoices: Chat's n asks for n answers, each up to
+// the cap, and the estimate holds n × the cap: with a balance covering 500
+// output tokens, max_tokens 10 with n 100 is refused where max_tokens 10
+// is served. n below 1, not an integer, or repeated is refused 400.
+func TestBillingEstimateCountsChoices(t *testing.T) {
+	b := billedServer(t)
+	_, secret := b.userKey(t, storage.User{Name: "choices"}, 1_000_000)
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		body, code string
+		status     int
+	}{
+		{`{"model":"m","max_tokens":10,"n":100,` + msgs + `}`, "insufficient_quota", 429},
+		{`{"model":"m","n":100,` + msgs + `}`, "insufficient_quota", 429}, // 100 × the output estimate
+		{`{"model":"m","max_tokens":10,"n":0,` + msgs + `}`, "integer_below_min_value", 400},
+		{`{"model":"m","max_tokens":10,"n":1.5,` + msgs + `}`, "invalid_type", 400},
+		{`{"model":"m","max_tokens":10,"n":1,"n":100,` + msgs + `}`, "invalid_type", 400},
+		{`{"model":"m","max_tokens":10,"n":null,` + msgs + `}`, "", 200},
+		{`{"model":"m","max_tokens":10,"n":1,` + msgs + `}`, "", 200},
+	} {
+		status, body := b.post(t, "/v1/chat/completions", secret, tc.body)
+		if status != tc.status || gjson.GetBytes(body, "error.code").Str != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.body, status, body, tc.status, tc.code)
+		}
+	}
+	b.settled(t)
+	for _, tc := range []struct {
+		ep   translate.Protocol
+		body string
+		want int64
+	}{
+		{translate.Chat, `{"model":"m","n":7,` + msgs + `}`, 7},
+		{translate.Chat, `{"model":"m",` + msgs + `}`, 1},
+		{translate.Responses, `{"model":"m","n":7,"input":"hi"}`, 1}, // no n in Responses
+	} {
+		c, aerr := parsed(t, tc.ep, tc.body)
+		if aerr != nil || c.choices != tc.want {
+			t.Errorf("%v %s: choices %d (%v), want %d", tc.ep, tc.body, c.choices, aerr, tc.want)
+		}
+	}
+}

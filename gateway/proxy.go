@@ -90,6 +90,7 @@ type call struct {
 	errors []storage.ErrorEvent // failed attempts, recorded when the failover loop ends
 
 	maxOutput int64           // the body's output cap in tokens (outputCaps.check); 0 when none
+	choices   int64           // the choices the body asks for, each up to maxOutput (Chat's n; outputCaps.choices): at least 1
 	ticket    *billing.Ticket // a user's admitted request, settled by logRequest (billing.go); nil: none
 
 	authed bool // the client was authenticated: the request is logged (Server.logRequest)
@@ -356,6 +357,9 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return aerr
 	}
 	c.maxOutput = maxOutput
+	if c.choices, aerr = caps.choices(c.endpoint); aerr != nil {
+		return aerr
+	}
 	if c.endpoint == translate.Responses {
 		c.prevResp = strings.Clone(prev.String())
 	}

@@ -1,0 +1,30 @@
+package billing
+
+import (
+	"math"
+	"testing"
+)
+
+// TestOutputAllowance: the output an estimate counts is Choices × the cap,
+// or × the output estimate without one, saturating at MaxOutputAllowance.
+func TestOutputAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		r    Request
+		want int64
+	}{
+		{Request{}, 1024},
+		{Request{MaxOutput: 10}, 10},
+		{Request{MaxOutput: 10, Choices: 100}, 1000},
+		{Request{Choices: 3}, 3 * 1024},
+		{Request{MaxOutput: -5, Choices: -2}, 1024},
+		{Request{MaxOutput: MaxOutputAllowance, Choices: 1}, MaxOutputAllowance},
+		{Request{MaxOutput: MaxOutputAllowance, Choices: 2}, MaxOutputAllowance},
+		{Request{MaxOutput: math.MaxInt64, Choices: math.MaxInt64}, MaxOutputAllowance},
+		{Request{MaxOutput: 1 << 21, Choices: 1 << 20}, MaxOutputAllowance},
+		{Request{MaxOutput: 1<<20 - 1, Choices: 1 << 20}, (1<<20 - 1) << 20},
+	} {
+		if got := outputAllowance(tc.r, 1024); got != tc.want {
+			t.Errorf("%+v: %d, want %d", tc.r, got, tc.want)
+		}
+	}
+}
