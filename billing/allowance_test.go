@@ -5,16 +5,20 @@ import (
 	"testing"
 )
 
-// TestOutputAllowance: the output an estimate counts is Choices × the cap,
-// or × the output estimate without one, saturating at MaxOutputAllowance.
+// TestOutputAllowance: the output an estimate counts is Choices × the
+// larger of the cap and the output estimate (a codex account drops the
+// cap), saturating at MaxOutputAllowance.
 func TestOutputAllowance(t *testing.T) {
 	for _, tc := range []struct {
 		r    Request
 		want int64
 	}{
 		{Request{}, 1024},
-		{Request{MaxOutput: 10}, 10},
-		{Request{MaxOutput: 10, Choices: 100}, 1000},
+		{Request{MaxOutput: 10}, 1024},
+		{Request{MaxOutput: 1}, 1024},
+		{Request{MaxOutput: 1025}, 1025},
+		{Request{MaxOutput: 10, Choices: 100}, 102400},
+		{Request{MaxOutput: 2000, Choices: 100}, 200000},
 		{Request{Choices: 3}, 3 * 1024},
 		{Request{MaxOutput: -5, Choices: -2}, 1024},
 		{Request{MaxOutput: MaxOutputAllowance, Choices: 1}, MaxOutputAllowance},

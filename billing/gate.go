@@ -207,11 +207,15 @@ func (r *Refusal) Error() string {
 
 // Request is what Admit needs of a request.
 type Request struct {
-	ID        string // the request id its usage record will have
-	UserID    string
-	Model     string // as the client named it (prices are per client model name)
-	Input     int64  // estimated input tokens
-	MaxOutput int64  // the request's max_tokens; <= 0: Options.OutputEstimate
+	ID     string // the request id its usage record will have
+	UserID string
+	Model  string // as the client named it (prices are per client model name)
+	Input  int64  // estimated input tokens
+	// MaxOutput is the request's output cap (max_tokens), in tokens; a cap
+	// below Options.OutputEstimate, or none (<= 0), counts as
+	// Options.OutputEstimate: an upstream may not honour it (a codex
+	// account drops it), so it cannot lower the estimate.
+	MaxOutput int64
 	// Choices is how many answers the request asks for (Chat's n), each up
 	// to MaxOutput: the output estimated is Choices × MaxOutput (at most
 	// MaxOutputAllowance). <= 0: 1.
@@ -224,14 +228,17 @@ type Request struct {
 // (Cost clamps the rest).
 const MaxOutputAllowance = 1 << 40
 
-// outputAllowance is the output tokens r's estimate counts: Choices ×
-// MaxOutput, or × outputEstimate when it has no cap, at most
-// MaxOutputAllowance.
+// outputAllowance is the output tokens r's estimate counts: Choices × the
+// larger of MaxOutput and outputEstimate, at most MaxOutputAllowance.
+//
+// A cap below outputEstimate does not lower the estimate: the ChatGPT
+// backend refuses max_output_tokens, so a codex account serves the request
+// without its cap (upstream.CodexAccepts), and the account is picked only
+// after admission (a routing policy, a failover or another instance may
+// pick it). Trusting the cap let a user with 100 micro-units in flight hold
+// 74 each for requests that cost more (docs/billing.md, "Which caps hold").
 func outputAllowance(r Request, outputEstimate int64) int64 {
-	out, n := r.MaxOutput, max(r.Choices, 1)
-	if out <= 0 {
-		out = outputEstimate
-	}
+	out, n := max(r.MaxOutput, outputEstimate), max(r.Choices, 1)
 	if out > MaxOutputAllowance/n {
 		return MaxOutputAllowance
 	}
@@ -266,7 +273,8 @@ func concKey(user string, slot int64) string {
 // Admit checks request r of a user before it goes upstream: the user exists
 // and is enabled, may use the model and the model has a price, its RPM and
 // concurrency limits, then holds the request's estimate (the price of its
-// estimated input and of Choices × max_tokens, or × Options.OutputEstimate, of output)
+// estimated input and of Choices × the larger of max_tokens and
+// Options.OutputEstimate of output: outputAllowance)
 // and admits it when the balance covers every hold of the user including
 // this one. The hold is counted before the balance is read, so a charge
 // stored meanwhile (whose hold is dropped only after it is stored) is never

@@ -188,3 +188,30 @@ func TestBillingEstimateCountsChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestBillingEstimateIgnoresSmallCap: a cap below the output estimate does
+// not lower the estimate, since a codex account drops it (the ChatGPT
+// backend refuses max_output_tokens): the QA's user with 100 micro-units
+// had 12 of 20 concurrent Responses requests with max_output_tokens 1
+// admitted at 74 each on a codex account and ended at -788. Here a balance
+// below the price of the output estimate (64 tokens, 128,000) refuses such
+// a request on every protocol, and one that covers it serves it.
+func TestBillingEstimateIgnoresSmallCap(t *testing.T) {
+	b := billedServer(t)
+	_, poor := b.userKey(t, storage.User{Name: "poor"}, 100_000) // 50 output tokens
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/responses", `{"model":"m","max_output_tokens":1,"input":"hi","stream":true}`},
+		{"/v1/chat/completions", `{"model":"m","max_completion_tokens":1,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/messages", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		status, body := b.post(t, tc.path, poor, tc.body)
+		if status != 429 && status != 402 {
+			t.Errorf("%s %s: %d %s, want refused for the balance", tc.path, tc.body, status, body)
+		}
+	}
+	_, rich := b.userKey(t, storage.User{Name: "rich"}, 200_000)
+	if status, body := b.post(t, "/v1/responses", rich, `{"model":"m","max_output_tokens":1,"input":"hi"}`); status != 200 {
+		t.Errorf("a balance covering the output estimate: %d %s", status, body)
+	}
+	b.settled(t)
+}
