@@ -120,7 +120,8 @@ FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzT
 	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens bench/scenario:FuzzParse bench/load:FuzzReadStream \
 	admin:FuzzAdminImport admin:FuzzUsageCursor upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile \
 	upstream:FuzzParseRateLimitsEvent bench/mock:FuzzParseRequest gateway:FuzzParseCreateFrame \
-	upstream:FuzzCreateFrame scripts:FuzzCompile billing:FuzzParseAmount
+	upstream:FuzzCreateFrame scripts:FuzzCompile billing:FuzzParseAmount \
+	gateway:FuzzOutputCaps
 ## fuzz: run every fuzz target for FUZZTIME each, with a line saying which one of how many
 fuzz:
 	@set -e; n=0; total=$(words $(FUZZ_TARGETS)); for t in $(FUZZ_TARGETS); do \

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -214,4 +215,66 @@ func TestBillingEstimateIgnoresSmallCap(t *testing.T) {
 		t.Errorf("a balance covering the output estimate: %d %s", status, body)
 	}
 	b.settled(t)
+}
+
+// FuzzOutputCaps: whatever the body, parseBody does not panic, refuses
+// with a 4xx or reads a cap of at least 0 and at least one choice, and the
+// cap and choices the estimate reads are at least what an upstream
+// decoder (encoding/json: the last occurrence of a key) would read of the
+// protocol's cap keys and n — a body the estimate reads as a smaller cap
+// than its upstream honours is never admitted.
+func FuzzOutputCaps(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","max_completion_tokens":100000,"max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","max_tokens":1,"max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","max_tokens":10,"n":100,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","max_tokens":0,"n":-1,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","max_output_tokens":1e400,"input":"hi"}`,
+		`{"model":"m","max_output_tokens":-0.0,"input":"hi"}`,
+		`{"model":"m","max_output_tokens":9223372036854775808,"input":"hi"}`,
+		`{"model":"m","max_tokens":"12","input":"hi"}`,
+	} {
+		for ep := range 3 {
+			f.Add(byte(ep), []byte(s))
+		}
+	}
+	eps := [...]translate.Protocol{translate.Chat, translate.Responses, translate.Messages}
+	f.Fuzz(func(t *testing.T, e byte, body []byte) {
+		ep := eps[int(e)%len(eps)]
+		c := &call{endpoint: ep}
+		aerr := (&Server{}).parseBody(c, body)
+		if aerr != nil {
+			if aerr.Status < 400 || aerr.Status > 499 {
+				t.Fatalf("%v %q: status %d", ep, body, aerr.Status)
+			}
+			return
+		}
+		if c.maxOutput < 0 || c.choices < 1 {
+			t.Fatalf("%v %q: cap %d, choices %d", ep, body, c.maxOutput, c.choices)
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil {
+			return
+		}
+		keys := map[translate.Protocol][]string{translate.Chat: {"max_tokens", "max_completion_tokens"},
+			translate.Responses: {"max_output_tokens"}, translate.Messages: {"max_tokens"}}[ep]
+		for _, k := range keys {
+			if v, ok := number(m[k]); ok && float64(c.maxOutput) < min(v, math.MaxInt64) {
+				t.Fatalf("%v %q: cap %d, an upstream reads %s %v", ep, body, c.maxOutput, k, v)
+			}
+		}
+		if v, ok := number(m["n"]); ok && ep == translate.Chat && float64(c.choices) < min(v, math.MaxInt64) {
+			t.Fatalf("%q: choices %d, an upstream reads n %v", body, c.choices, v)
+		}
+	})
+}
+
+// number is raw as a JSON number of at least 1, as a decoder reads it.
+func number(raw json.RawMessage) (float64, bool) {
+	var v float64
+	if json.Unmarshal(raw, &v) != nil || v < 1 {
+		return 0, false
+	}
+	return v, true
 }
