@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
@@ -74,6 +75,35 @@ func BenchmarkInsertUsageRecorder(b *testing.B) {
 		for i := range recs {
 			at := start.Add(time.Duration(n+i) * time.Millisecond)
 			recs[i].At = at
+			recs[i].RequestID = recorderRequestID(rng, at)
+			recs[i].AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
+		}
+	})
+}
+
+// BenchmarkInsertUsageRecorderDurations is BenchmarkInsertUsageRecorder
+// with requests that last: the records come in the order the requests end
+// (one a millisecond), and each one's At, its start, is its end less a
+// duration drawn log-uniformly from 100 ms to 60 s (short JSON answers to
+// long streams), its request id made from its start as the gateway's is.
+// So a batch's records are not in At or id order: each lands up to a minute
+// (60,000 records) behind the newest one stored, in whatever B-tree is
+// kept in the order of either.
+func BenchmarkInsertUsageRecorderDurations(b *testing.B) {
+	const (
+		batch    = 500
+		accounts = 10_000
+	)
+	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
+	recs := storagetest.SampleUsage("r", batch)
+	start := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+	lo, hi := math.Log(0.1), math.Log(60)
+	benchInsert(b, s, recs, func(n int) {
+		for i := range recs {
+			d := time.Duration(math.Exp(lo+rng.Float64()*(hi-lo)) * float64(time.Second))
+			at := start.Add(time.Duration(n+i)*time.Millisecond - d).Truncate(time.Millisecond)
+			recs[i].At, recs[i].Latency = at, d
 			recs[i].RequestID = recorderRequestID(rng, at)
 			recs[i].AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
 		}
@@ -220,4 +250,98 @@ func BenchmarkAddAttemptCounts(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(cs)), "rows/op")
 	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*len(cs)), "cpu-ns/row")
+}
+
+// BenchmarkUsageQueries measures the queries that read usage_records, on a
+// file database of 200,000 records of the gateway's form (the recorder
+// benchmark's: time-ordered request ids, 10,000 accounts), one every 250 ms
+// (about 14 hours), a tenth of them a user's (50 users), 2 % failed:
+// the request log's pages (newest first; after a cursor; an account's in an
+// hour; a user's; the failed ones), the export of an hour (UsageRecords,
+// oldest first), the usage series of the whole range by minute, and the
+// count. Each reports the rows it read per op.
+func BenchmarkUsageQueries(b *testing.B) {
+	const (
+		records  = 200_000
+		batch    = 500
+		accounts = 10_000
+		every    = 250 * time.Millisecond
+	)
+	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+	recs := storagetest.SampleUsage("r", batch)
+	for n := 0; n < records; n += batch {
+		for i := range recs {
+			at := start.Add(time.Duration(n+i) * every)
+			r := &recs[i]
+			r.At, r.RequestID = at, recorderRequestID(rng, at)
+			r.AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
+			r.UserID, r.Status = "", 200
+			if (n+i)%10 == 0 {
+				r.UserID = fmt.Sprintf("user-%02d", rng.IntN(50))
+			}
+			if (n+i)%50 == 7 {
+				r.Status = 500
+			}
+		}
+		if err := s.InsertUsage(b.Context(), recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := start.Add(records * every)
+	mid := start.Add(records / 2 * every)
+	midPage, err := s.ListUsageRecords(b.Context(), storage.UsageRecordQuery{To: mid, Limit: 1})
+	if err != nil || len(midPage) != 1 {
+		b.Fatalf("the middle record: %v (%d)", err, len(midPage))
+	}
+	cursor := storage.UsageCursor{At: midPage[0].At, RequestID: midPage[0].RequestID}
+	list := func(q storage.UsageRecordQuery) func(b *testing.B) int {
+		return func(b *testing.B) int {
+			rows, err := s.ListUsageRecords(b.Context(), q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return len(rows)
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		run  func(b *testing.B) int
+	}{
+		{"list/newest", list(storage.UsageRecordQuery{})},
+		{"list/after-cursor", list(storage.UsageRecordQuery{After: cursor})},
+		{"list/account-hour", list(storage.UsageRecordQuery{From: mid, To: mid.Add(time.Hour), AccountID: "acct-00042"})},
+		{"list/user", list(storage.UsageRecordQuery{UserID: "user-07", To: mid})},
+		{"list/failed", list(storage.UsageRecordQuery{FailedOnly: true, To: mid})},
+		{"export/hour", func(b *testing.B) int {
+			rows, err := s.UsageRecords(b.Context(), storage.RequestLogQuery{From: mid, To: mid.Add(time.Hour), Limit: storage.MaxRequestLogLimit})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return len(rows)
+		}},
+		{"series/all-by-minute", func(b *testing.B) int {
+			buckets, err := s.UsageSeries(b.Context(), storage.SeriesQuery{From: start, To: end, Step: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return len(buckets)
+		}},
+		{"count", func(b *testing.B) int {
+			if _, err := s.CountUsage(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			return 1
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			rows := 0
+			for b.Loop() {
+				rows = bc.run(b)
+			}
+			b.ReportMetric(float64(rows), "rows/op")
+		})
+	}
 }
