@@ -210,8 +210,11 @@ func listUsageQuery(q storage.UsageRecordQuery) (string, []any) {
 		where = append(where, "status >= 400")
 	}
 	if q.After.RequestID != "" {
-		at := toMillis(q.After.At)
-		where, args = append(where, "(at < ? OR (at = ? AND request_id < ?))"), append(args, at, at, q.After.RequestID)
+		// As a row value, the index range starts at the cursor; spelled
+		// (at < ? OR (at = ? AND request_id < ?)), SQLite scanned the index
+		// from the newest record and filtered every one up to the cursor
+		// (BenchmarkUsageQueries/list/after-cursor).
+		where, args = append(where, "(at, request_id) < (?, ?)"), append(args, toMillis(q.After.At), q.After.RequestID)
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
 	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
