@@ -61,7 +61,8 @@ var _ storage.Store = (*Store)(nil)
 // and new directories with 0700. Connections use journal_mode=WAL,
 // synchronous=NORMAL (a crash may lose the last transactions but never
 // corrupts), foreign_keys=1 and busy_timeout=5000 ms; the writer's also
-// temp_store=MEMORY and wal_autocheckpoint=walCheckpointPages. path is a file path,
+// temp_store=MEMORY, wal_autocheckpoint=walCheckpointPages and
+// cache_size=writerCacheKiB KiB. path is a file path,
 // not a DSN or URI: '?' and "file:" in it are taken literally. path may be
 // MemoryPath.
 func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, error) {
@@ -201,6 +202,19 @@ func (s *Store) Close() error {
 // into the database again (BenchmarkInsertUsage, docs/benchmarks.md).
 const walCheckpointPages = 10_000
 
+// writerCacheKiB is the writer connection's page cache, in KiB (SQLite's
+// default is 2,048). A usage record lands in two B-trees kept in the order
+// of its request's start (usage_records_at_id, the index of request_id)
+// while records arrive in the order requests end: with requests lasting up
+// to a minute, at 1,000 req/s, a batch writes a leaf page here and there
+// in the last minute's 60,000 entries of each, and the hour's usage_hourly
+// rows over a large pool. That is about 8 MiB of pages; in 2 MiB SQLite
+// spilled dirty pages mid-transaction and read the others back from the
+// file in the next batch (BenchmarkInsertUsageRecorderDurations,
+// docs/benchmarks.md "Issue 21: the usage table's B-trees"). It costs up to
+// 6 MiB more of the process's memory.
+const writerCacheKiB = 8192
+
 // pragmas returns the DSN parameters of a connection.
 func pragmas(readOnly bool) url.Values {
 	q := url.Values{}
@@ -219,6 +233,9 @@ func pragmas(readOnly bool) url.Values {
 		// that every usage batch rewrites (the hour's rollup rows over a
 		// large pool) is copied into the database once a checkpoint.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+		// A page cache of writerCacheKiB instead of SQLite's 2 MiB, so that
+		// the pages a usage batch writes stay in memory from batch to batch.
+		q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", writerCacheKiB))
 		// Take the write lock at BEGIN: a deferred transaction that upgrades
 		// from read to write can fail with SQLITE_BUSY at once if another
 		// process (the sqlite3 shell, a second Troupe) wrote in between.
