@@ -178,7 +178,12 @@ func (s *Store) ListUsageRecords(ctx context.Context, q storage.UsageRecordQuery
 	}
 	if q.After.RequestID != "" {
 		at := q.After.At // records keep microseconds here
-		add("(at < $%d OR (at = $%d AND request_id < $%d))", at, at, storage.CleanText(q.After.RequestID))
+		// A row value, so that the index range starts at the cursor: as an
+		// OR, the plan scanned usage_records_at_id from the newest record
+		// and filtered out every one up to the cursor (EXPLAIN ANALYZE at
+		// the middle of 200,000 records: 100,000 rows removed by the
+		// filter, 52 ms; as a row value an Index Cond, 0.05 ms).
+		add("(at, request_id) < ($%d, $%d)", at, storage.CleanText(q.After.RequestID))
 	}
 	query := `SELECT request_id, at, key_id, account_id, model, route, stream, status, error_class, attempts,
 	latency_us, ttft_us, input_tokens, cached_tokens, output_tokens, reasoning_tokens, estimated,
