@@ -30,7 +30,6 @@ import (
 // B/record what InsertUsage allocates per record (the request ids, made
 // between batches, not counted).
 func BenchmarkInsertUsage(b *testing.B) {
-	const batch = 500
 	for _, ids := range []struct {
 		name string
 		new  func() string
@@ -63,14 +62,7 @@ func BenchmarkInsertUsage(b *testing.B) {
 // per record, cpu-ns/record the process's CPU time (every goroutine's),
 // allocs/record and B/record what InsertUsage allocates per record.
 func BenchmarkInsertUsageRecorder(b *testing.B) {
-	const (
-		batch    = 500
-		accounts = 10_000
-	)
-	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
-	recs := storagetest.SampleUsage("r", batch)
-	start := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(1, 2))
+	s, recs, start, rng := recorderSetup(b)
 	benchInsert(b, s, recs, func(n int) {
 		for i := range recs {
 			at := start.Add(time.Duration(n+i) * time.Millisecond)
@@ -90,14 +82,7 @@ func BenchmarkInsertUsageRecorder(b *testing.B) {
 // (60,000 records) behind the newest one stored, in whatever B-tree is
 // kept in the order of either.
 func BenchmarkInsertUsageRecorderDurations(b *testing.B) {
-	const (
-		batch    = 500
-		accounts = 10_000
-	)
-	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
-	recs := storagetest.SampleUsage("r", batch)
-	start := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(1, 2))
+	s, recs, start, rng := recorderSetup(b)
 	lo, hi := math.Log(0.1), math.Log(60)
 	benchInsert(b, s, recs, func(n int) {
 		for i := range recs {
@@ -108,6 +93,20 @@ func BenchmarkInsertUsageRecorderDurations(b *testing.B) {
 			recs[i].AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
 		}
 	})
+}
+
+// Sizes of the recorder benchmarks: records a batch, accounts drawn from.
+const (
+	batch    = 500
+	accounts = 10_000
+)
+
+// recorderSetup opens a store in a file of b's and returns it with a
+// batch of sample records, the benchmarks' first start time and a seeded
+// generator.
+func recorderSetup(b *testing.B) (*Store, []storage.UsageRecord, time.Time, *rand.Rand) {
+	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
+	return s, storagetest.SampleUsage("r", batch), time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC), rand.New(rand.NewPCG(1, 2))
 }
 
 // benchInsert runs InsertUsage on recs once per b.Loop, after next(n)
@@ -262,10 +261,8 @@ func BenchmarkAddAttemptCounts(b *testing.B) {
 // count. Each reports the rows it read per op.
 func BenchmarkUsageQueries(b *testing.B) {
 	const (
-		records  = 200_000
-		batch    = 500
-		accounts = 10_000
-		every    = 250 * time.Millisecond
+		records = 200_000
+		every   = 250 * time.Millisecond
 	)
 	s := openAt(b, filepath.Join(b.TempDir(), "troupe.db"), testSealer(b))
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
