@@ -106,14 +106,20 @@ func (r *UsageRecord) Validate() error {
 const MaxTokens = 1_000_000_000_000
 
 // Bound clamps r's token counts to [0, MaxTokens] and its Cost to [0,
-// MaxAmount], in place. InsertUsage applies it before storing: an upstream
-// that reports absurd usage must not make the batch fail (its records
-// would be lost) nor a sum overflow.
+// MaxAmount], in place, writing only a value out of range (a batch in
+// range is only read, so callers may retry one batch from several
+// goroutines). InsertUsage applies it before storing: an upstream that
+// reports absurd usage must not make the batch fail (its records would be
+// lost) nor a sum overflow.
 func (r *UsageRecord) Bound() {
-	for _, n := range []*int64{&r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.CacheWriteTokens} {
-		*n = min(max(*n, 0), MaxTokens)
+	for _, n := range [...]*int64{&r.InputTokens, &r.CachedTokens, &r.OutputTokens, &r.ReasoningTokens, &r.CacheWriteTokens} {
+		if *n < 0 || *n > MaxTokens {
+			*n = min(max(*n, 0), MaxTokens)
+		}
 	}
-	r.Cost = min(max(r.Cost, 0), MaxAmount)
+	if r.Cost < 0 || r.Cost > MaxAmount {
+		r.Cost = min(max(r.Cost, 0), MaxAmount)
+	}
 }
 
 func isSHA256Hex(s string) bool {
