@@ -321,17 +321,12 @@ func (a *account) grant(c *mailCtx, req *acquireState) {
 	default:
 		a.cfg.snapshot.counters(a.inFlight, a.requests)
 	}
-	req.reply <- acquireReply{lease: &Lease{
-		ID:        id,
-		AccountID: a.view.ID,
-		Name:      a.view.Name,
-		Provider:  a.view.Provider,
-		Transport: a.transport,
-		Granted:   now,
-		Decision:  req.decision,
-		pid:       a.pid(),
-		box:       a.box,
-	}}
+	// The lease is req's own (acquireState.lease), its Decision already
+	// written by the pick; req is no longer pending, so nothing else writes it.
+	l := &req.lease
+	l.ID, l.AccountID, l.Name, l.Provider = id, a.view.ID, a.view.Name, a.view.Provider
+	l.Transport, l.Granted, l.pid, l.box = a.transport, now, a.pid(), a.box
+	req.reply <- acquireReply{lease: l}
 }
 
 func (a *account) release(c *mailCtx, id uint64, out *Outcome) {

@@ -103,10 +103,14 @@ type acquireState struct {
 	deadline time.Time         // zero: do not wait
 	tries    int               // grants attempted by the scheduler (bounded)
 	enqueued time.Time
-	slot     int      // the slot that judged the last pick
-	notified bool     // the caller was told the request is parked (scheduler.notifyParked)
-	limit    int      // the slot's tier cap on the picked account, for its grant
-	decision Decision // why the last pick chose its account; the lease carries it
+	slot     int  // the slot that judged the last pick
+	notified bool // the caller was told the request is parked (scheduler.notifyParked)
+	limit    int  // the slot's tier cap on the picked account, for its grant
+	// lease is the lease a local grant hands over (account.grant), so that
+	// an acquire allocates one object for both; its Decision is why the
+	// last pick chose its account (scheduler.trace writes it in place, the
+	// holder reads it through the lease: one copy, not three).
+	lease Lease
 }
 
 type acquireReply struct {

@@ -58,9 +58,9 @@ type Decision struct {
 // ChosenAccount returns the chosen account's entry.
 func (d *Decision) ChosenAccount() Ranked { return d.Top[d.Chosen] }
 
-// trace records, in req's decision, the pick of e among top (best first) by via.
+// trace records, in req's lease's Decision, the pick of e among top (best first) by via.
 func (s *scheduler) trace(req *acquireState, via Via, e *entry, top []*entry, candidates, skipped int, pol Policy, canary bool) {
-	d := &req.decision
+	d := &req.lease.Decision
 	d.Policy, d.PolicyVersion, d.Canary = pol.Name(), pol.Version(), canary
 	d.Via, d.Candidates, d.Skipped, d.Refusals = via, candidates, skipped, req.tries
 	d.Waited = 0

@@ -120,7 +120,7 @@ func TestDecisionTraceAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { s.trace(&req, ViaScore, top[3], top, 4, 0, p, false) }); n != 0 {
 		t.Errorf("trace: %v allocs, want 0", n)
 	}
-	if req.decision.ChosenAccount().ID != "id-4" || req.decision.NTop != TraceTop {
-		t.Errorf("chosen beyond the kept ranks: %+v", req.decision)
+	if req.lease.Decision.ChosenAccount().ID != "id-4" || req.lease.Decision.NTop != TraceTop {
+		t.Errorf("chosen beyond the kept ranks: %+v", req.lease.Decision)
 	}
 }

@@ -302,7 +302,7 @@ func (s *scheduler) sweepRemote(now time.Time) {
 func (s *scheduler) grantRemote(c *mailCtx, e *entry, req *acquireState) {
 	side, owner, box, pid := s.remote, e.ownerName(), c.box, c.pid
 	rr := RemoteRequest{Account: e.view.ID, Model: req.Model, Group: req.Group, Endpoint: req.Endpoint, Native: req.Native}
-	decision := req.decision
+	decision := req.lease.Decision // a copy: a refusal lets the scheduler pick req again while this lease is built
 	send := func(m any) { box.send(m, pid) }
 	if side == nil || side.remote == nil {
 		send(&schedRemoteRefused{req: req, id: rr.Account, owner: owner})

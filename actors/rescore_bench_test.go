@@ -103,7 +103,7 @@ func BenchmarkSpreadPick(b *testing.B) {
 				t0 := threadCPU()
 				s.acquire(c, req)
 				pick += threadCPU() - t0 - clockCost
-				e := s.byID[req.decision.ChosenAccount().ID]
+				e := s.byID[req.lease.Decision.ChosenAccount().ID]
 				if e == nil {
 					b.Fatal("no pick")
 				}
