@@ -83,8 +83,15 @@ func BenchmarkInsertUsageRecorder(b *testing.B) {
 // kept in the order of either.
 func BenchmarkInsertUsageRecorderDurations(b *testing.B) {
 	s, recs, start, rng := recorderSetup(b)
+	benchInsert(b, s, recs, recorderDurations(recs, start, rng))
+}
+
+// recorderDurations returns the next function of
+// BenchmarkInsertUsageRecorderDurations: it readies recs as the records of
+// requests that ended one a millisecond from start+n ms.
+func recorderDurations(recs []storage.UsageRecord, start time.Time, rng *rand.Rand) func(n int) {
 	lo, hi := math.Log(0.1), math.Log(60)
-	benchInsert(b, s, recs, func(n int) {
+	return func(n int) {
 		for i := range recs {
 			d := time.Duration(math.Exp(lo+rng.Float64()*(hi-lo)) * float64(time.Second))
 			at := start.Add(time.Duration(n+i)*time.Millisecond - d).Truncate(time.Millisecond)
@@ -92,7 +99,7 @@ func BenchmarkInsertUsageRecorderDurations(b *testing.B) {
 			recs[i].RequestID = recorderRequestID(rng, at)
 			recs[i].AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
 		}
-	})
+	}
 }
 
 // Sizes of the recorder benchmarks: records a batch, accounts drawn from.

@@ -50,6 +50,12 @@ type Store struct {
 	// insertErrorEvent stores one failed attempt (on w).
 	insertErrorEvent *sql.Stmt
 	keyByHash        *sql.Stmt // on r
+
+	// idle gives the writer's page cache back once usage batches stop
+	// coming (idle.go); zero for MemoryPath, whose cache is the database.
+	idle idleRelease
+	// released, when set (tests), is called after each release.
+	released func()
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -91,6 +97,7 @@ func Open(ctx context.Context, path string, sealer *storage.Sealer) (*Store, err
 		// The writer's connection lives as long as the store: InsertUsage's
 		// statements are prepared on it (usageStmts).
 		s.w.SetConnMaxIdleTime(0)
+		s.idle = idleRelease{after: writerIdleRelease, release: s.releaseWriterCache}
 	}
 	if err := s.w.PingContext(ctx); err != nil {
 		s.Close()
@@ -173,6 +180,7 @@ const closeUsageWait = time.Second
 // Store must not be used after. On the last connection SQLite checkpoints
 // the WAL into the main file.
 func (s *Store) Close() error {
+	s.idle.stop()
 	var errs []error
 	if s.w != nil {
 		errs = append(errs, s.closeUsage())

@@ -165,6 +165,7 @@ func (s *Store) InsertUsage(ctx context.Context, recs []storage.UsageRecord) err
 	if errors.Is(err, errSkipped) {
 		err = s.insertUsageTx(ctx, recs, s.insertRecords)
 	}
+	s.idle.wrote()
 	return err
 }
 
