@@ -112,7 +112,7 @@ func TestAdminUsage(t *testing.T) {
 	for i := range 60 {
 		r := storage.UsageRecord{RequestID: fmt.Sprintf("req-%02d", i), At: hour.Add(-time.Duration(i%3) * time.Hour).Add(time.Duration(i) * time.Second),
 			KeyID: keys[i%2].ID, AccountID: views[i%2].ID, Model: []string{"m", "n", "o"}[i%3], Route: "chat.completions", Status: 200,
-			Attempts: 1, Latency: 20 * time.Millisecond, InputTokens: 10, OutputTokens: 5}
+			Attempts: 1, Latency: 20 * time.Millisecond, InputTokens: 10, OutputTokens: 5, Cost: 12_345}
 		if i%10 == 0 {
 			r.Status, r.ErrorClass = 503, "transient"
 		}
@@ -127,8 +127,18 @@ func TestAdminUsage(t *testing.T) {
 	if tot["requests"].(float64) != 60 || tot["errors"].(float64) != 6 || tot["input_tokens"].(float64) != 600 || r.json["group_by"] != "model" {
 		t.Fatalf("usage: %s", r.body)
 	}
+	// Money as everywhere in the admin API: a decimal string and micro-units.
+	if tot["cost"] != "0.740700" || tot["cost_micro"].(float64) != 740_700 {
+		t.Fatalf("usage cost: %s", r.body)
+	}
 	if s := r.json["series"].([]any); len(s) != 3 || len(s[0].(map[string]any)["points"].([]any)) != 1 {
 		t.Fatalf("series by model: %s", r.body)
+	}
+	for _, s := range r.json["series"].([]any) { // 20 requests a model
+		total, point := s.(map[string]any)["total"].(map[string]any), s.(map[string]any)["points"].([]any)[0].(map[string]any)
+		if total["cost"] != "0.246900" || total["cost_micro"].(float64) != 246_900 || point["cost"] != "0.246900" || point["cost_micro"].(float64) != 246_900 {
+			t.Fatalf("series cost: %s", r.body)
+		}
 	}
 	r = c.do("GET", "/api/admin/usage?group_by=key&bucket=day", nil).want(t, 200)
 	s := r.json["series"].([]any)

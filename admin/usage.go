@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/valyala/fasthttp"
 )
@@ -22,9 +23,14 @@ type usagePoint struct {
 	CachedTokens    int64     `json:"cached_tokens"`
 	OutputTokens    int64     `json:"output_tokens"`
 	ReasoningTokens int64     `json:"reasoning_tokens"`
-	Cost            float64   `json:"cost"`
+	// Cost is what the requests cost their users, as the rest of the admin
+	// API shows money: a decimal string in units of the billing currency
+	// (billing.FormatAmount of CostMicro, set by priced) and in micro-units.
+	Cost      string `json:"cost"`
+	CostMicro int64  `json:"cost_micro"`
 }
 
+// add adds rollup row r to p's sums (Cost is set by priced once p is whole).
 func (p *usagePoint) add(r *storage.UsageRollup) {
 	p.Requests += r.Requests
 	if r.Status >= 400 {
@@ -34,7 +40,12 @@ func (p *usagePoint) add(r *storage.UsageRollup) {
 	p.CachedTokens += r.CachedTokens
 	p.OutputTokens += r.OutputTokens
 	p.ReasoningTokens += r.ReasoningTokens
-	p.Cost += r.Cost
+	p.CostMicro += r.Cost
+}
+
+// priced sets p.Cost from p.CostMicro, once every row is added.
+func (p *usagePoint) priced() {
+	p.Cost = billing.FormatAmount(p.CostMicro)
 }
 
 // usageSeries is the usage of one key, account or model over time.
@@ -167,6 +178,7 @@ func (s *Server) usageSeries(ctx *fasthttp.RequestCtx, rctx context.Context) {
 		return r.Model, r.Model
 	}
 	series, total := groupSeries(rows, q.bucket, group)
+	total.priced()
 	out := make([]usageSeries, 0, min(len(series), q.top))
 	for _, g := range series[:min(len(series), q.top)] {
 		out = append(out, g.points())
@@ -182,11 +194,14 @@ type seriesSum struct {
 	buckets map[int64]*usagePoint
 }
 
-// points returns the series with its buckets as points, oldest first.
+// points returns the series with its buckets as points, oldest first, and
+// their costs and the total's priced.
 func (g *seriesSum) points() usageSeries {
 	for _, p := range g.buckets {
+		p.priced()
 		g.series.Points = append(g.series.Points, *p)
 	}
+	g.series.Total.priced()
 	slices.SortFunc(g.series.Points, func(x, y usagePoint) int { return x.T.Compare(y.T) })
 	return g.series
 }

@@ -214,7 +214,13 @@ type UsageRollup struct {
 	CachedTokens    int64
 	OutputTokens    int64
 	ReasoningTokens int64
-	Cost            float64 // in USD; 0 until prices are configured
+	// Cost is the sum of the records' Cost: what the group's requests cost
+	// their users, in micro-units of the billing currency (SettingCurrency;
+	// 0 for requests no price applied to, such as an operator key's); column
+	// cost. Each record counts as InsertUsage stored it (clamped to [0,
+	// MaxAmount] by UsageRecord.Bound). Rows of hours before migration 13
+	// count only the records still stored when it ran.
+	Cost int64
 }
 
 // UsageQuery selects rollup rows: those whose Hour is at or after From and

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -294,11 +295,11 @@ func TestUsageLoad(t *testing.T) {
 	var records, groups, onlyRecords, onlyHourly int64
 	err := c.QueryRow(t.Context(), `WITH r AS (
 		SELECT date_trunc('hour', at, 'UTC') AS hour, key_id, account_id, model, status, count(*) AS requests,
-			sum(input_tokens) AS i, sum(cached_tokens) AS c, sum(output_tokens) AS o, sum(reasoning_tokens) AS re
+			sum(input_tokens) AS i, sum(cached_tokens) AS c, sum(output_tokens) AS o, sum(reasoning_tokens) AS re, sum(cost) AS co
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5
 	), h AS (
 		SELECT hour, key_id, account_id, model, status, requests,
-			input_tokens::numeric, cached_tokens::numeric, output_tokens::numeric, reasoning_tokens::numeric
+			input_tokens::numeric, cached_tokens::numeric, output_tokens::numeric, reasoning_tokens::numeric, cost::numeric
 		FROM usage_hourly
 	)
 	SELECT (SELECT count(*) FROM usage_records), (SELECT count(*) FROM h),
@@ -358,6 +359,9 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := storagetest.VariedUsage("old", 0, 3000)
+	for i := range recs {
+		recs[i].Cost = 0 // version 1 has no cost
+	}
 	for _, r := range recs {
 		if _, err := db.Exec(`INSERT INTO usage_records (request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, r.RequestID, r.At, r.KeyID, r.AccountID, r.Model, r.Status,
@@ -373,6 +377,94 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	storagetest.CheckUsage(t, s, append(recs, more...))
+}
+
+// migrationsUpTo returns the embedded migrations up to version n, for
+// building a database as an older release left it.
+func migrationsUpTo(t *testing.T, n int) fstest.MapFS {
+	t.Helper()
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fstest.MapFS{}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		if v, err := strconv.Atoi(base[:5]); err != nil || v > n {
+			continue
+		}
+		data, err := fs.ReadFile(migrationFiles, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[base] = &fstest.MapFile{Data: data}
+	}
+	return out
+}
+
+// TestMigrationRollupCost stores records with their cost and the rollups
+// version 12 kept of them (cost a double precision that InsertUsage never
+// added to), and a rollup row whose records were pruned, then opens the
+// store: migration 13 makes usage_hourly.cost a bigint of micro-units, each
+// group's the sum of its records' cost, and the pruned group's its old value
+// in micro-units. Records stored after are added to it.
+func TestMigrationRollupCost(t *testing.T) {
+	t.Parallel()
+	dsn := storagetest.PostgresDB(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrate.Up(t.Context(), db, goose.DialectPostgres, migrationsUpTo(t, 12)); err != nil {
+		t.Fatal(err)
+	}
+	recs := storagetest.VariedUsage("old", 0, 3000)
+	for _, r := range recs {
+		if _, err := db.Exec(`INSERT INTO usage_records (request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, r.RequestID, r.At, r.KeyID, r.AccountID, r.Model, r.Status,
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, r.Cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rollups as version 12's InsertUsage left them: every cost 0.
+	if _, err := db.Exec(`INSERT INTO usage_hourly (hour, key_id, account_id, model, status,
+		requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost)
+		SELECT date_trunc('hour', at, 'UTC'), key_id, account_id, model, status,
+			count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens), 0
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5`); err != nil {
+		t.Fatal(err)
+	}
+	pruned := storage.UsageRollup{Hour: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), KeyID: "gone", Model: "m", Status: 200, Requests: 3, Cost: 250_000}
+	if _, err := db.Exec(`INSERT INTO usage_hourly (hour, key_id, account_id, model, status, requests, cost) VALUES ($1, 'gone', '', 'm', 200, 3, 0.25)`,
+		pruned.Hour); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := openAt(t, dsn, testSealer(t))
+	got, err := s.Rollups(t.Context(), storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups after migration 13", got, append([]storage.UsageRollup{pruned}, storagetest.RollupsOf(recs)...))
+	var typ, nullable, def string
+	if err := s.pool.QueryRow(t.Context(), `SELECT data_type, is_nullable, column_default FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'usage_hourly' AND column_name = 'cost'`).Scan(&typ, &nullable, &def); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "bigint" || nullable != "NO" || def != "0" {
+		t.Errorf("usage_hourly.cost: %s, nullable %s, default %s; want bigint NOT NULL DEFAULT 0", typ, nullable, def)
+	}
+	more := storagetest.VariedUsage("new", 0, 500)
+	if err := s.InsertUsage(t.Context(), more); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Rollups(t.Context(), storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups after more records", got, append([]storage.UsageRollup{pruned}, storagetest.RollupsOf(append(recs, more...))...))
 }
 
 // TestMigrationAdminDefault stores a key with the version-2 schema (no admin

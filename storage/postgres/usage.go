@@ -22,7 +22,7 @@ var usageColumns = []string{
 
 // insertStagedSQL moves the staged records into usage_records, skipping
 // those whose request_id is stored, and adds exactly the inserted ones
-// (RETURNING) to usage_hourly; those of a user that exists (has a balance
+// (RETURNING) to usage_hourly, their cost included; those of a user that exists (has a balance
 // row) are added to usage_daily_users and, when they cost anything, charged:
 // a ledger row each (a charge of that request already there is kept, not
 // doubled) and their sum taken from the user's balance, all in the one
@@ -36,9 +36,9 @@ var insertStagedSQL = `WITH ins AS (
 	RETURNING request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens, user_id, cost
 ), hourly AS (
 	INSERT INTO usage_hourly AS h (hour, key_id, account_id, model, status,
-		requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
+		requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost)
 	SELECT date_trunc('hour', at, 'UTC'), key_id, account_id, model, status,
-		count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens)
+		count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens), sum(cost)
 	FROM ins
 	GROUP BY 1, 2, 3, 4, 5
 	ORDER BY 1, 2, 3, 4, 5

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -378,11 +379,11 @@ func TestUsageLoad(t *testing.T) {
 	var records, groups, onlyRecords, onlyHourly int64
 	err := s.r.QueryRow(`WITH r AS (
 		SELECT at - at % 3600000 AS hour, key_id, account_id, model, status, count(*) AS requests,
-			sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens)
+			sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens), sum(cost)
 		FROM usage_records GROUP BY 1, 2, 3, 4, 5
 	), h AS (
 		SELECT hour, key_id, account_id, model, status, requests,
-			input_tokens, cached_tokens, output_tokens, reasoning_tokens
+			input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
 		FROM usage_hourly
 	)
 	SELECT (SELECT count(*) FROM usage_records), (SELECT count(*) FROM h),
@@ -419,6 +420,9 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 	}
 	recs := storagetest.VariedUsage("old", 0, 3000)
 	recs[0].At = time.Date(1969, 12, 31, 23, 30, 0, 0, time.UTC) // before 1970: the hour still rounds down
+	for i := range recs {
+		recs[i].Cost = 0 // version 1 has no cost
+	}
 	for _, r := range recs {
 		if _, err := db.Exec(`INSERT INTO usage_records (request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.RequestID, r.At.UnixMilli(), r.KeyID, r.AccountID, r.Model, r.Status,
@@ -434,6 +438,98 @@ func TestMigrationBackfillsRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	storagetest.CheckUsage(t, s, append(recs, more...))
+}
+
+// migrationsUpTo returns the embedded migrations up to version n, for
+// building a database as an older release left it.
+func migrationsUpTo(t *testing.T, n int) fstest.MapFS {
+	t.Helper()
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fstest.MapFS{}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		if v, err := strconv.Atoi(base[:5]); err != nil || v > n {
+			continue
+		}
+		data, err := fs.ReadFile(migrationFiles, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[base] = &fstest.MapFile{Data: data}
+	}
+	return out
+}
+
+// TestMigrationRollupCost stores records with their cost and the rollups
+// version 12 kept of them (cost a REAL that InsertUsage never added to), and
+// a rollup row whose records were pruned, then opens the store: migration 13
+// makes usage_hourly.cost an INTEGER of micro-units, each group's the sum of
+// its records' cost, and the pruned group's its old value in micro-units.
+// Records stored after are added to it.
+func TestMigrationRollupCost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.db")
+	if err := createFile(path); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openPool(path, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Up(t.Context(), db, goose.DialectSQLite3, migrationsUpTo(t, 12)); err != nil {
+		t.Fatal(err)
+	}
+	recs := storagetest.VariedUsage("old", 0, 3000)
+	recs[0].At = time.Date(1969, 12, 31, 23, 30, 0, 0, time.UTC) // before 1970: the hour still rounds down
+	for _, r := range recs {
+		if _, err := db.Exec(`INSERT INTO usage_records (request_id, at, key_id, account_id, model, status, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.RequestID, r.At.UnixMilli(), r.KeyID, r.AccountID, r.Model, r.Status,
+			r.InputTokens, r.CachedTokens, r.OutputTokens, r.ReasoningTokens, r.Cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rollups as version 12's InsertUsage left them: every cost 0.
+	if _, err := db.Exec(`INSERT INTO usage_hourly (hour, key_id, account_id, model, status,
+		requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost)
+		SELECT at - ((at % 3600000) + 3600000) % 3600000, key_id, account_id, model, status,
+			count(*), sum(input_tokens), sum(cached_tokens), sum(output_tokens), sum(reasoning_tokens), 0.0
+		FROM usage_records GROUP BY 1, 2, 3, 4, 5`); err != nil {
+		t.Fatal(err)
+	}
+	pruned := storage.UsageRollup{Hour: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), KeyID: "gone", Model: "m", Status: 200, Requests: 3, Cost: 250_000}
+	if _, err := db.Exec(`INSERT INTO usage_hourly (hour, key_id, account_id, model, status, requests, cost) VALUES (?, 'gone', '', 'm', 200, 3, 0.25)`,
+		pruned.Hour.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := openAt(t, path, testSealer(t))
+	got, err := s.Rollups(t.Context(), storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups after migration 13", got, append([]storage.UsageRollup{pruned}, storagetest.RollupsOf(recs)...))
+	var typ string
+	var notNull, reals int
+	var def any
+	if err := s.r.QueryRow(`SELECT type, "notnull", dflt_value, (SELECT count(*) FROM usage_hourly WHERE typeof(cost) <> 'integer')
+		FROM pragma_table_info('usage_hourly') WHERE name = 'cost' AND cid = (SELECT max(cid) FROM pragma_table_info('usage_hourly'))`).Scan(&typ, &notNull, &def, &reals); err != nil {
+		t.Fatalf("usage_hourly.cost, last column: %v", err)
+	}
+	if typ != "INTEGER" || notNull != 1 || def != "0" || reals != 0 {
+		t.Errorf("usage_hourly.cost: type %s, not null %d, default %v, %d values not integers; want INTEGER NOT NULL DEFAULT 0, none", typ, notNull, def, reals)
+	}
+	more := storagetest.VariedUsage("new", 0, 500)
+	if err := s.InsertUsage(t.Context(), more); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Rollups(t.Context(), storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups after more records", got, append([]storage.UsageRollup{pruned}, storagetest.RollupsOf(append(recs, more...))...))
 }
 
 // TestMigrationAdminDefault stores a key with the version-2 schema (no admin

@@ -96,9 +96,9 @@ type rollupKey struct {
 	status                  int
 }
 
-// rollupSums are the sums of one usage_hourly row.
+// rollupSums are the sums of one usage_hourly row; cost in micro-units.
 type rollupSums struct {
-	requests, input, cached, output, reasoning int64
+	requests, input, cached, output, reasoning, cost int64
 }
 
 // rollupRow is a usage_hourly row's key and the sums a batch adds to it.
@@ -393,6 +393,7 @@ func (g *rollups) add(c *userCharge, r *storage.UsageRecord) {
 	sum.cached += r.CachedTokens
 	sum.output += r.OutputTokens
 	sum.reasoning += r.ReasoningTokens
+	sum.cost += r.Cost
 }
 
 // insertRecords inserts recs a record a statement, skipping those already
@@ -458,7 +459,7 @@ func rollupArgs(args []driver.NamedValue, row *rollupRow) []driver.NamedValue {
 	k, g := &row.key, &row.sums
 	for _, v := range [rollupParams]driver.Value{
 		reuse(prev, 0, k.hour), reuse(prev, 1, k.keyID), reuse(prev, 2, k.accountID), reuse(prev, 3, k.model), int64(k.status),
-		g.requests, g.input, g.cached, g.output, g.reasoning, 0.0} {
+		g.requests, g.input, g.cached, g.output, g.reasoning, g.cost} {
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 	}
 	return args

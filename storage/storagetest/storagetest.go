@@ -72,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"Usage/RollupsQuery", testUsageRollupsQuery},
 		{"Usage/RollupsSkipDuplicates", testUsageRollupsSkipDuplicates},
 		{"Usage/RollupsConcurrentRetries", testUsageRollupsConcurrentRetries},
+		{"Usage/RollupsCost", testUsageRollupsCost},
 		{"Usage/Prune", testUsagePrune},
 		{"Usage/DirtyText", testUsageDirtyText},
 		{"RequestLog/Decisions", testRequestLogDecisions},

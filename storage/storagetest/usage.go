@@ -52,6 +52,7 @@ func VariedUsage(prefix string, first, n int) []storage.UsageRecord {
 			CachedTokens:    int64(h % 1000),
 			OutputTokens:    int64(h % 30000),
 			ReasoningTokens: int64(h % 500),
+			Cost:            int64(h%3) * int64(h%1_000_003), // a third cost nothing (no price)
 		}
 	}
 	return recs
@@ -59,8 +60,10 @@ func VariedUsage(prefix string, first, n int) []storage.UsageRecord {
 
 // RollupsOf computes the hourly rollups of recs as a backend must store
 // them: the first record of each RequestID counts, later ones are skipped;
-// the hour is At, at millisecond precision, truncated to the UTC hour. The
-// result is ordered like storage.Usage.Rollups.
+// the hour is At, at millisecond precision, truncated to the UTC hour; the
+// cost is the sum of the records' Cost, each clamped as
+// storage.UsageRecord.Bound does. The result is ordered like
+// storage.Usage.Rollups.
 func RollupsOf(recs []storage.UsageRecord) []storage.UsageRollup {
 	type key struct {
 		hour                    int64
@@ -90,6 +93,7 @@ func RollupsOf(recs []storage.UsageRecord) []storage.UsageRollup {
 		g.CachedTokens += r.CachedTokens
 		g.OutputTokens += r.OutputTokens
 		g.ReasoningTokens += r.ReasoningTokens
+		g.Cost += min(max(r.Cost, 0), storage.MaxAmount)
 	}
 	out := make([]storage.UsageRollup, 0, len(groups))
 	for _, g := range groups {
@@ -249,12 +253,16 @@ func testUsageRollups(t *testing.T, s storage.Store) {
 	if len(want) < 50 {
 		t.Fatalf("the sample has only %d rollup rows", len(want))
 	}
-	var requests int64
+	var requests, cost, wantCost int64
 	for _, r := range got {
 		requests += r.Requests
-		if r.Cost != 0 {
-			t.Errorf("rollup cost = %v without prices", r.Cost)
-		}
+		cost += r.Cost
+	}
+	for _, r := range all {
+		wantCost += r.Cost
+	}
+	if cost != wantCost || cost == 0 {
+		t.Errorf("rollups cost %d micro-units in all, want %d (not 0)", cost, wantCost)
 	}
 	if requests != int64(len(all)) {
 		t.Errorf("rollups count %d requests, want %d", requests, len(all))
@@ -417,4 +425,52 @@ func testUsageDirtyText(t *testing.T, s storage.Store) {
 	clean[2].KeyID = "key\uFFFD"
 	EqualRollups(t, "rollups of dirty text", rollups(t, s, storage.UsageQuery{}), RollupsOf(clean))
 	EqualRollups(t, "rollups by dirty model", rollups(t, s, storage.UsageQuery{Model: recs[1].Model}), RollupsOf(clean[1:2]))
+}
+
+// testUsageRollupsCost checks that a rollup row's Cost is the sum, in
+// micro-units, of the Cost of the records of its group that InsertUsage
+// stored: of a user charged or of none, a retried batch not counted twice,
+// a cost out of range counted as Bound clamps it; and that pruning the
+// records leaves it, as it leaves the rollups' other sums.
+func testUsageRollupsCost(t *testing.T, s storage.Store) {
+	u := mustUser(t, s, "payer", 1_000_000_000)
+	hour := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	rec := func(id string, minute, status int, cost int64, user string) storage.UsageRecord {
+		return storage.UsageRecord{RequestID: id, At: hour.Add(time.Duration(minute) * time.Minute), KeyID: "k", AccountID: "a", Model: "m",
+			Status: status, InputTokens: 10, Cost: cost, UserID: user}
+	}
+	recs := []storage.UsageRecord{
+		rec("c-1", 1, 200, 1_234_567, u.ID),
+		rec("c-2", 2, 200, 3, u.ID),
+		rec("c-3", 3, 200, 40_000, ""),           // no user: counted, charged to nobody
+		rec("c-4", 4, 500, 0, u.ID),              // failed: nothing charged
+		rec("c-5", 65, 200, 999_999_999_999, ""), // next hour
+		rec("c-6", 66, 200, -5, u.ID),            // clamped to 0
+	}
+	insert(t, s, recs[:3])
+	insert(t, s, recs) // the first three again: skipped
+	want := []int64{1_274_570, 0, 999_999_999_999}
+	got := rollups(t, s, storage.UsageQuery{})
+	if len(got) != len(want) {
+		t.Fatalf("rollups: %+v; want %d rows", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].Cost != w {
+			t.Errorf("rollup %d (%v, status %d): cost %d micro-units, want %d", i, got[i].Hour, got[i].Status, got[i].Cost, w)
+		}
+	}
+	EqualRollups(t, "rollups with costs", got, RollupsOf(recs))
+
+	// A cost beyond MaxAmount counts as MaxAmount: the sums cannot overflow.
+	insert(t, s, []storage.UsageRecord{rec("c-7", 70, 200, storage.MaxAmount+1, "")})
+	if got := rollups(t, s, storage.UsageQuery{From: hour.Add(time.Hour)}); len(got) != 1 || got[0].Cost != 999_999_999_999+storage.MaxAmount {
+		t.Errorf("rollup of a cost beyond MaxAmount: %+v, want cost %d", got, 999_999_999_999+storage.MaxAmount)
+	}
+
+	// Pruning records leaves the rollups' cost.
+	before := rollups(t, s, storage.UsageQuery{})
+	if _, _, err := s.PruneUsage(ctx(t), hour.Add(24*time.Hour), time.Time{}); err != nil {
+		t.Fatalf("PruneUsage: %v", err)
+	}
+	EqualRollups(t, "rollups after pruning their records", rollups(t, s, storage.UsageQuery{}), before)
 }
