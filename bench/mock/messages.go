@@ -31,10 +31,12 @@ func (s *stream) appendMessageID(dst []byte) []byte {
 	return append(dst, '"')
 }
 
-// appendToolUseID appends the tool_use block's id ("toolu_…").
+// appendToolUseID appends the tool_use block's id ("toolu_…", 24 characters
+// after the prefix as the real API's): the id's last 24 hex digits, which
+// hold the whole per-response sequence number, so no two answers share one.
 func (s *stream) appendToolUseID(dst []byte) []byte {
 	dst = append(dst, `"toolu_`...)
-	dst = append(dst, s.id[:24]...)
+	dst = append(dst, s.id[len(s.id)-24:]...)
 	return append(dst, '"')
 }
 

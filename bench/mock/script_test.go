@@ -349,3 +349,45 @@ func TestScriptWebSocket(t *testing.T) {
 		t.Errorf("second turn text %v", text)
 	}
 }
+
+// Each scripted tool call has an id of its own, as the real APIs give
+// (call_ or toolu_ and 24 characters): agents match a tool's result to its
+// call by that id across a conversation, and the Messages API refuses a
+// history whose tool_use ids repeat. The ids were the fleet's id seed and
+// the top half of the sequence number, always zero, so every call of a
+// fleet's lifetime had the same id (found by sending the same tool request
+// twice to troupe demo).
+func TestToolCallIDsUnique(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI, toolAnthropic)
+	c := newClient(t)
+	const ask = "Run 'echo hi-there'"
+	cases := []struct {
+		path, token, body, prefix string
+		hdr                       []string
+		id                        []any
+	}{
+		{"/v1/chat/completions", toolOpenAI.Token, `{"model":"m","tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],"messages":[{"role":"user","content":"` + ask + `"}]}`,
+			"call_", nil, []any{"choices", 0, "message", "tool_calls", 0, "id"}},
+		{"/v1/responses", toolOpenAI.Token, `{"model":"m","tools":[{"type":"function","name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}],"input":"` + ask + `"}`,
+			"call_", nil, []any{"output", 0, "call_id"}},
+		{"/v1/messages", "", `{"model":"m","max_tokens":9,"tools":[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}],"messages":[{"role":"user","content":"` + ask + `"}]}`,
+			"toolu_", anthropicHeaders(toolAnthropic), []any{"content", 0, "id"}},
+	}
+	seen := map[string]string{}
+	for _, tc := range cases {
+		for range 3 {
+			resp, b := do(t, c, "POST", base+tc.path, tc.token, tc.body, tc.hdr...)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: status %d: %s", tc.path, resp.StatusCode, b)
+			}
+			id, _ := get(obj(t, string(b)), tc.id...).(string)
+			if !strings.HasPrefix(id, tc.prefix) || len(id) != len(tc.prefix)+24 {
+				t.Errorf("%s: id %q, want %s and 24 characters", tc.path, id, tc.prefix)
+			}
+			if prev, dup := seen[id]; dup {
+				t.Errorf("%s: id %q repeats an id of %s", tc.path, id, prev)
+			}
+			seen[id] = tc.path
+		}
+	}
+}

@@ -31,11 +31,12 @@ func (s *stream) argFragment(i int) string {
 	return a[mid:]
 }
 
-// appendCallID appends the tool call's id ("call_…", as Chat and Responses
-// write call ids).
+// appendCallID appends the tool call's id ("call_…" and 24 characters, as
+// Chat and Responses write call ids): the id's last 24 hex digits, which hold
+// the whole per-response sequence number, so no two answers share one.
 func (s *stream) appendCallID(dst []byte) []byte {
 	dst = append(dst, `"call_`...)
-	dst = append(dst, s.id[:24]...)
+	dst = append(dst, s.id[len(s.id)-24:]...)
 	return append(dst, '"')
 }
 
