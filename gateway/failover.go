@@ -418,6 +418,10 @@ func (s *Server) logRequest(c *call, status int) {
 	switch {
 	case status == statusClientClosed:
 		class = upstream.ClassCanceled.String()
+	case status >= 400 && c.brokeClass != upstream.ClassNone:
+		// The serving attempt's stream failed after commit: the last
+		// failed attempt, though not among c.errors (it served the client).
+		class = c.brokeClass.String()
 	case status >= 400 && len(c.errors) > 0:
 		class = c.errors[len(c.errors)-1].Class
 	}

@@ -105,6 +105,8 @@ func (s *Server) logEnd(c *call, status int) {
 		// A committed stream that broke: no failover was possible, and the
 		// read's error is the only trace of why.
 		class, why = upstream.ClassTransient.String(), clip(c.broke.Error())
+	case c.brokeClass != upstream.ClassNone:
+		class = c.brokeClass.String() // an error event after commit
 	}
 	if account != "" {
 		if v, ok := s.sys.View(account); ok {

@@ -103,9 +103,14 @@ type call struct {
 	// broke: why the serving attempt's committed stream ended without its
 	// protocol's terminal event (the upstream read's error, or
 	// errNoTerminal), for the failed request's log line; nil otherwise.
-	broke   error
-	latency time.Duration // serving attempt: start to last byte
-	ttft    time.Duration // serving attempt: time to first content
+	broke error
+	// brokeClass: the failure class of the serving attempt when its
+	// committed stream ended in a failure (status 502: the upstream cut it,
+	// sent an error event, or it could not be translated), for the request
+	// log's error_class; ClassNone otherwise.
+	brokeClass upstream.Class
+	latency    time.Duration // serving attempt: start to last byte
+	ttft       time.Duration // serving attempt: time to first content
 
 	// Affinity and the Responses WebSocket (gateway/affinity.go, gateway/wssession.go).
 	only       string // the only account that may serve it: the owner of prevResp's state

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -95,5 +96,42 @@ func TestRequestLogRecordsClientClosedStream(t *testing.T) {
 	if r.RequestID != reqID || r.Status != statusClientClosed || r.ErrorClass != upstream.ClassCanceled.String() ||
 		r.AccountID == "" || r.InputTokens <= 0 || !r.Stream {
 		t.Errorf("record %+v, want request %s, status 499, class canceled, an account, input tokens > 0", r, reqID)
+	}
+}
+
+// A committed stream that fails after its content reached the client (the
+// upstream cut it before its terminal event, or sent an error event) is a
+// 502 whose record names the failure's class. Before, error_class was empty
+// for it: the serving attempt is not among the request's failed attempts
+// (found against troupe mock with the disconnect_after_content fault:
+// status 502, error_class "").
+func TestRequestLogBrokenStreamClass(t *testing.T) {
+	chunk := `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"partial"},"finish_reason":null}]}` + "\n\n"
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"cut", chunk},
+		{"error event", chunk + `data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}` + "\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := cannedTransport{200, "text/event-stream", []byte(tc.body)}
+			s, sys, key := testServerOf(t, tr, storage.ProviderOpenAI)
+			resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			if !bytes.Contains(resp.Body(), []byte("partial")) {
+				t.Fatalf("body %q: want the content", resp.Body())
+			}
+			waitIdle(t, sys)
+			recs := logged(t, s)
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want 1: %+v", len(recs), recs)
+			}
+			r := recs[0]
+			if r.Status != 502 || r.ErrorClass == "" || r.ErrorClass == upstream.ClassCanceled.String() || r.OutputTokens == 0 {
+				t.Errorf("record %+v: want status 502, the failure's class, the tokens served", r)
+			}
+			if tc.name == "cut" && r.ErrorClass != upstream.ClassTransient.String() {
+				t.Errorf("error_class %q, want transient", r.ErrorClass)
+			}
+		})
 	}
 }

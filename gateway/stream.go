@@ -733,7 +733,7 @@ func (st *stream) finish(count bool) {
 	case v.Class == upstream.ClassCanceled:
 		status = statusClientClosed
 	default:
-		status = 502
+		status, c.brokeClass = 502, v.Class
 	}
 	if count {
 		s.finish(c, status)
