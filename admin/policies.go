@@ -101,6 +101,10 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 				return
 			}
 		}
+		if body.Version < 0 { // storage reads v <= 0 as the latest: -1 would activate it
+			writeError(ctx, errBadParam("version", "version is a stored version (1 or more), or absent for the latest."))
+			return
+		}
 		s.activatePolicy(ctx, rctx, name, body.Version)
 	case len(parts) == 2 && parts[1] == "validate" && method == "POST":
 		s.policyValidate(ctx, rctx, name)
@@ -237,6 +241,9 @@ func (s *Server) adminPolicySource(ctx context.Context, name string, body []byte
 		if err := json.Unmarshal(body, &in); err != nil {
 			return "", errBadParam("source", `The body must be JSON {"source": "<lua>"} or {"version": N}, or empty.`)
 		}
+	}
+	if in.Version < 0 { // storage reads v <= 0 as the latest
+		return "", errBadParam("version", "version is a stored version (1 or more), or absent for the latest.")
 	}
 	if in.Source != "" {
 		return in.Source, nil

@@ -348,3 +348,25 @@ func TestPolicyConstantsBoundedInAPI(t *testing.T) {
 	}
 	c.do("GET", "/api/admin/policies/big", nil).want(t, 404)
 }
+
+// A negative version is refused (400, param version) by activate, validate
+// and simulate, as canary refuses it. Before, storage read it as "the
+// latest" (v <= 0), so POST …/activate {"version": -1} activated the latest
+// version (found with curl against troupe demo).
+func TestPolicyNegativeVersionRefused(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	c.do("PUT", "/api/admin/policies/neg", map[string]string{"source": goodPolicy}).want(t, 200)
+	for _, op := range []string{"activate", "validate", "simulate", "canary"} {
+		r := c.do("POST", "/api/admin/policies/neg/"+op, map[string]any{"version": -1, "percent": 10}).want(t, 400)
+		if p, _ := r.json["error"].(map[string]any)["param"].(string); p != "version" {
+			t.Errorf("%s with version -1: %s, want param version", op, r.body)
+		}
+	}
+	r := c.do("GET", "/api/admin/policies/neg/history", nil).want(t, 200)
+	for _, v := range r.json["versions"].([]any) {
+		if a := v.(map[string]any)["activated_at"]; a != nil {
+			t.Errorf("version activated by a refused request: %s", r.body)
+		}
+	}
+}
