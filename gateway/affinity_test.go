@@ -85,3 +85,47 @@ func TestPreviousResponseOfAnotherKey(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// A continuation asking for a model its previous response's account does
+// not serve gets 409 previous_response_not_found, so the client resends the
+// full input without previous_response_id (docs/affinity.md, rule 1) and
+// another account serves it. Before, it was a 503 no_account_available with
+// Retry-After 60, which no retry could cure (found on troupe demo: a
+// gpt-4.1-mini response continued with model claude-sonnet-4-5).
+func TestPreviousResponseOtherModel(t *testing.T) {
+	answer := []byte(`{"id":"resp_m","object":"response","status":"completed","output":[],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	rec := &recorder{inner: cannedTransport{200, "application/json", answer}, reqs: make(chan upstream.Request, 8)}
+	s, sys, key, _ := testServerStore(t, 1, rec)
+	sys.PutAccount(storage.Account{ID: "b0", Name: "other-model", Provider: storage.ProviderOpenAI, Models: []string{"m2"}, MaxConcurrency: 8})
+	waitUntil(t, "the second account", func() bool { return len(sys.Views()) >= 2 })
+	mc := memcache.New(memcache.Options{SweepInterval: -1})
+	t.Cleanup(func() { mc.Close() })
+	s.cache = mc
+	ln := serveTCP(t, s)
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(body string) (int, []byte) {
+		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/responses", bytes.NewReader([]byte(body)))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if st, b := post(`{"model":"m","input":"hi"}`); st != 200 {
+		t.Fatalf("first turn: %d %s", st, b)
+	}
+	<-rec.reqs
+	st, b := post(`{"model":"m2","input":"more","previous_response_id":"resp_m"}`)
+	if st != 409 || gjson.GetBytes(b, "error.code").Str != "previous_response_not_found" ||
+		gjson.GetBytes(b, "error.param").Str != "previous_response_id" {
+		t.Fatalf("continuation on another model: %d %s, want 409 previous_response_not_found", st, b)
+	}
+	if st, b := post(`{"model":"m2","input":"hi, more"}`); st != 200 {
+		t.Fatalf("the full input without previous_response_id: %d %s", st, b)
+	}
+	waitIdle(t, sys)
+}

@@ -558,6 +558,13 @@ func (s *Server) acquireError(c *call, err error) *APIError {
 			}
 			return errModelNotFound(c.model)
 		}
+		if c.only != "" && errors.Is(ae.Err, actors.ErrUnavailable) {
+			// The owner of previous_response_id cannot take the request (it
+			// does not serve the model or group asked for, or it left the
+			// pool after pin): only it holds the state, so no wait helps.
+			// Before, this was a 503 "retry shortly" with Retry-After 60.
+			return errPreviousResponseUnavailable(c.prevResp)
+		}
 		return errNoAccount(max(ae.RetryAfter, time.Second))
 	}
 	return errNoAccount(time.Second)
