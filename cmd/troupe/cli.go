@@ -446,6 +446,9 @@ func accountsCmd() *cobra.Command {
 			if err := credentialFlagsGiven(ac); err != nil {
 				return err
 			}
+			if err := ac.check(); err != nil {
+				return fmt.Errorf("account %s: %w", ac.Name, err)
+			}
 			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				a, err := s.PutAccount(ctx, ac.account())
 				if err != nil {

@@ -188,6 +188,43 @@ func TestCLIVersionAndMigrate(t *testing.T) {
 	}
 }
 
+// TestAccountsAddRefusesWhatTheAdminAPIRefuses: a base_url that is not an
+// absolute http(s) URL and a max_concurrency outside 0 to 10000 are refused
+// by troupe accounts add and in the config file's accounts, as the admin API
+// refuses them (400), and nothing is stored. Before, the CLI stored
+// --max-concurrency -5 and --base-url ftp://x (found running the README's
+// commands by hand; the admin API showed the account with max_concurrency -5).
+func TestAccountsAddRefusesWhatTheAdminAPIRefuses(t *testing.T) {
+	clearTroupeEnv(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"ftp", []string{"--base-url", "ftp://x"}, "base_url"},
+		{"relative", []string{"--base-url", "api.example.com/v1"}, "base_url"},
+		{"negative", []string{"--max-concurrency", "-5"}, "max_concurrency -5"},
+		{"huge", []string{"--max-concurrency", "10001"}, "max_concurrency 10001"},
+	} {
+		args := append([]string{"accounts", "add", "--data", dir, "--name", tc.name, "--provider", "openai", "--api-key", "k"}, tc.args...)
+		_, _, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: accounts add %v: err %v, want one saying %q", tc.name, tc.args, err, tc.want)
+		}
+	}
+	if list := mustCLI(t, "accounts", "list", "--data", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
+		t.Errorf("refused accounts were stored:\n%s", list)
+	}
+	mustCLI(t, "accounts", "add", "--data", dir, "--name", "ok", "--provider", "openai", "--api-key", "k",
+		"--base-url", "http://127.0.0.1:1/v1", "--max-concurrency", "0")
+	c := Config{Accounts: []AccountConfig{{Name: "a", Provider: "openai", BaseURL: "ftp://x"}, {Name: "b", Provider: "openai", MaxConcurrency: -1}}}
+	err := c.validate()
+	if err == nil || !strings.Contains(err.Error(), "accounts[0] (a): base_url") || !strings.Contains(err.Error(), "accounts[1] (b): max_concurrency -1") {
+		t.Errorf("config with a bad base_url and max_concurrency: %v", err)
+	}
+}
+
 // TestAccountsAddRefusesEmptyCredential: an account whose provider's
 // credential is empty (as --api-key "$UNSET_VARIABLE" gives) is refused with
 // an error naming the flag, and nothing is stored; a codex account may come

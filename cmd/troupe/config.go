@@ -394,8 +394,30 @@ func (c *Config) validate() error {
 		if !storage.Provider(a.Provider).Valid() {
 			errs = append(errs, fmt.Errorf("accounts[%d] (%s): provider %q: want codex, openai, openai_compat or anthropic", i, a.Name, a.Provider))
 		}
+		if err := a.check(); err != nil {
+			errs = append(errs, fmt.Errorf("accounts[%d] (%s): %w", i, a.Name, err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxAccountConcurrency is the largest max_concurrency of an account, as the
+// admin API allows it (admin/accounts_io.go).
+const maxAccountConcurrency = 10_000
+
+// check refuses what the admin API refuses of an account's settings, so the
+// config file and troupe accounts add store nothing it would not: a base_url
+// that is not an absolute http or https URL (it could never be called; the
+// URL is not quoted, it may hold a secret) and a max_concurrency outside 0
+// (meaning 1) to maxAccountConcurrency.
+func (a AccountConfig) check() error {
+	if a.BaseURL != "" && !upstream.ValidBaseURL(a.BaseURL) {
+		return errors.New("base_url: want an absolute http or https URL, such as https://api.example.com/v1")
+	}
+	if a.MaxConcurrency < 0 || a.MaxConcurrency > maxAccountConcurrency {
+		return fmt.Errorf("max_concurrency %d: want 0 (meaning 1) to %d", a.MaxConcurrency, maxAccountConcurrency)
+	}
+	return nil
 }
 
 // account converts a declared account to its storage form.
