@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +21,20 @@ var _ storage.AttemptStats = (*Store)(nil)
 // parameters, far below SQLite's limit (32,766).
 const attemptRowsPerStmt = 200
 
+// attemptRowsPerTx is how many rows one transaction of AddAttemptCounts
+// adds: five statements. Between its transactions the flush gives the
+// writer's one connection back to the pool, so a usage batch waiting for
+// it (the journal gives one a second, journal.DefaultAttemptTimeout) waits
+// for one transaction of the flush, a few milliseconds, not for the whole
+// flush: 63,000 rows at 5 µs each held the writer for 0.3 s on an idle
+// machine and over a second on a loaded one (docs/benchmarks.md, issue 21,
+// "usage batches and the statistics flush share the writer").
+const attemptRowsPerTx = 5 * attemptRowsPerStmt
+
+// attemptUndoTimeout bounds the transaction that takes back the rows a
+// failed AddAttemptCounts had already committed.
+const attemptUndoTimeout = 30 * time.Second
+
 // upsertAttemptCountsSQL adds n counts to their attempt_stats rows, one
 // VALUES tuple (scope, subject, hour, key, n) a count; the rows of one
 // statement are distinct (CoalesceAttemptCounts).
@@ -27,44 +43,89 @@ func upsertAttemptCountsSQL(n int) string {
 		` ON CONFLICT (scope, subject, hour, key) DO UPDATE SET n = n + excluded.n`)
 }
 
-// AddAttemptCounts adds cs to their attempt_stats rows in one transaction
-// (storage.AttemptStats), attemptRowsPerStmt rows a statement.
-func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount) (err error) {
-	cs, err = storage.CoalesceAttemptCounts(cs)
+// AddAttemptCounts adds cs to their attempt_stats rows
+// (storage.AttemptStats): attemptRowsPerStmt rows a statement and
+// attemptRowsPerTx rows a transaction, the writer released between
+// transactions so that other writes (usage batches) do not wait for the
+// whole batch. All or none, as the interface says: when a transaction fails
+// after others committed, the rows they added are taken back (subtracted,
+// and deleted where that leaves zero) in one more transaction, under a
+// context that ignores ctx's cancellation for at most attemptUndoTimeout,
+// before the error is returned. Only if that fails too (the error says so)
+// may the caller's retry count those rows twice. Readers may see a batch's
+// first transactions before its last, as they would see one flush before
+// the next.
+func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount) error {
+	cs, err := storage.CoalesceAttemptCounts(cs)
 	if err != nil {
 		return fmt.Errorf("sqlite: add attempt counts: %w", err)
 	}
 	if len(cs) == 0 {
 		return nil
 	}
+	a := attemptAdder{args: make([]any, 0, 5*attemptRowsPerStmt)}
+	defer a.close()
+	for done := 0; done < len(cs); done += attemptRowsPerTx {
+		part := cs[done:min(done+attemptRowsPerTx, len(cs))]
+		if err := s.addAttemptCountsTx(ctx, &a, part, len(cs)); err != nil {
+			err = fmt.Errorf("sqlite: add attempt counts: rows %d-%d of %d: %w", done, done+len(part)-1, len(cs), err)
+			if done == 0 {
+				return err
+			}
+			if uerr := s.undoAttemptCounts(ctx, cs[:done]); uerr != nil {
+				return errors.Join(err, fmt.Errorf("sqlite: add attempt counts: taking back the %d rows already committed failed, a retry counts them twice: %w", done, uerr))
+			}
+			return err
+		}
+		if s.afterAttemptTx != nil {
+			s.afterAttemptTx()
+		}
+	}
+	return nil
+}
+
+// attemptAdder holds what the transactions of one AddAttemptCounts share.
+type attemptAdder struct {
+	full *sql.Stmt // attemptRowsPerStmt rows, prepared on the writer once a batch
+	args []any     // one statement's arguments, reused
+}
+
+func (a *attemptAdder) close() {
+	if a.full != nil {
+		_ = a.full.Close() // nothing to do about it: the statement is the pool's
+	}
+}
+
+// addAttemptCountsTx adds part, rows of a batch of total, in one
+// transaction.
+func (s *Store) addAttemptCountsTx(ctx context.Context, a *attemptAdder, part []storage.AttemptCount, total int) (err error) {
+	if a.full == nil && total >= attemptRowsPerStmt {
+		if a.full, err = s.w.PrepareContext(ctx, upsertAttemptCountsSQL(attemptRowsPerStmt)); err != nil {
+			return err
+		}
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: add attempt counts: %w", err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	full, err := tx.PrepareContext(ctx, upsertAttemptCountsSQL(min(len(cs), attemptRowsPerStmt)))
-	if err != nil {
-		return fmt.Errorf("sqlite: add attempt counts: %w", err)
-	}
-	defer full.Close()
 	rowCtx := context.WithoutCancel(ctx) // as in InsertUsage: no watcher goroutine per statement
-	args := make([]any, 0, 5*attemptRowsPerStmt)
 	// The arguments are int64s, driver.Values as they are (database/sql
 	// would box an int a second time to convert it), and the subject and
 	// hour that consecutive rows share (cs is sorted by scope, subject,
 	// hour) are boxed once.
 	var subject, hour any
 	lastSubject, lastHour := "", int64(-1)
-	for start := 0; start < len(cs); start += attemptRowsPerStmt {
+	for start := 0; start < len(part); start += attemptRowsPerStmt {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("sqlite: add attempt counts: %w", err)
+			return err
 		}
-		chunk := cs[start:min(start+attemptRowsPerStmt, len(cs))]
-		args = args[:0]
+		chunk := part[start:min(start+attemptRowsPerStmt, len(part))]
+		a.args = a.args[:0]
 		for i := range chunk {
 			c := &chunk[i]
 			if subject == nil || c.Subject != lastSubject {
@@ -73,24 +134,62 @@ func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount)
 			if h := c.Hour.UnixMilli(); h != lastHour {
 				hour, lastHour = h, h
 			}
-			args = append(args, int64(c.Scope), subject, hour, int64(c.Key), c.N)
+			a.args = append(a.args, int64(c.Scope), subject, hour, int64(c.Key), c.N)
 		}
-		stmt := full
-		if len(chunk) < attemptRowsPerStmt && len(chunk) < len(cs) {
-			// The shorter last statement of a batch of several.
+		var stmt *sql.Stmt
+		if len(chunk) == attemptRowsPerStmt {
+			stmt = tx.StmtContext(ctx, a.full) // the writer's one connection: prepared on it already
+		} else {
+			// The shorter last statement of a batch.
 			if stmt, err = tx.PrepareContext(ctx, upsertAttemptCountsSQL(len(chunk))); err != nil {
-				return fmt.Errorf("sqlite: add attempt counts: %w", err)
+				return err
 			}
-			defer stmt.Close()
 		}
-		if _, err := stmt.ExecContext(rowCtx, args...); err != nil {
-			return fmt.Errorf("sqlite: add attempt counts: rows %d-%d of %d: %w", start, start+len(chunk)-1, len(cs), err)
+		_, err := stmt.ExecContext(rowCtx, a.args...)
+		_ = stmt.Close() // a Tx's statement: the one prepared on the pool stays
+		if err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: add attempt counts: commit: %w", err)
+	return tx.Commit()
+}
+
+// undoAttemptCounts subtracts cs, rows a failed AddAttemptCounts committed,
+// from their attempt_stats rows in one transaction, and deletes the rows
+// that leaves at zero (rows are never zero). It ignores ctx's cancellation:
+// it runs because the batch failed, often because ctx ended.
+func (s *Store) undoAttemptCounts(ctx context.Context, cs []storage.AttemptCount) (err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptUndoTimeout)
+	defer cancel()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the error that matters is err
+		}
+	}()
+	sub, err := tx.PrepareContext(ctx, `UPDATE attempt_stats SET n = n - ? WHERE scope = ? AND subject = ? AND hour = ? AND key = ?`)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	del, err := tx.PrepareContext(ctx, `DELETE FROM attempt_stats WHERE scope = ? AND subject = ? AND hour = ? AND key = ? AND n = 0`)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	for i := range cs {
+		c := &cs[i]
+		if _, err := sub.ExecContext(ctx, c.N, int64(c.Scope), c.Subject, c.Hour.UnixMilli(), int64(c.Key)); err != nil {
+			return err
+		}
+		if _, err := del.ExecContext(ctx, int64(c.Scope), c.Subject, c.Hour.UnixMilli(), int64(c.Key)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // AttemptCounts returns the attempt_stats rows of scope (and subject, when

@@ -56,6 +56,9 @@ type Store struct {
 	idle idleRelease
 	// released, when set (tests), is called after each release.
 	released func()
+	// afterAttemptTx, in tests, is called after each committed transaction
+	// of AddAttemptCounts.
+	afterAttemptTx func()
 }
 
 var _ storage.Store = (*Store)(nil)
