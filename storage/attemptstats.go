@@ -41,8 +41,11 @@ const MaxStatsKey = 1023
 // backends have it.
 type AttemptStats interface {
 	// AddAttemptCounts adds each count's N to its row (Scope, Subject,
-	// Hour, Key), creating the row when missing, in one transaction: all
-	// or none. Counts of one row may repeat in cs (they add up). Subject
+	// Hour, Key), creating the row when missing: all or none. A backend
+	// may write a batch in several transactions, so that other writes do
+	// not wait for all of it (SQLite's one writer), and then takes back
+	// what it wrote when a later transaction fails; readers may see part of
+	// a batch while it is written. Counts of one row may repeat in cs (they add up). Subject
 	// text PostgreSQL cannot hold is stored with U+FFFD in place of the bad
 	// bytes. ErrInvalid (nothing written) when a count's Scope is not one
 	// of the StatsScope constants or its Key is outside 0..MaxStatsKey.
