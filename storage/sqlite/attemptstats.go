@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/troupe-gw/troupe/storage"
@@ -31,9 +32,9 @@ const attemptRowsPerStmt = 200
 // "usage batches and the statistics flush share the writer").
 const attemptRowsPerTx = 5 * attemptRowsPerStmt
 
-// attemptUndoTimeout bounds the transaction that takes back the rows a
-// failed AddAttemptCounts had already committed.
-const attemptUndoTimeout = 30 * time.Second
+// attemptRepairTimeout bounds the work a failed AddAttemptCounts does after
+// its context ended: finishing the batch, or taking back what it committed.
+const attemptRepairTimeout = 30 * time.Second
 
 // upsertAttemptCountsSQL adds n counts to their attempt_stats rows, one
 // VALUES tuple (scope, subject, hour, key, n) a count; the rows of one
@@ -47,14 +48,20 @@ func upsertAttemptCountsSQL(n int) string {
 // (storage.AttemptStats): attemptRowsPerStmt rows a statement and
 // attemptRowsPerTx rows a transaction, the writer released between
 // transactions so that other writes (usage batches) do not wait for the
-// whole batch. All or none, as the interface says: when a transaction fails
-// after others committed, the rows they added are taken back (subtracted,
-// and deleted where that leaves zero) in one more transaction, under a
-// context that ignores ctx's cancellation for at most attemptUndoTimeout,
-// before the error is returned. Only if that fails too (the error says so)
-// may the caller's retry count those rows twice. Readers may see a batch's
-// first transactions before its last, as they would see one flush before
-// the next.
+// whole batch. All or none, as the interface says, when a transaction
+// fails after others committed:
+//
+//   - if ctx ended and at least half the rows are committed, the rest are
+//     added under a context without ctx's cancellation (at most
+//     attemptRepairTimeout), and the batch succeeds: a flush cut short by
+//     its timeout or by shutdown is not thrown away near its end;
+//   - otherwise the committed rows are taken back (subtracted, in
+//     transactions of attemptRowsPerTx, and the rows left at zero deleted)
+//     under such a context, and the error returned.
+//
+// Only if taking back fails too (the error says so) may the caller's retry
+// count those rows twice. Readers may see a batch's first transactions
+// before its last, as they would see one flush before the next.
 func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount) error {
 	cs, err := storage.CoalesceAttemptCounts(cs)
 	if err != nil {
@@ -63,22 +70,63 @@ func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount)
 	if len(cs) == 0 {
 		return nil
 	}
-	a := attemptAdder{args: make([]any, 0, 5*attemptRowsPerStmt)}
+	a := attemptAdder{args: make([]any, 0, 5*attemptRowsPerStmt), total: len(cs)}
 	defer a.close()
+	done, err := s.addAttemptCountsTxs(ctx, &a, cs)
+	if err == nil || done == 0 {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptRepairTimeout)
+	defer cancel()
+	if ctx.Err() != nil && len(cs)-done <= done {
+		more, ferr := s.addAttemptCountsTxs(rctx, &a, cs[done:])
+		if ferr == nil {
+			return nil
+		}
+		done += more
+		err = errors.Join(err, ferr)
+	}
+	if uerr := s.undoAttemptCounts(rctx, &a, cs[:done]); uerr != nil {
+		return errors.Join(err, fmt.Errorf("sqlite: add attempt counts: taking back the %d rows already committed failed, a retry counts them twice: %w", done, uerr))
+	}
+	return err
+}
+
+// addAttemptCountsTxs adds cs, attemptRowsPerTx rows a transaction, and
+// returns how many rows the committed transactions added.
+func (s *Store) addAttemptCountsTxs(ctx context.Context, a *attemptAdder, cs []storage.AttemptCount) (int, error) {
 	for done := 0; done < len(cs); done += attemptRowsPerTx {
 		part := cs[done:min(done+attemptRowsPerTx, len(cs))]
-		if err := s.addAttemptCountsTx(ctx, &a, part, len(cs)); err != nil {
-			err = fmt.Errorf("sqlite: add attempt counts: rows %d-%d of %d: %w", done, done+len(part)-1, len(cs), err)
-			if done == 0 {
-				return err
-			}
-			if uerr := s.undoAttemptCounts(ctx, cs[:done]); uerr != nil {
-				return errors.Join(err, fmt.Errorf("sqlite: add attempt counts: taking back the %d rows already committed failed, a retry counts them twice: %w", done, uerr))
-			}
-			return err
+		if err := s.addAttemptCountsTx(ctx, a, part); err != nil {
+			return done, fmt.Errorf("sqlite: add attempt counts: %d rows of %d: %w", len(part), a.total, err)
 		}
 		if s.afterAttemptTx != nil {
 			s.afterAttemptTx()
+		}
+	}
+	return len(cs), nil
+}
+
+// undoAttemptCounts subtracts cs, rows a failed AddAttemptCounts committed,
+// from their attempt_stats rows, attemptRowsPerTx rows a transaction, then
+// deletes the rows of their hours that this leaves at zero (rows are never
+// zero).
+func (s *Store) undoAttemptCounts(ctx context.Context, a *attemptAdder, cs []storage.AttemptCount) error {
+	neg := make([]storage.AttemptCount, len(cs))
+	var hours []int64
+	for i, c := range cs {
+		c.N = -c.N
+		neg[i] = c
+		if h := c.Hour.UnixMilli(); !slices.Contains(hours, h) {
+			hours = append(hours, h)
+		}
+	}
+	if _, err := s.addAttemptCountsTxs(ctx, a, neg); err != nil {
+		return err
+	}
+	for _, h := range hours {
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM attempt_stats WHERE hour = ? AND n = 0`, h); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -86,8 +134,9 @@ func (s *Store) AddAttemptCounts(ctx context.Context, cs []storage.AttemptCount)
 
 // attemptAdder holds what the transactions of one AddAttemptCounts share.
 type attemptAdder struct {
-	full *sql.Stmt // attemptRowsPerStmt rows, prepared on the writer once a batch
-	args []any     // one statement's arguments, reused
+	total int       // rows in the batch
+	full  *sql.Stmt // attemptRowsPerStmt rows, prepared on the writer once a batch
+	args  []any     // one statement's arguments, reused
 }
 
 func (a *attemptAdder) close() {
@@ -96,10 +145,9 @@ func (a *attemptAdder) close() {
 	}
 }
 
-// addAttemptCountsTx adds part, rows of a batch of total, in one
-// transaction.
-func (s *Store) addAttemptCountsTx(ctx context.Context, a *attemptAdder, part []storage.AttemptCount, total int) (err error) {
-	if a.full == nil && total >= attemptRowsPerStmt {
+// addAttemptCountsTx adds part in one transaction.
+func (s *Store) addAttemptCountsTx(ctx context.Context, a *attemptAdder, part []storage.AttemptCount) (err error) {
+	if a.full == nil && len(part) >= attemptRowsPerStmt {
 		if a.full, err = s.w.PrepareContext(ctx, upsertAttemptCountsSQL(attemptRowsPerStmt)); err != nil {
 			return err
 		}
@@ -148,44 +196,6 @@ func (s *Store) addAttemptCountsTx(ctx context.Context, a *attemptAdder, part []
 		_, err := stmt.ExecContext(rowCtx, a.args...)
 		_ = stmt.Close() // a Tx's statement: the one prepared on the pool stays
 		if err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// undoAttemptCounts subtracts cs, rows a failed AddAttemptCounts committed,
-// from their attempt_stats rows in one transaction, and deletes the rows
-// that leaves at zero (rows are never zero). It ignores ctx's cancellation:
-// it runs because the batch failed, often because ctx ended.
-func (s *Store) undoAttemptCounts(ctx context.Context, cs []storage.AttemptCount) (err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptUndoTimeout)
-	defer cancel()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback() // the error that matters is err
-		}
-	}()
-	sub, err := tx.PrepareContext(ctx, `UPDATE attempt_stats SET n = n - ? WHERE scope = ? AND subject = ? AND hour = ? AND key = ?`)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	del, err := tx.PrepareContext(ctx, `DELETE FROM attempt_stats WHERE scope = ? AND subject = ? AND hour = ? AND key = ? AND n = 0`)
-	if err != nil {
-		return err
-	}
-	defer del.Close()
-	for i := range cs {
-		c := &cs[i]
-		if _, err := sub.ExecContext(ctx, c.N, int64(c.Scope), c.Subject, c.Hour.UnixMilli(), int64(c.Key)); err != nil {
-			return err
-		}
-		if _, err := del.ExecContext(ctx, int64(c.Scope), c.Subject, c.Hour.UnixMilli(), int64(c.Key)); err != nil {
 			return err
 		}
 	}
