@@ -2,6 +2,7 @@ package stats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -70,9 +71,9 @@ func BenchmarkPending(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id, a, tk := g.next()
-		p.attempt(at, id, "openai", a)
+		p.attempt(at, shardOf(id), id, "openai", a)
 		if tk != (Tokens{}) {
-			p.tokens(at, id, "openai", tk)
+			p.tokens(at, shardOf(id), id, "openai", tk)
 		}
 		if i%gatewayFlush == gatewayFlush-1 {
 			p.take()
@@ -94,8 +95,8 @@ func BenchmarkTake(b *testing.B) {
 		b.StopTimer()
 		for range gatewayFlush {
 			id, a, tk := g.next()
-			p.attempt(at, id, "openai", a)
-			p.tokens(at, id, "openai", tk)
+			p.attempt(at, shardOf(id), id, "openai", a)
+			p.tokens(at, shardOf(id), id, "openai", tk)
 		}
 		b.StartTimer()
 		if _, err := storage.CoalesceAttemptCounts(p.take()); err != nil {
@@ -154,9 +155,9 @@ func BenchmarkPendingHeap(b *testing.B) {
 					g.rnd, g.k = 1, 0
 					for range accounts * perAccount {
 						id, a, tk := g.next()
-						p.attempt(at, id, "openai", a)
+						p.attempt(at, shardOf(id), id, "openai", a)
 						if tk != (Tokens{}) {
-							p.tokens(at, id, "openai", tk)
+							p.tokens(at, shardOf(id), id, "openai", tk)
 						}
 					}
 				}
@@ -175,6 +176,58 @@ func BenchmarkPendingHeap(b *testing.B) {
 			b.ReportMetric(float64(cells), "cells")
 		})
 	}
+}
+
+// oneShard returns n account IDs of one shard: prefix, then a number.
+func oneShard(prefix string, n int) []string {
+	var ids []string
+	for i := 0; len(ids) < n; i++ {
+		id := prefix + strconv.Itoa(i)
+		if len(ids) == 0 || shardOf(id) == shardOf(ids[0]) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// rows is the number of rows of scope in every shard (a provider's row
+// once for each shard that holds a part of it).
+func (p *pending) rows(scope storage.StatsScope) int {
+	n := 0
+	for i := range p.shards {
+		for r := range p.shards[i].rows {
+			if r.scope == scope {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// distinctCells is the number of (row, key) pairs with a count in the
+// shards: the counts take hands out when none is past cellMax.
+func (p *pending) distinctCells() int {
+	type cell struct {
+		rowKey
+		key uint64
+	}
+	seen := map[cell]bool{}
+	for i := range p.shards {
+		sh := &p.shards[i]
+		for r, b := range sh.rows {
+			for ; ; b = sh.blocks[b].next {
+				for _, c := range sh.blocks[b].c {
+					if c != 0 {
+						seen[cell{r, c >> cellBits}] = true
+					}
+				}
+				if sh.blocks[b].next == 0 {
+					break
+				}
+			}
+		}
+	}
+	return len(seen)
 }
 
 // counts returns cs summed by row and ordered (storage.CoalesceAttemptCounts),
@@ -209,32 +262,34 @@ func check(t *testing.T, cs []storage.AttemptCount, rows map[rowKey]want) {
 
 func TestPendingCountsByRow(t *testing.T) {
 	var p pending
+	ids := oneShard("acct", 2) // one shard: the provider's row is one row
 	h := hourOf(t0)
 	lat := keyLatency + int(bin(time.Second))
 	ttft := keyTTFT + int(bin(time.Second/2))
-	p.attempt(t0, "a", "openai", ok(time.Second))
-	p.attempt(t0.Add(time.Minute), "a", "openai", ok(time.Second))
-	p.attempt(t0, "a", "openai", Attempt{Status: 429, Class: upstream.ClassRate})
-	p.tokens(t0, "a", "openai", Tokens{Input: 10, CacheWrite: 3})
-	p.tokens(t0, "a", "openai", Tokens{Input: 5})
-	p.attempt(t0, "b", "openai", Attempt{Status: 200, Latency: time.Second})
-	p.tokens(t0, "b", "openai", Tokens{}) // nothing
+	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", ok(time.Second))
+	p.attempt(t0.Add(time.Minute), shardOf(ids[0]), ids[0], "openai", ok(time.Second))
+	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", Attempt{Status: 429, Class: upstream.ClassRate})
+	p.tokens(t0, shardOf(ids[0]), ids[0], "openai", Tokens{Input: 10, CacheWrite: 3})
+	p.tokens(t0, shardOf(ids[0]), ids[0], "openai", Tokens{Input: 5})
+	p.attempt(t0, shardOf(ids[1]), ids[1], "openai", Attempt{Status: 200, Latency: time.Second})
+	p.tokens(t0, shardOf(ids[1]), ids[1], "openai", Tokens{}) // nothing
 	a := want{keyClass: 3, keyStatus + int(statusKey(200)): 2, keyStatus + int(statusKey(429)): 1,
 		int(keyClass + upstream.ClassRate): 1, lat: 2, ttft: 2, storedTokens: 15, storedTokens + 3: 3}
 	a[keyClass] = 2 // the 429's class is rate, not success
 	b := want{keyClass: 1, keyStatus + int(statusKey(200)): 1, lat: 1}
 	prov := want{keyClass: 3, keyStatus + int(statusKey(200)): 3, keyStatus + int(statusKey(429)): 1,
 		int(keyClass + upstream.ClassRate): 1, lat: 3, ttft: 2, storedTokens: 15, storedTokens + 3: 3}
-	if len(p.rows) != 3 || p.cells != len(a)+len(b)+len(prov) {
-		t.Fatalf("%d rows, %d cells; want 3 rows and %d cells", len(p.rows), p.cells, len(a)+len(b)+len(prov))
+	sh := &p.shards[shardOf(ids[0])]
+	if len(sh.rows) != 3 || p.cells() != len(a)+len(b)+len(prov) {
+		t.Fatalf("%d rows, %d cells; want 3 rows and %d cells", len(sh.rows), p.cells(), len(a)+len(b)+len(prov))
 	}
 	cs := p.take()
 	if len(cs) != len(a)+len(b)+len(prov) {
 		t.Errorf("take: %d counts, want one a cell", len(cs))
 	}
-	check(t, cs, map[rowKey]want{{"a", h, storage.StatsAccount}: a, {"b", h, storage.StatsAccount}: b, {"openai", h, storage.StatsProvider}: prov})
-	if p.rows != nil || p.blocks != nil || p.cells != 0 || p.lastRows != 3 || p.lastBlocks != 5 {
-		t.Fatalf("after take: rows %v, %d blocks, %d cells, sizes %d, %d; want an empty batch sized 3, 5 (nine cells in two blocks, twice, and one)", p.rows, len(p.blocks), p.cells, p.lastRows, p.lastBlocks)
+	check(t, cs, map[rowKey]want{{ids[0], h, storage.StatsAccount}: a, {ids[1], h, storage.StatsAccount}: b, {"openai", h, storage.StatsProvider}: prov})
+	if sh.rows != nil || sh.blocks != nil || sh.cells != 0 || sh.lastRows != 3 || sh.lastBlocks != 5 || p.used.Load() != 0 {
+		t.Fatalf("after take: rows %v, %d blocks, %d cells, sizes %d, %d, %d blocks in use; want an empty batch sized 3, 5 (nine cells in two blocks, twice, and one)", sh.rows, len(sh.blocks), sh.cells, sh.lastRows, sh.lastBlocks, p.used.Load())
 	}
 	if cs := p.take(); len(cs) != 0 {
 		t.Fatalf("second take: %v, want nothing", cs)
@@ -248,14 +303,15 @@ func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
 	a := want{}
 	for i := range 40 { // 40 latency bins and a TTFT's: six blocks
 		d := time.Duration(1+i) * 137 * time.Millisecond
-		p.attempt(t0, "a", "p", Attempt{Status: 200, Latency: d})
+		p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200, Latency: d})
 		a[keyLatency+int(bin(d))]++
 	}
 	a[keyClass] = 40
 	a[keyStatus+int(statusKey(200))] = 40
-	b := p.rows[rowKey{"a", hourOf(t0), storage.StatsAccount}]
+	sh := &p.shards[shardOf("a")]
+	b := sh.rows[rowKey{"a", hourOf(t0), storage.StatsAccount}]
 	chain := 1
-	for ; p.blocks[b].next != 0; b = p.blocks[b].next {
+	for ; sh.blocks[b].next != 0; b = sh.blocks[b].next {
 		chain++
 	}
 	if want := (len(a) + blockCells - 1) / blockCells; chain != want {
@@ -264,7 +320,7 @@ func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
 	// Three tokens counts of 2^62: past a cell's 2^54−1, so each takes
 	// several cells of the key.
 	for range 3 {
-		p.tokens(t0, "a", "p", Tokens{Output: 1 << 62})
+		p.tokens(t0, shardOf("a"), "a", "p", Tokens{Output: 1 << 62})
 	}
 	// Their sum is past an int64's range: summed here, by subject.
 	sum := map[string]uint64{}
@@ -291,14 +347,14 @@ func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
 func TestPendingPutBack(t *testing.T) {
 	var p pending
 	h := hourOf(t0)
-	p.attempt(t0, "a", "p", ok(time.Second))
-	p.tokens(t0, "a", "p", Tokens{Input: 7})
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
+	p.tokens(t0, shardOf("a"), "a", "p", Tokens{Input: 7})
 	failed := p.take()
 	// Recorded while the flush was failing: the same account and hour, a
 	// new account, the next hour.
-	p.attempt(t0, "a", "p", ok(time.Second))
-	p.attempt(t0, "b", "p", Attempt{Status: 500, Class: upstream.ClassTransient})
-	p.tokens(t0.Add(time.Hour), "a", "p", Tokens{Input: 3})
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
+	p.attempt(t0, shardOf("b"), "b", "p", Attempt{Status: 500, Class: upstream.ClassTransient})
+	p.tokens(t0.Add(time.Hour), shardOf("a"), "a", "p", Tokens{Input: 3})
 	p.putBack(failed)
 	lat, ttft := keyLatency+int(bin(time.Second)), keyTTFT+int(bin(time.Second/2))
 	a := want{keyClass: 2, keyStatus + int(statusKey(200)): 2, lat: 2, ttft: 2, storedTokens: 7}
@@ -309,12 +365,12 @@ func TestPendingPutBack(t *testing.T) {
 		{"a", h, storage.StatsAccount}: a, {"b", h, storage.StatsAccount}: b, {"p", h, storage.StatsProvider}: prov,
 		{"a", h + 3600, storage.StatsAccount}: {storedTokens: 3}, {"p", h + 3600, storage.StatsProvider}: {storedTokens: 3},
 	}
-	if len(p.rows) != len(rows) {
-		t.Errorf("%d rows after putBack, want %d (the failed counts joined their rows)", len(p.rows), len(rows))
+	if n := p.rows(storage.StatsAccount); n != 3 {
+		t.Errorf("%d account rows after putBack, want 3 (the failed counts joined their rows)", n)
 	}
 	check(t, p.take(), rows)
 	// Handed back twice (two failed flushes), the counts are still there once.
-	p.attempt(t0, "a", "p", ok(time.Second))
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
 	again := p.take()
 	p.putBack(again)
 	again = p.take()
@@ -333,22 +389,25 @@ func TestPendingPutBack(t *testing.T) {
 // cell of a known row still count; a take makes room again.
 func TestPendingBound(t *testing.T) {
 	var p pending
-	// One provider row (one block), then account rows of one block each.
-	p.attempt(t0, "a0", "p", Attempt{Status: 200})
-	for i := 1; len(p.blocks) < maxPending; i++ {
-		p.tokens(t0, "a"+strconv.Itoa(i), "p", Tokens{Input: 1})
+	ids := oneShard("x", 2) // "a0" and "new": the provider's row in their shard is one row
+	a0, nw := ids[0], ids[1]
+	// One provider row (one block; one a shard, soon), then account rows
+	// of one block each.
+	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200})
+	for i := 1; p.used.Load() < maxPending; i++ {
+		p.tokens(t0, shardOf("a"+strconv.Itoa(i)), "a"+strconv.Itoa(i), "p", Tokens{Input: 1})
 	}
-	if p.dropped.Load() != 0 || len(p.blocks) != maxPending {
-		t.Fatalf("%d blocks, %d dropped; want %d blocks, none dropped", len(p.blocks), p.dropped.Load(), maxPending)
+	if p.dropped.Load() != 0 || p.used.Load() != maxPending {
+		t.Fatalf("%d blocks, %d dropped; want %d blocks, none dropped", p.used.Load(), p.dropped.Load(), maxPending)
 	}
-	cells := p.cells
+	cells := p.cells()
 	// A known row with room: counted. "a0" holds class and status.
-	p.attempt(t0, "a0", "p", Attempt{Status: 200, Latency: time.Second})
-	if p.dropped.Load() != 0 || p.cells != cells+2 {
-		t.Fatalf("into known rows' free cells: %d dropped, %d new cells; want 0 and 2", p.dropped.Load(), p.cells-cells)
+	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Second})
+	if p.dropped.Load() != 0 || p.cells() != cells+2 {
+		t.Fatalf("into known rows' free cells: %d dropped, %d new cells; want 0 and 2", p.dropped.Load(), p.cells()-cells)
 	}
 	// A new row: its four counts dropped (the provider's counted).
-	p.attempt(t0, "new", "p", ok(time.Second))
+	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second))
 	if d := p.dropped.Load(); d != 4 {
 		t.Fatalf("a new account at the bound: %d dropped, want 4", d)
 	}
@@ -356,7 +415,7 @@ func TestPendingBound(t *testing.T) {
 	// more fill a0's block with four and p's with two, and the rest need
 	// new blocks: one of a0's dropped, three of p's.
 	for i := range 5 {
-		p.attempt(t0, "a0", "p", Attempt{Status: 200, Latency: time.Duration(2+i) * time.Second})
+		p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Duration(2+i) * time.Second})
 	}
 	if d := p.dropped.Load(); d != 8 {
 		t.Fatalf("full rows at the bound: %d dropped, want 8", d)
@@ -366,13 +425,13 @@ func TestPendingBound(t *testing.T) {
 	if d := p.dropped.Load(); d != 9 {
 		t.Fatalf("a putBack at the bound: %d dropped, want 9", d)
 	}
-	n := p.cells
+	n := p.distinctCells()
 	if cs := p.take(); len(cs) != n {
-		t.Fatalf("take at the bound: %d counts, want its %d cells", len(cs), n)
+		t.Fatalf("take at the bound: %d counts, want its %d cells (a provider's parts added up)", len(cs), n)
 	}
-	p.attempt(t0, "new", "p", ok(time.Second))
-	if d := p.dropped.Load(); d != 9 || p.cells != 8 {
-		t.Fatalf("after a take: %d dropped, %d cells; want 9 and 8", d, p.cells)
+	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second))
+	if d := p.dropped.Load(); d != 9 || p.cells() != 8 {
+		t.Fatalf("after a take: %d dropped, %d cells; want 9 and 8", d, p.cells())
 	}
 }
 
@@ -387,10 +446,10 @@ func TestPendingHours(t *testing.T) {
 	}
 	var p pending
 	end := t0.Add(time.Hour)
-	p.attempt(end.Add(-time.Nanosecond), "a", "p", Attempt{Status: 200})
-	p.attempt(end, "a", "p", Attempt{Status: 200})
-	p.attempt(end.Add(time.Hour-time.Nanosecond), "a", "p", Attempt{Status: 200})
-	p.attempt(t0, "a", "p", Attempt{Status: 200}) // late: its hour's row is still there
+	p.attempt(end.Add(-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200})
+	p.attempt(end, shardOf("a"), "a", "p", Attempt{Status: 200})
+	p.attempt(end.Add(time.Hour-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200})
+	p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200}) // late: its hour's row is still there
 	one := want{keyClass: 1, keyStatus + int(statusKey(200)): 1}
 	two := want{keyClass: 2, keyStatus + int(statusKey(200)): 2}
 	cs := p.take()
@@ -403,7 +462,7 @@ func TestPendingHours(t *testing.T) {
 			t.Fatalf("count of hour %v, want the start of a UTC hour", c.Hour)
 		}
 	}
-	p.attempt(end.Add(time.Hour), "a", "p", Attempt{Status: 200})
+	p.attempt(end.Add(time.Hour), shardOf("a"), "a", "p", Attempt{Status: 200})
 	check(t, p.take(), map[rowKey]want{{"a", end.Unix() + 3600, storage.StatsAccount}: one, {"p", end.Unix() + 3600, storage.StatsProvider}: one})
 }
 
@@ -429,8 +488,8 @@ func TestPendingOrderIndependent(t *testing.T) {
 			wg.Go(func() {
 				for j := w; j < len(order); j += workers {
 					r := recs[order[j]]
-					p.attempt(r.at, r.id, "openai", r.a)
-					p.tokens(r.at, r.id, "openai", r.tks)
+					p.attempt(r.at, shardOf(r.id), r.id, "openai", r.a)
+					p.tokens(r.at, shardOf(r.id), r.id, "openai", r.tks)
 				}
 			})
 		}
@@ -459,12 +518,117 @@ func TestPendingTakeSorted(t *testing.T) {
 	for i := range 5000 {
 		id, a, tk := g.next()
 		at := t0.Add(time.Duration(i) * 3 * time.Second) // over four hours
-		p.attempt(at, id, "openai", a)
-		p.attempt(at, id, "anthropic", a)
-		p.tokens(at, id, "openai", tk)
+		p.attempt(at, shardOf(id), id, "openai", a)
+		p.attempt(at, shardOf(id), id, "anthropic", a)
+		p.tokens(at, shardOf(id), id, "openai", tk)
 	}
 	cs := p.take()
 	if want := counts(t, cs); !reflect.DeepEqual(cs, want) {
 		t.Fatalf("take's %d counts are not in storage's order (or repeat a row): coalesced, %d", len(cs), len(want))
+	}
+}
+
+// summing is a storage that adds up the counts it takes, refusing every
+// third batch (a failing flush, whose counts the Store puts back).
+type summing struct {
+	sink
+	mu    sync.Mutex
+	calls int
+	got   map[storage.AttemptCount]int64 // N zero: by row and key
+}
+
+func (k *summing) AddAttemptCounts(_ context.Context, cs []storage.AttemptCount) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.calls++; k.calls%3 == 0 {
+		return fmt.Errorf("refused: %w", context.DeadlineExceeded)
+	}
+	for _, c := range cs {
+		n := c.N
+		c.N = 0
+		k.got[c] += n
+	}
+	return nil
+}
+
+// TestRecordFlushConcurrent: attempts recorded from several goroutines
+// while another flushes without pause (every third flush failing) are
+// all stored once the recorders are done and a last Flush ran: no count
+// is lost or counted twice between the shards, take and putBack; and the
+// in-memory windows count them all.
+func TestRecordFlushConcurrent(t *testing.T) {
+	const workers, each = 4, 2000
+	type rec struct {
+		at       time.Time
+		id, prov string
+		a        Attempt
+		tk       Tokens
+	}
+	g := newSpread(100)
+	recs := make([]rec, workers*each)
+	end := t0.Add(2 * time.Hour)
+	for i := range recs {
+		id, a, tk := g.next()
+		prov := [2]string{"openai", "anthropic"}[i%2]
+		recs[i] = rec{end.Add(-time.Duration(len(recs)-i) * 100 * time.Millisecond), id, prov, a, tk} // across an hour's end
+	}
+	// What storage must hold: the same attempts, in one goroutine's order.
+	var serial pending
+	for _, r := range recs {
+		serial.attempt(r.at, shardOf(r.id), r.id, r.prov, r.a)
+		serial.tokens(r.at, shardOf(r.id), r.id, r.prov, r.tk)
+	}
+	want := map[storage.AttemptCount]int64{}
+	for _, c := range counts(t, serial.take()) {
+		n := c.N
+		c.N = 0
+		want[c] += n
+	}
+
+	k := &summing{got: map[storage.AttemptCount]int64{}}
+	s := New(k)
+	ctx := context.Background()
+	done := make(chan struct{})
+	var flushes sync.WaitGroup
+	flushes.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_ = s.Flush(ctx) // every third fails; its counts stay pending
+		}
+	})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, r := range recs[w*each : (w+1)*each] {
+				s.Record(r.at, r.id, r.prov, r.a)
+				s.AddTokens(r.at, r.id, r.prov, r.tk)
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	flushes.Wait()
+	for s.Pending() > 0 { // a failing Flush leaves its counts for the next
+		if err := s.Flush(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	}
+	s.sweeps.Wait()
+	if !reflect.DeepEqual(k.got, want) {
+		t.Fatalf("stored %d row keys, want %d: counts lost or doubled", len(k.got), len(want))
+	}
+	if d := s.Dropped(); d != 0 {
+		t.Fatalf("%d counts dropped", d)
+	}
+	var mem uint64
+	for _, p := range []string{"openai", "anthropic"} {
+		mem += provider(t, s, p, Windows[1], end).Requests
+	}
+	if mem != uint64(len(recs)) {
+		t.Fatalf("the providers' 1h windows hold %d attempts, want %d", mem, len(recs))
 	}
 }

@@ -183,22 +183,49 @@ func span(w Window, now time.Time) (first, last int64) {
 // may be nil.
 func (r *series) merge(w Window, now time.Time, m *merged) {
 	*m = merged{}
+	r.add(w, now, &m.counts)
+	m.sums()
+	m.digitTokens()
+}
+
+// add adds r's buckets of window w as of now to counts; r may be nil.
+func (r *series) add(w Window, now time.Time, counts *[keySpace]uint64) {
 	if r == nil {
 		return
 	}
 	i := index(w)
 	l := w.slots()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	lo, hi := r.reach(i, now)
 	t := r.rings[i].t
 	if hi-lo+1 >= l {
-		t.merge(&m.counts)
-	} else {
-		for b := lo; b <= hi; b++ {
-			t.slot(int(b % l)).merge(&m.counts)
+		t.merge(counts)
+		return
+	}
+	for b := lo; b <= hi; b++ {
+		t.slot(int(b % l)).merge(counts)
+	}
+}
+
+// parts is a provider's series in numShards parts, one a shard of
+// accounts (shardOf): an attempt counts into its account's part, so the
+// releases of a provider's accounts rarely wait for each other's; a read
+// adds the parts up.
+type parts [numShards]struct {
+	series
+	_ [64]byte // a part's mutex and its neighbour's on distinct cache lines
+}
+
+// merge adds up the parts' buckets of window w as of now into m (reset
+// first); ps may be nil.
+func (ps *parts) merge(w Window, now time.Time, m *merged) {
+	*m = merged{}
+	if ps != nil {
+		for i := range ps {
+			ps[i].add(w, now, &m.counts)
 		}
 	}
-	r.mu.Unlock()
 	m.sums()
 	m.digitTokens()
 }

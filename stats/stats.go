@@ -108,12 +108,14 @@ type Tokens struct {
 
 // Store holds the statistics of every account and provider. The zero value
 // is not usable; call New. It is safe for concurrent use: a lookup takes a
-// read lock on the key map, a record the one key's mutex and the pending
-// batch's.
+// read lock on the key map, a record the account's mutex, then one of its
+// provider's numShards parts' and one of the pending batch's shards', both
+// chosen by the account (shardOf), so that releases of different accounts
+// seldom wait for each other.
 type Store struct {
 	mu        sync.RWMutex
 	accounts  map[string]*series
-	providers map[string]*series
+	providers map[string]*parts
 	nextSweep atomic.Int64   // Unix nanoseconds of record time at which Record starts the next Sweep
 	sweeps    sync.WaitGroup // the sweeps Record started (tests wait for them)
 	since     time.Time
@@ -132,7 +134,7 @@ const SweepEvery = 10 * time.Minute
 // New returns an empty Store, counting from now on, whose long windows are
 // kept in b (nil: not kept; see UseStorage).
 func New(b storage.AttemptStats) *Store {
-	s := &Store{accounts: map[string]*series{}, providers: map[string]*series{}, since: time.Now().UTC().Truncate(time.Second)}
+	s := &Store{accounts: map[string]*series{}, providers: map[string]*parts{}, since: time.Now().UTC().Truncate(time.Second)}
 	s.UseStorage(b)
 	return s
 }
@@ -159,11 +161,12 @@ func (s *Store) Record(at time.Time, account, provider string, a Attempt) {
 	if s == nil {
 		return
 	}
-	for !s.get(&s.accounts, account).record(at, a) { // false: Forget or Sweep dropped it just now
+	for !s.get(account).record(at, a) { // false: Forget or Sweep dropped it just now
 	}
-	s.get(&s.providers, provider).record(at, a)
+	sh := shardOf(account)
+	s.provider(provider)[sh].record(at, a)
 	if s.backend.Load() != nil {
-		s.pending.attempt(at, account, provider, a)
+		s.pending.attempt(at, sh, account, provider, a)
 	}
 	if ns, next := at.UnixNano(), s.nextSweep.Load(); ns >= next && s.nextSweep.CompareAndSwap(next, ns+int64(SweepEvery)) && next != 0 {
 		s.sweeps.Go(func() { s.Sweep(at) })
@@ -185,8 +188,10 @@ func (s *Store) Sweep(now time.Time) {
 	// Forget's too).
 	var idle []string
 	s.mu.RLock()
-	for _, r := range s.providers {
-		r.sweep(now)
+	for _, ps := range s.providers {
+		for i := range ps {
+			ps[i].sweep(now)
+		}
 	}
 	for k, r := range s.accounts {
 		if r.sweep(now) {
@@ -226,11 +231,12 @@ func (s *Store) AddTokens(at time.Time, account, provider string, t Tokens) {
 	if s == nil {
 		return
 	}
-	for !s.get(&s.accounts, account).addTokens(at, t) { // as in Record
+	for !s.get(account).addTokens(at, t) { // as in Record
 	}
-	s.get(&s.providers, provider).addTokens(at, t)
+	sh := shardOf(account)
+	s.provider(provider)[sh].addTokens(at, t)
 	if s.backend.Load() != nil {
-		s.pending.tokens(at, account, provider, t)
+		s.pending.tokens(at, sh, account, provider, t)
 	}
 }
 
@@ -251,30 +257,52 @@ func (s *Store) Forget(account string) {
 	s.mu.Unlock()
 }
 
-func (s *Store) get(m *map[string]*series, key string) *series {
+// get returns account's series, making it.
+func (s *Store) get(account string) *series {
 	s.mu.RLock()
-	r := (*m)[key]
+	r := s.accounts[account]
 	s.mu.RUnlock()
 	if r != nil {
 		return r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r = (*m)[key]; r == nil {
+	if r = s.accounts[account]; r == nil {
 		r = &series{}
-		(*m)[key] = r
+		s.accounts[account] = r
 	}
 	return r
 }
 
-// find returns the series of subject in scope, nil when none.
-func (s *Store) find(scope storage.StatsScope, subject string) *series {
+// provider returns provider's parts, making them.
+func (s *Store) provider(provider string) *parts {
+	s.mu.RLock()
+	ps := s.providers[provider]
+	s.mu.RUnlock()
+	if ps != nil {
+		return ps
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ps = s.providers[provider]; ps == nil {
+		ps = new(parts)
+		s.providers[provider] = ps
+	}
+	return ps
+}
+
+// find returns the series of account, nil when none.
+func (s *Store) find(account string) *series {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if scope == storage.StatsProvider {
-		return s.providers[subject]
-	}
-	return s.accounts[subject]
+	return s.accounts[account]
+}
+
+// findProvider returns the parts of provider, nil when none.
+func (s *Store) findProvider(provider string) *parts {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.providers[provider]
 }
 
 // ErrNoStorage is Flush's error when the Store has no storage (New(nil));
@@ -297,7 +325,7 @@ func (s *Store) Account(ctx context.Context, account string, w Window, now time.
 // the error is the storage's.
 func (s *Store) AccountPoints(ctx context.Context, account string, w Window, now time.Time) ([]Point, error) {
 	if !w.Stored() {
-		return s.find(storage.StatsAccount, account).points(w, now), nil
+		return s.find(account).points(w, now), nil
 	}
 	rows, err := s.stored(ctx, storage.StatsAccount, account, w, now)
 	if err != nil {
@@ -363,7 +391,11 @@ func noStorage(err error) error {
 func (s *Store) merge(ctx context.Context, scope storage.StatsScope, subject string, w Window, now time.Time, m *merged) error {
 	*m = merged{}
 	if !w.Stored() {
-		s.find(scope, subject).merge(w, now, m)
+		if scope == storage.StatsProvider {
+			s.findProvider(subject).merge(w, now, m)
+		} else {
+			s.find(subject).merge(w, now, m)
+		}
 		return nil
 	}
 	if subject == "" {
@@ -420,7 +452,7 @@ func (m *merged) brief() Brief {
 // memory) as of now; ok is false when the account had no attempt in it.
 func (s *Store) HourBrief(account string, now time.Time) (b Brief, ok bool) {
 	var m merged
-	s.find(storage.StatsAccount, account).merge(Windows[1], now, &m)
+	s.find(account).merge(Windows[1], now, &m)
 	if m.requests == 0 {
 		return Brief{}, false
 	}
@@ -504,12 +536,10 @@ func (s *Store) Flush(ctx context.Context) error {
 }
 
 // Pending is the number of hour × key cells waiting for the next Flush:
-// the rows the next Flush hands to storage.
-func (s *Store) Pending() int {
-	s.pending.mu.Lock()
-	defer s.pending.mu.Unlock()
-	return s.pending.cells
-}
+// the rows the next Flush hands to storage, except that a provider's cell
+// counts once for each of the batch's shards that holds a part of it (up
+// to 8: the pending batch is split by account, pending.go).
+func (s *Store) Pending() int { return s.pending.cells() }
 
 // Dropped is the number of counts the pending batch dropped because
 // storage was unreachable for too long (the long windows miss them).

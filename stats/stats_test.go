@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,6 +296,48 @@ func BenchmarkRecordParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkRecordServedParallel is the gateway's release path from every
+// CPU at once (run it with -cpu 1,2,4): one served attempt, Record and, for
+// a success, AddTokens, over 10,000 accounts drawn at random with
+// newSpread's outcomes, each goroutine its own stream and its own clock at
+// 1,000 attempts a second; the store flushes (to a sink) every
+// gatewayFlush attempts of a goroutine, as Run would at 1,000 req/s. It
+// is the benchmark of the pending batch's and the series' locks: its mutex
+// profile (-mutexprofile) shows what the goroutines wait for.
+func BenchmarkRecordServedParallel(b *testing.B) {
+	s := New(&sink{})
+	at := t0.Add(8 * 24 * time.Hour)
+	g := newSpread(10000)
+	for range gatewayFlush { // every account's series and rows exist
+		id, a, tk := g.next()
+		s.Record(at, id, "openai", a)
+		s.AddTokens(at, id, "openai", tk)
+	}
+	if err := s.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var seeds atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		g := &spread{ids: g.ids, rnd: seeds.Add(1) * 0x9e3779b97f4a7c15}
+		for i := 0; pb.Next(); i++ {
+			now := at.Add(time.Duration(i) * time.Millisecond)
+			id, a, tk := g.next()
+			s.Record(now, id, "openai", a)
+			if tk != (Tokens{}) {
+				s.AddTokens(now, id, "openai", tk)
+			}
+			if i%gatewayFlush == gatewayFlush-1 {
+				if err := s.Flush(context.Background()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}
+	})
+}
+
 // BenchmarkSummary is one account's 7d summary (the admin account page)
 // read from SQLite: 100 accounts of eight days at one attempt an hour.
 func BenchmarkSummary(b *testing.B) {
@@ -435,7 +478,7 @@ func TestForgetDropsTheAccountOnly(t *testing.T) {
 	nilStore.Sweep(t0)
 	// A series dropped while a Record holds it is not written to: the
 	// attempt goes into a new one.
-	r := s.get(&s.accounts, "b")
+	r := s.get("b")
 	s.Forget("b")
 	if r.record(t0, ok(time.Second)) {
 		t.Fatal("a dropped series took a record")
@@ -461,11 +504,11 @@ func TestSweepFreesIdleRingsAndAccounts(t *testing.T) {
 	s.Record(at, "busy", "p", ok(time.Second))
 	s.sweeps.Wait() // the one that Record started
 	s.Sweep(at)
-	r := s.find(storage.StatsAccount, "idle")
+	r := s.find("idle")
 	if r == nil || r.rings[0].t != nil || r.rings[1].t == nil {
 		t.Fatalf("idle account after 30 min: %+v, want the 5m arena freed, the 1h one kept", r)
 	}
-	if q := s.find(storage.StatsAccount, "quiet"); len(q.rings[0].t) != 0 || cap(q.rings[0].t) == 0 || len(q.rings[1].t) == 0 {
+	if q := s.find("quiet"); len(q.rings[0].t) != 0 || cap(q.rings[0].t) == 0 || len(q.rings[1].t) == 0 {
 		t.Fatalf("quiet account after 30 min: %+v, want its 5m arena emptied and kept, its 1h one as it was", q)
 	}
 	// Past the 1h window's reach (an hour and its 5-minute bucket) the idle
@@ -475,7 +518,7 @@ func TestSweepFreesIdleRingsAndAccounts(t *testing.T) {
 	s.Record(end, "busy", "p", ok(time.Second))
 	s.sweeps.Wait()
 	s.Sweep(end)
-	if s.find(storage.StatsAccount, "idle") != nil || s.find(storage.StatsAccount, "quiet") != nil || s.find(storage.StatsAccount, "busy") == nil {
+	if s.find("idle") != nil || s.find("quiet") != nil || s.find("busy") == nil {
 		t.Fatalf("after 66 minutes: accounts %v, want only busy", s.accounts)
 	}
 	if got := account(t, s, "idle", Windows[2], end); got.Requests != 30 || got.Tokens.Input != 5 || got.LatencyMs.Count != 30 {
@@ -504,7 +547,7 @@ func TestRecordStartsSweeps(t *testing.T) {
 		s.Record(at, "busy", "p", ok(time.Second))
 	}
 	s.sweeps.Wait()
-	if s.find(storage.StatsAccount, "gone") != nil {
+	if s.find("gone") != nil {
 		t.Fatal("no sweep dropped the idle account")
 	}
 }
@@ -605,8 +648,8 @@ func TestWithoutStorage(t *testing.T) {
 	if ps, err := s.Providers(ctx, Windows[3], t0); err != nil || len(ps) != 0 {
 		t.Errorf("24h providers without storage: %v, %v", ps, err)
 	}
-	if s.pending.rows != nil || !errors.Is(s.Flush(ctx), ErrNoStorage) {
-		t.Errorf("pending without storage: %v", s.pending.rows)
+	if s.Pending() != 0 || s.pending.used.Load() != 0 || !errors.Is(s.Flush(ctx), ErrNoStorage) {
+		t.Errorf("pending without storage: %d cells", s.Pending())
 	}
 }
 
