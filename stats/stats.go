@@ -512,8 +512,8 @@ func (s *Store) storedBriefs(ctx context.Context, w Window, now time.Time) (map[
 	return out, nil
 }
 
-// Flush adds the attempts recorded since the last Flush to storage (one
-// transaction); on an error they stay pending, for the next Flush (up to
+// Flush adds the attempts recorded since the last Flush to storage (all
+// or none: storage.AttemptStats.AddAttemptCounts); on an error they stay pending, for the next Flush (up to
 // maxPending blocks of cells, pending.go; past it, the newest counts that
 // need a new block are dropped and counted in Dropped). Without storage it returns an error wrapping ErrNoStorage and
 // keeps nothing.
