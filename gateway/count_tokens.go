@@ -32,7 +32,7 @@ const countWait = time.Second
 func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	// Every answer names its request, as /v1/messages does: errors carry
 	// it as request_id too.
-	ctx.Response.Header.Set("X-Request-Id", newRequestID())
+	setRequestID(ctx, newRequestID(), true)
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		writeError(ctx, aerr)

@@ -142,8 +142,8 @@ func writeErrorShape(ctx *fasthttp.RequestCtx, e *APIError, anthropic bool) {
 			// and the body's request_id); answers that never started a
 			// request record (/v1/models/{id}, unknown paths) name one here.
 			id = newRequestID()
-			ctx.Response.Header.Set("X-Request-Id", id)
 		}
+		setRequestID(ctx, id, true)
 		b := make([]byte, 0, 128+len(msg))
 		ctx.SetBody(appendAnthropicError(b, e.Status, msg, id))
 		return
@@ -168,18 +168,34 @@ func appendNullable(b []byte, s string) []byte {
 	return translate.AppendString(b, s)
 }
 
-// resetKeepingRequestID clears the response but keeps its X-Request-Id, so
-// every answer, errors included, can be traced to the gateway's logs.
+// setRequestID names the request id on the answer: X-Request-Id always,
+// and for an Anthropic client also request-id, the header Anthropic's API
+// answers with and its SDKs read (response._request_id, error.request_id
+// comes in the body too).
+func setRequestID(ctx *fasthttp.RequestCtx, id string, anthropic bool) {
+	ctx.Response.Header.Set("X-Request-Id", id)
+	if anthropic {
+		ctx.Response.Header.Set("Request-Id", id)
+	}
+}
+
+// resetKeepingRequestID clears the response but keeps its X-Request-Id
+// (and request-id, when set), so every answer, errors included, can be
+// traced to the gateway's logs.
 func resetKeepingRequestID(ctx *fasthttp.RequestCtx) {
 	id := ctx.Response.Header.Peek("X-Request-Id")
 	if len(id) == 0 {
 		ctx.Response.Reset()
 		return
 	}
+	anthropic := len(ctx.Response.Header.Peek("Request-Id")) > 0
 	var buf [64]byte
 	saved := append(buf[:0], id...)
 	ctx.Response.Reset()
 	ctx.Response.Header.SetBytesV("X-Request-Id", saved)
+	if anthropic {
+		ctx.Response.Header.SetBytesV("Request-Id", saved)
+	}
 }
 
 // anthropicClient reports whether the request's errors (and model list) take

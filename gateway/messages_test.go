@@ -79,6 +79,9 @@ func TestMessagesPassthrough(t *testing.T) {
 	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), sse) {
 		t.Fatalf("status %d, body differs from upstream bytes:\n%s", resp.StatusCode(), resp.Body())
 	}
+	if h := string(resp.Header.Peek("Request-Id")); !strings.HasPrefix(h, "req_") || h != string(resp.Header.Peek("X-Request-Id")) {
+		t.Errorf("request-id %q, X-Request-Id %q", h, resp.Header.Peek("X-Request-Id"))
+	}
 	req := <-rec.reqs
 	if req.Endpoint != translate.Messages || !bytes.Equal(req.Body, body) || req.RawQuery != "beta=true" {
 		t.Errorf("upstream got endpoint %v query %q body %s", req.Endpoint, req.RawQuery, req.Body)
@@ -125,6 +128,11 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 		if id := gjson.GetBytes(resp.Body(), "request_id").Str; tc.path == "/v1/messages" && method == "POST" && !strings.HasPrefix(id, "req_") {
 			t.Errorf("%s: request_id %q", tc.name, id)
 		}
+		// Anthropic's request-id header, as its SDKs read it, names the
+		// same request as the body and X-Request-Id.
+		if h, x := string(resp.Header.Peek("Request-Id")), string(resp.Header.Peek("X-Request-Id")); h == "" || h != x || h != gjson.GetBytes(resp.Body(), "request_id").Str {
+			t.Errorf("%s: request-id %q, X-Request-Id %q, body %s", tc.name, h, x, resp.Body())
+		}
 	}
 	// max_tokens is checked by the gateway for every upstream, in Anthropic's words.
 	resp := doWith(s, "POST", "/v1/messages", auth, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -135,6 +143,9 @@ func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
 	resp = doWith(s, "POST", "/v1/chat/completions", map[string]string{"x-api-key": key}, []byte(`{"model":`))
 	if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) {
 		t.Errorf("chat with x-api-key: %d %s", resp.StatusCode(), resp.Body())
+	}
+	if h := resp.Header.Peek("Request-Id"); len(h) != 0 || len(resp.Header.Peek("X-Request-Id")) == 0 {
+		t.Errorf("chat: request-id %q (Anthropic's header, not OpenAI's), X-Request-Id %q", h, resp.Header.Peek("X-Request-Id"))
 	}
 	waitIdle(t, sys)
 }

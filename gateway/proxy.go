@@ -147,7 +147,7 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep translate.Protocol) { s.prox
 // before limits and routing apply.
 func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep translate.Protocol, hook func(*call) *APIError) {
 	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
-	ctx.Response.Header.Set("X-Request-Id", c.id)
+	setRequestID(ctx, c.id, ep == translate.Messages)
 	if s.tracing.Tracer != nil {
 		s.traceHTTP(ctx, c)
 	}
@@ -365,10 +365,21 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	if c.choices, aerr = caps.choices(c.endpoint); aerr != nil {
 		return aerr
 	}
-	if c.endpoint == translate.Responses {
-		c.prevResp = strings.Clone(prev.String())
+	for _, f := range [...]struct {
+		name string
+		v    gjson.Result
+	}{{"previous_response_id", prev}, {"prompt_cache_key", cacheKey}} {
+		// Routed on (affinity, the continuation's account): anything but a
+		// string or null is refused as OpenAI refuses it, not read as its
+		// text.
+		if f.v.Exists() && f.v.Type != gjson.Null && f.v.Type != gjson.String {
+			return errBadParam(f.name, "Invalid type for '"+f.name+"': expected a string.")
+		}
 	}
-	c.cacheKey = strings.Clone(cacheKey.String())
+	if c.endpoint == translate.Responses {
+		c.prevResp = strings.Clone(prev.Str)
+	}
+	c.cacheKey = strings.Clone(cacheKey.Str)
 	if st.Exists() && st.Type != gjson.Null {
 		if st.Type != gjson.True && st.Type != gjson.False {
 			return errBadParam("stream", "Invalid type for 'stream': expected a boolean.")
