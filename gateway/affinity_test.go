@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -128,4 +129,32 @@ func TestPreviousResponseOtherModel(t *testing.T) {
 		t.Fatalf("the full input without previous_response_id: %d %s", st, b)
 	}
 	waitIdle(t, sys)
+}
+
+// TestRoutingKeysMustBeStrings: previous_response_id and prompt_cache_key,
+// which route a request, are refused 400 (naming the field) unless a
+// string or null; a number was read as its text and routed on.
+func TestRoutingKeysMustBeStrings(t *testing.T) {
+	for _, tc := range []struct {
+		ep    translate.Protocol
+		body  string
+		param string
+	}{
+		{translate.Responses, `{"model":"m","input":"hi","previous_response_id":123}`, "previous_response_id"},
+		{translate.Responses, `{"model":"m","input":"hi","previous_response_id":{"id":"resp_1"}}`, "previous_response_id"},
+		{translate.Responses, `{"model":"m","input":"hi","prompt_cache_key":7}`, "prompt_cache_key"},
+		{translate.Chat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_key":true}`, "prompt_cache_key"},
+	} {
+		if _, aerr := parsed(t, tc.ep, tc.body); aerr == nil || aerr.Status != 400 || aerr.Param != tc.param {
+			t.Errorf("%v %s: %+v, want 400 naming %s", tc.ep, tc.body, aerr, tc.param)
+		}
+	}
+	c, aerr := parsed(t, translate.Responses, `{"model":"m","input":"hi","previous_response_id":null,"prompt_cache_key":"k"}`)
+	if aerr != nil || c.prevResp != "" || c.cacheKey != "k" {
+		t.Errorf("null and a string: %+v, prev %q key %q", aerr, c.prevResp, c.cacheKey)
+	}
+	c, aerr = parsed(t, translate.Responses, `{"model":"m","input":"hi","previous_response_id":"resp_1"}`)
+	if aerr != nil || c.prevResp != "resp_1" {
+		t.Errorf("a string: %+v, prev %q", aerr, c.prevResp)
+	}
 }

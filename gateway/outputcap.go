@@ -110,9 +110,14 @@ func (o *outputCaps) choices(ep translate.Protocol) (int64, *APIError) {
 	return max(capValue(o.n), 1), nil
 }
 
+// maxCap is the largest output cap or n OpenAI's API takes: its integer
+// parameters are 32-bit (2^31-1); a larger one is refused there with
+// integer_above_max_value, and here before it is billed or translated.
+const maxCap = math.MaxInt32
+
 // checkCap refuses an OpenAI output cap (max_tokens, max_completion_tokens,
-// max_output_tokens) or Chat's n that is not null, absent or an integer of
-// at least 1, in OpenAI's words.
+// max_output_tokens) or Chat's n that is not null, absent or an integer
+// from 1 to maxCap, in OpenAI's words.
 func checkCap(name string, v gjson.Result) *APIError {
 	switch {
 	case !v.Exists() || v.Type == gjson.Null:
@@ -122,6 +127,9 @@ func checkCap(name string, v gjson.Result) *APIError {
 	case v.Num < 1:
 		return &APIError{Status: 400, Type: "invalid_request_error", Code: "integer_below_min_value", Param: name,
 			Message: "Invalid '" + name + "': integer below minimum value. Expected a value >= 1, but got " + strconv.FormatFloat(v.Num, 'f', -1, 64) + " instead."}
+	case v.Num > maxCap:
+		return &APIError{Status: 400, Type: "invalid_request_error", Code: "integer_above_max_value", Param: name,
+			Message: "Invalid '" + name + "': integer above maximum value. Expected a value <= " + strconv.Itoa(maxCap) + ", but got " + v.Raw + " instead."}
 	}
 	return nil
 }

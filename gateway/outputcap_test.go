@@ -110,6 +110,12 @@ func TestOutputCapBelowOne(t *testing.T) {
 		{"/v1/responses", "max_output_tokens", "0", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."},
 		{"/v1/responses", "max_output_tokens", "-1e3", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got -1000 instead."},
 		{"/v1/responses", "max_output_tokens", "true", "invalid_type", "Invalid type for 'max_output_tokens': expected an integer."},
+		// Past OpenAI's 32-bit integers: refused as OpenAI refuses it, not
+		// passed on (an operator key's request is not estimated).
+		{"/v1/chat/completions", "max_tokens", "99999999999999999999999", "integer_above_max_value", "Invalid 'max_tokens': integer above maximum value. Expected a value <= 2147483647, but got 99999999999999999999999 instead."},
+		{"/v1/chat/completions", "n", "2147483648", "integer_above_max_value", "Invalid 'n': integer above maximum value. Expected a value <= 2147483647, but got 2147483648 instead."},
+		{"/v1/responses", "max_output_tokens", "1e30", "integer_above_max_value", "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 2147483647, but got 1e30 instead."},
+		{"/v1/messages", "max_tokens", "99999999999999999999999", "", "max_tokens: Input should be a valid integer"},
 		{"/v1/messages", "max_tokens", "0", "", "max_tokens: Input should be greater than or equal to 1"},
 		{"/v1/messages", "max_tokens", "-3", "", "max_tokens: Input should be greater than or equal to 1"},
 	} {
@@ -138,7 +144,7 @@ func TestOutputCapBelowOne(t *testing.T) {
 		{translate.Chat, `{"model":"m","max_tokens":null,"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, 0},
 		{translate.Responses, `{"model":"m","max_output_tokens":null,"input":"hi"}`, 0},
 		{translate.Responses, `{"model":"m","max_output_tokens":2.0,"input":"hi"}`, 2},
-		{translate.Responses, `{"model":"m","max_output_tokens":1e30,"input":"hi"}`, math.MaxInt64},
+		{translate.Responses, `{"model":"m","max_output_tokens":2147483647,"input":"hi"}`, math.MaxInt32},
 		{translate.Chat, `{"model":"m","max_output_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, 0}, // not Chat's: the upstream's to judge
 	} {
 		c, aerr := parsed(t, tc.ep, tc.body)
