@@ -441,7 +441,10 @@ func accountsCmd() *cobra.Command {
   troupe accounts add --name claude-1 --provider anthropic --api-key sk-ant-... --models claude-sonnet-4-5`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ac.Name == "" || !storage.Provider(ac.Provider).Valid() {
-				return fmt.Errorf("--name and --provider (codex, openai, openai_compat, anthropic) are required")
+				if ac.Name == "" {
+					return fmt.Errorf("--name is required")
+				}
+				return fmt.Errorf("--provider %q: want codex, openai, openai_compat or anthropic", ac.Provider)
 			}
 			if err := credentialFlagsGiven(ac); err != nil {
 				return err

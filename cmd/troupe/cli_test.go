@@ -213,6 +213,14 @@ func TestAccountsAddRefusesWhatTheAdminAPIRefuses(t *testing.T) {
 			t.Errorf("%s: accounts add %v: err %v, want one saying %q", tc.name, tc.args, err, tc.want)
 		}
 	}
+	// An unknown provider is named as such, not as a missing flag.
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--name", "p", "--provider", "nope", "--api-key", "k"); err == nil ||
+		!strings.Contains(err.Error(), `--provider "nope": want codex, openai, openai_compat or anthropic`) {
+		t.Errorf("unknown provider: %v", err)
+	}
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--provider", "openai", "--api-key", "k"); err == nil || err.Error() != "--name is required" {
+		t.Errorf("no name: %v", err)
+	}
 	if list := mustCLI(t, "accounts", "list", "--data", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
 		t.Errorf("refused accounts were stored:\n%s", list)
 	}
@@ -247,6 +255,14 @@ func TestAccountsAddRefusesEmptyCredential(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: accounts add %v: err %v, want one saying %q", tc.name, tc.args, err, tc.want)
 		}
+	}
+	// An unknown provider is named as such, not as a missing flag.
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--name", "p", "--provider", "nope", "--api-key", "k"); err == nil ||
+		!strings.Contains(err.Error(), `--provider "nope": want codex, openai, openai_compat or anthropic`) {
+		t.Errorf("unknown provider: %v", err)
+	}
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--provider", "openai", "--api-key", "k"); err == nil || err.Error() != "--name is required" {
+		t.Errorf("no name: %v", err)
 	}
 	if list := mustCLI(t, "accounts", "list", "--data", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
 		t.Errorf("refused accounts were stored:\n%s", list)
