@@ -74,6 +74,10 @@ type keyInput struct {
 	ExpiresIn *string     `json:"expires_in"`
 	Limits    *limitsJSON `json:"limits"`
 	Admin     *bool       `json:"admin"`
+	// User is the owning user (id, name or email), on create only: the key
+	// then spends that user's balance at the user's prices, as one made
+	// with troupe keys create --user or in the user's console.
+	User *string `json:"user"`
 	// clearExpiry is set when the body holds "expires_at": null.
 	clearExpiry bool
 }
@@ -194,6 +198,18 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, rctx context.Context, now t
 		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server could not create a key."})
 		return
 	}
+	if in.User != nil && *in.User != "" {
+		u, err := s.store.GetUser(rctx, *in.User)
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(ctx, errBadParam("user", "No user has this id, name or email (GET /api/admin/users lists them)."))
+			return
+		}
+		if err != nil {
+			s.storageError(ctx, err)
+			return
+		}
+		k.UserID = u.ID
+	}
 	if aerr := in.apply(&k, now); aerr != nil {
 		writeError(ctx, aerr)
 		return
@@ -204,7 +220,7 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, rctx context.Context, now t
 		return
 	}
 	s.keysChanged(rctx, "created "+stored.ID)
-	s.log.Info("admin: api key created", "key", stored.Name, "admin", stored.Admin)
+	s.log.Info("admin: api key created", "key", stored.Name, "admin", stored.Admin, "user_id", stored.UserID)
 	writeJSON(ctx, 201, map[string]any{"key": toKeyJSON(stored, now), "secret": secret})
 }
 
@@ -221,6 +237,9 @@ func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method
 		writeJSON(ctx, 200, toKeyJSON(k, now))
 	case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
 		in, aerr := decodeKeyInput(ctx.PostBody())
+		if aerr == nil && in.User != nil {
+			aerr = errBadParam("user", "A key's owner is set when the key is created; create a key for the other owner instead.")
+		}
 		if aerr == nil {
 			aerr = in.apply(&k, now)
 		}

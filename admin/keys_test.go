@@ -231,3 +231,46 @@ func TestAdminSettings(t *testing.T) {
 	c.do("DELETE", "/api/admin/settings", nil).want(t, 405)
 	c.do("GET", "/api/admin/settings/x", nil).want(t, 404)
 }
+
+// TestAdminKeyForUser: POST /api/admin/keys with "user" (id, name or
+// email) makes the user's key, as troupe keys create --user does; an
+// unknown user, a user's admin key and a change of owner are refused 400
+// naming the field, with nothing stored.
+func TestAdminKeyForUser(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	u := c.do("POST", "/api/admin/users", map[string]any{"name": "alice", "email": "alice@example.com", "balance": "1"}).want(t, 201)
+	uid := u.json["id"].(string)
+	for _, who := range []string{"alice", uid, "alice@example.com"} {
+		r := c.do("POST", "/api/admin/keys", map[string]any{"name": "k-" + who, "user": who}).want(t, 201)
+		if k := r.json["key"].(map[string]any); k["user_id"] != uid || k["admin"] != false {
+			t.Errorf("user %q: key %v, want alice's (%s)", who, k, uid)
+		}
+	}
+	if p := c.do("POST", "/api/admin/keys", map[string]any{"name": "ghost", "user": "nobody"}).want(t, 400).errParam(); p != "user" {
+		t.Errorf("unknown user: param %q", p)
+	}
+	if p := c.do("POST", "/api/admin/keys", map[string]any{"name": "adm", "user": "alice", "admin": true}).want(t, 400).errParam(); p != "admin" {
+		t.Errorf("a user's admin key: param %q", p)
+	}
+	if p := c.do("PATCH", "/api/admin/keys/k-alice", map[string]any{"user": ""}).want(t, 400).errParam(); p != "user" {
+		t.Errorf("owner change: param %q", p)
+	}
+	// An empty user is an operator key, as without the field.
+	if r := c.do("POST", "/api/admin/keys", map[string]any{"name": "op", "user": ""}).want(t, 201); r.json["key"].(map[string]any)["user_id"] != "" {
+		t.Errorf("empty user: %s", r.body)
+	}
+	owned, refused := 0, 0
+	for _, k := range c.do("GET", "/api/admin/keys", nil).want(t, 200).json["keys"].([]any) {
+		k := k.(map[string]any)
+		if k["user_id"] == uid {
+			owned++
+		}
+		if k["name"] == "ghost" || k["name"] == "adm" {
+			refused++
+		}
+	}
+	if owned != 3 || refused != 0 {
+		t.Errorf("alice owns %d keys (want 3), %d refused ones stored", owned, refused)
+	}
+}
