@@ -513,8 +513,8 @@ func (s *Server) adminPriceGroups(ctx *fasthttp.RequestCtx, method string, parts
 			return
 		}
 		m, err := billing.ParseAmount(b.Multiplier)
-		if err != nil || m <= 0 {
-			writeError(ctx, errBadParam("multiplier", "multiplier is a decimal above 0 with at most 6 digits after the point (\"0.8\" is ×0.8)."))
+		if err != nil || m <= 0 || m > storage.MaxMultiplier {
+			writeError(ctx, errBadParam("multiplier", "multiplier is a decimal above 0 and at most 1000 with at most 6 digits after the point (\"0.8\" is ×0.8)."))
 			return
 		}
 		if err := s.store.PutPriceGroup(rctx, storage.PriceGroup{Group: parts[0], Multiplier: m}); err != nil {

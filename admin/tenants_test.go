@@ -73,7 +73,7 @@ func TestAdminUsersAndPrices(t *testing.T) {
 	if r := c.do("PUT", "/api/admin/price-groups/resellers", map[string]any{"multiplier": "0.8"}).want(t, 200); r.json["multiplier"] != "0.800000" {
 		t.Fatalf("price group %v", r.json)
 	}
-	for _, bad := range []string{"0", "-1", "0.0000001", "x", ""} {
+	for _, bad := range []string{"0", "-1", "0.0000001", "x", "", "1000.000001", "9223372036854.775807"} {
 		if c.do("PUT", "/api/admin/price-groups/resellers", map[string]any{"multiplier": bad}).want(t, 400).errParam() != "multiplier" {
 			t.Fatalf("multiplier %q was not refused for its multiplier", bad)
 		}

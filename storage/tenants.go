@@ -238,7 +238,22 @@ func (p *Price) Validate() error {
 // parts per million: 1_000_000 is ×1, 800_000 is ×0.8.
 type PriceGroup struct {
 	Group      string
-	Multiplier int64 // parts per million, > 0
+	Multiplier int64 // parts per million, 1 to MaxMultiplier
+}
+
+// MaxMultiplier is the largest group multiplier, in parts per million
+// (×1,000): past it a multiplier is a typing slip, not a price.
+const MaxMultiplier = 1_000 * 1_000_000
+
+// Validate reports whether g can be stored: a multiplier from 1 to
+// MaxMultiplier parts per million, a group of text (TextOK) of at most
+// MaxGroupBytes. The error wraps ErrInvalid.
+func (g PriceGroup) Validate() error {
+	if g.Multiplier <= 0 || g.Multiplier > MaxMultiplier || !TextOK(g.Group) || len(g.Group) > MaxGroupBytes {
+		return fmt.Errorf("%w: price group %q: the multiplier must be above 0 and at most x%d, the group text of at most %d bytes",
+			ErrInvalid, g.Group, MaxMultiplier/1_000_000, MaxGroupBytes)
+	}
+	return nil
 }
 
 // Invitation is a registration code (table invitations). Only the SHA-256

@@ -369,8 +369,8 @@ func (s *Store) DeletePrice(ctx context.Context, model string) error {
 
 // PutPriceGroup sets a group's multiplier.
 func (s *Store) PutPriceGroup(ctx context.Context, g storage.PriceGroup) error {
-	if g.Multiplier <= 0 || !storage.TextOK(g.Group) || len(g.Group) > storage.MaxGroupBytes {
-		return fmt.Errorf("sqlite: put price group %q: %w: the multiplier must be > 0 and the group text", g.Group, storage.ErrInvalid)
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("sqlite: put price group: %w", err)
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO price_groups (grp, multiplier) VALUES (?, ?)
 		ON CONFLICT (grp) DO UPDATE SET multiplier = excluded.multiplier`, g.Group, g.Multiplier); err != nil {

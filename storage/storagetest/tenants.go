@@ -593,6 +593,7 @@ func testPrices(t *testing.T, s storage.Store) {
 		t.Fatal(err)
 	}
 	wantErr(t, "a zero multiplier", s.PutPriceGroup(ctx(t), storage.PriceGroup{Group: "z", Multiplier: 0}), storage.ErrInvalid)
+	wantErr(t, "a multiplier above x1000", s.PutPriceGroup(ctx(t), storage.PriceGroup{Group: "z", Multiplier: storage.MaxMultiplier + 1}), storage.ErrInvalid)
 	g, err := s.ListPriceGroups(ctx(t))
 	if err != nil || len(g) != 2 || g[0].Group != "A" || g[1].Multiplier != 750_000 {
 		t.Fatalf("ListPriceGroups = %+v, %v", g, err)
