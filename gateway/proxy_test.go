@@ -121,6 +121,16 @@ func TestErrorsAreOpenAIShaped(t *testing.T) {
 			t.Errorf("%s %s %q: status %d body %s", c.method, c.path, c.body, resp.StatusCode(), resp.Body())
 		}
 	}
+	// /v1/responses takes POST and, with a WebSocket upgrade, GET: a plain
+	// GET is told to upgrade (426), another method is 405 naming both.
+	resp := do(s, "GET", "/v1/responses", key, nil)
+	if resp.StatusCode() != 426 || string(resp.Header.Peek("Upgrade")) != "websocket" || !isOpenAIError(resp.Body()) {
+		t.Errorf("GET /v1/responses without an upgrade: %d, Upgrade %q, %s", resp.StatusCode(), resp.Header.Peek("Upgrade"), resp.Body())
+	}
+	resp = do(s, "DELETE", "/v1/responses", key, nil)
+	if resp.StatusCode() != 405 || string(resp.Header.Peek("Allow")) != "GET, POST" || !isOpenAIError(resp.Body()) {
+		t.Errorf("DELETE /v1/responses: %d, Allow %q, %s", resp.StatusCode(), resp.Header.Peek("Allow"), resp.Body())
+	}
 	waitIdle(t, sys)
 }
 

@@ -292,11 +292,14 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/v1/chat/completions", "/chat/completions":
 		s.onlyPost(ctx, s.chat)
 	case "/v1/responses", "/responses":
-		if isWebSocketUpgrade(ctx) {
+		switch {
+		case isWebSocketUpgrade(ctx):
 			s.responsesWS(ctx) // gateway/ws.go
-			return
+		case ctx.IsPost():
+			s.responses(ctx)
+		default:
+			responsesMethod(ctx)
 		}
-		s.onlyPost(ctx, s.responses)
 	case "/v1/responses/compact", "/responses/compact":
 		s.onlyPost(ctx, s.compactResponses)
 	case "/v1/messages", "/messages":
@@ -346,6 +349,22 @@ func (s *Server) onlyPost(ctx *fasthttp.RequestCtx, h fasthttp.RequestHandler) {
 		return
 	}
 	h(ctx)
+}
+
+// responsesMethod answers a /v1/responses request that is neither a POST
+// nor a WebSocket upgrade: a GET without the upgrade 426 Upgrade Required,
+// naming the upgrade it takes (RFC 9110 §15.5.22), any other method 405
+// with Allow: GET, POST.
+func responsesMethod(ctx *fasthttp.RequestCtx) {
+	if ctx.IsGet() {
+		writeError(ctx, &APIError{Status: 426, Type: "invalid_request_error", Code: "upgrade_required",
+			Message: "GET " + clip(string(ctx.Path())) + " is the Responses WebSocket: send it with Connection: Upgrade and Upgrade: websocket, or POST the request."})
+		ctx.Response.Header.Set("Upgrade", "websocket")
+		ctx.Response.Header.Set("Connection", "Upgrade")
+		return
+	}
+	writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
+	ctx.Response.Header.Set("Allow", "GET, POST")
 }
 
 // onlyGet answers 405 (with Allow) unless the method is GET or HEAD.
