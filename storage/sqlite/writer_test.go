@@ -20,7 +20,7 @@ import (
 func TestAddAttemptCountsReleasesWriter(t *testing.T) {
 	s := openAt(t, filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
 	hour := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
-	cs := flushCounts(3*attemptRowsPerTx/5+1, 5, hour, 2) // a bit over three transactions
+	cs := storagetest.FlushCounts(3*attemptRowsPerTx/5+1, 5, hour, 2) // a bit over three transactions
 	txs := 0
 	s.afterAttemptTx = func() {
 		if txs++; txs == 1 {
@@ -69,7 +69,7 @@ func TestAddAttemptCountsUndo(t *testing.T) {
 			hour := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
 			// Rows there before: the first half of the accounts, at 7.
 			accounts := 3*attemptRowsPerTx/5 + 1 // four transactions
-			if err := s.AddAttemptCounts(ctx, flushCounts(accounts/2, 5, hour, 7)); err != nil {
+			if err := s.AddAttemptCounts(ctx, storagetest.FlushCounts(accounts/2, 5, hour, 7)); err != nil {
 				t.Fatal(err)
 			}
 			rows := func() []storage.AttemptCount {
@@ -85,7 +85,7 @@ func TestAddAttemptCountsUndo(t *testing.T) {
 			}
 			was := rows()
 
-			cs := flushCounts(accounts, 5, hour, 2)
+			cs := storagetest.FlushCounts(accounts, 5, hour, 2)
 			fctx, cancel := context.WithCancel(ctx)
 			txs := 0
 			s.afterAttemptTx = func() {

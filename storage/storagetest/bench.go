@@ -2,9 +2,14 @@ package storagetest
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/journal"
 )
 
 // BenchAccountReload compares reloading n accounts with ListAccounts (every
@@ -85,4 +90,84 @@ func BenchAccountReload(b *testing.B, s storage.Store, n int) {
 		}
 		report(b, rows, decrypts, ops)
 	})
+}
+
+// FlushCounts is a statistics flush of accounts accounts ("acct-00000"…)
+// with keys rows each in hour, n a row, and the provider "openai"'s keys
+// rows, n × accounts a row: accounts × keys + keys rows in all.
+func FlushCounts(accounts, keys int, hour time.Time, n int64) []storage.AttemptCount {
+	var cs []storage.AttemptCount
+	for a := range accounts {
+		for k := range keys {
+			cs = append(cs, storage.AttemptCount{Scope: storage.StatsAccount, Subject: fmt.Sprintf("acct-%05d", a), Hour: hour, Key: 64 + 30*k, N: n})
+		}
+	}
+	for k := range keys {
+		cs = append(cs, storage.AttemptCount{Scope: storage.StatsProvider, Subject: "openai", Hour: hour, Key: 64 + 30*k, N: n * int64(accounts)})
+	}
+	return cs
+}
+
+// BenchUsageDuringFlush measures usage batches written through the journal
+// (journal.Usage, its default one-second AttemptTimeout) back to back while
+// s adds the statistics flush cs, until the flush returns; cs is added once
+// before the timer, so each op adds to rows that exist. next fills recs, a
+// batch, for the batch-th batch (fresh request ids). usage-max-ms is the
+// longest a batch took (the journal's attempt included),
+// journalled-batches/op how many went to the journal because storage did
+// not commit them within the attempt timeout, flush-ms the flush's wall
+// time and batches/op the batches written during it. The journal is
+// emptied (written to storage) between ops, untimed.
+func BenchUsageDuringFlush(b *testing.B, s interface {
+	journal.Writer
+	storage.AttemptStats
+}, cs []storage.AttemptCount, recs []storage.UsageRecord, next func(batch int, recs []storage.UsageRecord)) {
+	j, err := journal.Open(filepath.Join(b.TempDir(), "usage.journal"), s, journal.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = j.Close() })
+	if err := s.AddAttemptCounts(b.Context(), cs); err != nil {
+		b.Fatal(err)
+	}
+	var (
+		batches   int
+		maxWait   time.Duration
+		flushWall time.Duration
+	)
+	journalled0 := j.Stats().Journalled
+	b.ReportAllocs()
+	for b.Loop() {
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() { done <- s.AddAttemptCounts(b.Context(), cs) }()
+	loop:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				flushWall += time.Since(t0)
+				break loop
+			default:
+			}
+			next(batches, recs)
+			u0 := time.Now()
+			if err := j.InsertUsage(b.Context(), recs); err != nil {
+				b.Fatal(err)
+			}
+			maxWait = max(maxWait, time.Since(u0))
+			batches++
+		}
+		b.StopTimer()
+		for j.Stats().Pending > 0 { // the journal's replay, every second
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(maxWait.Microseconds())/1e3, "usage-max-ms")
+	b.ReportMetric(float64(j.Stats().Journalled-journalled0)/float64(len(recs))/float64(b.N), "journalled-batches/op")
+	b.ReportMetric(float64(batches)/float64(b.N), "batches/op")
+	b.ReportMetric(float64(flushWall.Microseconds())/1e3/float64(b.N), "flush-ms")
 }
