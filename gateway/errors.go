@@ -126,6 +126,12 @@ func writeError(ctx *fasthttp.RequestCtx, e *APIError) {
 // set, else in OpenAI's.
 func writeErrorShape(ctx *fasthttp.RequestCtx, e *APIError, anthropic bool) {
 	resetKeepingRequestID(ctx)
+	if len(ctx.Response.Header.Peek("X-Request-Id")) == 0 {
+		// Every error names a request, as Anthropic's always do: answers
+		// that never started a request record (a method refused, an
+		// unknown path, /v1/models/{id}) name one here.
+		setRequestID(ctx, newRequestID(), anthropic)
+	}
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	if e.RetryAfter > 0 {
@@ -137,13 +143,7 @@ func writeErrorShape(ctx *fasthttp.RequestCtx, e *APIError, anthropic bool) {
 			msg = msgAnthropicBadJSON // errBadJSON's text is OpenAI's and names the OpenAI API
 		}
 		id := string(ctx.Response.Header.Peek("X-Request-Id"))
-		if id == "" {
-			// Anthropic's errors always name a request (its request-id header
-			// and the body's request_id); answers that never started a
-			// request record (/v1/models/{id}, unknown paths) name one here.
-			id = newRequestID()
-		}
-		setRequestID(ctx, id, true)
+		setRequestID(ctx, id, true) // request-id too, and the body's request_id
 		b := make([]byte, 0, 128+len(msg))
 		ctx.SetBody(appendAnthropicError(b, e.Status, msg, id))
 		return

@@ -120,11 +120,14 @@ func TestErrorsAreOpenAIShaped(t *testing.T) {
 		if resp.StatusCode() != c.status || !isOpenAIError(resp.Body()) {
 			t.Errorf("%s %s %q: status %d body %s", c.method, c.path, c.body, resp.StatusCode(), resp.Body())
 		}
+		if id := string(resp.Header.Peek("X-Request-Id")); !strings.HasPrefix(id, "req_") {
+			t.Errorf("%s %s %q: X-Request-Id %q: every error names a request", c.method, c.path, c.body, id)
+		}
 	}
 	// /v1/responses takes POST and, with a WebSocket upgrade, GET: a plain
 	// GET is told to upgrade (426), another method is 405 naming both.
 	resp := do(s, "GET", "/v1/responses", key, nil)
-	if resp.StatusCode() != 426 || string(resp.Header.Peek("Upgrade")) != "websocket" || !isOpenAIError(resp.Body()) {
+	if resp.StatusCode() != 426 || string(resp.Header.Peek("Upgrade")) != "websocket" || !isOpenAIError(resp.Body()) || len(resp.Header.Peek("X-Request-Id")) == 0 {
 		t.Errorf("GET /v1/responses without an upgrade: %d, Upgrade %q, %s", resp.StatusCode(), resp.Header.Peek("Upgrade"), resp.Body())
 	}
 	resp = do(s, "DELETE", "/v1/responses", key, nil)
