@@ -36,7 +36,12 @@ type Cache interface {
 	// Incr adds n to the counter of key in the fixed window of length window
 	// that contains now, and returns the window's new total. Windows are
 	// aligned to the Unix epoch (a one-minute window starts at :00), and a
-	// counter expires when its window ends.
+	// counter expires when its window ends. A counter is never below 0: a
+	// negative n takes it at most to 0, and one on a counter that does not
+	// exist creates it at 0. Callers count what they hold and take it back
+	// when done; a take-back of something the counter lost (Redis restarted
+	// empty, or an outage counted it in the fallback's local cache) must not
+	// leave the counter below what is really held for the rest of the window.
 	Incr(ctx context.Context, key string, n int64, window time.Duration) (int64, error)
 	// Count returns the current window's total for key without changing it.
 	Count(ctx context.Context, key string, window time.Duration) (int64, error)

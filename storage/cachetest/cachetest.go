@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Cache) {
 		{"Counters/Rollover", testCountersRollover},
 		{"Counters/Concurrent", testCountersConcurrent},
 		{"Counters/InvalidWindow", testCountersInvalidWindow},
+		{"Counters/NeverBelowZero", testCountersNeverBelowZero},
 		{"Leases/Exclusive", testLeasesExclusive},
 		{"Leases/Expiry", testLeasesExpiry},
 		{"Leases/Renew", testLeasesRenew},
@@ -286,6 +287,39 @@ func testCountersIncr(t *testing.T, c storage.Cache) {
 // window's end the counter starts again from the first increment. It does
 // not compare the backend's clock with the test's, so it also holds for a
 // Redis server on another machine.
+// A take-back never leaves a counter below zero: callers add what a
+// request holds and take it back when it ends, and a counter that lost its
+// additions meanwhile (Redis restarted empty, or the request was counted in
+// the fallback's local cache during an outage) must not go negative, or a
+// user's concurrency and balance holds would be undercounted for the rest
+// of the window (tester's finding).
+func testCountersNeverBelowZero(t *testing.T, c storage.Cache) {
+	const w = long
+	if got := mustIncr(t, c, "gone", -3, w); got != 0 {
+		t.Fatalf("Incr(-3) of a new counter = %d, want 0", got)
+	}
+	if got := mustIncr(t, c, "gone", 2, w); got != 2 {
+		t.Fatalf("Incr(2) after it = %d, want 2", got)
+	}
+	if got := mustIncr(t, c, "gone", -5, w); got != 0 {
+		t.Fatalf("Incr(-5) of a counter at 2 = %d, want 0", got)
+	}
+	if got := mustCount(t, c, "gone", w); got != 0 {
+		t.Fatalf("Count = %d, want 0", got)
+	}
+	if got := mustIncr(t, c, "gone", 1, w); got != 1 {
+		t.Fatalf("Incr(1) after it = %d, want 1", got)
+	}
+	ops := []storage.CacheOp{
+		{Kind: storage.CacheIncr, Key: "gone-b", N: -1, TTL: w},
+		{Kind: storage.CacheIncr, Key: "gone-b", N: 1, TTL: w, Limit: 1},
+	}
+	mustBatch(t, c, ops)
+	if ops[0].Total != 0 || ops[1].Total != 1 || ops[1].Over {
+		t.Fatalf("batch totals %d, %d (over %v); want 0, 1 and not over", ops[0].Total, ops[1].Total, ops[1].Over)
+	}
+}
+
 func testCountersRollover(t *testing.T, c storage.Cache) {
 	const w = 250 * time.Millisecond
 	var totals []int64

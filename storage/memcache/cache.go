@@ -283,13 +283,13 @@ func (c *Cache) Incr(_ context.Context, key string, n int64, window time.Duratio
 	it := s.counters.m[ckey{key, int64(window)}]
 	switch {
 	case it == nil:
-		it = &item{key: key, win: int64(window), n: n, exp: end}
+		it = &item{key: key, win: int64(window), n: max(n, 0), exp: end}
 		add(c, &s.counters, it, now)
 	case it.exp != end: // a previous window's counter, not yet swept
-		it.n = n
+		it.n = max(n, 0)
 		s.counters.setExp(it, end)
 	default:
-		it.n += n
+		it.n = max(it.n+n, 0)
 	}
 	total := it.n
 	s.mu.Unlock()

@@ -35,10 +35,15 @@ for i = 1, #KEYS do
     if kind == 'i' then
       if redis.call('HGET', KEYS[i], 'e') == e then
         v = redis.call('HINCRBY', KEYS[i], 'n', n)
+        if v < 0 then
+          redis.call('HSET', KEYS[i], 'n', 0)
+          v = 0
+        end
       else
+        if tonumber(n) < 0 then n = '0' end
         redis.call('HSET', KEYS[i], 'e', e, 'n', n)
-        redis.call('PEXPIREAT', KEYS[i], e)
         v = tonumber(n)
+        redis.call('PEXPIREAT', KEYS[i], e)
       end
       if lim > 0 and v > lim then refused = true end
     else

@@ -283,7 +283,8 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 }
 
 // incrScript adds ARGV[1] to the counter KEYS[1] in the ARGV[2]-millisecond
-// window, aligned to the Unix epoch, that contains the server's clock. The
+// window, aligned to the Unix epoch, that contains the server's clock, never
+// taking it below 0 (storage.Cache.Incr). The
 // counter is a hash: e is its window's end (Unix ms), n its total. The window
 // is decided by comparing e, not by the key's expiry, because Redis keeps a
 // key alive through the very millisecond of its expiry time (and a script's
@@ -295,11 +296,18 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local w = tonumber(ARGV[2])
 local e = string.format('%.0f', now - now % w + w)
 if redis.call('HGET', KEYS[1], 'e') == e then
-  return redis.call('HINCRBY', KEYS[1], 'n', ARGV[1])
+  local v = redis.call('HINCRBY', KEYS[1], 'n', ARGV[1])
+  if v < 0 then
+    redis.call('HSET', KEYS[1], 'n', 0)
+    v = 0
+  end
+  return v
 end
-redis.call('HSET', KEYS[1], 'e', e, 'n', ARGV[1])
+local n = ARGV[1]
+if tonumber(n) < 0 then n = '0' end
+redis.call('HSET', KEYS[1], 'e', e, 'n', n)
 redis.call('PEXPIREAT', KEYS[1], e)
-return tonumber(ARGV[1])
+return tonumber(n)
 `)
 
 // countScript returns the total of the counter KEYS[1] when it belongs to
@@ -319,7 +327,8 @@ return 0
 // Incr adds n to key's counter in the current fixed window of length window
 // (rounded up to whole milliseconds) on the Redis server's clock, and
 // returns the window's new total, exact across every instance sharing the
-// Redis. A window that is not positive is refused with an error wrapping
+// Redis. The total is never below 0: a take-back larger than the counter
+// (Redis restarted empty meanwhile) leaves it at 0. A window that is not positive is refused with an error wrapping
 // storage.ErrInvalid.
 func (c *Cache) Incr(ctx context.Context, key string, n int64, window time.Duration) (int64, error) {
 	if window <= 0 {
