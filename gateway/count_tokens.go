@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -58,16 +59,25 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	}
 	var msgs gjson.Result
 	n := 0
+	var estimated [len(estimatedKeys)]int
 	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
 		if k.Str == "messages" {
 			msgs = v
 			n++
+		} else if i := slices.Index(estimatedKeys[:], k.Str); i >= 0 {
+			estimated[i]++
 		}
 		return true
 	})
 	if n > 1 { // as parseBody: the count reads the first, an upstream the last
 		writeError(ctx, errBadParam("messages", "Duplicate key 'messages' in the request body."))
 		return
+	}
+	for i, c := range estimated {
+		if c > 1 {
+			writeError(ctx, errBadParam(estimatedKeys[i], "Duplicate key '"+estimatedKeys[i]+"' in the request body."))
+			return
+		}
 	}
 	if aerr := checkMessages(translate.Messages, msgs); aerr != nil {
 		writeError(ctx, aerr)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -303,6 +304,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// a body that repeats a key the gateway routes on would be routed (and
 	// allowed, and billed) as one thing and served as another.
 	var models, streams, msgCount int
+	var estimated [len(estimatedKeys)]int // how often each of estimatedKeys appears
 	var m, st, msgs, prev, cacheKey gjson.Result
 	var caps outputCaps
 	root.ForEach(func(k, v gjson.Result) bool {
@@ -326,6 +328,10 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			prev = v
 		case "prompt_cache_key":
 			cacheKey = v
+		default:
+			if i := slices.Index(estimatedKeys[:], k.Str); i >= 0 {
+				estimated[i]++
+			}
 		}
 		return true
 	})
@@ -340,6 +346,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			param = "messages"
 		}
 		return errBadParam(param, "Duplicate key '"+param+"' in the request body.")
+	}
+	for i, n := range estimated {
+		if n > 1 {
+			return errBadParam(estimatedKeys[i], "Duplicate key '"+estimatedKeys[i]+"' in the request body.")
+		}
 	}
 	switch {
 	case !m.Exists() || m.Type == gjson.Null || (m.Type == gjson.String && m.Str == ""):
@@ -397,6 +408,14 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	c.native = needsNative(c)
 	return nil
 }
+
+// estimatedKeys are the top-level keys besides messages that the input
+// estimate reads (estimateRequestTokens, estimateInputTokens): the balance
+// hold, count_tokens and a cut stream's bill. The estimate reads the first
+// of a repeated key and an upstream's decoder the last, so a body that
+// repeats one is refused (400, naming it), or a user could be held on "hi"
+// and served, and charged, a 100k-token input past its balance.
+var estimatedKeys = [...]string{"input", "instructions", "system", "tools"}
 
 // checkMessages answers 400 for a Chat Completions or Messages request
 // whose messages are missing, not an array, or empty, as OpenAI and

@@ -305,3 +305,40 @@ func TestMessagesRequired(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// TestDuplicateEstimatedKeys: a body that repeats a key the balance
+// estimate reads (Responses' input and instructions, Messages' system,
+// every protocol's tools) is refused 400 naming it, in the client's
+// protocol, before any upstream: the estimate read the first occurrence
+// and the upstream the last, so a user with 0.02 of balance sent
+// {"input":"hi","input":"<100k tokens>"} and was admitted on the estimate
+// of "hi" and charged 0.100132, ending at -0.080132 (tester's finding).
+func TestDuplicateEstimatedKeys(t *testing.T) {
+	s, sys, key := testServer(t, 1, refusingTransport{t})
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/responses", `{"model":"m","input":"hi","input":"a much longer text"}`, "input"},
+		{"/v1/responses", `{"model":"m","input":"hi","instructions":"x","instructions":"y"}`, "instructions"},
+		{"/v1/responses", `{"model":"m","input":"hi","tools":[],"tools":[{"type":"function","name":"f"}]}`, "tools"},
+		{"/v1/chat/completions", `{"model":"m",` + msgs + `,"tools":[],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools"},
+		{"/v1/messages", `{"model":"m","max_tokens":8,` + msgs + `,"system":"a","system":"b"}`, "system"},
+		{"/v1/messages", `{"model":"m","max_tokens":8,` + msgs + `,"tools":[],"tools":[{"name":"f","input_schema":{}}]}`, "tools"},
+		{"/v1/messages/count_tokens", `{"model":"m",` + msgs + `,"system":"a","system":"b"}`, "system"},
+	} {
+		want := "Duplicate key '" + tc.param + "' in the request body."
+		if strings.HasPrefix(tc.path, "/v1/messages") {
+			resp := doWith(s, "POST", tc.path, map[string]string{"x-api-key": key}, []byte(tc.body))
+			if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") ||
+				gjson.GetBytes(resp.Body(), "error.message").Str != want {
+				t.Errorf("%s %s: %d %s, want 400 %q", tc.path, tc.body, resp.StatusCode(), resp.Body(), want)
+			}
+			continue
+		}
+		resp := do(s, "POST", tc.path, key, []byte(tc.body))
+		e := gjson.GetBytes(resp.Body(), "error")
+		if resp.StatusCode() != 400 || !isOpenAIError(resp.Body()) || e.Get("param").Str != tc.param || e.Get("message").Str != want {
+			t.Errorf("%s %s: %d %s, want 400 param %s", tc.path, tc.body, resp.StatusCode(), resp.Body(), tc.param)
+		}
+	}
+	waitIdle(t, sys)
+}
