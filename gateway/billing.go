@@ -25,6 +25,13 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 	if s.billing == nil {
 		return errUnusableKey("belongs to a user account, and billing is not running on this gateway")
 	}
+	// The estimate reads the first of a repeated key, an upstream the last:
+	// a user's body that repeats one anywhere is refused, not held on one
+	// text and charged for another (parseBody refuses the top-level keys
+	// for every key; operator keys are not charged).
+	if p := duplicateKeyPath(c.body); p != "" {
+		return errBadParam(p, "Duplicate key '"+p+"' in the request body.")
+	}
 	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
 		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput, Choices: c.choices})
 	if ref != nil {

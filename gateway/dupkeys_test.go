@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// TestBillingRefusesNestedDuplicateKeys: a user's request whose body
+// repeats a key inside an object (a message's content, a tool's
+// parameters) is refused 400 naming the key's path before it is admitted,
+// in the client's protocol: the balance estimate reads the first occurrence
+// and an upstream the last, so a user with 0.02 sent
+// {"messages":[{"role":"user","content":"hi","content":"<100k tokens>"}]},
+// was held on "hi", charged 0.100140 and left at -0.080272 (tester's
+// finding). Nothing is charged for the refused requests.
+func TestBillingRefusesNestedDuplicateKeys(t *testing.T) {
+	b := billedServer(t)
+	u, secret := b.userKey(t, storage.User{Name: "nested"}, 10_000_000)
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi","content":"a much longer text"}]}`, "messages.0.content"},
+		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"hi","text":"more"}]}]}`, "input.0.content.0.text"},
+		{"/v1/messages", `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","content":"z"}]}`, "messages.1.content"},
+	} {
+		status, body := b.post(t, tc.path, secret, tc.body)
+		want := "Duplicate key '" + tc.param + "' in the request body."
+		msg := gjson.GetBytes(body, "error.message").Str
+		if status != 400 || msg != want {
+			t.Errorf("%s %s: %d %s, want 400 %q", tc.path, tc.body, status, body, want)
+		}
+		if tc.path != "/v1/messages" && gjson.GetBytes(body, "error.param").Str != tc.param {
+			t.Errorf("%s: param %q, want %q", tc.path, gjson.GetBytes(body, "error.param").Str, tc.param)
+		}
+	}
+	// A body without repeated keys is served.
+	if status, body := b.post(t, "/v1/chat/completions", secret, `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"user","content":"hi"}]}`); status != 200 {
+		t.Fatalf("a body without repeated keys: %d %s", status, body)
+	}
+	b.settled(t)
+	bal, err := b.store.Balance(t.Context(), u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 10_000_000 - int64(182_000); bal != want {
+		t.Fatalf("balance %d, want %d (one request charged)", bal, want)
+	}
+}
+
+// TestDuplicateKeyPath: the first repeated key of a JSON document, by its
+// path, at any depth; "" when none is repeated.
+func TestDuplicateKeyPath(t *testing.T) {
+	for body, want := range map[string]string{
+		`{}`: "",
+		`{"a":1,"b":{"a":1,"b":[{"a":1},{"a":2}]}}`: "",
+		`{"a":1,"a":2}`:                                 "a",
+		`{"a":{"x":1,"y":2,"x":3}}`:                     "a.x",
+		`{"a":[1,{"b":1},{"b":1,"c":[{"d":1,"d":1}]}]}`: "a.2.c.0.d",
+		`[{"k":1,"k":2}]`:                               "0.k",
+		`{"a\"b":1,"a\"b":2}`:                           `a"b`,
+		`{"a.b":1,"a.b":2}`:                             "a.b",
+	} {
+		if got := duplicateKeyPath([]byte(body)); got != want {
+			t.Errorf("duplicateKeyPath(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+// TestDuplicateKeyPathAllocs: a body without a repeated key costs one
+// allocation (the key stack), however many objects it holds.
+func TestDuplicateKeyPathAllocs(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"x"}]},{"role":"user","content":"y"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
+	if n := testing.AllocsPerRun(100, func() { duplicateKeyPath(body) }); n > 1 {
+		t.Fatalf("duplicateKeyPath allocates %v times, want at most 1", n)
+	}
+}
