@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/troupe-gw/troupe/scripts"
+	"github.com/troupe-gw/troupe/storage"
 )
 
 // Cache pub/sub channels and entries by which instances share policies.
@@ -34,6 +36,10 @@ const (
 // canaryResync is how often Follow rereads the shared canary without an
 // announcement.
 const canaryResync = 10 * time.Second
+
+// policyResync is how often Follow compares the stored activation with the
+// policy serving, without a broadcast (SyncPolicy).
+const policyResync = 10 * time.Second
 
 // NewCanaryID returns a random canary id (16 hex digits).
 func NewCanaryID() string {
@@ -183,18 +189,59 @@ func (r *Runtime) Follow(ctx context.Context) {
 	if r.opts.Cache == nil {
 		return
 	}
-	if msgs, err := r.opts.Cache.Subscribe(ctx, PolicyChannel); err == nil {
-		go func() {
-			for name := range msgs {
+	msgs, err := r.opts.Cache.Subscribe(ctx, PolicyChannel)
+	if err != nil {
+		r.log.Warn("policy broadcasts unavailable; activations on other instances are loaded every policyResync", "err", err)
+	}
+	go func() {
+		// A broadcast makes the change at once; the resync every
+		// policyResync catches an activation whose broadcast was lost (made
+		// while the shared cache was down, or on an instance that could not
+		// reach it), which nothing would otherwise repeat.
+		t := time.NewTicker(policyResync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case name, ok := <-msgs:
+				if !ok {
+					msgs = nil // ended with ctx; the ticker's case sees it
+					continue
+				}
 				if err := r.Load(ctx); err != nil {
 					r.log.Error("policy broadcast: reload failed; the previous policy keeps serving", "policy", name, "err", err)
 				}
+			case <-t.C:
+				if err := r.SyncPolicy(ctx); err != nil && ctx.Err() == nil {
+					r.log.Error("policy resync: the stored activation could not be loaded; the previous policy keeps serving", "err", err)
+				}
 			}
-		}()
-	} else {
-		r.log.Warn("policy broadcasts unavailable", "err", err)
-	}
+		}
+	}()
 	r.followCanary(ctx)
+}
+
+// SyncPolicy loads the policy activated through the admin API (stored) when
+// it is not the one serving, by name and stored version; it does nothing
+// without stored policies or an activation, or when that one serves. An
+// error (storage unreachable, a policy that fails to load) leaves the
+// serving policy in place.
+func (r *Runtime) SyncPolicy(ctx context.Context) error {
+	if r.opts.Store == nil {
+		return nil
+	}
+	p, err := r.opts.Store.ActivePolicy(ctx)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	if a := r.Active(); a != nil && a.Name() == p.Name && a.Version() == uint64(max(p.Version, 0)) {
+		return nil
+	}
+	return r.Load(ctx)
 }
 
 // followCanary runs SyncCanary now, at every announcement on CanaryChannel
