@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-gw/troupe/bench/mock"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/journal"
 )
 
 // syncBuffer is a goroutine-safe log sink; its content is printed when a test fails.
@@ -214,6 +215,17 @@ func inflightRequests(t testing.TB, a *app) float64 {
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	poll.UntilState(t, timeout, what, cond)
+}
+
+// journalDrained waits, on the journal's own signal, until the usage
+// journal j is written to storage and empty, failing the test after timeout.
+func journalDrained(t testing.TB, j *journal.Usage, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	if err := j.WaitDrained(ctx); err != nil {
+		t.Fatalf("usage journal not written to storage: %v; %+v", err, j.Stats())
+	}
 }
 
 // assertNoLeases waits until every account is idle both in the mock fleet

@@ -198,10 +198,8 @@ func TestOutageFaultSuite(t *testing.T) {
 	phase("both started", 300, func() { pg.Start(); rd.Start() })
 	l.halt()
 
-	eventually(t, 60*time.Second, "storage healthy and the usage journal written", func() (bool, string) {
-		s := d.app.journal.Stats()
-		return !d.app.keys.Degraded() && s.Pending == 0 && s.Bytes == 0, fmt.Sprintf("journal %+v", s)
-	})
+	journalDrained(t, d.app.journal, 60*time.Second)
+	eventually(t, 60*time.Second, "storage healthy", func() (bool, string) { return !d.app.keys.Degraded(), "" })
 	ctx := t.Context()
 	db, err := pgx.Connect(ctx, pg.URL())
 	if err != nil {

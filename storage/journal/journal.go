@@ -55,6 +55,12 @@ const (
 // storage did not take a batch and the journal has no room for it.
 var ErrFull = errors.New("journal: full")
 
+// ErrClosed is returned by InsertUsage and InsertErrorEvents when a batch
+// needs the journal after Close, and by WaitDrained when the journal was
+// closed before it was drained (what it holds is written after the next
+// Open).
+var ErrClosed = errors.New("journal: closed")
+
 // Writer is what Usage writes to: storage.Usage's InsertUsage and
 // storage.RequestLog's InsertErrorEvents, both skipping what is already
 // stored.
@@ -78,8 +84,6 @@ type Options struct {
 	// ReplayTimeout bounds the write of one journalled batch. Default
 	// DefaultReplayTimeout.
 	ReplayTimeout time.Duration
-	// afterReplay, in tests, is called after each replay round.
-	afterReplay func()
 	// Logger receives one warning when journalling starts, one line when
 	// the journal is written to storage, and errors. Default slog.Default().
 	Logger *slog.Logger
@@ -115,6 +119,12 @@ type Usage struct {
 
 	active atomic.Bool // the journal holds frames: batches go behind them
 	wake   chan struct{}
+	// empty is closed while the journal is drained (nothing pending, the
+	// file truncated); a fresh one is made, under mu, when it turns
+	// non-empty. WaitDrained waits on it.
+	empty chan struct{}
+	// stopped is closed by Close, after the replay has stopped.
+	stopped chan struct{}
 
 	journalled, replayed, rejected atomic.Uint64
 
@@ -165,7 +175,9 @@ func Open(path string, w Writer, opts Options) (*Usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Usage{w: w, opts: opts, log: log, path: path, f: f, wake: make(chan struct{}, 1)}
+	u := &Usage{w: w, opts: opts, log: log, path: path, f: f, wake: make(chan struct{}, 1),
+		empty: make(chan struct{}), stopped: make(chan struct{})}
+	close(u.empty) // recover opens a fresh one if the file holds frames
 	if err := u.recover(); err != nil {
 		f.Close()
 		return nil, err
@@ -206,6 +218,7 @@ func (u *Usage) recover() error {
 	if off > 0 {
 		u.since = time.Now()
 		u.active.Store(true)
+		u.empty = make(chan struct{})
 		u.log.Warn("usage journal: records from before the restart wait for storage", "path", u.path, "records", u.pending, "bytes", off)
 		u.poke()
 	}
@@ -286,7 +299,7 @@ func (u *Usage) append(fr frame, cause error) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.f == nil {
-		return errors.New("journal: closed")
+		return ErrClosed
 	}
 	if u.size+int64(len(buf)) > u.opts.MaxBytes {
 		if !u.full {
@@ -314,6 +327,7 @@ func (u *Usage) append(fr frame, cause error) error {
 	if !u.active.Load() {
 		u.since = time.Now()
 		u.active.Store(true)
+		u.empty = make(chan struct{})
 		msg := "unknown"
 		if cause != nil {
 			msg = cause.Error()
@@ -347,9 +361,6 @@ func (u *Usage) run() {
 		}
 		if u.active.Load() {
 			u.replay()
-			if u.opts.afterReplay != nil {
-				u.opts.afterReplay()
-			}
 		}
 	}
 }
@@ -415,8 +426,50 @@ func (u *Usage) drained() {
 	outage := time.Since(u.since)
 	u.size, u.cursor, u.pending, u.full, u.since = 0, 0, 0, false, time.Time{}
 	u.active.Store(false)
+	close(u.empty)
 	u.log.Info("usage journal written to storage", "path", u.path, "journalled_for", outage.Round(time.Millisecond).String(),
 		"replayed_total", u.replayed.Load())
+}
+
+// WaitDrained waits until the journal is drained: it holds nothing, every
+// journalled record and error event written to storage (or refused by it
+// as invalid, see Stats.Rejected) and the file truncated. It returns nil at
+// once when the journal is empty, also after Close, and nil when it drains
+// during the call, even if later batches are journalled again before
+// WaitDrained returns. Otherwise it returns ctx's error when ctx ends
+// first, and ErrClosed when Close stops the replay first (or stopped it
+// before the call) with records still journalled. It starts no goroutine
+// and holds nothing after it returns; it is safe for concurrent use, from
+// any number of callers.
+//
+// The journal drains only when storage takes writes: bound ctx.
+func (u *Usage) WaitDrained(ctx context.Context) error {
+	u.mu.Lock()
+	empty := u.empty
+	u.mu.Unlock()
+	select {
+	case <-empty:
+		return nil
+	default:
+	}
+	select {
+	case <-u.stopped: // nothing drains it now: do not let a done ctx decide
+		return ErrClosed
+	default:
+	}
+	select {
+	case <-empty:
+		return nil
+	case <-u.stopped:
+		select {
+		case <-empty: // drained by the replay's last round, before Close stopped it
+			return nil
+		default:
+			return ErrClosed
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Stats returns a snapshot of the state and counters.
@@ -452,12 +505,14 @@ func (u *Usage) Health() storage.Health {
 }
 
 // Close stops the replay and closes the file; what it holds is written
-// after the next Open. It is idempotent.
+// after the next Open, and WaitDrained returns ErrClosed while it holds
+// anything. It is idempotent.
 func (u *Usage) Close() error {
 	var err error
 	u.closed.Do(func() {
 		u.cancel()
 		u.done.Wait()
+		close(u.stopped)
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		err = u.f.Close()

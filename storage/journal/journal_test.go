@@ -82,12 +82,11 @@ func batch(from, n int) []storage.UsageRecord {
 }
 
 type harness struct {
-	path   string
-	store  *store
-	j      *Usage
-	rounds chan struct{}
-	log    *bytes.Buffer
-	logMu  *sync.Mutex
+	path  string
+	store *store
+	j     *Usage
+	log   *bytes.Buffer
+	logMu *sync.Mutex
 }
 
 type lockedWriter struct {
@@ -103,8 +102,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 func open(t *testing.T, path string, st *store, opts Options) *harness {
 	t.Helper()
-	h := &harness{path: path, store: st, rounds: make(chan struct{}, 1024), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
-	opts.afterReplay = func() { h.rounds <- struct{}{} }
+	h := &harness{path: path, store: st, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 5 * time.Millisecond
 	}
@@ -118,19 +116,17 @@ func open(t *testing.T, path string, st *store, opts Options) *harness {
 	return h
 }
 
-// drained waits until a replay round leaves the journal empty.
+// drained waits until the replay leaves the journal empty (WaitDrained),
+// failing the test after 10 s.
 func (h *harness) drained(t *testing.T) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case <-h.rounds:
-			if st := h.j.Stats(); st.Bytes == 0 && st.Pending == 0 {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("journal not drained within 10s: %+v", h.j.Stats())
-		}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := h.j.WaitDrained(ctx); err != nil {
+		t.Fatalf("journal not drained: %v; %+v", err, h.j.Stats())
+	}
+	if st := h.j.Stats(); st.Bytes != 0 || st.Pending != 0 {
+		t.Fatalf("WaitDrained returned with %+v", st)
 	}
 }
 

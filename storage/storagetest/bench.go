@@ -161,8 +161,8 @@ func BenchUsageDuringFlush(b *testing.B, s interface {
 			batches++
 		}
 		b.StopTimer()
-		for j.Stats().Pending > 0 { // the journal's replay, every second
-			time.Sleep(10 * time.Millisecond)
+		if err := j.WaitDrained(b.Context()); err != nil { // the journal's replay, every second
+			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
