@@ -187,7 +187,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 	start := s.now()
 	c.decision = &lease.Decision
 	up := upstreamEndpoint(lease.Provider, c.endpoint)
-	body, usage, f := s.upstreamBody(c, up, lease.Provider == storage.ProviderOpenAI)
+	body, usage, f := s.upstreamBody(c, up, lease.Provider == storage.ProviderOpenAI || lease.Provider == storage.ProviderOpenAICompat)
 	if f == nil && (c.stripState || s.foreignState(c, lease)) {
 		body, f = s.statelessBody(c, up, body, usage)
 	}

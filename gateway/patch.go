@@ -70,8 +70,10 @@ func patchBodySlow(c *call, body []byte, model, usage bool) ([]byte, error) {
 }
 
 // wantsUsage reports whether c, sent in its own protocol to an account of
-// an openai provider, must ask for stream_options.include_usage itself: a
-// Chat stream whose client did not.
+// an openai or openai_compat provider (openai), must ask for
+// stream_options.include_usage itself: a Chat stream whose client did not.
+// Without it the stream would be billed on the gateway's estimate rather
+// than the upstream's counts (a translated stream asks for it anyway).
 func wantsUsage(c *call, up translate.Protocol, openai bool) bool {
 	return openai && up == translate.Chat && c.endpoint == translate.Chat && c.stream && !c.clientUsage
 }

@@ -18,7 +18,7 @@ import (
 func needsNative(c *call) bool { return c.prevResp != "" || c.compact }
 
 // upstreamBody is c's body in protocol up for an account that is of the
-// openai provider or not: in the client's own protocol its bytes, patched
+// openai or openai_compat provider (openai) or not: in the client's own protocol its bytes, patched
 // when the model or usage must change (patchBody; usage: the gateway asks
 // for the usage chunk the client did not), else the translation. Each is
 // made once and kept for failovers. A body that cannot be translated is a
