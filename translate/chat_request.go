@@ -195,21 +195,31 @@ func decodeChatContent(c gjson.Result, p string, images bool) ([]part, error) {
 }
 
 func decodeChatTools(v gjson.Result) ([]tool, error) {
+	if err := wantToolArray(v, "tools"); err != nil {
+		return nil, err
+	}
 	var ts []tool
 	var err error
 	i := -1
 	v.ForEach(func(_, t gjson.Result) bool {
 		i++
+		var name string
 		switch typ := t.Get("type").Str; typ {
 		case "function":
 			f := t.Get("function")
+			if name, err = wantToolName(f.Get("name"), path(path("tools", i), "function.name")); err != nil {
+				break
+			}
 			var strict *bool
 			strict, err = wantBool(f.Get("strict"), path(path("tools", i), "function.strict"))
-			ts = append(ts, tool{name: f.Get("name").Str, description: f.Get("description").Str,
+			ts = append(ts, tool{name: name, description: f.Get("description").Str,
 				parameters: rawOrEmpty(f.Get("parameters")), strict: strict})
 		case "custom":
 			c := t.Get("custom")
-			ts = append(ts, tool{custom: true, name: c.Get("name").Str, description: c.Get("description").Str,
+			if name, err = wantToolName(c.Get("name"), path(path("tools", i), "custom.name")); err != nil {
+				break
+			}
+			ts = append(ts, tool{custom: true, name: name, description: c.Get("description").Str,
 				format: rawOrEmpty(c.Get("format"))})
 		default:
 			err = badRequest(path(path("tools", i), "type"), "tool type "+typ+" cannot be translated")

@@ -220,6 +220,9 @@ func decodeMessagesImage(blk gjson.Result, p string) (part, error) {
 }
 
 func decodeMessagesTools(v gjson.Result) ([]tool, error) {
+	if err := wantToolArray(v, "tools"); err != nil {
+		return nil, err
+	}
 	var ts []tool
 	var err error
 	i := -1
@@ -234,9 +237,13 @@ func decodeMessagesTools(v gjson.Result) ([]tool, error) {
 			// loads it; OpenAI has no such search, so it is left out.
 			return true
 		}
+		var name string
+		if name, err = wantToolName(t.Get("name"), path(path("tools", i), "name")); err != nil {
+			return false
+		}
 		var strict *bool
 		strict, err = wantBool(t.Get("strict"), path(path("tools", i), "strict"))
-		ts = append(ts, tool{name: t.Get("name").Str, description: t.Get("description").Str,
+		ts = append(ts, tool{name: name, description: t.Get("description").Str,
 			parameters: rawOrEmpty(t.Get("input_schema")), strict: strict})
 		return err == nil
 	})

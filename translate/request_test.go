@@ -132,6 +132,22 @@ func TestTranslateRequestFields(t *testing.T) {
 			body: `{"model":"m","audio":{"voice":"x"},"messages":[{"role":"user","content":"hi"}]}`},
 		{name: "server tool", from: Messages, to: Responses, errParam: "tools.0.type",
 			body: `{"model":"m","max_tokens":9,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`},
+		// Tools that are not an array, and tools without a name, are refused
+		// naming the field (tester's finding: "tools":"x" was refused as
+		// "tool type  is hosted by OpenAI", and a tool named 5 went upstream
+		// named "").
+		{name: "tools not an array from responses", from: Responses, to: Messages, errParam: "tools",
+			body: `{"model":"m","input":"hi","tools":"x"}`},
+		{name: "tools not an array from chat", from: Chat, to: Messages, errParam: "tools",
+			body: `{"model":"m","tools":{"type":"function"},"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "tools not an array from messages", from: Messages, to: Chat, errParam: "tools",
+			body: `{"model":"m","max_tokens":9,"tools":5,"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "tool name not a string from messages", from: Messages, to: Chat, errParam: "tools.0.name",
+			body: `{"model":"m","max_tokens":9,"tools":[{"name":5,"input_schema":{}}],"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "tool without a name from chat", from: Chat, to: Messages, errParam: "tools.0.function.name",
+			body: `{"model":"m","tools":[{"type":"function","function":{"parameters":{}}}],"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "tool name not a string from responses", from: Responses, to: Messages, errParam: "tools.0.name",
+			body: `{"model":"m","input":"hi","tools":[{"type":"function","name":["f"]}]}`},
 		{name: "not json", from: Chat, to: Messages, errParam: "", body: `{"model":`},
 		{name: "too deep", from: Chat, to: Messages, errParam: "", body: `{"model":"m","messages":` + deep(200) + `}`},
 		{name: "no messages", from: Messages, to: Chat, errParam: "messages", body: `{"model":"m","max_tokens":1,"messages":[]}`},

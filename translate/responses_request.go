@@ -231,6 +231,9 @@ func decodeResponsesOutput(o gjson.Result, p string) ([]part, error) {
 }
 
 func decodeResponsesTools(v gjson.Result, p, ns string) ([]tool, error) {
+	if err := wantToolArray(v, p); err != nil {
+		return nil, err
+	}
 	var ts []tool
 	var err error
 	i := -1
@@ -240,11 +243,19 @@ func decodeResponsesTools(v gjson.Result, p, ns string) ([]tool, error) {
 		switch typ := t.Get("type").Str; typ {
 		case "function":
 			var strict *bool
+			var name string
+			if name, err = wantToolName(t.Get("name"), path(tp, "name")); err != nil {
+				break
+			}
 			strict, err = wantBool(t.Get("strict"), path(tp, "strict"))
-			ts = append(ts, tool{name: t.Get("name").Str, description: t.Get("description").Str,
+			ts = append(ts, tool{name: name, description: t.Get("description").Str,
 				parameters: rawOrEmpty(t.Get("parameters")), strict: strict, namespace: ns})
 		case "custom":
-			ts = append(ts, tool{custom: true, name: t.Get("name").Str, description: t.Get("description").Str,
+			var name string
+			if name, err = wantToolName(t.Get("name"), path(tp, "name")); err != nil {
+				break
+			}
+			ts = append(ts, tool{custom: true, name: name, description: t.Get("description").Str,
 				format: rawOrEmpty(t.Get("format")), namespace: ns})
 		case "namespace":
 			if ns != "" {

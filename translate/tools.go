@@ -323,3 +323,22 @@ func flatPartName(p *part) string { return flatName(p.namespace, p.name) }
 
 // partName is a tool call's name as decoded.
 func partName(p *part) string { return p.name }
+
+// wantToolArray refuses tools (at param p) that are present and not null
+// but not an array: a string or an object was read as one odd tool and
+// refused for a type it did not have.
+func wantToolArray(v gjson.Result, p string) error {
+	if isNull(v) || v.IsArray() {
+		return nil
+	}
+	return badRequest(p, p+" must be an array of tools")
+}
+
+// wantToolName is a tool's name (at param p), which every protocol requires as
+// a non-empty string: a number or a missing name went upstream as "".
+func wantToolName(v gjson.Result, p string) (string, error) {
+	if v.Type != gjson.String || v.Str == "" {
+		return "", badRequest(p, p+" must be a non-empty string")
+	}
+	return v.Str, nil
+}
