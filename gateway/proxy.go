@@ -305,7 +305,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	// allowed, and billed) as one thing and served as another.
 	var models, streams, msgCount int
 	var estimated [len(estimatedKeys)]int // how often each of estimatedKeys appears
-	var m, st, msgs, prev, cacheKey gjson.Result
+	var m, st, msgs, prev, cacheKey, input gjson.Result
 	var caps outputCaps
 	root.ForEach(func(k, v gjson.Result) bool {
 		if caps.read(k.Str, v) {
@@ -331,6 +331,9 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		default:
 			if i := slices.Index(estimatedKeys[:], k.Str); i >= 0 {
 				estimated[i]++
+			}
+			if k.Str == "input" {
+				input = v
 			}
 		}
 		return true
@@ -388,6 +391,12 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 	}
 	if c.endpoint == translate.Responses {
+		// As the Responses WebSocket refuses it (wsframe.go), whichever
+		// account would serve it: an openai one got it as sent, a
+		// translation refused it in other words.
+		if input.Exists() && input.Type != gjson.Null && input.Type != gjson.String && !input.IsArray() {
+			return errBadParam("input", "Invalid type for 'input': expected a string or an array of input items.")
+		}
 		c.prevResp = strings.Clone(prev.Str)
 	}
 	c.cacheKey = strings.Clone(cacheKey.Str)

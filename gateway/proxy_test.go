@@ -342,3 +342,20 @@ func TestDuplicateEstimatedKeys(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// TestResponsesInputType: a Responses input that is neither a string nor
+// an array is refused 400 invalid_type naming input over HTTP, as the
+// Responses WebSocket refuses it, whatever account would serve it: an
+// openai account got it as sent, an anthropic one refused it in other
+// words (tester's finding).
+func TestResponsesInputType(t *testing.T) {
+	s, sys, key := testServer(t, 1, refusingTransport{t})
+	for _, in := range []string{`5`, `true`, `{"role":"user"}`} {
+		resp := do(s, "POST", "/v1/responses", key, []byte(`{"model":"m","input":`+in+`}`))
+		e := gjson.GetBytes(resp.Body(), "error")
+		if resp.StatusCode() != 400 || e.Get("param").Str != "input" || e.Get("code").Str != "invalid_type" {
+			t.Errorf("input %s: %d %s, want 400 invalid_type param input", in, resp.StatusCode(), resp.Body())
+		}
+	}
+	waitIdle(t, sys)
+}
