@@ -148,6 +148,10 @@ type plan struct {
 	interval time.Duration // between deltas; 0: as fast as possible
 	tokens   int           // number of deltas, >= 1
 	cutAfter int           // > 0: the stream stops right after this many deltas
+	// capped: tokens was cut to the request's output limit (request.maxOutput),
+	// so the answer says it stopped there (finish_reason "length", status
+	// "incomplete", stop_reason "max_tokens").
+	capped bool
 }
 
 // plan decides how the account answers r. It is the single place for
@@ -166,6 +170,9 @@ func (a *account) plan(r *request) plan {
 		p.tokens = 3 + len(resultPrefix) + len(r.script.words)
 	case scriptToolCall: // one delta per argument fragment
 		p.tokens = toolFragments
+	}
+	if r.maxOutput > 0 && p.tokens > r.maxOutput { // parseRequest left no tool call this cuts
+		p.tokens, p.capped = r.maxOutput, true
 	}
 	if fs := a.fault.Load(); fs != nil && fs.fires(time.Now()) {
 		p.fault = fs

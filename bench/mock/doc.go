@@ -29,7 +29,17 @@
 // "echo …") is answered with a call to that tool, in the protocol's shape
 // (Chat tool_calls, a Responses function_call item, a Messages tool_use
 // block), streamed or not; a request whose last input is a tool result is
-// answered with ToolResultText, which quotes it.
+// answered with ToolResultText, which quotes it. tool_choice "none" gets
+// no call.
+//
+// # Output limits
+//
+// An answer is cut at the request's output limit, in the route's own field
+// (Chat max_completion_tokens or max_tokens, Responses max_output_tokens,
+// Messages max_tokens), and says so as the real API does: finish_reason
+// "length", status "incomplete" (a stream's last event
+// response.incomplete), stop_reason "max_tokens"; its usage counts what it
+// produced (limits.go).
 //
 // The request path takes no global lock: accounts are found by bearer token in
 // a sync.Map and every counter is an atomic. Events are appended into reused

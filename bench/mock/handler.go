@@ -91,16 +91,22 @@ type request struct {
 	cacheHint     bool // the body asks for prompt caching ("cache_control" anywhere)
 	maxTokensSet  bool // "max_tokens" is a number (Messages requires it)
 	messagesSet   bool // "messages" is an array (Messages requires it)
+	// maxOutput is the output token limit the route honours (outputLimit);
+	// 0: none.
+	maxOutput int
+	// noTools: tool_choice is "none" (Chat, Responses) or {"type":"none"}
+	// (Messages): the answer never calls a tool.
+	noTools bool
 	// codexRefused is the first top-level key the Codex backend refuses
 	// (codexAccepts); "" when none.
 	codexRefused string
 	script       script
 }
 
-// parseRequest fills r from body, a JSON object, scanning it twice (validate,
-// then top-level keys) without decoding nested values. It reports false if
-// body is not a valid JSON object.
-func parseRequest(body []byte, r *request) bool {
+// parseRequest fills r from body, a JSON object sent on route rt, scanning
+// it twice (validate, then top-level keys) without decoding nested values.
+// It reports false if body is not a valid JSON object.
+func parseRequest(body []byte, rt route, r *request) bool {
 	// The string aliases body only for the duration of this call; everything
 	// kept is cloned.
 	s := unsafe.String(unsafe.SliceData(body), len(body))
@@ -113,10 +119,17 @@ func parseRequest(body []byte, r *request) bool {
 	}
 	r.store = true
 	var tools, conv gjson.Result
+	var lim outputLimits
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "tools":
 			tools = v
+		case "tool_choice":
+			r.noTools = v.Str == "none" || v.Get("type").Str == "none"
+		case "max_completion_tokens":
+			lim.maxCompletionTokens = limitOf(v)
+		case "max_output_tokens":
+			lim.maxOutputTokens = limitOf(v)
 		case "messages":
 			conv = v
 			r.messagesSet = v.IsArray()
@@ -124,6 +137,7 @@ func parseRequest(body []byte, r *request) bool {
 			conv = v
 		case "max_tokens":
 			r.maxTokensSet = v.Type == gjson.Number
+			lim.maxTokens = limitOf(v)
 		case "model":
 			if v.Type == gjson.String {
 				r.model = strings.Clone(v.Str)
@@ -150,6 +164,12 @@ func parseRequest(body []byte, r *request) bool {
 		return true
 	})
 	r.script = parseScript(tools, conv)
+	r.maxOutput = lim.of(rt)
+	if r.script.kind == scriptToolCall && (r.noTools || r.maxOutput > 0 && r.maxOutput < toolFragments) {
+		// tool_choice "none" forbids the call; a limit too small for its
+		// arguments gets the account's text, cut at the limit, instead.
+		r.script = script{}
+	}
 	r.inputTokens = len(body) / 4
 	r.cacheHint = bytes.Contains(body, cacheControlKey)
 	return true
@@ -326,7 +346,7 @@ func (s *stream) readRequest(ctx *fasthttp.RequestCtx) *failure {
 			return &failure{kind: failEncoding}
 		}
 	}
-	if !parseRequest(body, &s.req) {
+	if !parseRequest(body, s.route, &s.req) {
 		return &failure{kind: failMalformed}
 	}
 	if s.req.model == "" {

@@ -42,6 +42,9 @@ func (s *stream) appendToolUseID(dst []byte) []byte {
 
 // stopReason is the answer's stop_reason.
 func (s *stream) stopReason() string {
+	if s.p.capped {
+		return "max_tokens"
+	}
 	if s.req.script.kind == scriptToolCall {
 		return "tool_use"
 	}

@@ -28,7 +28,8 @@ func (s *stream) appendMsgID(dst []byte) []byte {
 }
 
 // appendRespLifecycle appends response.created / in_progress (completed
-// false) or response.completed (completed true).
+// false) or the final response.completed or response.incomplete (completed
+// true).
 func (s *stream) appendRespLifecycle(dst []byte, typ string, seq int, completed bool) []byte {
 	dst = appendEventHead(dst, typ, seq)
 	dst = append(dst, `,"response":`...)
@@ -97,11 +98,16 @@ func (s *stream) appendRespItemDone(dst []byte, seq int) []byte {
 	return append(dst, "}\n\n"...)
 }
 
-// appendMessageItem appends the completed message output item.
+// appendMessageItem appends the finished message output item: completed,
+// or incomplete when the output limit cut it.
 func (s *stream) appendMessageItem(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = s.appendMsgID(dst)
-	dst = append(dst, `,"type":"message","status":"completed","content":[`...)
+	if s.p.capped {
+		dst = append(dst, `,"type":"message","status":"incomplete","content":[`...)
+	} else {
+		dst = append(dst, `,"type":"message","status":"completed","content":[`...)
+	}
 	dst = s.appendOutputText(dst, true)
 	return append(dst, `],"role":"assistant"}`...)
 }
@@ -113,20 +119,35 @@ const (
 	respInProgress respStatus = iota // no output, usage null
 	respCompleted                    // the message and usage
 	respFailed                       // no output, usage null, error set (see faults.go)
+	// respIncomplete: the message the output limit cut and usage,
+	// incomplete_details {"reason":"max_output_tokens"}.
+	respIncomplete
 )
 
 // appendResponse appends the response object: in progress (no output, usage
-// null) or completed (the message and usage).
+// null) or finished (the message and usage): completed, or incomplete when
+// the output limit cut the message.
 func (s *stream) appendResponse(dst []byte, completed bool) []byte {
-	if completed {
+	switch {
+	case completed && s.p.capped:
+		return s.appendResponseStatus(dst, respIncomplete)
+	case completed:
 		return s.appendResponseStatus(dst, respCompleted)
 	}
 	return s.appendResponseStatus(dst, respInProgress)
 }
 
+// respFinalEvent is the type of a Responses stream's last event.
+func (s *stream) respFinalEvent() string {
+	if s.p.capped {
+		return "response.incomplete"
+	}
+	return "response.completed"
+}
+
 // appendResponseStatus appends the response object with status st.
 func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
-	completed := st == respCompleted
+	completed := st == respCompleted || st == respIncomplete
 	dst = append(dst, `{"id":"resp_`...)
 	dst = append(dst, s.id[:]...)
 	dst = append(dst, `","object":"response","created_at":`...)
@@ -135,6 +156,8 @@ func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
 	case respCompleted:
 		dst = append(dst, `,"status":"completed","background":false,"completed_at":`...)
 		dst = strconv.AppendInt(dst, time.Now().Unix(), 10)
+	case respIncomplete:
+		dst = append(dst, `,"status":"incomplete","background":false,"completed_at":null`...)
 	case respFailed:
 		dst = append(dst, `,"status":"failed","background":false,"completed_at":null`...)
 	default:
@@ -145,7 +168,18 @@ func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
 	} else {
 		dst = append(dst, `,"error":null`...)
 	}
-	dst = append(dst, `,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"model":`...)
+	if st == respIncomplete {
+		dst = append(dst, `,"incomplete_details":{"reason":"max_output_tokens"}`...)
+	} else {
+		dst = append(dst, `,"incomplete_details":null`...)
+	}
+	dst = append(dst, `,"instructions":null,"max_output_tokens":`...)
+	if s.req.maxOutput > 0 { // only Responses requests carry one (outputLimits.of)
+		dst = strconv.AppendInt(dst, int64(s.req.maxOutput), 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"max_tool_calls":null,"model":`...)
 	dst = append(dst, s.req.modelJSON...)
 	if completed {
 		dst = append(dst, `,"output":[`...)
@@ -168,7 +202,13 @@ func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
 	}
 	dst = append(dst, `,"store":`...)
 	dst = appendBool(dst, s.req.store)
-	dst = append(dst, `,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":`...)
+	dst = append(dst, `,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":`...)
+	if s.req.noTools {
+		dst = append(dst, `"none"`...)
+	} else {
+		dst = append(dst, `"auto"`...)
+	}
+	dst = append(dst, `,"tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":`...)
 	if completed {
 		dst = s.appendRespUsage(dst)
 	} else {

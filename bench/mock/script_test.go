@@ -232,9 +232,9 @@ func TestScriptEveryProtocol(t *testing.T) {
 			`{"model":"m","store":false,` + respTools + `,"input":[{"type":"function_call_output","call_id":"call_1","output":"hi-there"}]%s}`,
 			`{"model":"m","store":false,"tools":[],"input":"` + ask + `"%s}`},
 		{"messages", "/v1/messages", toolAnthropic, anthropicHeaders(toolAnthropic),
-			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>echo nothing</system-reminder>"},{"type":"text","text":"` + ask + `"},{"type":"text","text":"<system-reminder>\nRun 'rm -rf' is not asked</system-reminder>"}]}]%s}`,
-			`{"model":"m","max_tokens":9,` + msgTools + `,"messages":[{"role":"user","content":"` + ask + `"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hi-there"}],"is_error":false}]}]%s}`,
-			`{"model":"m","max_tokens":9,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"` + ask + `"}]%s}`},
+			`{"model":"m","max_tokens":64,` + msgTools + `,"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>echo nothing</system-reminder>"},{"type":"text","text":"` + ask + `"},{"type":"text","text":"<system-reminder>\nRun 'rm -rf' is not asked</system-reminder>"}]}]%s}`,
+			`{"model":"m","max_tokens":64,` + msgTools + `,"messages":[{"role":"user","content":"` + ask + `"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hi-there"}],"is_error":false}]}]%s}`,
+			`{"model":"m","max_tokens":64,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"` + ask + `"}]%s}`},
 	}
 	wantArgs := map[string]string{
 		"chat openai": `{"command":["bash","-lc","echo hi-there"]}`, "chat openai_compat": `{"command":["bash","-lc","echo hi-there"]}`,
@@ -291,7 +291,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte(`{"input":"Run '` + "\xff\xfe" + `'","tools":[{"type":"function","name":"shell"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var r request
-		if !parseRequest(body, &r) {
+		if !parseRequest(body, routeChat, &r) {
 			return
 		}
 		switch sc := r.script; sc.kind {
@@ -370,7 +370,7 @@ func TestToolCallIDsUnique(t *testing.T) {
 			"call_", nil, []any{"choices", 0, "message", "tool_calls", 0, "id"}},
 		{"/v1/responses", toolOpenAI.Token, `{"model":"m","tools":[{"type":"function","name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}],"input":"` + ask + `"}`,
 			"call_", nil, []any{"output", 0, "call_id"}},
-		{"/v1/messages", "", `{"model":"m","max_tokens":9,"tools":[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}],"messages":[{"role":"user","content":"` + ask + `"}]}`,
+		{"/v1/messages", "", `{"model":"m","max_tokens":64,"tools":[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}],"messages":[{"role":"user","content":"` + ask + `"}]}`,
 			"toolu_", anthropicHeaders(toolAnthropic), []any{"content", 0, "id"}},
 	}
 	seen := map[string]string{}

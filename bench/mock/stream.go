@@ -174,8 +174,9 @@ func (s *stream) writeChat(w *bufio.Writer) bool {
 
 // writeResponses writes a Responses (and Codex) event stream:
 // response.created and response.in_progress at once, the message after
-// Latency, one output_text.delta per token, then response.completed. It
-// stops early like writeChat.
+// Latency, one output_text.delta per token, then response.completed
+// (response.incomplete when the output limit cut it). It stops early like
+// writeChat.
 func (s *stream) writeResponses(w *bufio.Writer) bool {
 	if s.req.script.kind == scriptToolCall {
 		return s.writeResponsesToolCall(w)
@@ -222,5 +223,5 @@ func (s *stream) writeResponses(w *bufio.Writer) bool {
 		return false
 	}
 	seq++
-	return s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.completed", seq, true))
+	return s.emit(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
 }

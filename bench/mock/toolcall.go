@@ -42,6 +42,9 @@ func (s *stream) appendCallID(dst []byte) []byte {
 
 // chatFinishReason is the finish_reason of the answer.
 func (s *stream) chatFinishReason() string {
+	if s.p.capped {
+		return "length"
+	}
 	if s.req.script.kind == scriptToolCall {
 		return "tool_calls"
 	}
@@ -173,5 +176,5 @@ func (s *stream) writeResponsesToolCall(w *bufio.Writer) bool {
 		return false
 	}
 	seq++
-	return s.emit(w, s.appendRespLifecycle(s.buf[:0], "response.completed", seq, true))
+	return s.emit(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
 }

@@ -147,7 +147,7 @@ func (w *wsSession) create(frame []byte) bool {
 			string(appendJSONEscaped(nil, prev))+`' not found.","param":"previous_response_id"}`)
 	}
 	s := getStream(w.f, w.acc, w.rt)
-	if !parseRequest(body, &s.req) {
+	if !parseRequest(body, w.rt, &s.req) {
 		putStream(s)
 		return w.errorFrame(400, `{"type":"invalid_request_error","code":"invalid_json","message":"The frame is not a JSON object.","param":null}`)
 	}
