@@ -177,6 +177,11 @@ func TestAdminUsage(t *testing.T) {
 			if m["estimated"] != (m["request_id"] == "req-07") {
 				t.Fatalf("estimated: %v", m)
 			}
+			// The record's own charge: no price is set here, so a cost
+			// recomputed from prices would be 0.
+			if m["cost"] != "0.012345" || m["cost_micro"].(float64) != 12_345 {
+				t.Fatalf("cost: %v", m)
+			}
 		}
 		next, _ := r.json["next_cursor"].(string)
 		if next == "" {

@@ -263,6 +263,13 @@ type recordJSON struct {
 	OutputTokens    int64     `json:"output_tokens"`
 	ReasoningTokens int64     `json:"reasoning_tokens"`
 	Estimated       bool      `json:"estimated"` // tokens estimated by the gateway (storage.UsageRecord.Estimated)
+	// Cost is what the request cost its user, the record's own charge
+	// (storage.UsageRecord.Cost, never recomputed from today's prices): a
+	// decimal string in units of the billing currency (billing.FormatAmount)
+	// and CostMicro in micro-units, as the usage series show money; 0 for an
+	// operator key's request and a refused one.
+	Cost      string `json:"cost"`
+	CostMicro int64  `json:"cost_micro"`
 }
 
 // encodeCursor makes the opaque next_cursor of a request-log page.
@@ -350,7 +357,7 @@ func (s *Server) usageRequests(ctx *fasthttp.RequestCtx, rctx context.Context) {
 			Account: accountNames[r.AccountID], Model: r.Model, Route: r.Route, Stream: r.Stream, Status: r.Status, ErrorClass: r.ErrorClass,
 			Attempts: r.Attempts, LatencyMs: float64(r.Latency.Microseconds()) / 1000, TTFTMs: float64(r.TTFT.Microseconds()) / 1000,
 			InputTokens: r.InputTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, ReasoningTokens: r.ReasoningTokens,
-			Estimated: r.Estimated})
+			Estimated: r.Estimated, Cost: billing.FormatAmount(r.Cost), CostMicro: r.Cost})
 	}
 	writeJSON(ctx, 200, map[string]any{"records": out, "next_cursor": nextCursor(recs, q)})
 }

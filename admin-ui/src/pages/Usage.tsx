@@ -3,6 +3,7 @@ import { api, query } from '../api'
 import { Chart } from '../Chart'
 import { align } from '../chartdata'
 import { ms, num } from '../format'
+import { fromMicro } from '../money'
 import { usePoll } from '../usePoll'
 
 interface Point {
@@ -36,6 +37,8 @@ interface Rec {
   ttft_ms: number
   input_tokens: number
   output_tokens: number
+  cost: string // what the request cost its user, a decimal string of the currency
+  cost_micro: number // the same in micro-units (shown: exact, no float rounding)
 }
 
 const ranges: Record<string, [number, string]> = { '24h': [24, 'hour'], '7d': [24 * 7, 'hour'], '30d': [24 * 30, 'day'], '90d': [24 * 90, 'day'] }
@@ -109,7 +112,8 @@ export function Usage({ dark }: { dark: boolean }) {
   )
 }
 
-function RequestLog() {
+/** RequestLog is the admin request log (GET /api/admin/usage/requests), newest first, with each request's cost. */
+export function RequestLog() {
   const [f, setF] = useState({ model: '', key: '', account: '', status: '', failed: false })
   const [recs, setRecs] = useState<Rec[]>([])
   const [next, setNext] = useState<string | null>(null)
@@ -150,6 +154,7 @@ function RequestLog() {
             <th className="r">Latency</th>
             <th className="r">TTFT</th>
             <th className="r">Tokens in/out</th>
+            <th className="r">Cost</th>
           </tr>
         </thead>
         <tbody>
@@ -171,6 +176,9 @@ function RequestLog() {
               <td className="r">{r.ttft_ms ? ms(r.ttft_ms) : '–'}</td>
               <td className="r">
                 {num(r.input_tokens)}/{num(r.output_tokens)}
+              </td>
+              <td className="r" data-testid="cost">
+                {fromMicro(r.cost_micro)}
               </td>
             </tr>
           ))}
