@@ -305,3 +305,56 @@ func BenchmarkContentCount(b *testing.B) {
 		})
 	}
 }
+
+// TestCutStreamEstimateHeldToCap: a cut stream's output is estimated from
+// the bytes relayed, which can exceed the tokens the model produced; on an
+// account whose API holds the request's output cap (openai, anthropic) the
+// estimate is held to the cap, since the upstream cannot have counted
+// more. Before, a Chat stream with max_tokens 5 cut after 200 deltas of
+// "hello world " was billed 186 to 5,865 output tokens: a user held on its cap was
+// charged past its estimate through output, beyond the overdraft bound of
+// docs/billing.md. On openai_compat, which may not honour the cap, the
+// estimate stands.
+func TestCutStreamEstimateHeldToCap(t *testing.T) {
+	for _, tc := range []struct {
+		cutCase
+		capped bool
+	}{
+		{cutCase{"chat", "/v1/chat/completions", storage.ProviderOpenAI,
+			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
+			cutCases[0].head, cutCases[0].delta, 0}, true},
+		{cutCase{"chat n=2", "/v1/chat/completions", storage.ProviderOpenAI,
+			`{"model":"m","stream":true,"n":2,"max_completion_tokens":4,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
+			cutCases[0].head, cutCases[0].delta, 0}, true},
+		{cutCase{"responses", "/v1/responses", storage.ProviderOpenAI,
+			`{"model":"m","stream":true,"max_output_tokens":5,"input":"Say hello world many times, please."}`,
+			cutCases[1].head, cutCases[1].delta, 0}, true},
+		{cutCase{"messages", "/v1/messages", storage.ProviderAnthropic,
+			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
+			cutCases[2].head, cutCases[2].delta, 25}, true},
+		{cutCase{"chat compat", "/v1/chat/completions", storage.ProviderOpenAICompat,
+			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
+			cutCases[0].head, cutCases[0].delta, 0}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := endlessStream{head: tc.head, delta: strings.Repeat(tc.delta, 200)}
+			s, secret, _ := cutServer(t, tc.provider, up)
+			ln := serveTCP(t, s)
+			conn := dialTCP(t, ln)
+			sendStream(t, conn, tc.path, secret, tc.body)
+			conn.Close()
+			waitUntil(t, "the cut stream's usage record", func() bool { return len(logged(t, s)) > 0 })
+			recs := logged(t, s)
+			if len(recs) != 1 || !recs[0].Estimated {
+				t.Fatalf("records %+v, want one estimated", recs)
+			}
+			want := int64(5)
+			if strings.Contains(tc.body, `"n":2`) {
+				want = 8
+			}
+			if got := recs[0].OutputTokens; tc.capped && got != want || !tc.capped && got < 9 {
+				t.Fatalf("output tokens %d; want %d (capped %v)", got, want, tc.capped)
+			}
+		})
+	}
+}

@@ -744,8 +744,9 @@ func (st *stream) finish(count bool) {
 // stream's whole usage; else, when the client got content (or a clean end
 // without usage), the upstream's input count when it sent one or an
 // estimate from the request, and at least the output estimated from the
-// content relayed, with estimated true. A stream whose head never reached
-// the client bills what the upstream reported, if anything.
+// content relayed, with estimated true, at most the output the upstream
+// could produce (heldOutputCap). A stream whose head never reached the
+// client bills what the upstream reported, if anything.
 func (st *stream) billedUsage() (translate.Usage, bool) {
 	u := st.usage
 	if st.usageFinal || !st.began {
@@ -758,8 +759,27 @@ func (st *stream) billedUsage() (translate.Usage, bool) {
 	if u.InputTokens == 0 {
 		u.InputTokens = estimateRequestTokens(st.c.endpoint, st.c.body)
 	}
+	if limit := heldOutputCap(st.c, st.lease.Provider); limit > 0 {
+		out = min(out, limit)
+	}
 	u.OutputTokens = max(u.OutputTokens, out)
 	return u, true
+}
+
+// heldOutputCap is the most output tokens an upstream of provider p can
+// produce for c: its output cap times its choices, when the request has a
+// cap and p is one whose API is known to hold it (openai, anthropic:
+// docs/billing.md, "Which caps hold"); 0 otherwise (no cap; codex drops it;
+// an openai_compat server may not honour it). The estimate of a cut
+// stream's output weighs text by its bytes and can exceed what the model
+// produced (long words), so it is held to this: the upstream never counted
+// more, and a user's billing estimate, which counts the cap, is then never
+// exceeded through output — the overdraft bound docs/billing.md promises.
+func heldOutputCap(c *call, p storage.Provider) int64 {
+	if c.maxOutput <= 0 || (p != storage.ProviderOpenAI && p != storage.ProviderAnthropic) {
+		return 0
+	}
+	return c.maxOutput * max(c.choices, 1) // each below 2^31 (outputCaps.check)
 }
 
 // serveStream runs the failover loop for a streamed request. If it ends
