@@ -218,9 +218,10 @@ func (a *account) startRestore() {
 	a.restoring = true
 	a.edit().Moving = true
 	id, pid, eng, ctx := a.view.ID, a.pid(), a.eng(), a.goContext()
-	a.goroutines.Add(1)
+	g := a.gos // made by goContext
+	g.goroutines.Add(1)
 	go func() {
-		defer a.goroutines.Done()
+		defer g.goroutines.Done()
 		st, ok := a.cfg.states.load(ctx, id)
 		eng.Send(pid, accountRestore{st: st, ok: ok})
 	}()

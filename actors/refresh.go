@@ -158,10 +158,14 @@ func (a *account) canRefresh() bool {
 // exp − lead, at once when there is no access token. Without an exp claim
 // the token is refreshed only when the upstream refuses it.
 func (a *account) scheduleRefresh() {
-	a.refreshGen++
-	if a.refreshTimer != nil {
-		a.refreshTimer.Stop()
-		a.refreshTimer = nil
+	if a.gos == nil && !a.canRefresh() {
+		return // no timer set, none to set: most accounts, with no accountGos
+	}
+	g := a.goState()
+	g.refreshGen++
+	if g.refreshTimer != nil {
+		g.refreshTimer.Stop()
+		g.refreshTimer = nil
 	}
 	if !a.canRefresh() {
 		return
@@ -173,20 +177,21 @@ func (a *account) scheduleRefresh() {
 			return
 		}
 		d = max(exp.Add(-a.cfg.refresh.cfg.Lead).Sub(a.cfg.now()), 0)
-		if !a.lastRefresh.IsZero() {
+		if !g.lastRefresh.IsZero() {
 			// Tokens that live shorter than the lead must not spin.
-			d = max(d, minRefreshGap-a.cfg.now().Sub(a.lastRefresh))
+			d = max(d, minRefreshGap-a.cfg.now().Sub(g.lastRefresh))
 		}
 	}
 	a.refreshAfter(d)
 }
 
 func (a *account) refreshAfter(d time.Duration) {
-	gen, pid, eng := a.refreshGen, a.pid(), a.eng()
-	if a.refreshTimer != nil {
-		a.refreshTimer.Stop()
+	g := a.goState()
+	gen, pid, eng := g.refreshGen, a.pid(), a.eng()
+	if g.refreshTimer != nil {
+		g.refreshTimer.Stop()
 	}
-	a.refreshTimer = time.AfterFunc(d, func() { eng.Send(pid, accountRefreshDue{gen: gen}) })
+	g.refreshTimer = time.AfterFunc(d, func() { eng.Send(pid, accountRefreshDue{gen: gen}) })
 }
 
 // startRefresh runs one refresh on a goroutine unless one is in flight
@@ -199,7 +204,7 @@ func (a *account) startRefresh(c *mailCtx) {
 	acc := a.cfg.account
 	acc.Models, acc.Tags = append([]string(nil), acc.Models...), append([]string(nil), acc.Tags...)
 	pid, eng, ctx, r := a.pid(), c.Engine(), a.goContext(), a.cfg.refresh
-	a.goroutines.Go(func() {
+	a.gos.goroutines.Go(func() { // gos made by goContext
 		out, adopted, err := r.run(ctx, acc)
 		eng.Send(pid, &accountRefreshed{account: out, adopted: adopted, err: err})
 	})
@@ -209,6 +214,7 @@ func (a *account) startRefresh(c *mailCtx) {
 func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 	a.refreshing = false
 	now := a.cfg.now()
+	g := a.goState() // made when the refresh started
 	if m.err != nil {
 		if a.goContext().Err() != nil {
 			return // stopping
@@ -219,17 +225,17 @@ func (a *account) refreshed(c *mailCtx, m *accountRefreshed) {
 			a.publish(c)
 			return
 		}
-		d := min(refreshRetryBase<<min(a.refreshFails, 6), refreshRetryMax)
-		a.refreshFails++
+		d := min(refreshRetryBase<<min(g.refreshFails, 6), refreshRetryMax)
+		g.refreshFails++
 		a.cfg.log.Info("codex refresh failed; retrying", "account", a.view.Name, "in", d, "err", m.err)
-		a.refreshGen++
+		g.refreshGen++
 		a.refreshAfter(d)
 		return
 	}
-	a.refreshFails = 0
-	a.lastRefresh = now
+	g.refreshFails = 0
+	g.lastRefresh = now
 	a.authRefreshed, a.authPending = a.authPending, false
-	a.refreshes++
+	g.refreshes++
 	a.configure(m.account)
 	if tr, err := a.cfg.factory(m.account); err == nil {
 		a.setTransport(tr)
@@ -256,7 +262,7 @@ func (a *account) authFailed(c *mailCtx, now, granted time.Time) bool {
 	if !a.canRefresh() {
 		return false
 	}
-	if !a.lastRefresh.IsZero() && granted.Before(a.lastRefresh) {
+	if g := a.gos; g != nil && !g.lastRefresh.IsZero() && granted.Before(g.lastRefresh) {
 		return true
 	}
 	if a.authRefreshed && !a.refreshing {
