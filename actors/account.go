@@ -60,6 +60,9 @@ type accountShared struct {
 	// states saves and loads the state handed over between owners
 	// (Config.States; handover.go); nil: none is.
 	states *states
+	// names are the base URLs and model and tag lists the accounts share
+	// (pool.put, configure); nil: each account keeps its own copies.
+	names *interner
 }
 
 // account is the actor that owns one upstream account: its in-flight count
@@ -172,8 +175,13 @@ func (a *account) configure(acc storage.Account) {
 	a.cfg.account = acc
 	v := a.edit()
 	v.ID, v.Name, v.Provider, v.Group, v.Priority = acc.ID, acc.Name, acc.Provider, acc.Group, acc.Priority
-	v.Models = append([]string(nil), acc.Models...)
-	v.Tags = append([]string(nil), acc.Tags...)
+	v.Models, v.Tags = nil, nil // empty: nil, as a copy of an empty list was
+	if len(acc.Models) > 0 {
+		v.Models = a.cfg.names.list(acc.Models)
+	}
+	if len(acc.Tags) > 0 {
+		v.Tags = a.cfg.names.list(acc.Tags)
+	}
 	v.MaxInFlight = max(acc.MaxConcurrency, 1)
 	v.ConfigGen++
 	switch {

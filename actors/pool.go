@@ -60,6 +60,7 @@ func newPool(cfg poolConfig) actor.Producer {
 				probeEvery: cfg.probe,
 				stateLog:   cfg.stateLog,
 				states:     cfg.states,
+				names:      &interner{},
 			}}
 		if cfg.fenced {
 			p.fenced = &fenced{configs: make(map[string]poolPut), fences: make(map[string]*Fence), draining: make(map[string]func())}
@@ -122,6 +123,11 @@ func (p *pool) stop(c *actor.Context, id string) {
 }
 
 func (p *pool) put(c *actor.Context, acc storage.Account) {
+	// The account's config keeps acc: its base URL and models are the
+	// pool's shared copies, not the ones read from storage for it.
+	acc.BaseURL = p.shared.names.str(acc.BaseURL)
+	acc.Models = p.shared.names.list(acc.Models)
+	acc.Tags = p.shared.names.list(acc.Tags)
 	unsealed := p.unseal(&acc)
 	tr, err := p.cfg.transport(acc)
 	if !unsealed {
