@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/troupe-gw/troupe/translate"
@@ -82,7 +83,7 @@ func clip(s string) string {
 func errModelNotFound(model string) *APIError {
 	model = clip(model)
 	return &APIError{Status: 404, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-		Message: "The model `" + model + "` does not exist or you do not have access to it."}
+		Message: "The model `" + model + "` does not exist or you do not have access to it. GET /v1/models lists the models this key can use."}
 }
 
 func errModelNotAllowed(model string) *APIError {
@@ -105,10 +106,17 @@ func errTooLarge(limit int) *APIError {
 		Message: "Request body too large: the limit is " + strconv.Itoa(limit) + " bytes."}
 }
 
+// errNotFound answers a path no route serves. A path that starts /v1/v1/ is
+// almost always a client base URL that already ends in /v1 (ANTHROPIC_BASE_URL
+// takes none; OPENAI_BASE_URL takes one), so the message says which to drop.
 func errNotFound(path string) *APIError {
 	path = clip(path)
-	return &APIError{Status: 404, Type: "invalid_request_error", Code: "unknown_url",
-		Message: "Unknown request URL: " + path + ". Please check the URL for typos."}
+	msg := "Unknown request URL: " + path + ". Please check the URL for typos."
+	if strings.HasPrefix(path, "/v1/v1/") {
+		msg = "Unknown request URL: " + path + ". The base URL already ends in /v1: drop one " +
+			"(ANTHROPIC_BASE_URL takes the gateway's address without /v1; OPENAI_BASE_URL takes it with /v1)."
+	}
+	return &APIError{Status: 404, Type: "invalid_request_error", Code: "unknown_url", Message: msg}
 }
 
 func errMethod(method, path string) *APIError {

@@ -134,6 +134,16 @@ func TestErrorsAreOpenAIShaped(t *testing.T) {
 	if resp.StatusCode() != 405 || string(resp.Header.Peek("Allow")) != "GET, POST" || !isOpenAIError(resp.Body()) {
 		t.Errorf("DELETE /v1/responses: %d, Allow %q, %s", resp.StatusCode(), resp.Header.Peek("Allow"), resp.Body())
 	}
+	// The two mistakes a newcomer makes most are told what to do: a base
+	// URL with /v1 twice, and a model name the key cannot use.
+	resp = do(s, "POST", "/v1/v1/messages", key, []byte(`{}`))
+	if m := gjson.GetBytes(resp.Body(), "error.message").Str; resp.StatusCode() != 404 || !strings.Contains(m, "already ends in /v1") {
+		t.Errorf("POST /v1/v1/messages: %d %q", resp.StatusCode(), m)
+	}
+	resp = do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"unknown","messages":[{"role":"user","content":"hi"}]}`))
+	if m := gjson.GetBytes(resp.Body(), "error.message").Str; resp.StatusCode() != 404 || !strings.Contains(m, "GET /v1/models lists") {
+		t.Errorf("unknown model: %d %q", resp.StatusCode(), m)
+	}
 	waitIdle(t, sys)
 }
 

@@ -263,8 +263,9 @@ func demoCmd() *cobra.Command {
 		Long: `Start a mock upstream fleet (accounts by number mod 4: codex serving gpt-5.5,
 openai serving gpt-4.1-mini, anthropic serving claude-sonnet-4-5, openai_compat
 serving qwen3-32b), the gateway on the embedded storage, and an API key. Prints
-TROUPE_BASE_URL=… and TROUPE_API_KEY=… on stdout, then curl examples, and serves
-until SIGINT or SIGTERM. Logs go to stderr.`,
+TROUPE_BASE_URL=…, TROUPE_API_KEY=…, TROUPE_ADMIN_URL=… and TROUPE_ADMIN_PASSWORD=…
+on stdout, then the mock fleet's address and curl examples, and serves until
+SIGINT or SIGTERM. Logs go to stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configFrom(cmd)
 			if err != nil {
