@@ -327,10 +327,12 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		pooled.free()
 		return result{}, &failure{verdict: v, msg: msg, up: up, err: errors.New("error body with a 2xx status")}
 	}
-	lat := s.now().Sub(start)
-	s.release(c, lease, resp.Status, upstream.Verdict{}, start, lat)
 	u, _ := translate.BodyUsage(up, body)
-	s.served(c, lease, u, lat, 0)
+	now := s.now()
+	lat := now.Sub(start)
+	tk := statsTokens(u)
+	s.releaseAt(c, lease, resp.Status, upstream.Verdict{}, start, lat, now, &tk) // a whole answer's first byte is its last
+	s.noteServed(c, lease, u, lat, 0)
 	if c.tr != nil {
 		c.tr.traceAnswer(up, body)
 	}
@@ -375,11 +377,23 @@ func isEventStream(h http.Header) bool {
 // and ends its span. c is the request the attempt served (nil for calls
 // that are not traced: count_tokens).
 func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration) {
+	s.releaseAt(c, l, status, v, start, ttft, s.now(), nil)
+}
+
+// releaseAt is release at now (the attempt's end), counting with the
+// attempt the tokens it served when tk is not nil: the attempt statistics
+// then take their locks once for both (stats.Store.RecordServed), where
+// release and then served took them twice.
+func (s *Server) releaseAt(c *call, l *actors.Lease, status int, v upstream.Verdict, start time.Time, ttft time.Duration, now time.Time, tk *stats.Tokens) {
 	s.metrics.attempt(l.Provider, v.Class)
-	now := s.now()
 	s.classes.add(now, v.Class)
 	lat := now.Sub(start)
-	s.stats.Record(now, l.AccountID, string(l.Provider), stats.Attempt{Status: status, Class: v.Class, Latency: lat, TTFT: ttft})
+	a := stats.Attempt{Status: status, Class: v.Class, Latency: lat, TTFT: ttft}
+	if tk != nil {
+		s.stats.RecordServed(now, l.AccountID, string(l.Provider), a, *tk)
+	} else {
+		s.stats.Record(now, l.AccountID, string(l.Provider), a)
+	}
 	s.sys.Release(l, actors.Outcome{RequestID: l.RequestID, Status: status, Verdict: v, Latency: lat, TTFT: ttft})
 	if c != nil && c.tr != nil {
 		c.tr.traceRelease(status, v, ttft, now)
@@ -387,13 +401,24 @@ func (s *Server) release(c *call, l *actors.Lease, status int, v upstream.Verdic
 }
 
 // served notes on c the attempt that served the client (account, tokens,
-// latency, TTFT); settle then charges its tokens to the key. Only that
-// attempt is billed; its request-log record is written when the request
-// ends (Server.logRequest), with the status the client got.
+// latency, TTFT) and counts its tokens in the attempt statistics; settle
+// then charges them to the key. Only that attempt is billed; its
+// request-log record is written when the request ends (Server.logRequest),
+// with the status the client got. An attempt whose release counted its
+// tokens (releaseAt) is noted with noteServed instead.
 func (s *Server) served(c *call, l *actors.Lease, u translate.Usage, latency, ttft time.Duration) {
+	s.noteServed(c, l, u, latency, ttft)
+	s.stats.AddTokens(s.now(), l.AccountID, string(l.Provider), statsTokens(u))
+}
+
+// noteServed is served without counting the tokens.
+func (s *Server) noteServed(c *call, l *actors.Lease, u translate.Usage, latency, ttft time.Duration) {
 	c.servedBy, c.usage, c.latency, c.ttft = l.AccountID, u, latency, ttft
-	s.stats.AddTokens(s.now(), l.AccountID, string(l.Provider), stats.Tokens{
-		Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CachedTokens, CacheWrite: u.CacheWriteTokens})
+}
+
+// statsTokens is u as the attempt statistics count it.
+func statsTokens(u translate.Usage) stats.Tokens {
+	return stats.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
 }
 
 // logRequest queues the one request-log record (storage.UsageRecord) of an

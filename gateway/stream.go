@@ -713,18 +713,27 @@ func (st *stream) finish(count bool) {
 	// A read error after the protocol's terminal event (st.clean; the
 	// client closing its WebSocket right after response.completed cancels
 	// the read of the upstream's end) is no failure: the answer was whole.
-	st.release.Do(func() { s.release(c, st.lease, st.status, v, st.start, st.ttft) })
+	// What was served is billed, also when the client closed early or the
+	// stream broke (the upstream counted those tokens too): estimated when
+	// the upstream's usage never came. Its tokens are counted with the
+	// attempt, unless the lease was released before.
+	u, estimated := st.billedUsage()
+	tk, counted := statsTokens(u), false
+	st.release.Do(func() {
+		s.releaseAt(c, st.lease, st.status, v, st.start, st.ttft, s.now(), &tk)
+		counted = true
+	})
 	if st.ttft > 0 {
 		s.metrics.ttft.WithLabelValues(c.endpoint.Route()).Observe(st.ttft.Seconds())
 		if c.tr != nil {
 			c.tr.ttfc = st.start.Sub(c.start) + st.ttft
 		}
 	}
-	// What was served is billed, also when the client closed early or the
-	// stream broke (the upstream counted those tokens too): estimated when
-	// the upstream's usage never came.
-	u, estimated := st.billedUsage()
-	s.served(c, st.lease, u, s.now().Sub(st.start), st.ttft)
+	if counted {
+		s.noteServed(c, st.lease, u, s.now().Sub(st.start), st.ttft)
+	} else {
+		s.served(c, st.lease, u, s.now().Sub(st.start), st.ttft)
+	}
 	c.estimated = estimated
 	s.settle(c, st.lease.AccountID, "", v.Class == upstream.ClassNone) // the response's affinity was recorded before its end was relayed
 	status := st.status

@@ -187,8 +187,9 @@ func hourOf(at time.Time) int64 {
 }
 
 // attempt counts a under account and provider, in shard sh (account's,
-// shardOf).
-func (p *pending) attempt(at time.Time, sh int, account, provider string, a Attempt) {
+// shardOf), and with it the tokens tk (nil: none), under one take of the
+// shard's lock.
+func (p *pending) attempt(at time.Time, sh int, account, provider string, a Attempt, tk *Tokens) {
 	var keys [4]uint16
 	k := keys[:0]
 	k = append(k, uint16(keyClass+classKey(a.Class)), uint16(keyStatus+statusKey(a.Status)))
@@ -198,6 +199,10 @@ func (p *pending) attempt(at time.Time, sh int, account, provider string, a Atte
 	if a.TTFT > 0 {
 		k = append(k, uint16(keyTTFT+bin(a.TTFT)))
 	}
+	var v [tokenKinds]int64
+	if tk != nil {
+		v = [tokenKinds]int64{tk.Input, tk.Output, tk.CacheRead, tk.CacheWrite}
+	}
 	h := hourOf(at)
 	part := &p.shards[sh]
 	part.mu.Lock()
@@ -206,11 +211,12 @@ func (p *pending) attempt(at time.Time, sh int, account, provider string, a Atte
 		b, ok := p.row(part, r)
 		if !ok {
 			p.dropped.Add(uint64(len(k)))
-			continue
+		} else {
+			for _, key := range k {
+				p.add(part, b, key, 1)
+			}
 		}
-		for _, key := range k {
-			p.add(part, b, key, 1)
-		}
+		p.addTokens(part, b, ok, &v)
 	}
 }
 
@@ -227,14 +233,21 @@ func (p *pending) tokens(at time.Time, sh int, account, provider string, t Token
 	defer part.mu.Unlock()
 	for _, r := range [2]rowKey{{account, h, storage.StatsAccount}, {provider, h, storage.StatsProvider}} {
 		b, ok := p.row(part, r)
-		for k, n := range v {
-			switch {
-			case n <= 0:
-			case !ok:
-				p.dropped.Add(1)
-			default:
-				p.add(part, b, uint16(storedTokens+k), n)
-			}
+		p.addTokens(part, b, ok, &v)
+	}
+}
+
+// addTokens counts the positive token counts v in the row whose first
+// block is b in sh, or, when the row could not be made (ok false), counts
+// each as dropped. sh.mu is held.
+func (p *pending) addTokens(sh *shard, b uint32, ok bool, v *[tokenKinds]int64) {
+	for k, n := range v {
+		switch {
+		case n <= 0:
+		case !ok:
+			p.dropped.Add(1)
+		default:
+			p.add(sh, b, uint16(storedTokens+k), n)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func BenchmarkPending(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id, a, tk := g.next()
-		p.attempt(at, shardOf(id), id, "openai", a)
+		p.attempt(at, shardOf(id), id, "openai", a, nil)
 		if tk != (Tokens{}) {
 			p.tokens(at, shardOf(id), id, "openai", tk)
 		}
@@ -95,7 +95,7 @@ func BenchmarkTake(b *testing.B) {
 		b.StopTimer()
 		for range gatewayFlush {
 			id, a, tk := g.next()
-			p.attempt(at, shardOf(id), id, "openai", a)
+			p.attempt(at, shardOf(id), id, "openai", a, nil)
 			p.tokens(at, shardOf(id), id, "openai", tk)
 		}
 		b.StartTimer()
@@ -155,7 +155,7 @@ func BenchmarkPendingHeap(b *testing.B) {
 					g.rnd, g.k = 1, 0
 					for range accounts * perAccount {
 						id, a, tk := g.next()
-						p.attempt(at, shardOf(id), id, "openai", a)
+						p.attempt(at, shardOf(id), id, "openai", a, nil)
 						if tk != (Tokens{}) {
 							p.tokens(at, shardOf(id), id, "openai", tk)
 						}
@@ -266,12 +266,12 @@ func TestPendingCountsByRow(t *testing.T) {
 	h := hourOf(t0)
 	lat := keyLatency + int(bin(time.Second))
 	ttft := keyTTFT + int(bin(time.Second/2))
-	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", ok(time.Second))
-	p.attempt(t0.Add(time.Minute), shardOf(ids[0]), ids[0], "openai", ok(time.Second))
-	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", Attempt{Status: 429, Class: upstream.ClassRate})
+	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", ok(time.Second), nil)
+	p.attempt(t0.Add(time.Minute), shardOf(ids[0]), ids[0], "openai", ok(time.Second), nil)
+	p.attempt(t0, shardOf(ids[0]), ids[0], "openai", Attempt{Status: 429, Class: upstream.ClassRate}, nil)
 	p.tokens(t0, shardOf(ids[0]), ids[0], "openai", Tokens{Input: 10, CacheWrite: 3})
 	p.tokens(t0, shardOf(ids[0]), ids[0], "openai", Tokens{Input: 5})
-	p.attempt(t0, shardOf(ids[1]), ids[1], "openai", Attempt{Status: 200, Latency: time.Second})
+	p.attempt(t0, shardOf(ids[1]), ids[1], "openai", Attempt{Status: 200, Latency: time.Second}, nil)
 	p.tokens(t0, shardOf(ids[1]), ids[1], "openai", Tokens{}) // nothing
 	a := want{keyClass: 3, keyStatus + int(statusKey(200)): 2, keyStatus + int(statusKey(429)): 1,
 		int(keyClass + upstream.ClassRate): 1, lat: 2, ttft: 2, storedTokens: 15, storedTokens + 3: 3}
@@ -303,7 +303,7 @@ func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
 	a := want{}
 	for i := range 40 { // 40 latency bins and a TTFT's: six blocks
 		d := time.Duration(1+i) * 137 * time.Millisecond
-		p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200, Latency: d})
+		p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200, Latency: d}, nil)
 		a[keyLatency+int(bin(d))]++
 	}
 	a[keyClass] = 40
@@ -347,13 +347,13 @@ func TestPendingRowGrowsAndCellsSplit(t *testing.T) {
 func TestPendingPutBack(t *testing.T) {
 	var p pending
 	h := hourOf(t0)
-	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second), nil)
 	p.tokens(t0, shardOf("a"), "a", "p", Tokens{Input: 7})
 	failed := p.take()
 	// Recorded while the flush was failing: the same account and hour, a
 	// new account, the next hour.
-	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
-	p.attempt(t0, shardOf("b"), "b", "p", Attempt{Status: 500, Class: upstream.ClassTransient})
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second), nil)
+	p.attempt(t0, shardOf("b"), "b", "p", Attempt{Status: 500, Class: upstream.ClassTransient}, nil)
 	p.tokens(t0.Add(time.Hour), shardOf("a"), "a", "p", Tokens{Input: 3})
 	p.putBack(failed)
 	lat, ttft := keyLatency+int(bin(time.Second)), keyTTFT+int(bin(time.Second/2))
@@ -370,7 +370,7 @@ func TestPendingPutBack(t *testing.T) {
 	}
 	check(t, p.take(), rows)
 	// Handed back twice (two failed flushes), the counts are still there once.
-	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second))
+	p.attempt(t0, shardOf("a"), "a", "p", ok(time.Second), nil)
 	again := p.take()
 	p.putBack(again)
 	again = p.take()
@@ -393,7 +393,7 @@ func TestPendingBound(t *testing.T) {
 	a0, nw := ids[0], ids[1]
 	// One provider row (one block; one a shard, soon), then account rows
 	// of one block each.
-	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200})
+	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200}, nil)
 	for i := 1; p.used.Load() < maxPending; i++ {
 		p.tokens(t0, shardOf("a"+strconv.Itoa(i)), "a"+strconv.Itoa(i), "p", Tokens{Input: 1})
 	}
@@ -402,12 +402,12 @@ func TestPendingBound(t *testing.T) {
 	}
 	cells := p.cells()
 	// A known row with room: counted. "a0" holds class and status.
-	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Second})
+	p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Second}, nil)
 	if p.dropped.Load() != 0 || p.cells() != cells+2 {
 		t.Fatalf("into known rows' free cells: %d dropped, %d new cells; want 0 and 2", p.dropped.Load(), p.cells()-cells)
 	}
 	// A new row: its four counts dropped (the provider's counted).
-	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second))
+	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second), nil)
 	if d := p.dropped.Load(); d != 4 {
 		t.Fatalf("a new account at the bound: %d dropped, want 4", d)
 	}
@@ -415,7 +415,7 @@ func TestPendingBound(t *testing.T) {
 	// more fill a0's block with four and p's with two, and the rest need
 	// new blocks: one of a0's dropped, three of p's.
 	for i := range 5 {
-		p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Duration(2+i) * time.Second})
+		p.attempt(t0, shardOf(a0), a0, "p", Attempt{Status: 200, Latency: time.Duration(2+i) * time.Second}, nil)
 	}
 	if d := p.dropped.Load(); d != 8 {
 		t.Fatalf("full rows at the bound: %d dropped, want 8", d)
@@ -429,7 +429,7 @@ func TestPendingBound(t *testing.T) {
 	if cs := p.take(); len(cs) != n {
 		t.Fatalf("take at the bound: %d counts, want its %d cells (a provider's parts added up)", len(cs), n)
 	}
-	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second))
+	p.attempt(t0, shardOf(nw), nw, "p", ok(time.Second), nil)
 	if d := p.dropped.Load(); d != 9 || p.cells() != 8 {
 		t.Fatalf("after a take: %d dropped, %d cells; want 9 and 8", d, p.cells())
 	}
@@ -446,10 +446,10 @@ func TestPendingHours(t *testing.T) {
 	}
 	var p pending
 	end := t0.Add(time.Hour)
-	p.attempt(end.Add(-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200})
-	p.attempt(end, shardOf("a"), "a", "p", Attempt{Status: 200})
-	p.attempt(end.Add(time.Hour-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200})
-	p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200}) // late: its hour's row is still there
+	p.attempt(end.Add(-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200}, nil)
+	p.attempt(end, shardOf("a"), "a", "p", Attempt{Status: 200}, nil)
+	p.attempt(end.Add(time.Hour-time.Nanosecond), shardOf("a"), "a", "p", Attempt{Status: 200}, nil)
+	p.attempt(t0, shardOf("a"), "a", "p", Attempt{Status: 200}, nil) // late: its hour's row is still there
 	one := want{keyClass: 1, keyStatus + int(statusKey(200)): 1}
 	two := want{keyClass: 2, keyStatus + int(statusKey(200)): 2}
 	cs := p.take()
@@ -462,7 +462,7 @@ func TestPendingHours(t *testing.T) {
 			t.Fatalf("count of hour %v, want the start of a UTC hour", c.Hour)
 		}
 	}
-	p.attempt(end.Add(time.Hour), shardOf("a"), "a", "p", Attempt{Status: 200})
+	p.attempt(end.Add(time.Hour), shardOf("a"), "a", "p", Attempt{Status: 200}, nil)
 	check(t, p.take(), map[rowKey]want{{"a", end.Unix() + 3600, storage.StatsAccount}: one, {"p", end.Unix() + 3600, storage.StatsProvider}: one})
 }
 
@@ -488,7 +488,7 @@ func TestPendingOrderIndependent(t *testing.T) {
 			wg.Go(func() {
 				for j := w; j < len(order); j += workers {
 					r := recs[order[j]]
-					p.attempt(r.at, shardOf(r.id), r.id, "openai", r.a)
+					p.attempt(r.at, shardOf(r.id), r.id, "openai", r.a, nil)
 					p.tokens(r.at, shardOf(r.id), r.id, "openai", r.tks)
 				}
 			})
@@ -518,8 +518,8 @@ func TestPendingTakeSorted(t *testing.T) {
 	for i := range 5000 {
 		id, a, tk := g.next()
 		at := t0.Add(time.Duration(i) * 3 * time.Second) // over four hours
-		p.attempt(at, shardOf(id), id, "openai", a)
-		p.attempt(at, shardOf(id), id, "anthropic", a)
+		p.attempt(at, shardOf(id), id, "openai", a, nil)
+		p.attempt(at, shardOf(id), id, "anthropic", a, nil)
 		p.tokens(at, shardOf(id), id, "openai", tk)
 	}
 	cs := p.take()
@@ -575,7 +575,7 @@ func TestRecordFlushConcurrent(t *testing.T) {
 	// What storage must hold: the same attempts, in one goroutine's order.
 	var serial pending
 	for _, r := range recs {
-		serial.attempt(r.at, shardOf(r.id), r.id, r.prov, r.a)
+		serial.attempt(r.at, shardOf(r.id), r.id, r.prov, r.a, nil)
 		serial.tokens(r.at, shardOf(r.id), r.id, r.prov, r.tk)
 	}
 	want := map[storage.AttemptCount]int64{}

@@ -50,9 +50,10 @@ func (r *series) slot(i int, n int64) (slot int, ok bool) {
 	return int(n % l), true
 }
 
-// record counts a; it returns false, counting nothing, when r was dropped
-// from its Store.
-func (r *series) record(at time.Time, a Attempt) bool {
+// record counts a and, with it, the tokens tk (nil: none; an attempt's
+// tokens may also come later, addTokens); it returns false, counting
+// nothing, when r was dropped from its Store.
+func (r *series) record(at time.Time, a Attempt, tk *Tokens) bool {
 	ns := at.UnixNano()
 	class := classKey(a.Class)
 	st := keyStatus + statusKey(a.Status)
@@ -76,12 +77,15 @@ func (r *series) record(at time.Time, a Attempt) bool {
 		if a.TTFT > 0 {
 			t.add(sl, keyTTFT+bin(a.TTFT), 1)
 		}
+		if tk != nil {
+			t.addTokens(sl, tk)
+		}
 	}
 	return true
 }
 
 // addTokens counts tk; like record, it returns false when r was dropped.
-func (r *series) addTokens(at time.Time, tk Tokens) bool {
+func (r *series) addTokens(at time.Time, tk *Tokens) bool {
 	ns := at.UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -94,14 +98,18 @@ func (r *series) addTokens(at time.Time, tk Tokens) bool {
 		if !ok {
 			continue
 		}
-		t := &r.rings[i].t
-		for k, v := range [tokenKinds]int64{tk.Input, tk.Output, tk.CacheRead, tk.CacheWrite} {
-			if v > 0 {
-				t.addWide(sl, keyTokens+uint32(k*tokenDigits), uint64(v))
-			}
-		}
+		r.rings[i].t.addTokens(sl, tk)
 	}
 	return true
+}
+
+// addTokens counts tk's positive counts in slot sl.
+func (t *tally) addTokens(sl int, tk *Tokens) {
+	for k, v := range [tokenKinds]int64{tk.Input, tk.Output, tk.CacheRead, tk.CacheWrite} {
+		if v > 0 {
+			t.addWide(sl, keyTokens+uint32(k*tokenDigits), uint64(v))
+		}
+	}
 }
 
 // reach returns the buckets of ring i a window as of now reads: lo..hi,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -304,7 +305,16 @@ func BenchmarkRecordParallel(b *testing.B) {
 // gatewayFlush attempts of a goroutine, as Run would at 1,000 req/s. It
 // is the benchmark of the pending batch's and the series' locks: its mutex
 // profile (-mutexprofile) shows what the goroutines wait for.
-func BenchmarkRecordServedParallel(b *testing.B) {
+func BenchmarkRecordServedParallel(b *testing.B) { benchRecordServed(b, false) }
+
+// BenchmarkRecordServedOnceParallel is BenchmarkRecordServedParallel with
+// each served attempt counted by one RecordServed, as the gateway counts
+// the attempt that served the client.
+func BenchmarkRecordServedOnceParallel(b *testing.B) { benchRecordServed(b, true) }
+
+// benchRecordServed runs BenchmarkRecordServedParallel, a success counted
+// by RecordServed when once is set, by Record and AddTokens otherwise.
+func benchRecordServed(b *testing.B, once bool) {
 	s := New(&sink{})
 	at := t0.Add(8 * 24 * time.Hour)
 	g := newSpread(10000)
@@ -324,8 +334,13 @@ func BenchmarkRecordServedParallel(b *testing.B) {
 		for i := 0; pb.Next(); i++ {
 			now := at.Add(time.Duration(i) * time.Millisecond)
 			id, a, tk := g.next()
-			s.Record(now, id, "openai", a)
-			if tk != (Tokens{}) {
+			switch {
+			case tk == (Tokens{}):
+				s.Record(now, id, "openai", a)
+			case once:
+				s.RecordServed(now, id, "openai", a, tk)
+			default:
+				s.Record(now, id, "openai", a)
 				s.AddTokens(now, id, "openai", tk)
 			}
 			if i%gatewayFlush == gatewayFlush-1 {
@@ -480,7 +495,7 @@ func TestForgetDropsTheAccountOnly(t *testing.T) {
 	// attempt goes into a new one.
 	r := s.get("b")
 	s.Forget("b")
-	if r.record(t0, ok(time.Second)) {
+	if r.record(t0, ok(time.Second), nil) {
 		t.Fatal("a dropped series took a record")
 	}
 	s.Record(t0, "b", "p", ok(time.Second))
@@ -732,5 +747,71 @@ func BenchmarkFlushInterval(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/attempt")
 			b.ReportMetric(float64(rows)/float64(flushes), "rows/flush")
 		})
+	}
+}
+
+// TestRecordServedMatches: RecordServed counts what Record and AddTokens
+// count, in the in-memory windows and in the pending batch, over a spread
+// of accounts, outcomes and tokens (failures with none) across an hour.
+func TestRecordServedMatches(t *testing.T) {
+	two, one := New(&sink{}), New(&sink{})
+	g := newSpread(300)
+	at := t0.Add(30 * time.Minute)
+	for i := range 3000 {
+		now := at.Add(time.Duration(i) * 1500 * time.Millisecond) // 75 minutes
+		id, a, tk := g.next()
+		prov := []string{"openai", "anthropic"}[i%2]
+		two.Record(now, id, prov, a)
+		two.AddTokens(now, id, prov, tk)
+		one.RecordServed(now, id, prov, a, tk)
+	}
+	end := at.Add(3000 * 1500 * time.Millisecond)
+	ctx := context.Background()
+	for _, w := range Windows[:numRings] {
+		for _, id := range g.ids {
+			a, err := two.Account(ctx, id, w, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := one.Account(ctx, id, w, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s %s: Record and AddTokens %+v, RecordServed %+v", id, w.Name, a, b)
+			}
+		}
+		for _, p := range []string{"openai", "anthropic"} {
+			a, _ := two.Provider(ctx, p, w, end)
+			b, _ := one.Provider(ctx, p, w, end)
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s %s: Record and AddTokens %+v, RecordServed %+v", p, w.Name, a, b)
+			}
+		}
+	}
+	a, b := two.pending.take(), one.pending.take()
+	if len(a) == 0 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("pending: Record and AddTokens %d rows, RecordServed %d rows (or different)", len(a), len(b))
+	}
+}
+
+// BenchmarkRecordServed is BenchmarkRecord through RecordServed: the same
+// served attempts, counted with their tokens in one call.
+func BenchmarkRecordServed(b *testing.B) {
+	s, ids := filled(b, 10000, &sink{})
+	at := t0.Add(8 * 24 * time.Hour)
+	step := time.Hour / time.Duration(len(ids))
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		now := at.Add(time.Duration(i) * step)
+		s.RecordServed(now, ids[i%len(ids)], "openai", ok(time.Duration(200+i*7919%20000)*time.Millisecond),
+			Tokens{Input: int64(1000 + i*7919%40000), Output: 300, CacheRead: 4000})
+		if i%flushEvery == flushEvery-1 {
+			if err := s.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
