@@ -168,7 +168,11 @@ func (h *keyHints) take(hdr *fasthttp.RequestHeader, secret []byte) *cachedKey {
 
 var (
 	bearerPrefix = []byte("Bearer ")
-	headerAPIKey = []byte("x-api-key")
+	// headerAuthorization is Authorization's name in fasthttp's canonical
+	// form, for PeekCanonical, which does not copy and normalize the name
+	// as Peek does on every call.
+	headerAuthorization = []byte(fasthttp.HeaderAuthorization)
+	headerAPIKey        = []byte("x-api-key")
 )
 
 // clientSecret returns the API key the client sent: "Authorization: Bearer K"
@@ -177,7 +181,7 @@ func clientSecret(ctx *fasthttp.RequestCtx) []byte { return headerSecret(&ctx.Re
 
 // headerSecret is clientSecret of a request head.
 func headerSecret(h *fasthttp.RequestHeader) []byte {
-	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > len(bearerPrefix) &&
+	if a := h.PeekCanonical(headerAuthorization); len(a) > len(bearerPrefix) &&
 		bytes.EqualFold(a[:len(bearerPrefix)], bearerPrefix) {
 		return bytes.TrimSpace(a[len(bearerPrefix):])
 	}

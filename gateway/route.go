@@ -39,13 +39,17 @@ func (s *Server) countPolicy(c *call, status int) {
 
 // sessionHeaders are the client headers that name a session, in order of
 // preference (Codex sends session-id; older clients session_id).
-var sessionHeaders = []string{"Session-Id", "Session_id", "X-Session-Id", "Conversation_id", "X-Claude-Code-Session-Id"}
+// They are written in fasthttp's canonical form (the form the server
+// stores received names in; TestSessionHeadersCanonical), so sessionKey
+// looks them up with PeekCanonical: Peek copied and normalized each name
+// on every request, five times a request (docs/benchmarks.md, issue 21).
+var sessionHeaders = [][]byte{[]byte("Session-Id"), []byte("Session_id"), []byte("X-Session-Id"), []byte("Conversation_id"), []byte("X-Claude-Code-Session-Id")}
 
 // sessionKey returns the client's session key: a session header, else the
 // body's prompt_cache_key, else "".
 func sessionKey(ctx *fasthttp.RequestCtx, body []byte) string {
 	for _, h := range sessionHeaders {
-		if v := ctx.Request.Header.Peek(h); len(v) > 0 {
+		if v := ctx.Request.Header.PeekCanonical(h); len(v) > 0 {
 			return string(v)
 		}
 	}
