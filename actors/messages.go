@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -148,8 +149,15 @@ type schedStats struct{ reply chan SchedulerStats }
 
 // --- usage recorder -----------------------------------------------------------
 
-// usageRecord adds one record to the current batch.
-type usageRecord struct{ rec storage.UsageRecord }
+// usageRecord adds one record to the current batch. The record is one of
+// usageRecs' (System.Record), which the recorder puts back once it has
+// copied it: a message of one pointer goes into the mailbox's interface
+// without an allocation, where the 256-byte record boxed was one a request
+// (docs/benchmarks.md, issue 21).
+type usageRecord struct{ rec *storage.UsageRecord }
+
+// usageRecs holds the records usageRecord messages carry.
+var usageRecs = sync.Pool{New: func() any { return new(storage.UsageRecord) }}
 
 // usageErrors adds a request's failed attempts to the current batch.
 type usageErrors struct{ events []storage.ErrorEvent }

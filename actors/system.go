@@ -364,7 +364,11 @@ func (s *System) RefreshAccount(accountID string) {
 // A record sent while the recorder's batch timer runs does not wake the
 // recorder: it waits in the mailbox for the timer's tick, or for the record
 // that fills the batch, which wakes it (mailbox.sendDeferred).
-func (s *System) Record(rec storage.UsageRecord) { s.usageBox.sendDeferred(usageRecord{rec: rec}, nil) }
+func (s *System) Record(rec storage.UsageRecord) {
+	p := usageRecs.Get().(*storage.UsageRecord)
+	*p = rec
+	s.usageBox.sendDeferred(usageRecord{rec: p}, nil)
+}
 
 // RecordErrors queues a request's failed upstream attempts as error events,
 // written with the next usage batch when the Store implements

@@ -73,13 +73,16 @@ func (r *recorder) receive(c *mailCtx, msg any) {
 		<-r.done // the writer drains what it was given; bounded by storage latency
 		r.stop()
 	case usageRecord:
+		rec := *m.rec
+		*m.rec = storage.UsageRecord{} // back to its pool, holding no strings
+		usageRecs.Put(m.rec)
 		if r.pending()+r.queued >= r.cfg.maxQueued {
 			r.dropped++
 			r.cfg.log.Error("usage record dropped: storage is behind", "queued", r.queued, "dropped", r.dropped)
 			return
 		}
 		r.arm(c)
-		r.batch = append(r.batch, m.rec)
+		r.batch = append(r.batch, rec)
 		if r.pending() >= r.cfg.batchSize {
 			r.flush()
 		}

@@ -375,7 +375,7 @@ func TestUsageNeverGivesUp(t *testing.T) {
 	}), "usage", "0", slog.New(slog.DiscardHandler))
 	defer func() { <-e.Poison(pid).Done() }()
 	for _, r := range storagetest.VariedUsage("retry", 0, 5) {
-		e.Send(pid, usageRecord{rec: r})
+		e.Send(pid, usageRecord{rec: &r})
 	}
 	select {
 	case n := <-written:
