@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -65,7 +66,10 @@ func TestClientGoneCancelsRequest(t *testing.T) {
 	if n := up.cancelled.Load(); n != 2 {
 		t.Errorf("%d upstream calls cancelled, want 2", n)
 	}
-	recs := logged(t, s)
+	// A request's record is queued after its lease is returned (waitIdle),
+	// by the handler's goroutine: wait for both.
+	var recs []storage.UsageRecord
+	waitUntil(t, "both requests' records", func() bool { recs = logged(t, s); return len(recs) >= 2 })
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
