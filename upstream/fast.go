@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -187,11 +188,16 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 	h := headerPool.Get().(http.Header)
 	hs.setHeader(h, req)
 	for k, vs := range h {
+		canon := fastCanonical(k)
 		for i, v := range vs {
-			if i == 0 {
-				freq.Header.Set(k, v)
-			} else {
+			switch {
+			case i > 0:
 				freq.Header.Add(k, v)
+			case canon:
+				// Read only: SetCanonical copies the name and the value.
+				freq.Header.SetCanonical(unsafe.Slice(unsafe.StringData(k), len(k)), unsafe.Slice(unsafe.StringData(v), len(v)))
+			default:
+				freq.Header.Set(k, v)
 			}
 		}
 	}
@@ -274,6 +280,45 @@ func (b *base) sendFast(ctx context.Context, target *url.URL, body []byte, strea
 	resp.Body = fb
 	return resp, nil
 }
+
+// fastCanonical reports whether k is a header name that fasthttp's Set
+// would store as it is: letters, digits, '-' and '_' only, a letter upper
+// case first and after a '-' and lower case elsewhere (normalizeHeaderKey's
+// form, which is also net/http's canonical form of such a name). sendFast
+// sets such a name with SetCanonical, which skips Set's copy and
+// normalization of the name and second copy of the value; the providers
+// write their names in that form, so the request's bytes are the same
+// (TestFastCanonical). Any other name goes through Set.
+func fastCanonical(k string) bool {
+	if k == "" {
+		return false
+	}
+	want := byte(1) // 1: a letter here must be upper case; 2: lower case
+	for i := 0; i < len(k); i++ {
+		c := fastNameByte[k[i]]
+		if c&want == 0 {
+			return false
+		}
+		want = 2 - c>>2 // after a '-', upper case
+	}
+	return true
+}
+
+// fastNameByte is fastCanonical's table: bit 0 set, the byte may come where
+// a letter must be upper case; bit 1, where it must be lower case; bit 2,
+// the next letter must be upper case. 0: not in such a name.
+var fastNameByte = func() (t [256]byte) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = 1
+		t[c+'a'-'A'] = 2
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 3
+	}
+	t['_'] = 3
+	t['-'] = 7
+	return t
+}()
 
 // fastHeader copies a fasthttp response head into an http.Header, keys in
 // canonical form (fasthttp normalizes them the same way). Past the map's

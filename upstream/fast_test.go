@@ -462,3 +462,34 @@ func TestFastUsesContextsAfterFunc(t *testing.T) {
 		t.Fatalf("body read after the cancel: %v, want a cancelled call", err)
 	}
 }
+
+// TestFastCanonical: a name fastCanonical accepts is set by SetCanonical to
+// the same request bytes as by Set, and every name the providers write
+// (their own, the headers they pass on, the codex identity's) is one of
+// them, so sendFast's requests are what they were with Set.
+func TestFastCanonical(t *testing.T) {
+	provider := []string{"Authorization", "Content-Type", "Accept", "User-Agent", "X-Api-Key", "Anthropic-Version",
+		"Chatgpt-Account-Id", "Originator", "Version", hSessionID, hSessionIDLegacy, hThreadID, hClientRequestID}
+	provider = append(provider, openAIPassHeaders...)
+	provider = append(provider, anthropicPassHeaders...)
+	provider = append(provider, codexPassHeaders...)
+	for _, k := range provider {
+		if !fastCanonical(k) {
+			t.Errorf("%q: not canonical for fasthttp, so sendFast sets it with Set", k)
+		}
+	}
+	odd := []string{"x-lower", "X-UPPER", "X-Mixed-cASE", "Foo Bar", "Foo\r\nX-Injected", "A_b-C", "1abc", "-foo", "Host",
+		"Content-Length", "Connection", "Ä-B", "X.Dot", "a", "A", "X--Y", "X-"}
+	for _, k := range append(provider, odd...) {
+		var set, canon fasthttp.Request
+		set.Header.Set(k, "v")
+		canon.Header.SetCanonical([]byte(k), []byte("v"))
+		same := set.Header.String() == canon.Header.String()
+		if fastCanonical(k) && !same {
+			t.Errorf("%q: fastCanonical, but Set writes %q and SetCanonical %q", k, set.Header.String(), canon.Header.String())
+		}
+		if !fastCanonical(k) && k != "Foo Bar" && k != "Foo\r\nX-Injected" && k != "Ä-B" && k != "X.Dot" && same {
+			t.Errorf("%q: Set and SetCanonical agree, but fastCanonical refuses it", k)
+		}
+	}
+}
