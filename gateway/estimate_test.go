@@ -181,7 +181,9 @@ func TestCutStreamsExhaustTokenBudget(t *testing.T) {
 		sendStream(t, conn, tc.path, secret, tc.body)
 		conn.Close()
 		waitIdle(t, s.sys)
-		logged(t, s)
+		// The charge is made after the lease is back, before the record is
+		// queued: wait for this stream's record.
+		waitUntil(t, "the cut stream's record", func() bool { return len(logged(t, s)) > i })
 	}
 }
 
