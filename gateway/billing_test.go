@@ -306,24 +306,7 @@ func runUntilRefused(t *testing.T, insts ...*billed) {
 	if int64(len(recs)) != served.Load()+refusals.Load() {
 		t.Errorf("%d records, want %d", len(recs), served.Load()+refusals.Load())
 	}
-	bal, err := b.store.Balance(context.Background(), u.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bal != start-spent {
-		t.Fatalf("balance %d, want start %d - spent %d = %d", bal, start, spent, start-spent)
-	}
-	ledger, err := b.store.Ledger(context.Background(), storage.LedgerQuery{UserID: u.ID, Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum int64
-	for _, e := range ledger {
-		sum += e.Amount
-	}
-	if sum != bal {
-		t.Fatalf("ledger sums to %d, balance %d", sum, bal)
-	}
+	bal := storagetest.CheckBalance(t, context.Background(), b.store, u.ID, start, spent)
 	// The bound: at most senders requests were in flight at once, each
 	// overdrawing by at most its cost.
 	if bound := -int64(senders) * maxCost; bal < bound {

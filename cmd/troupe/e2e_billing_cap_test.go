@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-gw/troupe/bench/mock"
 	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/storagetest"
 )
 
 // capOutput is the output cap of TestBillingOutputCap's requests, above
@@ -150,24 +151,7 @@ func TestBillingOutputCap(t *testing.T) {
 	if int64(len(recs)) != served.Load()+refusals.Load() {
 		t.Errorf("%d records, want %d", len(recs), served.Load()+refusals.Load())
 	}
-	bal, err := d.app.store.Balance(ctx, u.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bal != start-spent {
-		t.Fatalf("balance %d, want start %d - spent %d = %d", bal, start, spent, start-spent)
-	}
-	ledger, err := d.app.store.Ledger(ctx, storage.LedgerQuery{UserID: u.ID, Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum int64
-	for _, e := range ledger {
-		sum += e.Amount
-	}
-	if sum != bal {
-		t.Fatalf("ledger sums to %d, balance %d", sum, bal)
-	}
+	bal := storagetest.CheckBalance(t, ctx, d.app.store, u.ID, start, spent)
 	// The balance only falls, so the final one is the lowest it was.
 	if bound := -int64(senders) * maxInputCost; bal < bound {
 		t.Fatalf("balance %d below the bound %d (%d senders, each request's input at most %d)", bal, bound, senders, maxInputCost)
