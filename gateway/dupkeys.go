@@ -21,6 +21,12 @@ func duplicateKeyPath(body []byte) string {
 	return p
 }
 
+// smallObject is the most keys an object's repeats are looked for by a
+// scan of the keys before; past it a set takes over, so an object of n keys
+// costs O(n), not O(n²) (a 1 MB body of 100,000 keys would be 5·10⁹
+// comparisons).
+const smallObject = 32
+
 // dupIn reports the path within v of its first repeated key. The path is
 // built only on the way back from a find: a body without one allocates
 // nothing but the key stack.
@@ -28,7 +34,16 @@ func dupIn(v gjson.Result, keys *[]string) (path string, found bool) {
 	switch {
 	case v.IsObject():
 		start := len(*keys)
+		var many map[string]struct{} // an object of more than smallObject keys
 		v.ForEach(func(k, _ gjson.Result) bool {
+			if many != nil {
+				if _, dup := many[k.Str]; dup {
+					path, found = k.Str, true
+					return false
+				}
+				many[k.Str] = struct{}{}
+				return true
+			}
 			for _, seen := range (*keys)[start:] {
 				if seen == k.Str {
 					path, found = k.Str, true
@@ -36,6 +51,12 @@ func dupIn(v gjson.Result, keys *[]string) (path string, found bool) {
 				}
 			}
 			*keys = append(*keys, k.Str)
+			if len(*keys)-start > smallObject {
+				many = make(map[string]struct{}, 2*smallObject)
+				for _, seen := range (*keys)[start:] {
+					many[seen] = struct{}{}
+				}
+			}
 			return true
 		})
 		*keys = (*keys)[:start]

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -63,6 +65,34 @@ func TestDuplicateKeyPath(t *testing.T) {
 	} {
 		if got := duplicateKeyPath([]byte(body)); got != want {
 			t.Errorf("duplicateKeyPath(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+// TestDuplicateKeyPathLargeObject: an object of more keys than smallObject
+// is checked by a set: its repeats are found before and past the switch,
+// a nested object's keys are its own, and 100,000 distinct keys pass.
+func TestDuplicateKeyPathLargeObject(t *testing.T) {
+	obj := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString(`{"o":{`)
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":{"k%d":1},`, i, i)
+		}
+		b.WriteString(extra + `}}`)
+		return b.String()
+	}
+	for _, c := range []struct {
+		body, want string
+	}{
+		{obj(100, `"k5":2`), "o.k5"},
+		{obj(100, `"k99":2`), "o.k99"},
+		{obj(10, `"k3":2`), "o.k3"},
+		{obj(100, `"k100":{"a":1,"a":2}`), "o.k100.a"},
+		{obj(100_000, `"end":1`), ""},
+	} {
+		if got := duplicateKeyPath([]byte(c.body)); got != c.want {
+			t.Errorf("duplicateKeyPath(%d bytes) = %q, want %q", len(c.body), got, c.want)
 		}
 	}
 }
