@@ -2,6 +2,8 @@ package billing
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +70,17 @@ type Gate struct {
 	users   map[string]cachedUser
 	pending map[string]*Ticket // request id → ticket whose charge is not stored yet
 	swept   time.Time
+
+	// instance names this gate's marker counters (markerKey): random, one
+	// per process.
+	instance string
+	// counting is held shared by every count of a ticket's hold or slot
+	// (the cache op and the ticket's state) and exclusively by a
+	// re-assertion, which so sees each live ticket's state as counted.
+	counting sync.RWMutex
+	marker   atomic.Pointer[marker] // the marker key of the latest window counted in
+	liveMu   sync.Mutex
+	live     map[*Ticket]struct{} // tickets with a hold or a slot counted in the cache
 }
 
 type cachedUser struct {
@@ -99,7 +112,10 @@ func New(store Store, cache storage.Cache, opts Options) *Gate {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gate{store: store, cache: cache, opts: opts, users: map[string]cachedUser{}, pending: map[string]*Ticket{}}
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24)
+	g := &Gate{store: store, cache: cache, opts: opts, users: map[string]cachedUser{}, pending: map[string]*Ticket{},
+		instance: hex.EncodeToString(id[:]), live: map[*Ticket]struct{}{}}
 	g.book.Store(&book{prices: map[string]storage.Price{}, groups: map[string]int64{}})
 	return g
 }
@@ -252,7 +268,7 @@ type Ticket struct {
 	user     storage.User
 	price    storage.Price
 	mult     int64
-	estimate int64
+	estimate int64 // the hold counted in the cache for it (0: none)
 	slot     int64 // the hold window it was added in
 	conc     bool  // it holds a concurrency slot
 	released atomic.Bool
@@ -268,6 +284,30 @@ func holdKey(user string, slot int64) string {
 
 func concKey(user string, slot int64) string {
 	return "bill:conc:" + user + ":" + strconv.FormatInt(slot, 10)
+}
+
+// markerKey is the counter that says the cache still has the holds and
+// slots instance counted in window slot: set to 1 by the instance's first
+// count in the window, it is gone when the cache has lost them (Redis
+// restarted empty).
+func markerKey(instance string, slot int64) string {
+	return "bill:live:" + instance + ":" + strconv.FormatInt(slot, 10)
+}
+
+// marker is a window's marker key, kept so that a count does not build it.
+type marker struct {
+	slot int64
+	key  string
+}
+
+// markerOf returns this instance's marker key of window slot.
+func (g *Gate) markerOf(slot int64) string {
+	if m := g.marker.Load(); m != nil && m.slot == slot {
+		return m.key
+	}
+	m := &marker{slot: slot, key: markerKey(g.instance, slot)}
+	g.marker.Store(m)
+	return m.key
 }
 
 // Admit checks request r of a user before it goes upstream: the user exists
@@ -310,12 +350,21 @@ func (g *Gate) Admit(ctx context.Context, r Request) (*Ticket, *Refusal) {
 	}
 	held := t.estimate
 	if g.cache != nil && t.estimate > 0 {
-		total, err := g.cache.Incr(ctx, holdKey(u.ID, t.slot), t.estimate, g.opts.HoldWindow)
+		est := t.estimate
+		t.estimate = 0 // nothing counted yet
+		ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: holdKey(u.ID, t.slot), N: est, TTL: g.opts.HoldWindow}}
+		err := g.count(ctx, t.slot, ops[:], func() {
+			if ops[1].Err == nil && !ops[1].Skipped {
+				t.estimate = est
+				g.track(t)
+				held = max(ops[1].Total, held)
+			}
+		})
+		if err == nil {
+			err = ops[1].Err
+		}
 		if err != nil {
 			g.opts.Logger.Warn("billing: hold not counted in the cache; this request's estimate alone is held", "err", err)
-			t.estimate = 0 // nothing to release
-		} else {
-			held = max(total, held)
 		}
 	}
 	bal, err := g.store.Balance(ctx, u.ID)
@@ -331,33 +380,38 @@ func (g *Gate) Admit(ctx context.Context, r Request) (*Ticket, *Refusal) {
 
 // limits counts t against its user's RPM and concurrency limits.
 func (g *Gate) limits(ctx context.Context, t *Ticket, now time.Time) *Refusal {
-	var buf [2]storage.CacheOp
-	ops := buf[:0]
+	var buf [3]storage.CacheOp
+	ops := buf[:1] // ops[0]: the marker (count)
 	if t.user.RPM > 0 {
 		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: "bill:rpm:" + t.user.ID, N: 1, TTL: time.Minute, Limit: t.user.RPM})
 	}
+	conc := -1
 	if t.user.MaxConcurrency > 0 {
+		conc = len(ops)
 		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: concKey(t.user.ID, t.slot), N: 1, TTL: g.opts.HoldWindow, Limit: t.user.MaxConcurrency})
 	}
-	if len(ops) == 0 {
+	if len(ops) == 1 {
 		return nil
 	}
-	_ = storage.Batch(ctx, g.cache, ops) // each op carries its error
-	for i := range ops {
-		op := &ops[i]
-		if op.Key == concKey(t.user.ID, t.slot) && op.Err == nil && !op.Skipped {
+	err := g.count(ctx, t.slot, ops, func() {
+		if conc >= 0 && ops[conc].Err == nil && !ops[conc].Skipped {
 			t.conc = true
+			g.track(t)
 		}
-		if op.Err != nil {
+	})
+	if err != nil {
+		g.opts.Logger.Warn("billing: user limit counter unavailable; request admitted", "err", err)
+	}
+	for i := range ops[1:] {
+		op := &ops[1+i]
+		if op.Err != nil && err == nil {
 			g.opts.Logger.Warn("billing: user limit counter unavailable; request admitted", "err", op.Err)
 		}
-	}
-	for i := range ops {
-		if !ops[i].Over {
+		if !op.Over {
 			continue
 		}
 		g.releaseConc(t)
-		if ops[i].TTL == time.Minute {
+		if op.TTL == time.Minute {
 			return &Refusal{Kind: RefusedRPM, Limit: t.user.RPM, RetryAfter: time.Minute - time.Duration(now.UnixNano()%int64(time.Minute))}
 		}
 		return &Refusal{Kind: RefusedConcurrency, Limit: t.user.MaxConcurrency}
@@ -384,11 +438,9 @@ func (g *Gate) Finish(t *Ticket, rec *storage.UsageRecord) {
 	// cost, not its estimate: a request already answered never overdraws.
 	if d := rec.Cost - t.estimate; d != 0 && g.cache != nil && !t.released.Load() {
 		if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
-			t.estimate = 0 // the window, and the hold with it, has ended
+			g.forget(t) // the window, and the hold with it, has ended
 		} else if err := g.adjust(t, d); err != nil {
 			g.opts.Logger.Warn("billing: hold not set to the request's cost; its estimate stays held", "err", err)
-		} else {
-			t.estimate = rec.Cost
 		}
 	}
 	now := g.opts.Now()
@@ -441,25 +493,45 @@ func (g *Gate) Pending() int {
 }
 
 // release takes t's estimate off its user's hold, once. A hold added in a
-// window that has ended went with its counter.
+// window that has ended went with its counter. Once released, t is never
+// counted again, whether or not the cache took the release.
 func (g *Gate) release(t *Ticket) {
 	g.releaseConc(t)
 	if t.released.Swap(true) || g.cache == nil || t.estimate == 0 {
 		return
 	}
-	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
-		return
+	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() == t.slot {
+		if err := g.adjust(t, -t.estimate); err != nil {
+			g.opts.Logger.Warn("billing: hold not released; it expires with its window", "err", err)
+		}
 	}
-	if err := g.adjust(t, -t.estimate); err != nil {
-		g.opts.Logger.Warn("billing: hold not released; it expires with its window", "err", err)
-	}
+	g.forget(t)
 }
 
-// adjust adds d to t's user's hold in t's window.
+// forget drops t's hold from what this instance counts: it is no longer
+// held, or its window has ended.
+func (g *Gate) forget(t *Ticket) {
+	g.counting.RLock()
+	t.estimate = 0
+	g.track(t)
+	g.counting.RUnlock()
+}
+
+// adjust adds d to t's user's hold in t's window, and to t's hold once
+// the cache has taken it.
 func (g *Gate) adjust(t *Ticket, d int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err := g.cache.Incr(ctx, holdKey(t.user.ID, t.slot), d, g.opts.HoldWindow)
+	ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: holdKey(t.user.ID, t.slot), N: d, TTL: g.opts.HoldWindow}}
+	err := g.count(ctx, t.slot, ops[:], func() {
+		if ops[1].Err == nil && !ops[1].Skipped {
+			t.estimate += d
+			g.track(t)
+		}
+	})
+	if err == nil {
+		err = ops[1].Err
+	}
 	return err
 }
 
@@ -469,14 +541,180 @@ func (g *Gate) releaseConc(t *Ticket) {
 	if !t.conc {
 		return
 	}
-	t.conc = false
 	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
+		g.counting.RLock()
+		t.conc = false
+		g.track(t)
+		g.counting.RUnlock()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := g.cache.Incr(ctx, concKey(t.user.ID, t.slot), -1, g.opts.HoldWindow); err != nil {
+	ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: concKey(t.user.ID, t.slot), N: -1, TTL: g.opts.HoldWindow}}
+	err := g.count(ctx, t.slot, ops[:], func() {
+		// Freed whether or not the cache took it: a slot it kept expires
+		// with its window, and is never counted again.
+		t.conc = false
+		g.track(t)
+	})
+	if err == nil {
+		err = ops[1].Err
+	}
+	if err != nil {
 		g.opts.Logger.Warn("billing: concurrency slot not released; it expires with its window", "err", err)
+	}
+}
+
+// track keeps t in the set of live tickets while it has a hold or a slot
+// counted. Call it with g.counting held, after changing t's state.
+func (g *Gate) track(t *Ticket) {
+	g.liveMu.Lock()
+	if t.estimate != 0 || t.conc {
+		g.live[t] = struct{}{}
+	} else {
+		delete(g.live, t)
+	}
+	g.liveMu.Unlock()
+}
+
+// count runs ops in one batch (storage.Batch), ops[0] set to a guard
+// (storage.CacheGuard) on this instance's marker of window slot
+// (markerKey), and calls apply to update the tickets' state from the ops'
+// outcomes, with g.counting held so that a re-assertion sees each ticket
+// either as counted or not yet. ops[1:] must be counter ops of window
+// slot; apply must treat a Skipped op as not run.
+//
+// When the marker is gone, the cache has lost what this instance counted
+// in the window (Redis restarted empty), or this is the instance's first
+// count in the window: the guard skipped ops, so nothing was taken back
+// from counters that no longer hold it. reassert then counts again the
+// hold and slot of every live ticket of the window, and ops run once
+// more, after them. The error is the guard's: the cache did not answer,
+// or lost the marker again (errLost).
+func (g *Gate) count(ctx context.Context, slot int64, ops []storage.CacheOp, apply func()) error {
+	ops[0] = storage.CacheOp{Kind: storage.CacheGuard, Key: g.markerOf(slot), TTL: g.opts.HoldWindow}
+	g.counting.RLock()
+	_ = storage.Batch(ctx, g.cache, ops) // each op carries its error
+	if ops[0].Err != nil || ops[0].Total > 0 {
+		apply()
+		g.counting.RUnlock()
+		return ops[0].Err
+	}
+	g.counting.RUnlock()
+	g.counting.Lock()
+	defer g.counting.Unlock()
+	err := g.reassert(ctx, slot)
+	if err == nil {
+		_ = storage.Batch(ctx, g.cache, ops)
+		if err = ops[0].Err; err == nil && ops[0].Total == 0 {
+			err = errLost
+		}
+	}
+	apply()
+	return err
+}
+
+// errLost is count's error when the cache lost its marker again between
+// the re-assertion and the ops: they did not run.
+var errLost = errors.New("billing: the cache lost this instance's holds twice in a row")
+
+// reassert counts again, once per loss, the holds and slots of this
+// instance's live tickets of window slot when its marker is gone, and sets
+// the marker, in one batch. Call it with g.counting held exclusively.
+func (g *Gate) reassert(ctx context.Context, slot int64) error {
+	marker := g.markerOf(slot)
+	if n, err := g.cache.Count(ctx, marker, g.opts.HoldWindow); err != nil || n > 0 {
+		return err // counted again since, or the cache is not answering
+	}
+	sums := map[string]int64{}
+	tickets := 0
+	g.liveMu.Lock()
+	for t := range g.live {
+		if t.slot != slot {
+			continue
+		}
+		tickets++
+		if t.estimate != 0 {
+			sums[holdKey(t.user.ID, slot)] += t.estimate
+		}
+		if t.conc {
+			sums[concKey(t.user.ID, slot)]++
+		}
+	}
+	g.liveMu.Unlock()
+	ops := make([]storage.CacheOp, 0, len(sums)+1)
+	for k, n := range sums {
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: k, N: n, TTL: g.opts.HoldWindow})
+	}
+	ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: marker, N: 1, TTL: g.opts.HoldWindow})
+	if err := storage.Batch(ctx, g.cache, ops); err != nil {
+		g.opts.Logger.Warn("billing: holds and slots in flight not counted again after the cache lost them", "tickets", tickets, "err", err)
+		return err
+	}
+	if tickets > 0 {
+		g.opts.Logger.Warn("billing: the cache had lost this instance's holds and slots in flight (restarted empty?); counted them again", "tickets", tickets)
+	}
+	return nil
+}
+
+// Check counts again this instance's holds and slots in flight if the
+// cache has lost them (Redis restarted empty), as the next count of any
+// of them would: an instance whose requests are all streaming counts
+// nothing until they end. It also forgets the tickets of ended windows.
+// Watch calls it periodically.
+func (g *Gate) Check(ctx context.Context) error {
+	if g.cache == nil {
+		return nil
+	}
+	slot := g.opts.Now().UnixMilli() / g.opts.HoldWindow.Milliseconds()
+	inflight := false
+	g.liveMu.Lock()
+	for t := range g.live {
+		if t.slot < slot {
+			delete(g.live, t) // its counters ended with their window
+		} else {
+			inflight = true
+		}
+	}
+	g.liveMu.Unlock()
+	if !inflight {
+		return nil
+	}
+	g.counting.RLock()
+	n, err := g.cache.Count(ctx, g.markerOf(slot), g.opts.HoldWindow)
+	g.counting.RUnlock()
+	if err != nil || n > 0 {
+		return err
+	}
+	g.counting.Lock()
+	defer g.counting.Unlock()
+	return g.reassert(ctx, slot)
+}
+
+// DefaultWatchInterval is the period of Watch's check in the gateway: the
+// longest a cache that restarted empty misses an idle instance's holds and
+// slots in flight.
+const DefaultWatchInterval = time.Second
+
+// Watch calls Check every interval (<= 0: DefaultWatchInterval) until ctx
+// ends.
+func (g *Gate) Watch(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultWatchInterval
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		if err := g.Check(cctx); err != nil && ctx.Err() == nil {
+			g.opts.Logger.Debug("billing: holds in flight not checked", "err", err)
+		}
+		cancel()
 	}
 }
 

@@ -15,6 +15,16 @@ const (
 	CacheSet                          // Cache.Set(Key, Value, TTL)
 	CacheIncr                         // Cache.Incr(Key, N, TTL as the window): Total
 	CacheCount                        // Cache.Count(Key, TTL as the window): Total
+	// CacheGuard is a CacheCount (Key, TTL as the window: Total) that
+	// guards the rest of the batch: when its total is 0 — the counter was
+	// never counted, has expired, or was lost with the cache (Redis
+	// restarted empty) — every later CacheIncr, CacheCount and CacheGuard
+	// of the batch is Skipped, not run. A guard is never Over; its Limit is
+	// ignored. In a shared backend the guard and the counter ops it guards
+	// are atomic (one Redis script), so a caller that keeps a marker
+	// counter beside its own counts learns whether they are all still in
+	// the cache and changes them only then (billing's holds do).
+	CacheGuard
 )
 
 // CacheOp is one operation of a batch (Batcher): what to do, and once the
@@ -39,7 +49,7 @@ type CacheOp struct {
 // over reports whether op, a limit check that ran, refuses.
 func (op *CacheOp) over() bool {
 	switch {
-	case op.Limit <= 0 || op.Err != nil:
+	case op.Limit <= 0 || op.Err != nil || op.Kind == CacheGuard:
 		return false // no limit; or a failed check, which lets the request through
 	case op.Kind == CacheIncr:
 		return op.Total > op.Limit
@@ -95,11 +105,12 @@ func Batch(ctx context.Context, c Cache, ops []CacheOp) error {
 // implementation of Batch for a cache without round trips to save (the
 // in-memory one), and for one that is not a Batcher.
 func RunOps(ctx context.Context, c Cache, ops []CacheOp) error {
-	refused := false
+	refused, guarded := false, false
 	for i := range ops {
 		op := &ops[i]
 		op.Found, op.Total, op.Over, op.Skipped, op.Err = false, 0, false, false, nil
-		if op.Limit > 0 && refused && (op.Kind == CacheIncr || op.Kind == CacheCount) {
+		counter := op.Kind == CacheIncr || op.Kind == CacheCount || op.Kind == CacheGuard
+		if counter && (guarded || op.Limit > 0 && refused && op.Kind != CacheGuard) {
 			op.Skipped = true
 			continue
 		}
@@ -112,6 +123,10 @@ func RunOps(ctx context.Context, c Cache, ops []CacheOp) error {
 			op.Total, op.Err = c.Incr(ctx, op.Key, op.N, op.TTL)
 		case CacheCount:
 			op.Total, op.Err = c.Count(ctx, op.Key, op.TTL)
+		case CacheGuard:
+			op.Total, op.Err = c.Count(ctx, op.Key, op.TTL)
+			guarded = op.Err == nil && op.Total == 0
+			continue
 		default:
 			op.Err = ErrInvalidOp
 		}

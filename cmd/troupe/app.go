@@ -469,6 +469,9 @@ func (a *app) watchKeys() error {
 		return fmt.Errorf("cache: subscribe to %q: %w", billing.Channel, err)
 	}
 	go a.watchBilling(wctx, bills)
+	// A Redis restarted empty gets this instance's holds and slots in
+	// flight back within a second, even while its requests all stream.
+	go a.billing.Watch(wctx, billing.DefaultWatchInterval)
 	accs, err := a.cache.Subscribe(wctx, admin.AccountsChannel)
 	if err != nil {
 		cancel()

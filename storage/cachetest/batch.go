@@ -186,3 +186,46 @@ func testBatchInvalid(t *testing.T, c storage.Cache) {
 	wantValue(t, c, "b", "2")
 	wantAbsent(t, c, "a")
 }
+
+// A guard whose counter is absent skips every later counter op of the
+// batch, limit or not, and lets the entry ops run; one whose counter is
+// there lets them all run, and is never over.
+func testBatchGuard(t *testing.T, c storage.Cache) {
+	guarded := func() []storage.CacheOp {
+		return []storage.CacheOp{
+			{Kind: storage.CacheGuard, Key: "marker", TTL: long, Limit: 1},
+			{Kind: storage.CacheIncr, Key: "held", N: -5, TTL: long},
+			{Kind: storage.CacheIncr, Key: "slots", N: 1, TTL: long, Limit: 10},
+			{Kind: storage.CacheCount, Key: "held", TTL: long},
+			{Kind: storage.CacheSet, Key: "e", Value: "1", TTL: long},
+		}
+	}
+	mustIncr(t, c, "held", 7, long)
+	ops := guarded()
+	mustBatch(t, c, ops)
+	if ops[0].Total != 0 || ops[0].Skipped || ops[0].Over {
+		t.Fatalf("guard of an absent counter: %+v", ops[0])
+	}
+	for i := 1; i < 4; i++ {
+		if !ops[i].Skipped || ops[i].Total != 0 || ops[i].Over {
+			t.Errorf("op %d after a guard of an absent counter: %+v, want skipped", i, ops[i])
+		}
+	}
+	if got := mustCount(t, c, "held", long); got != 7 {
+		t.Fatalf("a guarded increment ran: held %d, want 7", got)
+	}
+	if got := mustCount(t, c, "slots", long); got != 0 {
+		t.Fatalf("a guarded limit check ran: slots %d, want 0", got)
+	}
+	wantValue(t, c, "e", "1")
+
+	mustIncr(t, c, "marker", 1, long)
+	ops = guarded()
+	mustBatch(t, c, ops)
+	if ops[0].Total != 1 || ops[0].Over || ops[0].Skipped {
+		t.Fatalf("guard of a present counter: %+v", ops[0])
+	}
+	if ops[1].Skipped || ops[1].Total != 2 || ops[2].Skipped || ops[2].Total != 1 || ops[3].Total != 2 {
+		t.Fatalf("ops after a guard of a present counter: %+v", ops[1:4])
+	}
+}

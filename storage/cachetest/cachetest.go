@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Cache) {
 		{"Batch/LimitChain", testBatchLimitChain},
 		{"Batch/LimitConcurrent", testBatchLimitConcurrent},
 		{"Batch/Invalid", testBatchInvalid},
+		{"Batch/Guard", testBatchGuard},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,21 +14,23 @@ var _ storage.Batcher = (*Cache)(nil)
 
 // batchScript runs the counter operations of a batch in order, atomically,
 // on the Redis server's clock: KEYS[i] is a counter key and ARGV[4i-3..4i]
-// its kind ("i": Incr, "c": Count), amount, window in ms and limit (0:
-// none). Each counter is kept as incrScript keeps it. Once a limit check
-// refuses (an increment past its limit, a count at it), the later limit
-// checks are not run. It returns two numbers per counter: 1 when it ran (0
-// when skipped), then its total.
+// its kind ("i": Incr, "c": Count, "g": a guard, storage.CacheGuard),
+// amount, window in ms and limit (0: none). Each counter is kept as
+// incrScript keeps it. Once a limit check refuses (an increment past its
+// limit, a count at it), the later limit checks are not run; once a guard
+// finds its counter at 0, no later counter op is run. It returns two
+// numbers per counter: 1 when it ran (0 when skipped), then its total.
 var batchScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {}
 local refused = false
+local guarded = false
 for i = 1, #KEYS do
   local a = 4 * (i - 1)
   local kind, n, w, lim = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local v = 0
-  if refused and lim > 0 then
+  if guarded or (refused and lim > 0) then
     out[2 * i - 1] = 0
   else
     local e = string.format('%.0f', now - now % w + w)
@@ -46,6 +48,10 @@ for i = 1, #KEYS do
         redis.call('PEXPIREAT', KEYS[i], e)
       end
       if lim > 0 and v > lim then refused = true end
+    elseif kind == 'g' then
+      local r = redis.call('HMGET', KEYS[i], 'e', 'n')
+      if r[1] == e then v = tonumber(r[2]) end
+      if v == 0 then guarded = true end
     else
       local r = redis.call('HMGET', KEYS[i], 'e', 'n')
       if r[1] == e then v = tonumber(r[2]) end
@@ -82,18 +88,21 @@ func (c *Cache) Batch(ctx context.Context, ops []storage.CacheOp) error {
 				continue
 			}
 			cmds[i] = pipe.Do(ctx, "SET", c.entryKey(op.Key), op.Value, "PX", ceilMs(op.TTL))
-		case storage.CacheIncr, storage.CacheCount:
+		case storage.CacheIncr, storage.CacheCount, storage.CacheGuard:
 			if op.TTL <= 0 {
 				op.Err = invalid("window", op.TTL)
 				continue
 			}
 			w := ceilMs(op.TTL)
-			kind, n := "c", int64(0)
-			if op.Kind == storage.CacheIncr {
+			kind, n, lim := "c", int64(0), max(op.Limit, 0)
+			switch op.Kind {
+			case storage.CacheIncr:
 				kind, n = "i", op.N
+			case storage.CacheGuard:
+				kind, lim = "g", 0
 			}
 			keys = append(keys, c.counterKey(op.Key, w))
-			args = append(args, kind, n, w, max(op.Limit, 0))
+			args = append(args, kind, n, w, lim)
 			counters = append(counters, i)
 		default:
 			op.Err = storage.ErrInvalidOp
