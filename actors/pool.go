@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -23,7 +22,7 @@ type poolConfig struct {
 	boxes     *mailPool // runs the account actors' mailboxes
 	transport TransportFactory
 	refresh   *refresher // nil: codex tokens are not refreshed
-	snapshots *sync.Map  // account ID → *snapshot; shared with System readers
+	snapshots *snapIndex // account ID → *snapshot; shared with System readers
 	log       *slog.Logger
 	now       func() time.Time
 	probe     time.Duration                                    // quota probe interval (<= 0: off)
@@ -117,7 +116,7 @@ func (p *pool) stop(c *actor.Context, id string) {
 		delete(p.boxes, id)
 		box.retired.Store(true)
 		c.Engine().Poison(box.PID())
-		p.cfg.snapshots.Delete(id)
+		p.cfg.snapshots.delete(id)
 		p.cfg.scheduler.send(schedRemove{id: id, box: box}, c.PID())
 	}
 }
@@ -149,7 +148,7 @@ func (p *pool) put(c *actor.Context, acc storage.Account) {
 	// The config holds the account's snapshot (accountConfig.snapshot),
 	// which readers find here before the actor publishes into it.
 	cfg := &accountConfig{accountShared: p.shared, account: acc, transport: tr, fence: p.fenceOf(acc.ID)}
-	p.cfg.snapshots.Store(acc.ID, &cfg.snapshot)
+	p.cfg.snapshots.store(acc.ID, &cfg.snapshot)
 	// An account put back while its last actor is still stopping (removed
 	// and put again at once, as fleet ownership moves do) gets a name of
 	// its own: hollywood refuses a name still registered, and the new actor

@@ -167,7 +167,7 @@ func (s *System) RemoteAccounts() int { return int(s.remote.count.Load()) }
 // configuration with its credentials. ErrNotOwned when the account does
 // not run here.
 func (s *System) GrantLocal(ctx context.Context, req RemoteRequest) (*Lease, storage.Account, View, error) {
-	if _, ok := s.snapshots.Load(req.Account); !ok {
+	if _, ok := s.snapshots.load(req.Account); !ok {
 		return nil, storage.Account{}, View{}, ErrNotOwned
 	}
 	l, err := s.Acquire(ctx, AcquireRequest{Only: req.Account, Model: req.Model, Group: req.Group, Endpoint: req.Endpoint, Native: req.Native})
@@ -365,7 +365,7 @@ func (s *System) reportRemoteLimits(accountID string, l upstream.RateLimits) boo
 	if ra == nil {
 		return false
 	}
-	if _, local := s.snapshots.Load(accountID); local {
+	if _, local := s.snapshots.load(accountID); local {
 		return false
 	}
 	ra.limits.Store(&l)

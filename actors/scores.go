@@ -39,8 +39,8 @@ func (s *System) Scores(ctx context.Context) (map[string]Scored, error) {
 // through it. Only an account whose lease counters (InFlight, Requests) moved
 // since its last publish costs a copy. It is Views for readers of large pools.
 func (s *System) EachView(fn func(*View)) {
-	s.snapshots.Range(func(_, v any) bool {
-		if p := v.(*snapshot).peek(); p != nil {
+	s.snapshots.each(func(sn *snapshot) bool {
+		if p := sn.peek(); p != nil {
 			fn(p)
 		}
 		return true

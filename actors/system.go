@@ -99,7 +99,7 @@ type System struct {
 	usage     *actor.PID
 	usageBox  *mailbox  // usage's mailbox, for Record's deferred sends
 	boxes     *mailPool // the account actors' workers
-	snapshots sync.Map  // account ID → *snapshot
+	snapshots snapIndex // account ID → *snapshot (snapindex.go)
 	timers    sync.Pool
 	stopped   atomic.Bool
 	ws        wsPools          // upstream WebSocket pools, one per account (websocket.go)
@@ -398,11 +398,9 @@ func (s *System) Views() []View {
 	// Counted first: append grows a slice this large by a quarter at a time,
 	// which allocated five times the result (18 MB at 10,000 accounts,
 	// BenchmarkViews).
-	n := 0
-	s.snapshots.Range(func(_, _ any) bool { n++; return true })
-	out := make([]View, 0, n)
-	s.snapshots.Range(func(_, v any) bool {
-		if v, ok := v.(*snapshot).load(); ok {
+	out := make([]View, 0, s.snapshots.len())
+	s.snapshots.each(func(sn *snapshot) bool {
+		if v, ok := sn.load(); ok {
 			out = append(out, v)
 		}
 		return true
@@ -414,11 +412,11 @@ func (s *System) Views() []View {
 // when it runs here, else (routing across instances, SetRemote) the last
 // view its owner published.
 func (s *System) View(id string) (View, bool) {
-	v, ok := s.snapshots.Load(id)
+	sn, ok := s.snapshots.load(id)
 	if !ok {
 		return s.remoteView(id)
 	}
-	return v.(*snapshot).load()
+	return sn.load()
 }
 
 // SchedulerStats returns the scheduler's counters (waits for its mailbox).
