@@ -212,7 +212,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
 	if frames != nil { // only streams go over the upstream WebSocket
-		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel.fn()), false)
+		return s.holdStream(s.newStreamFrom(c, up, lease, 200, frames, frames, start, acancel), false)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
 		return result{}, s.refused(c, lease, up, resp, start, acancel)
@@ -227,7 +227,7 @@ func (s *Server) attempt(ctx context.Context, c *call, lease *actors.Lease) (res
 			s.release(c, lease, resp.Status, v, start, 0)
 			return result{}, &failure{verdict: v, err: upstream.ErrWrongContentType, up: up}
 		}
-		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel.fn()), dropUsage)
+		return s.holdStream(s.newStream(c, up, lease, resp, start, acancel), dropUsage)
 	}
 	defer acancel.end()
 	return s.readAnswer(ctx, c, lease, up, resp, start)

@@ -44,9 +44,17 @@ type reqCtx struct {
 // when it has one (context.DeadlineExceeded), or when end is called
 // (context.Canceled). Its fields are guarded by its request's mu.
 type attemptCtx struct {
-	rc         *reqCtx
-	core       ctxCore
-	deadline   time.Time // zero: none of its own
+	rc       *reqCtx
+	core     ctxCore
+	deadline time.Time // zero: none of its own
+	// bound is a stream's first-token bound while it is held (holdBound),
+	// as how long before the request's deadline it falls (a duration, not
+	// a time.Time: 24 bytes more took call to the next size class): at it
+	// the attempt ends (context.Canceled, as the hold's own timer ended it
+	// before) and boundHit is set. It is not the attempt's Deadline.
+	// Zero: none.
+	bound      time.Duration
+	boundHit   bool
 	prev, next *attemptCtx
 }
 
@@ -209,12 +217,22 @@ func (rc *reqCtx) fire() {
 	next := rc.deadline
 	for a := rc.attempts; a != nil; {
 		an := a.next
+		var bound time.Time
+		if a.bound > 0 {
+			bound = rc.deadline.Add(-a.bound)
+		}
 		switch {
-		case a.deadline.IsZero():
-		case !now.Before(a.deadline):
+		case !bound.IsZero() && !now.Before(bound):
+			a.boundHit = true
+			fs = a.endLocked(ctxCanceled, fs)
+		case !a.deadline.IsZero() && !now.Before(a.deadline):
 			fs = a.endLocked(ctxExpired, fs)
-		case a.deadline.Before(next):
-			next = a.deadline
+		default:
+			for _, t := range [2]time.Time{a.deadline, bound} {
+				if !t.IsZero() && t.Before(next) {
+					next = t
+				}
+			}
 		}
 		a = an
 	}
@@ -328,6 +346,34 @@ func (a *attemptCtx) endLocked(st uint32, fs []func()) []func() {
 	}
 	a.prev, a.next = nil, nil
 	return fs
+}
+
+// holdBound bounds the attempt until unbound is called: d from now, it
+// ends (context.Canceled) on the request's timer, as a stream's hold needs
+// for its first token, without a timer of its own (a time.AfterFunc, its
+// closure and flag were three allocations and a timer a stream). A bound
+// past the request's deadline is left to that deadline.
+func (a *attemptCtx) holdBound(d time.Duration) {
+	rc := a.rc
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if a.core.state.Load() != ctxLive {
+		return
+	}
+	if t := time.Now().Add(d); t.Before(rc.deadline) {
+		a.bound = rc.deadline.Sub(t)
+		rc.armLocked(rc.deadline.Add(-a.bound))
+	}
+}
+
+// unbound lifts the bound holdBound set; it reports whether the bound was
+// reached first (the attempt has ended for it). The request's timer, if
+// armed for the bound, finds nothing due when it fires and re-arms.
+func (a *attemptCtx) unbound() (hit bool) {
+	a.rc.mu.Lock()
+	defer a.rc.mu.Unlock()
+	a.bound = 0
+	return a.boundHit
 }
 
 // cancel ends the attempt (context.Canceled).

@@ -110,6 +110,74 @@ func TestReqCtxAttemptDeadline(t *testing.T) {
 
 // cancel ends the request (the client is gone, or it is over) with
 // Canceled: its attempts too, and an attempt started after it starts
+// A stream's first-token bound (holdBound) ends its attempt on the
+// request's timer, with context.Canceled as the hold's own timer did, and
+// unbound reports it; a bound lifted before it is reached ends nothing,
+// the request's timer, armed for it, re-arms, and the request still ends
+// at its deadline. The bound is not the attempt's Deadline.
+func TestReqCtxHoldBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, 10*time.Second)
+		var a1 attemptCtx
+		rc.startAttempt(&a1, 0)
+		var closed atomic.Bool
+		context.AfterFunc(&a1, func() { closed.Store(true) }) // as sendFast registers its connection's close
+		a1.holdBound(2 * time.Second)
+		if dl, _ := a1.Deadline(); !dl.Equal(rc.deadline) {
+			t.Errorf("attempt's deadline %v, want the request's %v", dl, rc.deadline)
+		}
+		time.Sleep(2*time.Second - time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "attempt before its bound", &a1, nil)
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "attempt at its bound", &a1, context.Canceled)
+		checkCtx(t, "request after the bound", &rc, nil)
+		if !closed.Load() {
+			t.Error("the attempt's AfterFunc did not run at the bound")
+		}
+		for range 2 { // and again, as hold's deferred call does
+			if !a1.unbound() {
+				t.Error("unbound did not report the bound reached")
+			}
+		}
+
+		var a2 attemptCtx
+		rc.startAttempt(&a2, 0)
+		a2.holdBound(2 * time.Second)
+		time.Sleep(time.Second)
+		if a2.unbound() {
+			t.Error("unbound reported a bound not reached")
+		}
+		time.Sleep(5 * time.Second) // past the lifted bound
+		synctest.Wait()
+		checkCtx(t, "attempt after its bound was lifted", &a2, nil)
+		time.Sleep(2*time.Second - time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request before its deadline", &rc, nil)
+		time.Sleep(time.Nanosecond) // 10 s since the request began
+		synctest.Wait()
+		checkCtx(t, "request at its deadline", &rc, context.DeadlineExceeded)
+		checkCtx(t, "attempt at the request's deadline", &a2, context.DeadlineExceeded)
+		if a2.unbound() {
+			t.Error("the request's deadline counted as the bound")
+		}
+
+		var rc2 reqCtx // a bound past the request's deadline is left to it
+		rc2.start(nil, time.Second)
+		var a3 attemptCtx
+		rc2.startAttempt(&a3, 0)
+		a3.holdBound(time.Minute)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		checkCtx(t, "attempt of a request past its deadline", &a3, context.DeadlineExceeded)
+		if a3.unbound() {
+			t.Error("a bound past the request's deadline was reported reached")
+		}
+	})
+}
+
 // ended. An attempt's cancel leaves the request running.
 func TestReqCtxCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

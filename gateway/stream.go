@@ -50,7 +50,11 @@ type stream struct {
 	// gateway reports (over HTTP the account's transport does).
 	frames bool
 	cancel context.CancelFunc // cancels this attempt's upstream call
-	start  time.Time          // when the attempt started
+	// actx is the attempt's context when it is on its request's timer
+	// (reqCtx): hold bounds the first token with it. nil: hold arms a
+	// timer of its own (holdTimer).
+	actx  *attemptCtx
+	start time.Time // when the attempt started
 
 	held  []byte // raw events read while holding, not yet written
 	ttft  time.Duration
@@ -118,17 +122,17 @@ type readier interface {
 }
 
 // newStream wraps an upstream SSE answer in protocol up.
-func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp *upstream.Response, start time.Time, cancel context.CancelFunc) *stream {
+func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp *upstream.Response, start time.Time, end attemptEnd) *stream {
 	sc := scanners.Get().(*translate.Scanner)
 	sc.Reset(resp.Body)
-	return s.newStreamFrom(c, up, l, resp.Status, resp.Body, sc, start, cancel)
+	return s.newStreamFrom(c, up, l, resp.Status, resp.Body, sc, start, end)
 }
 
 // newStreamFrom wraps upstream events src in protocol up, whose answer body
 // (closed when the stream ends) had HTTP status status; when up is not the
-// client's protocol, the events are translated.
-func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, status int, body io.Closer, src source, start time.Time, cancel context.CancelFunc) *stream {
-	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, cancel: cancel}
+// client's protocol, the events are translated. end ends the attempt.
+func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, status int, body io.Closer, src source, start time.Time, end attemptEnd) *stream {
+	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, cancel: end.fn(), actx: end.a}
 	st.sc, _ = src.(*translate.Scanner)
 	st.rdy, _ = src.(readier)
 	_, st.frames = src.(*wsSource)
@@ -144,16 +148,19 @@ func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, 
 // lease released with the failure's class, and the failure returned, so the
 // caller can try another account.
 func (st *stream) hold() *failure {
-	var timedOut atomic.Bool
-	cancel := st.cancel // read now: a commit may chain more onto st.cancel while the timer runs
-	t := time.AfterFunc(st.s.cfg.FirstTokenTimeout, func() { timedOut.Store(true); cancel() })
-	defer t.Stop()
+	var ht *holdTimer
+	if st.actx != nil {
+		st.actx.holdBound(st.s.cfg.FirstTokenTimeout)
+	} else {
+		ht = startHoldTimer(st.s.cfg.FirstTokenTimeout, st.cancel)
+	}
+	defer st.endHold(ht)
 	for {
 		ev, err := st.src.Next()
 		if err != nil {
 			f := &failure{err: err, verdict: upstream.Verdict{Class: upstream.ClassTransient}}
 			switch {
-			case timedOut.Load():
+			case st.endHold(ht):
 				f.err = fmt.Errorf("no first token within %v", st.s.cfg.FirstTokenTimeout)
 			case errors.Is(err, io.EOF):
 				f.err = upstream.ErrEmptyStream
@@ -188,9 +195,9 @@ func (st *stream) hold() *failure {
 			return f
 		}
 		if st.ttft > 0 || st.clean || len(st.held) >= st.s.cfg.HoldBufferCap {
-			if !t.Stop() && timedOut.Load() {
-				// The first-token timer fired just as content arrived and has
-				// already cancelled the upstream call.
+			if st.endHold(ht) {
+				// The first-token bound was reached just as content arrived
+				// and has already cancelled the upstream call.
 				f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, err: errors.New("first-token timeout")}
 				st.abort(f.verdict)
 				return f
@@ -198,6 +205,31 @@ func (st *stream) hold() *failure {
 			return nil
 		}
 	}
+}
+
+// holdTimer is the first-token bound of a hold whose attempt is not on
+// its request's timer (a Responses WebSocket session's turn): a timer that
+// cancels the attempt.
+type holdTimer struct {
+	t   *time.Timer
+	hit atomic.Bool
+}
+
+// startHoldTimer cancels the attempt (cancel) after d.
+func startHoldTimer(d time.Duration, cancel context.CancelFunc) *holdTimer {
+	h := new(holdTimer)
+	h.t = time.AfterFunc(d, func() { h.hit.Store(true); cancel() })
+	return h
+}
+
+// endHold lifts the first-token bound of the hold (ht, or st.actx's when
+// ht is nil) and reports whether it was reached (the attempt was cancelled
+// for it). Calling it again reports the same.
+func (st *stream) endHold(ht *holdTimer) bool {
+	if ht == nil {
+		return st.actx.unbound()
+	}
+	return !ht.t.Stop() && ht.hit.Load()
 }
 
 // appendEvent appends upstream event ev as SSE: its raw bytes when it came
