@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -125,7 +126,9 @@ func readBench(b *testing.B, path string) []byte {
 // s.handle until b ends, as the server calls them, writing the response out
 // as the server would (a stream's WriteTo and Close included); header, when
 // set, adds headers to each request. writes/op counts the writes that
-// reached the connection (one per flush: a stream's chunks, the end).
+// reached the connection (one per flush: a stream's chunks, the end);
+// goroutines/op the goroutines the process started (runtime/metrics), the
+// background's included (timers' functions, a few a second).
 func benchRequest(b *testing.B, s *Server, path, key string, body []byte, header func(*fasthttp.RequestCtx)) {
 	auth := "Bearer " + key
 	var ctx fasthttp.RequestCtx
@@ -135,6 +138,7 @@ func benchRequest(b *testing.B, s *Server, path, key string, body []byte, header
 	cw := &countingWriter{w: io.Discard}
 	w := bufio.NewWriter(cw)
 	b.ReportAllocs()
+	started := goroutinesStarted()
 	for b.Loop() {
 		ctx.Request.Reset()
 		ctx.Response.Reset()
@@ -156,4 +160,12 @@ func benchRequest(b *testing.B, s *Server, path, key string, body []byte, header
 		}
 	}
 	b.ReportMetric(float64(cw.writes)/float64(b.N), "writes/op")
+	b.ReportMetric(float64(goroutinesStarted()-started)/float64(b.N), "goroutines/op")
+}
+
+// goroutinesStarted is how many goroutines the process has started.
+func goroutinesStarted() uint64 {
+	m := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
