@@ -160,7 +160,7 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 		}
 		f.fences[m.id] = m.fence
 		delete(f.draining, m.id)
-		if box, ok := p.boxes[m.id]; ok {
+		if box := p.box(m.id); box != nil {
 			c.Send(box.PID(), accountOwned{})
 		} else if put, ok := f.configs[m.id]; ok {
 			p.put(c, put.account)
@@ -170,7 +170,7 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 			return true
 		}
 		delete(f.fences, m.id)
-		if box, ok := p.boxes[m.id]; ok {
+		if box := p.box(m.id); box != nil {
 			f.draining[m.id] = m.done
 			c.Send(box.PID(), accountDrain{pool: c.PID()})
 		}
@@ -203,9 +203,9 @@ func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
 				ids = append(ids, id)
 			}
 		} else {
-			for id := range p.boxes {
+			p.cfg.snapshots.eachMailbox(func(id string, _ *mailbox) {
 				ids = append(ids, id)
-			}
+			})
 		}
 		m.reply <- ids
 	case poolServed:

@@ -18,7 +18,7 @@ var snapSeed = maphash.MakeSeed()
 
 // snapIndex is the readers' index of the accounts whose actors run here:
 // account ID → the snapshot their actor publishes into
-// (accountConfig.snapshot). System.View (on the affinity path of a
+// (accountConfig.snapshot), and the pool's index of their mailboxes. System.View (on the affinity path of a
 // request), EachView and Views read it without a lock: each shard is an
 // immutable slice sorted by ID behind an atomic pointer, which a writer
 // replaces with a changed copy. Only the pool actor writes (put, stop);
@@ -27,8 +27,9 @@ var snapSeed = maphash.MakeSeed()
 // callback) while the pool writes.
 //
 // It replaces a sync.Map, whose trie nodes, entry nodes and boxed keys
-// were 123 bytes an account of live heap (docs/benchmarks.md, issue 21);
-// an entry here is 24 bytes, and a shard's slice is sized to its entries.
+// were 123 bytes an account of live heap, and the pool's map of mailboxes
+// (43 bytes an account; docs/benchmarks.md, issue 21): an entry here is 32
+// bytes, and a shard's slice is sized to its entries.
 // The zero value is an empty index.
 type snapIndex struct {
 	mu     sync.Mutex // serialises writers
@@ -37,10 +38,13 @@ type snapIndex struct {
 
 // snapEntry is one account in a shard: its ID (the key, which the
 // account's config may not provide race-free: the actor replaces its
-// account on an update) and its snapshot.
+// account on an update), its snapshot and its actor's mailbox (nil before
+// the actor is spawned and after the pool stopped them all: read by the
+// pool only).
 type snapEntry struct {
 	id   string
 	snap *snapshot
+	box  *mailbox
 }
 
 func cmpSnapEntry(e snapEntry, id string) int { return strings.Compare(e.id, id) }
@@ -63,8 +67,21 @@ func (x *snapIndex) load(id string) (*snapshot, bool) {
 	return nil, false
 }
 
-// store makes s id's snapshot, in place of any it had.
-func (x *snapIndex) store(id string, s *snapshot) {
+// mailbox returns the mailbox of id's actor; nil when it has none.
+func (x *snapIndex) mailbox(id string) *mailbox {
+	p := x.shard(id).Load()
+	if p == nil {
+		return nil
+	}
+	es := *p
+	if i, ok := slices.BinarySearchFunc(es, id, cmpSnapEntry); ok {
+		return es[i].box
+	}
+	return nil
+}
+
+// store makes s id's snapshot and box its mailbox, in place of any it had.
+func (x *snapIndex) store(id string, s *snapshot, box *mailbox) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	sh := x.shard(id)
@@ -79,7 +96,7 @@ func (x *snapIndex) store(id string, s *snapshot) {
 	}
 	es := make([]snapEntry, n)
 	copy(es, old[:i])
-	es[i] = snapEntry{id: id, snap: s}
+	es[i] = snapEntry{id: id, snap: s, box: box}
 	if found {
 		copy(es[i+1:], old[i+1:])
 	} else {
@@ -125,6 +142,43 @@ func (x *snapIndex) each(fn func(*snapshot) bool) {
 			}
 		}
 	}
+}
+
+// eachMailbox calls fn with every account's ID and mailbox, for those
+// that have one, in no order.
+func (x *snapIndex) eachMailbox(fn func(id string, box *mailbox)) {
+	for i := range x.shards {
+		if p := x.shards[i].Load(); p != nil {
+			for _, e := range *p {
+				if e.box != nil {
+					fn(e.id, e.box)
+				}
+			}
+		}
+	}
+}
+
+// dropMailboxes forgets every mailbox, keeping the snapshots (the pool
+// stopping them all), and returns them.
+func (x *snapIndex) dropMailboxes() []*mailbox {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var boxes []*mailbox
+	for i := range x.shards {
+		p := x.shards[i].Load()
+		if p == nil {
+			continue
+		}
+		es := slices.Clone(*p)
+		for j := range es {
+			if es[j].box != nil {
+				boxes = append(boxes, es[j].box)
+				es[j].box = nil
+			}
+		}
+		x.shards[i].Store(&es)
+	}
+	return boxes
 }
 
 // len is the number of accounts in the index (a moment's count while the

@@ -30,14 +30,14 @@ func TestSnapIndex(t *testing.T) {
 	for i := range 3000 {
 		id := "acct-" + strconv.Itoa(i)
 		s := new(snapshot)
-		x.store(id, s)
+		x.store(id, s, nil)
 		want[id] = s
 	}
 	check()
 	for i := 0; i < 3000; i += 3 { // replace a third
 		id := "acct-" + strconv.Itoa(i)
 		s := new(snapshot)
-		x.store(id, s)
+		x.store(id, s, nil)
 		want[id] = s
 	}
 	check()
@@ -58,8 +58,8 @@ func TestSnapIndex(t *testing.T) {
 	clear(want)
 	check()
 	n := 0
-	x.store("a", new(snapshot))
-	x.store("b", new(snapshot))
+	x.store("a", new(snapshot), nil)
+	x.store("b", new(snapshot), nil)
 	x.each(func(*snapshot) bool { n++; return false })
 	if n != 1 {
 		t.Fatalf("each went on after false: %d calls", n)
@@ -73,7 +73,7 @@ func TestSnapIndex(t *testing.T) {
 func TestSnapIndexReadWhileWriting(t *testing.T) {
 	var x snapIndex
 	stay := new(snapshot)
-	x.store("stay", stay)
+	x.store("stay", stay, nil)
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	for range 2 {
@@ -98,11 +98,56 @@ func TestSnapIndexReadWhileWriting(t *testing.T) {
 	for i := range 20000 {
 		id := "acct-" + strconv.Itoa(i%500)
 		if i%2 == 0 {
-			x.store(id, new(snapshot))
+			x.store(id, new(snapshot), nil)
 		} else {
 			x.delete(id)
 		}
 	}
 	close(done)
 	wg.Wait()
+}
+
+// The pool's mailboxes in the index: found by ID, listed, replaced with the
+// snapshot, and dropped all at once (stop-all) while the snapshots stay.
+func TestSnapIndexMailboxes(t *testing.T) {
+	var x snapIndex
+	boxes := map[string]*mailbox{}
+	for i := range 100 {
+		id := "acct-" + strconv.Itoa(i)
+		var box *mailbox
+		if i%4 != 0 { // a quarter not spawned yet
+			box = new(mailbox)
+			boxes[id] = box
+		}
+		x.store(id, new(snapshot), box)
+	}
+	for i := range 100 {
+		id := "acct-" + strconv.Itoa(i)
+		if got := x.mailbox(id); got != boxes[id] {
+			t.Fatalf("mailbox(%q) = %p, want %p", id, got, boxes[id])
+		}
+	}
+	if x.mailbox("never") != nil {
+		t.Fatal("a mailbox for an account never put")
+	}
+	listed := map[string]*mailbox{}
+	x.eachMailbox(func(id string, box *mailbox) { listed[id] = box })
+	if len(listed) != len(boxes) {
+		t.Fatalf("eachMailbox listed %d, want %d", len(listed), len(boxes))
+	}
+	for id, box := range boxes {
+		if listed[id] != box {
+			t.Fatalf("eachMailbox gave %q %p, want %p", id, listed[id], box)
+		}
+	}
+	if dropped := x.dropMailboxes(); len(dropped) != len(boxes) {
+		t.Fatalf("dropMailboxes returned %d, want %d", len(dropped), len(boxes))
+	}
+	x.eachMailbox(func(id string, _ *mailbox) { t.Fatalf("%q still has a mailbox", id) })
+	if x.len() != 100 {
+		t.Fatalf("the snapshots went with the mailboxes: %d left", x.len())
+	}
+	if _, ok := x.load("acct-1"); !ok {
+		t.Fatal("a snapshot went with its mailbox")
+	}
 }
