@@ -122,7 +122,7 @@ FUZZMINIMIZETIME ?= 60s
 # FUZZ_TARGETS: every fuzz target, as package-directory:FuzzName, a package's
 # targets back to back: its instrumented build is compiled by the first and
 # only linked again by the others.
-FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzTranslateRequest \
+FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzValidWithin translate:FuzzTranslateRequest \
 	translate:FuzzTranslateResponse translate:FuzzTranslateError translate:FuzzStream translate:FuzzStreamConformance \
 	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens gateway:FuzzParseCreateFrame gateway:FuzzOutputCaps \
 	upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile upstream:FuzzParseRateLimitsEvent upstream:FuzzCreateFrame \

@@ -44,7 +44,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
-	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !translate.ValidWithin(body, maxJSONDepth) || !gjson.ParseBytes(body).IsObject() {
 		writeError(ctx, errBadJSON())
 		return
 	}

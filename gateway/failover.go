@@ -310,7 +310,7 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 	if err == nil && len(body) > maxResponseBody {
 		err = errors.New("upstream answer larger than 64 MiB")
 	}
-	if err == nil && (translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body)) {
+	if err == nil && !translate.ValidWithin(body, maxJSONDepth) {
 		err = upstream.ErrWrongContentType
 	}
 	if err != nil {

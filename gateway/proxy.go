@@ -293,7 +293,7 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
 // the model alias. The body is not copied: an alias is written into the
 // body each upstream gets (upstreamBody).
 func (s *Server) parseBody(c *call, body []byte) *APIError {
-	if translate.DepthExceeds(body, maxJSONDepth) || !gjson.ValidBytes(body) {
+	if !translate.ValidWithin(body, maxJSONDepth) {
 		return errBadJSON()
 	}
 	root := gjson.Parse(b2s(body)) // strings kept past the request are cloned

@@ -30,7 +30,7 @@ type createFrame struct {
 // stays open.
 func parseCreateFrame(frame []byte) (createFrame, *APIError) {
 	var f createFrame
-	if translate.DepthExceeds(frame, maxJSONDepth) || !gjson.ValidBytes(frame) {
+	if !translate.ValidWithin(frame, maxJSONDepth) {
 		return f, errBadJSON()
 	}
 	root := gjson.Parse(b2s(frame)) // strings kept are copied

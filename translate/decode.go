@@ -14,10 +14,10 @@ const maxDepth = 128
 
 // parseBody checks that body is one JSON object of sane depth and returns it.
 func parseBody(body []byte, what string) (gjson.Result, error) {
-	if DepthExceeds(body, maxDepth) {
-		return gjson.Result{}, badRequest("", what+" nests JSON deeper than "+strconv.Itoa(maxDepth)+" levels")
-	}
-	if !gjson.ValidBytes(body) {
+	if !ValidWithin(body, maxDepth) { // one pass; which of the two it is, on failure only
+		if DepthExceeds(body, maxDepth) {
+			return gjson.Result{}, badRequest("", what+" nests JSON deeper than "+strconv.Itoa(maxDepth)+" levels")
+		}
 		return gjson.Result{}, badRequest("", what+" is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)

@@ -126,7 +126,7 @@ func openAIItem(sig, param string) (item, encrypted string, ok bool, err error) 
 	}
 	raw, derr := base64.StdEncoding.DecodeString(b64)
 	it := gjson.ParseBytes(raw)
-	if derr != nil || DepthExceeds(raw, maxDepth) || !gjson.ValidBytes(raw) || !it.IsObject() ||
+	if derr != nil || !ValidWithin(raw, maxDepth) || !it.IsObject() ||
 		it.Get("type").Str != "reasoning" || it.Get("encrypted_content").Str == "" {
 		return "", "", true, badRequest(param, "the thinking signature is not one Troupe gave: it must be sent back unmodified")
 	}

@@ -200,7 +200,7 @@ type toolName struct {
 // has no namespace or custom tools, or is not a valid request.
 func loadToolNames(body []byte) toolNames {
 	tn := toolNames{loaded: true}
-	if len(body) == 0 || DepthExceeds(body, maxDepth) || !gjson.ValidBytes(body) {
+	if !ValidWithin(body, maxDepth) {
 		return tn
 	}
 	root := gjson.ParseBytes(body)
