@@ -98,19 +98,9 @@ func eventType(name, data []byte) string {
 func (u *Usage) set(p Protocol, r gjson.Result) {
 	switch p {
 	case Chat:
-		*u = Usage{
-			InputTokens:     r.Get("prompt_tokens").Int(),
-			OutputTokens:    r.Get("completion_tokens").Int(),
-			CachedTokens:    r.Get("prompt_tokens_details.cached_tokens").Int(),
-			ReasoningTokens: r.Get("completion_tokens_details.reasoning_tokens").Int(),
-		}
+		u.setOpenAI(r, &chatUsageKeys)
 	case Responses:
-		*u = Usage{
-			InputTokens:     r.Get("input_tokens").Int(),
-			OutputTokens:    r.Get("output_tokens").Int(),
-			CachedTokens:    r.Get("input_tokens_details.cached_tokens").Int(),
-			ReasoningTokens: r.Get("output_tokens_details.reasoning_tokens").Int(),
-		}
+		u.setOpenAI(r, &responsesUsageKeys)
 	case Messages:
 		uncached := u.InputTokens - u.CachedTokens - u.CacheWriteTokens
 		r.ForEach(func(k, v gjson.Result) bool {
@@ -131,4 +121,49 @@ func (u *Usage) set(p Protocol, r gjson.Result) {
 		})
 		u.InputTokens = uncached + u.CachedTokens + u.CacheWriteTokens
 	}
+}
+
+// openAIUsageKeys names the members of an OpenAI usage object: the input
+// and output counts, the objects holding the cached and reasoning counts,
+// and those counts' names.
+type openAIUsageKeys struct {
+	input, output, inputDetails, outputDetails, cached, reasoning string
+}
+
+var (
+	chatUsageKeys      = openAIUsageKeys{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details", "cached_tokens", "reasoning_tokens"}
+	responsesUsageKeys = openAIUsageKeys{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details", "cached_tokens", "reasoning_tokens"}
+)
+
+// setOpenAI replaces u with the counts of the OpenAI usage object r, read
+// in one pass over r's members (four gjson paths were four passes, two of
+// them whole: docs/benchmarks.md, issue 21). It reads what the paths read
+// (TestUsageOnePassMatchesPaths, FuzzUsage): a count is the first member
+// of its name; a detail is the first member of the details' name that
+// holds it, as gjson's "a.b" goes on to a later "a" when the first one has
+// no "b".
+func (u *Usage) setOpenAI(r gjson.Result, k *openAIUsageKeys) {
+	var in, out, cached, reasoning gjson.Result
+	r.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case k.input:
+			if !in.Exists() {
+				in = v
+			}
+		case k.output:
+			if !out.Exists() {
+				out = v
+			}
+		case k.inputDetails:
+			if !cached.Exists() {
+				cached = v.Get(k.cached)
+			}
+		case k.outputDetails:
+			if !reasoning.Exists() {
+				reasoning = v.Get(k.reasoning)
+			}
+		}
+		return true
+	})
+	*u = Usage{InputTokens: in.Int(), OutputTokens: out.Int(), CachedTokens: cached.Int(), ReasoningTokens: reasoning.Int()}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // usageOf feeds every event of an SSE file of protocol p to one Usage and
@@ -90,13 +92,15 @@ func TestBodyUsage(t *testing.T) {
 }
 
 // FuzzUsage feeds arbitrary event names and data to every protocol's usage
-// reader: none may panic, and Messages usage comes only from message_start
-// and message_delta.
+// reader: none may panic, Messages usage comes only from message_start
+// and message_delta, and valid JSON data read as an OpenAI usage object
+// gives what the four gjson paths gave (checkUsageOnePass).
 func FuzzUsage(f *testing.F) {
 	f.Add("message_delta", []byte(`{"type":"message_delta","usage":{"output_tokens":"x","input_tokens":1e99}}`))
 	f.Add("", []byte(`{"type":"message_start","message":{"usage":{"input_tokens":1}}}`))
 	f.Add("response.completed", []byte(`{"response":{"usage":{"input_tokens":[]}}}`))
 	f.Add("", []byte(`{"usage":{"prompt_tokens":"9"}}`))
+	f.Add("", []byte(`{"prompt_tokens":1,"prompt_tokens_details":1,"prompt_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":2}}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		for _, p := range []Protocol{Chat, Responses, Messages} {
 			var u Usage
@@ -107,5 +111,47 @@ func FuzzUsage(f *testing.F) {
 			}
 			_, _ = BodyUsage(p, data)
 		}
+		if gjson.ValidBytes(data) {
+			checkUsageOnePass(t, gjson.ParseBytes(data))
+		}
 	})
+}
+
+// usageByPaths is how Usage.set read an OpenAI usage object before
+// setOpenAI: four gjson paths, the reference setOpenAI must match.
+func usageByPaths(p Protocol, r gjson.Result) Usage {
+	if p == Chat {
+		return Usage{InputTokens: r.Get("prompt_tokens").Int(), OutputTokens: r.Get("completion_tokens").Int(),
+			CachedTokens: r.Get("prompt_tokens_details.cached_tokens").Int(), ReasoningTokens: r.Get("completion_tokens_details.reasoning_tokens").Int()}
+	}
+	return Usage{InputTokens: r.Get("input_tokens").Int(), OutputTokens: r.Get("output_tokens").Int(),
+		CachedTokens: r.Get("input_tokens_details.cached_tokens").Int(), ReasoningTokens: r.Get("output_tokens_details.reasoning_tokens").Int()}
+}
+
+func checkUsageOnePass(t *testing.T, r gjson.Result) {
+	t.Helper()
+	for _, p := range []Protocol{Chat, Responses} {
+		var u Usage
+		u.set(p, r)
+		if want := usageByPaths(p, r); u != want {
+			t.Fatalf("%v usage of %s: one pass %+v, paths %+v", p, r.Raw, u, want)
+		}
+	}
+}
+
+// TestUsageOnePassMatchesPaths: setOpenAI reads what the four paths read,
+// repeated keys, details that are not objects and string counts included.
+func TestUsageOnePassMatchesPaths(t *testing.T) {
+	for _, s := range []string{
+		`{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}`,
+		`{"prompt_tokens":9,"prompt_tokens":5,"completion_tokens":"3","prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}`,
+		`{"prompt_tokens_details":7,"prompt_tokens_details":{"audio":1},"prompt_tokens_details":{"cached_tokens":4},"prompt_tokens_details":{"cached_tokens":6}}`,
+		`{"prompt_tokens_details":[{"cached_tokens":4}],"completion_tokens_details":{"reasoning_tokens":null},"completion_tokens_details":{"reasoning_tokens":2}}`,
+		`{"input_tokens":9,"output_tokens":3,"input_tokens_details":{"cached_tokens":8},"output_tokens_details":{"reasoning_tokens":1}}`,
+		`{"input_tokens":null,"input_tokens":2,"output_tokens":1e3,"input_tokens_details":{"cached_tokens":"5"}}`,
+		`{"prompt\u005ftokens":9,"input_tokens_details":{"cached\u005ftokens":3}}`,
+		`[{"prompt_tokens":1}]`, `"x"`, `12`, `null`, `{}`,
+	} {
+		checkUsageOnePass(t, gjson.Parse(s))
+	}
 }
