@@ -445,7 +445,7 @@ func checkMessages(ep translate.Protocol, v gjson.Result) *APIError {
 			return errBadParam("messages", "Invalid type for 'messages': expected an array of objects.")
 		}
 		return errBadParam("messages", "messages: Input should be a valid list")
-	case v.Raw == "[]" || !v.Get("0").Exists():
+	case emptyArray(v.Raw):
 		if chat {
 			return &APIError{Status: 400, Type: "invalid_request_error", Code: "empty_array", Param: "messages",
 				Message: "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."}
@@ -453,6 +453,21 @@ func checkMessages(ep translate.Protocol, v gjson.Result) *APIError {
 		return errBadParam("messages", "messages: at least one message is required")
 	}
 	return nil
+}
+
+// emptyArray reports whether raw, the text of a JSON array of a validated
+// body, holds no element: its first byte past '[' and whitespace is ']'.
+// It is what !gjson.Get(raw, "0").Exists() says of such an array, without
+// parsing the first element (issue 21).
+func emptyArray(raw string) bool {
+	for i := 1; i < len(raw); i++ {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return raw[i] == ']'
+	}
+	return true
 }
 
 // checkMaxTokens enforces what the Messages API requires of max_tokens, a

@@ -369,3 +369,14 @@ func TestResponsesInputType(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// TestEmptyArray: emptyArray says of a JSON array what gjson's "0" path
+// said (checkMessages).
+func TestEmptyArray(t *testing.T) {
+	for _, s := range []string{`[]`, `[ ]`, "[\n\t\r ]", `[0]`, `[ null ]`, `[[]]`, `[{}]`, ` [""]`, `[false]`} {
+		raw := gjson.Parse(s).Raw
+		if got, want := emptyArray(raw), !gjson.Get(raw, "0").Exists(); got != want {
+			t.Errorf("emptyArray(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
