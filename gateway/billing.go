@@ -29,8 +29,12 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 	// a user's body that repeats one anywhere is refused, not held on one
 	// text and charged for another (parseBody refuses the top-level keys
 	// for every key; operator keys are not charged).
-	if p := duplicateKeyPath(c.body); p != "" {
-		return errBadParam(p, "Duplicate key '"+p+"' in the request body.")
+	// parseBody's scan says when none is repeated (c.keysUnique); else the
+	// first is found and named here.
+	if !c.keysUnique {
+		if p := duplicateKeyPath(c.body); p != "" {
+			return errBadParam(p, "Duplicate key '"+p+"' in the request body.")
+		}
 	}
 	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
 		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput, Choices: c.choices})

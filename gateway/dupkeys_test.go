@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 )
 
 // TestBillingRefusesNestedDuplicateKeys: a user's request whose body
@@ -104,4 +105,59 @@ func TestDuplicateKeyPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { duplicateKeyPath(body) }); n > 1 {
 		t.Fatalf("duplicateKeyPath allocates %v times, want at most 1", n)
 	}
+}
+
+// FuzzRepeatedKeys checks parseBody's one-pass scan for a user's body
+// (translate.ValidWithinKeys) against what admitBilling refuses: valid as
+// ValidWithin says, and a repeated key reported exactly when
+// duplicateKeyPath's search finds one (dupIn's found: a top-level "" key
+// repeated is found, with the path "", which duplicateKeyPath reports as
+// none), so that admitBilling may skip it when the scan found none.
+func FuzzRepeatedKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":[{"c":1,"c":2}]}}`, `{"a":1,"\u0061":2}`, `{"\ud800":1,"\udfff":2}`,
+		`[{"a":1},{"a":1}]`, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, `{"a":{},"a":[]}`, `{"a"`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		valid, mayRepeat := translate.ValidWithinKeys(b, maxJSONDepth)
+		if valid != translate.ValidWithin(b, maxJSONDepth) {
+			t.Fatalf("%q: ValidWithinKeys valid %v, ValidWithin %v", b, valid, !valid)
+		}
+		if !valid {
+			if !mayRepeat {
+				t.Fatalf("%q: not valid, yet no repeat reported", b)
+			}
+			return
+		}
+		keys := make([]string, 0, 32)
+		if p, found := dupIn(gjson.Parse(b2s(b)), &keys); mayRepeat != found {
+			t.Fatalf("%q: ValidWithinKeys repeat %v, duplicateKeyPath's search %v %q", b, mayRepeat, found, p)
+		}
+	})
+}
+
+// BenchmarkUserBodyChecks is parseBody's and admitBilling's checks of a
+// user's 4 KiB Chat body without a repeated key: before, a validating pass
+// and duplicateKeyPath's walk; now, translate.ValidWithinKeys alone.
+func BenchmarkUserBodyChecks(b *testing.B) {
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("You are a helpful assistant. ", 60) +
+		`"},{"role":"user","content":"` + strings.Repeat(`Summarise the text below.\n`, 60) + `"},{"role":"assistant","content":"Sure."}],` +
+		`"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["c","f"]}},"required":["city"]}}}],` +
+		`"max_tokens":256,"temperature":0.2,"stream":false}`)
+	b.Run("ValidWithin+duplicateKeyPath", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !translate.ValidWithin(body, maxJSONDepth) || duplicateKeyPath(body) != "" {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("ValidWithinKeys", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if valid, repeats := translate.ValidWithinKeys(body, maxJSONDepth); !valid || repeats {
+				b.Fatal("refused")
+			}
+		}
+	})
 }

@@ -50,6 +50,12 @@ type call struct {
 	start    time.Time
 	attempts int
 
+	// keysUnique: parseBody's scan of body found no object repeating a
+	// key (translate.ValidWithinKeys, run for a user's key only); false
+	// when it found one or did not look, and admitBilling then looks
+	// itself (duplicateKeyPath).
+	keysUnique bool
+
 	// Set by the policy's route() (gateway/route.go).
 	group       string           // routing group: the key's, or route()'s for default-group keys
 	provider    storage.Provider // only accounts of this provider ("" = any)
@@ -293,7 +299,18 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
 // the model alias. The body is not copied: an alias is written into the
 // body each upstream gets (upstreamBody).
 func (s *Server) parseBody(c *call, body []byte) *APIError {
-	if !translate.ValidWithin(body, maxJSONDepth) {
+	// One pass validates body; for a user's key it also looks for a
+	// repeated key, which admitBilling refuses.
+	valid := false
+	c.keysUnique = false
+	if c.key.UserID != "" {
+		var mayRepeat bool
+		valid, mayRepeat = translate.ValidWithinKeys(body, maxJSONDepth)
+		c.keysUnique = valid && !mayRepeat
+	} else {
+		valid = translate.ValidWithin(body, maxJSONDepth)
+	}
+	if !valid {
 		return errBadJSON()
 	}
 	root := gjson.Parse(b2s(body)) // strings kept past the request are cloned

@@ -1,7 +1,9 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/binary"
+	"sync"
 
 	"github.com/tidwall/gjson"
 )
@@ -26,6 +28,115 @@ func ValidWithin(b []byte, limit int) bool {
 	if limit > maxValidDepth {
 		return !DepthExceeds(b, limit) && gjson.ValidBytes(b)
 	}
+	return validWithin(b, limit, nil)
+}
+
+// ValidWithinKeys is ValidWithin that also reports, in the same pass,
+// whether an object of b may repeat a key. mayRepeat false means that no
+// object of the valid text b repeats a key, at any depth, keys compared as
+// gjson unescapes them (what gjson's ForEach gives as a key's Str);
+// true means that one does, or that b was not checked (b not valid, or
+// limit above 512). The gateway refuses a user's body that repeats a key
+// and names the first by its path (duplicateKeyPath): it runs that only
+// when mayRepeat is true, not on every user's body (issue 21).
+//
+// It allocates nothing for a body whose open objects hold at most 32 keys
+// together and nest at most 32 deep, and none of whose keys has an escape
+// (its key stack comes from a pool).
+func ValidWithinKeys(b []byte, limit int) (valid, mayRepeat bool) {
+	if limit > maxValidDepth {
+		return !DepthExceeds(b, limit) && gjson.ValidBytes(b), true
+	}
+	ks := keyScans.Get().(*keyScan)
+	ks.keys, ks.starts, ks.sets, ks.repeated = ks.keyBuf[:0], ks.startBuf[:0], nil, false
+	valid = validWithin(b, limit, ks)
+	mayRepeat = !valid || ks.repeated
+	clear(ks.keyBuf[:]) // the keys point into b: keep none of it alive
+	ks.keys, ks.sets = nil, nil
+	keyScans.Put(ks)
+	return valid, mayRepeat
+}
+
+// keyScans holds the key stacks of ValidWithinKeys between calls.
+var keyScans = sync.Pool{New: func() any { return new(keyScan) }}
+
+// keyScan is the state of ValidWithinKeys' search for a repeated key: the
+// keys of the objects being read, innermost last, and where each open
+// container's keys start.
+type keyScan struct {
+	keys     []string
+	starts   []int // one an open container (arrays too, so that depth indexes it)
+	sets     []map[string]struct{}
+	repeated bool
+	keyBuf   [32]string
+	startBuf [32]int
+}
+
+// smallKeySet is the most keys an object's repeats are looked for by a
+// scan of the keys before; past it a set takes over, so that an object of n
+// keys costs O(n), not O(n²).
+const smallKeySet = 32
+
+// open notes a container opened at depth len(ks.starts)+1.
+func (ks *keyScan) open() {
+	ks.starts = append(ks.starts, len(ks.keys))
+	if ks.sets != nil {
+		ks.sets = append(ks.sets, nil)
+	}
+}
+
+// close forgets the keys of the innermost container.
+func (ks *keyScan) close() {
+	d := len(ks.starts) - 1
+	ks.keys = ks.keys[:ks.starts[d]]
+	ks.starts = ks.starts[:d]
+	if ks.sets != nil {
+		ks.sets = ks.sets[:d]
+	}
+}
+
+// key takes the key of the innermost object, raw as between its quotes,
+// and reports whether that object has had it before.
+func (ks *keyScan) key(raw []byte) bool {
+	k := b2s(raw)
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		k = gjson.Parse(`"` + k + `"`).Str // as gjson reads it; rare
+	}
+	d := len(ks.starts) - 1
+	if d < len(ks.sets) && ks.sets[d] != nil {
+		set := ks.sets[d]
+		if _, ok := set[k]; ok {
+			return true
+		}
+		set[k] = struct{}{}
+		return false
+	}
+	mine := ks.keys[ks.starts[d]:]
+	for _, seen := range mine {
+		if seen == k {
+			return true
+		}
+	}
+	if len(mine) < smallKeySet {
+		ks.keys = append(ks.keys, k)
+		return false
+	}
+	// The object's keys go into a set of its own (and stay out of keys).
+	for len(ks.sets) < len(ks.starts) {
+		ks.sets = append(ks.sets, nil)
+	}
+	set := make(map[string]struct{}, 2*smallKeySet)
+	for _, seen := range mine {
+		set[seen] = struct{}{}
+	}
+	set[k] = struct{}{}
+	ks.sets[d] = set
+	return false
+}
+
+// validWithin is ValidWithin for limit ≤ maxValidDepth; with ks, it looks
+// for a repeated key too until it finds one (ks.repeated).
+func validWithin(b []byte, limit int, ks *keyScan) bool {
 	var objs [maxValidDepth / 64]uint64 // bit d: the container at depth d+1 is an object
 	depth := 0
 	n := len(b)
@@ -49,6 +160,9 @@ value:
 				depth--
 				goto after
 			}
+			if ks != nil {
+				ks.open()
+			}
 			goto key
 		}
 		objs[word] &^= bit
@@ -56,6 +170,9 @@ value:
 			i++
 			depth--
 			goto after
+		}
+		if ks != nil {
+			ks.open()
 		}
 		goto value
 	case '"':
@@ -102,6 +219,9 @@ after:
 		case '}':
 			i++
 			depth--
+			if ks != nil {
+				ks.close()
+			}
 			goto after
 		}
 		return false
@@ -113,6 +233,9 @@ after:
 	case ']':
 		i++
 		depth--
+		if ks != nil {
+			ks.close()
+		}
 		goto after
 	}
 	return false
@@ -121,9 +244,14 @@ key:
 		return false
 	}
 	{
+		start := i + 1
 		var ok bool
-		if i, ok = validString(b, i+1); !ok {
+		if i, ok = validString(b, start); !ok {
 			return false
+		}
+		if ks != nil && ks.key(b[start:i-1]) {
+			ks.repeated = true
+			ks = nil // found: the rest is validation only
 		}
 	}
 	i = skipWS(b, i)

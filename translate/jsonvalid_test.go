@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -65,18 +66,66 @@ func FuzzValidWithin(f *testing.F) {
 	})
 }
 
+// BenchmarkValidWithin: a small Chat answer (the gateway benchmarks') and a
+// 4 KiB Chat request, by ValidWithin and by the two passes it replaced.
 func BenchmarkValidWithin(b *testing.B) {
-	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`)
-	b.Run("ValidWithin", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			ValidWithin(body, 512)
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`)
+	request := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("You are a helpful assistant. ", 70) +
+		`"},{"role":"user","content":"` + strings.Repeat("Summarise the text below.\n", 70) + `"}],"max_tokens":256,"stream":false}`)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"answer", answer}, {"request4k", request}} {
+		b.Run(c.name+"/ValidWithin", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ValidWithin(c.body, 512)
+			}
+		})
+		b.Run(c.name+"/DepthExceeds+ValidBytes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = !DepthExceeds(c.body, 512) && gjson.ValidBytes(c.body)
+			}
+		})
+	}
+}
+
+// TestValidWithinKeys: validity as ValidWithin's, and a repeated key found
+// at any depth, within objects of more keys than the short scan holds too,
+// keys compared unescaped. The gateway's FuzzRepeatedKeys checks it
+// against duplicateKeyPath.
+func TestValidWithinKeys(t *testing.T) {
+	many := func(n int, extra string) string {
+		var sb strings.Builder
+		sb.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&sb, `"k%d":%d,`, i, i)
 		}
-	})
-	b.Run("DepthExceeds+ValidBytes", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = !DepthExceeds(body, 512) && gjson.ValidBytes(body)
+		sb.WriteString(extra + `}`)
+		return sb.String()
+	}
+	for s, want := range map[string]bool{
+		`{"a":1,"b":2}`: false, `{"a":1,"a":2}`: true, `{"a":{"a":1},"b":[{"a":1},{"a":2}]}`: false,
+		`{"a":[{"x":1,"y":{"z":[1,{"q":1,"q":2}]}}]}`: true, `[{"a":1},{"a":1}]`: false, `{"a":{},"b":{},"a":[]}`: true,
+		`{"a":1,"\u0061":2}`: true, `{"a\"":1,"a\u0022":2}`: true, `{"\ud800":1,"\udbff":2}`: true, `{"é":1,"\u00e9":2}`: true,
+		`{"a":{"b":1},"c":{"b":1}}`: false, `"x"`: false, `[]`: false, `{}`: false,
+		many(40, `"k3":0`): true, many(40, `"x":{"k3":1,"k3":2}`): true, many(40, `"x":{"k3":1},"y":[{"k5":1}]`): false,
+		`{"a":` + many(40, `"z":1`) + `,"b":` + many(40, `"z":1`) + `}`: false,
+	} {
+		valid, repeats := ValidWithinKeys([]byte(s), 512)
+		if !valid || repeats != want {
+			t.Errorf("ValidWithinKeys(%s) = %v, %v; want true, %v", s, valid, repeats, want)
 		}
-	})
+	}
+	for _, s := range validWithinCases {
+		valid, _ := ValidWithinKeys([]byte(s), 3)
+		if want := ValidWithin([]byte(s), 3); valid != want {
+			t.Errorf("ValidWithinKeys(%q, 3) valid %v, want %v", s, valid, want)
+		}
+	}
+	b := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
+	if n := testing.AllocsPerRun(100, func() { ValidWithinKeys(b, 512) }); n != 0 {
+		t.Errorf("%v allocations a call, want 0", n)
+	}
 }
