@@ -426,11 +426,12 @@ func (s *Server) getAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id s
 // editAccount serves PATCH (or PUT) /api/admin/accounts/{id or name}: the
 // fields given change, absent ones keep their value; the name cannot.
 func (s *Server) editAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
-	a, err := s.store.GetAccount(rctx, id)
+	a, unlock, err := s.lockAccount(rctx, id)
 	if err != nil {
 		s.accountStorageError(ctx, err)
 		return
 	}
+	defer unlock()
 	var in accountInput
 	if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
 		writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
@@ -470,11 +471,12 @@ func (s *Server) deleteAccount(ctx *fasthttp.RequestCtx, rctx context.Context, i
 // enableAccount serves POST /api/admin/accounts/{id or name}/enable and
 // …/disable.
 func (s *Server) enableAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string, enable bool) {
-	a, err := s.store.GetAccount(rctx, id)
+	a, unlock, err := s.lockAccount(rctx, id)
 	if err != nil {
 		s.accountStorageError(ctx, err)
 		return
 	}
+	defer unlock()
 	a.Disabled = !enable
 	s.putAccount(ctx, rctx, a, 200)
 }
@@ -504,6 +506,41 @@ func scorePtr(m map[string]actors.Scored, id string) *actors.Scored {
 		return &v
 	}
 	return nil
+}
+
+// lockAccount takes the edit lock of the account with this ID or name
+// and reads it afresh under it (recordLocks); unlock is nil on error.
+func (s *Server) lockAccount(rctx context.Context, idOrName string) (a storage.Account, unlock func(), err error) {
+	a, err = s.store.GetAccount(rctx, idOrName)
+	if err != nil {
+		return a, nil, err
+	}
+	unlock = s.edits.lock("account:" + a.ID)
+	if a, err = s.store.GetAccount(rctx, a.ID); err != nil {
+		unlock()
+		return a, nil, err
+	}
+	return a, unlock, nil
+}
+
+// bulkEnable enables or disables the account with this ID under its edit
+// lock, storing it only when that changes it; storage.ErrNotFound when it
+// went meanwhile.
+func (s *Server) bulkEnable(rctx context.Context, id string, enable bool) error {
+	a, unlock, err := s.lockAccount(rctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if a.Disabled == !enable {
+		return nil
+	}
+	a.Disabled = !enable
+	stored, err := s.store.PutAccount(rctx, a)
+	if err == nil {
+		s.sys.PutAccount(stored)
+	}
+	return err
 }
 
 // putAccount stores a changed account, applies it to the pool and answers it.
@@ -642,12 +679,9 @@ func (s *Server) bulkAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 					s.sys.RemoveAccount(a.ID)
 					s.stats.Forget(a.ID)
 				}
-			} else if want := body.Action == "disable"; a.Disabled != want {
-				a.Disabled = want
-				var stored storage.Account
-				if stored, err = s.store.PutAccount(rctx, a); err == nil {
-					s.sys.PutAccount(stored)
-				}
+			} else if err = s.bulkEnable(rctx, a.ID, body.Action == "enable"); errors.Is(err, storage.ErrNotFound) {
+				missing = append(missing, clip(id)) // deleted meanwhile
+				continue
 			}
 		}
 		if err != nil {

@@ -201,6 +201,7 @@ func (s *Server) consoleLogin(ctx *fasthttp.RequestCtx) {
 	// UpdateUser writes every field: the login time goes on a copy read
 	// just now, so an operator's change made during the password check
 	// (disabling the user, say) is not written back over.
+	unlock := s.edits.lock("user:" + u.ID)
 	if fresh, err := s.store.GetUser(rctx, u.ID); err == nil && !fresh.Disabled && fresh.PasswordHash == u.PasswordHash {
 		at := time.Now().UTC()
 		fresh.LastLoginAt = &at
@@ -210,6 +211,7 @@ func (s *Server) consoleLogin(ctx *fasthttp.RequestCtx) {
 			s.log.Warn("console last login", "err", err)
 		}
 	}
+	unlock()
 	setCookie(ctx, ConsoleCookie, consoleCookiePath, token, SessionTTL)
 	s.log.Info("console login", "user", u.Name, "ip", ctx.RemoteIP().String())
 	writeJSON(ctx, 200, map[string]any{"user": toConsoleUserJSON(u), "csrf_token": sess.CSRF, "expires_at": time.Unix(sess.Expires, 0).UTC()})

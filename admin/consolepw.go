@@ -89,6 +89,8 @@ func (s *Server) consolePassword(ctx *fasthttp.RequestCtx, p *consolePrincipal) 
 	// UpdateUser writes every field: change a copy read after the password
 	// check, and only if nobody changed the password or disabled the user
 	// during it.
+	unlock := s.edits.lock("user:" + p.user.ID)
+	defer unlock()
 	fresh, err := s.store.GetUser(rctx, p.user.ID)
 	if err != nil {
 		s.tenantStorageError(ctx, "user", err)

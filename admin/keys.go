@@ -236,6 +236,12 @@ func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method
 	case len(parts) == 1 && method == "GET":
 		writeJSON(ctx, 200, toKeyJSON(k, now))
 	case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
+		unlock, err := s.lockKey(rctx, &k)
+		if err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		defer unlock()
 		in, aerr := decodeKeyInput(ctx.PostBody())
 		if aerr == nil && in.User != nil {
 			aerr = errBadParam("user", "A key's owner is set when the key is created; create a key for the other owner instead.")
@@ -249,6 +255,12 @@ func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method
 		}
 		s.updateKey(ctx, rctx, k, now)
 	case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
+		unlock, err := s.lockKey(rctx, &k)
+		if err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		defer unlock()
 		k.Disabled = parts[1] == "disable"
 		s.updateKey(ctx, rctx, k, now)
 	case len(parts) == 1 && method == "DELETE":
@@ -275,6 +287,19 @@ func (s *Server) updateKey(ctx *fasthttp.RequestCtx, rctx context.Context, k sto
 	s.keysChanged(rctx, "updated "+stored.ID)
 	s.log.Info("admin: api key updated", "key", stored.Name, "disabled", stored.Disabled)
 	writeJSON(ctx, 200, toKeyJSON(stored, now))
+}
+
+// lockKey takes the edit lock of key *k and reads it afresh under it into
+// *k (recordLocks); unlock is nil on error.
+func (s *Server) lockKey(rctx context.Context, k *storage.APIKey) (unlock func(), err error) {
+	unlock = s.edits.lock("key:" + k.ID)
+	fresh, err := s.findKey(rctx, k.ID)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	*k = fresh
+	return unlock, nil
 }
 
 // findKey returns the key with the given ID or, else, name.

@@ -108,6 +108,7 @@ type Server struct {
 	adm          adminState                   // sessions' fallback cache, the UI, instance facts, the account list (state.go)
 	fleet        atomic.Pointer[fleetState]   // SetFleet (fleet.go)
 	fleetRouting atomic.Pointer[fleetRouting] // SetFleetRouting (fleet.go)
+	edits        recordLocks                  // one read-modify-write of a record at a time (edits.go)
 }
 
 // New builds the admin API over d.

@@ -163,6 +163,12 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 		case method == "GET":
 			s.writeUser(ctx, rctx, u)
 		case method == "PATCH":
+			unlock := s.edits.lock("user:" + u.ID)
+			defer unlock()
+			if u, err = s.store.GetUser(rctx, u.ID); err != nil { // afresh, under the lock
+				s.tenantStorageError(ctx, "user", err)
+				return
+			}
 			s.updateUser(ctx, rctx, u)
 		case method == "DELETE":
 			if err := s.store.DeleteUser(rctx, u.ID); err != nil {
