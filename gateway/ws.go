@@ -36,12 +36,21 @@ type WSConfig struct {
 	// never reads their pongs) is closed with 1008 (policy violation);
 	// default 30 s.
 	WriteTimeout time.Duration
+	// MaxTranscriptBytes bounds the bytes the transcripts of all client
+	// connections of the instance hold together (each also holds at most
+	// 64 MiB and 8 responses); past it a connection drops its oldest
+	// responses, and a response that still does not fit is not kept.
+	// Default DefaultWSMaxTranscriptBytes (1 GiB).
+	MaxTranscriptBytes int64
 }
 
 // Client WebSocket defaults (WSConfig).
 const (
 	DefaultWSIdleTimeout  = 15 * time.Minute
 	DefaultWSWriteTimeout = 30 * time.Second
+	// DefaultWSMaxTranscriptBytes is WSConfig.MaxTranscriptBytes's
+	// default, in bytes: 16 connections' worth of the per-connection bound.
+	DefaultWSMaxTranscriptBytes = 1 << 30
 )
 
 func (c *WSConfig) defaults() {
@@ -60,6 +69,9 @@ func (c *WSConfig) defaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultWSWriteTimeout
 	}
+	if c.MaxTranscriptBytes <= 0 {
+		c.MaxTranscriptBytes = DefaultWSMaxTranscriptBytes
+	}
 }
 
 // isWebSocketUpgrade reports whether ctx asks for a WebSocket upgrade.
@@ -77,6 +89,9 @@ type wsHub struct {
 	closing  chan struct{} // closed when shutdown starts
 	closed   bool
 	wg       sync.WaitGroup
+	// transcripts is the bytes held by every connection's transcript,
+	// bounded by WSConfig.MaxTranscriptBytes (gateway/transcript.go).
+	transcripts transcriptBudget
 }
 
 // admit reserves a connection slot for key; it returns the refusal reason,
@@ -109,6 +124,13 @@ func (h *wsHub) admit(key string, max, maxPerKey int) (string, func()) {
 			h.mu.Unlock()
 		})
 	}
+}
+
+// budget returns the transcripts' budget, bounded by max (the
+// configuration's, set on every call so a changed one applies).
+func (h *wsHub) budget(max int64) *transcriptBudget {
+	h.transcripts.max.Store(max)
+	return &h.transcripts
 }
 
 // closingCh returns the channel closed when shutdown starts.
@@ -206,6 +228,7 @@ func (s *Server) responsesWS(ctx *fasthttp.RequestCtx) {
 	ss := &wsSession{
 		s: s, key: key, header: passHeaders(ctx), clientIP: ctx.RemoteIP().String(),
 		session: sessionKey(ctx, nil), closing: s.ws.closingCh(),
+		tr: transcript{budget: s.ws.budget(s.cfg.WebSocket.MaxTranscriptBytes)},
 	}
 	if s.tracing.Tracer != nil {
 		ss.traceParent = traceParentOf(&ctx.Request.Header)

@@ -64,6 +64,7 @@ func (ss *wsSession) run() {
 		return
 	}
 	defer s.ws.remove(ss)
+	defer ss.tr.reset() // its bytes go back to the instance's budget
 	s.metrics.wsConns.Inc()
 	defer s.metrics.wsConns.Dec()
 	defer func() {

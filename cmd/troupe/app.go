@@ -415,6 +415,7 @@ func gatewayConfig(cfg *Config) gateway.Config {
 			MaxMessage:           cfg.Gateway.WebSocket.MaxMessageBytes,
 			IdleTimeout:          cfg.Gateway.WebSocket.ClientIdleTimeout,
 			WriteTimeout:         cfg.Gateway.WebSocket.ClientWriteTimeout,
+			MaxTranscriptBytes:   cfg.Gateway.WebSocket.MaxTranscriptBytes,
 		},
 	}
 }

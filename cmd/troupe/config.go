@@ -98,6 +98,7 @@ type Config struct {
 			IdleTimeout          time.Duration `koanf:"idle_timeout"` // upstream connections
 			ClientIdleTimeout    time.Duration `koanf:"client_idle_timeout"`
 			ClientWriteTimeout   time.Duration `koanf:"client_write_timeout"`
+			MaxTranscriptBytes   int64         `koanf:"max_transcript_bytes"` // all client connections' transcripts together
 		} `koanf:"websocket"`
 	} `koanf:"gateway"`
 	Policies struct {
@@ -200,6 +201,7 @@ func defaults() map[string]any {
 		"gateway.websocket.idle_timeout":            "5m",
 		"gateway.websocket.client_idle_timeout":     "15m",
 		"gateway.websocket.client_write_timeout":    "30s",
+		"gateway.websocket.max_transcript_bytes":    1 << 30, // gateway.DefaultWSMaxTranscriptBytes
 		// OpenTelemetry tracing (off unless enabled here or by OTEL_* variables).
 		"tracing.enabled":           false,
 		"tracing.endpoint":          "",
