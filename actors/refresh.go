@@ -105,11 +105,12 @@ func (r *refresher) run(ctx context.Context, acc storage.Account) (out storage.A
 			return cur, true, nil
 		}
 	}
+	stored := false // the account was in storage before the call
 	if cur, gerr := r.cfg.Store.GetAccount(ctx, acc.ID); gerr == nil {
 		if rotated(acc, cur) {
 			return cur, true, nil
 		}
-		acc = cur
+		acc, stored = cur, true
 	} else if !errors.Is(gerr, storage.ErrNotFound) {
 		return acc, false, gerr
 	}
@@ -132,14 +133,27 @@ func (r *refresher) run(ctx context.Context, acc storage.Account) (out storage.A
 		}
 	}
 	upstream.FillFromClaims(c)
-	stored, err := r.cfg.Store.PutAccount(context.WithoutCancel(ctx), acc)
+	// Only the tokens are the refresher's: an operator's change stored
+	// while the OAuth server was asked (disabled, models, priority…) is
+	// kept, and an account deleted meanwhile is not stored again.
+	switch cur, gerr := r.cfg.Store.GetAccount(context.WithoutCancel(ctx), acc.ID); {
+	case gerr == nil:
+		cc := &cur.Credentials
+		cc.AccessToken, cc.RefreshToken, cc.IDToken, cc.Plan = c.AccessToken, c.RefreshToken, c.IDToken, c.Plan
+		upstream.FillFromClaims(cc)
+		acc = cur
+	case stored && errors.Is(gerr, storage.ErrNotFound):
+		r.log.Info("refreshed account was deleted meanwhile; tokens not stored", "account", acc.Name)
+		return acc, false, nil
+	}
+	put, err := r.cfg.Store.PutAccount(context.WithoutCancel(ctx), acc)
 	if err != nil {
 		// The old refresh token is spent: keep the new tokens in memory so
 		// the account goes on working; the next refresh tries to store again.
 		r.log.Error("refreshed tokens not stored", "account", acc.Name, "err", err)
 		return acc, false, nil
 	}
-	return stored, false, nil
+	return put, false, nil
 }
 
 // rotated reports whether cur (as stored) holds newer tokens than acc.
