@@ -223,6 +223,12 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 			return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
 		}
 	}
+	return s.usableKey(ck)
+}
+
+// usableKey is the key of lookup ck, or the 401 when there is none or it
+// may not be used now (disabled, expired).
+func (s *Server) usableKey(ck *cachedKey) (storage.APIKey, *APIError) {
 	k := ck.key
 	switch {
 	case !ck.found:
@@ -233,6 +239,20 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 		return storage.APIKey{}, errUnusableKey("has expired")
 	}
 	return k, nil
+}
+
+// recheckKey looks key up again by its hash (through the key cache: a hit
+// costs no store read) for a connection authenticated earlier, so a key
+// deleted, disabled or expired since is refused as authenticate would
+// refuse it, and a changed one (models, limits) applies; errors are
+// client-facing.
+func (s *Server) recheckKey(ctx context.Context, key *storage.APIKey) (storage.APIKey, *APIError) {
+	ck, err := s.keys.lookup(ctx, key.Hash)
+	if err != nil {
+		s.log.Error("api key lookup", "err", err)
+		return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
+	}
+	return s.usableKey(ck)
 }
 
 func modelAllowed(k *storage.APIKey, model string) bool {

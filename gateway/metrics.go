@@ -96,7 +96,7 @@ func NewMetrics(views func() []actors.View) *Metrics {
 		Name: "troupe_upstream_websocket_total", Help: "Upstream calls that were to use the upstream WebSocket, by result (websocket; fallback_1009 and fallback_busy went over HTTP on the same lease).",
 	}, []string{"result"})
 	m.wsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "troupe_websocket_closed_total", Help: "Client WebSocket connections the gateway closed, by reason (idle_timeout: 1001 after gateway.websocket.client_idle_timeout without a frame; write_timeout: 1008, the client did not read a frame or pong within client_write_timeout).",
+		Name: "troupe_websocket_closed_total", Help: "Client WebSocket connections the gateway closed, by reason (idle_timeout: 1001 after gateway.websocket.client_idle_timeout without a frame; write_timeout: 1008, the client did not read a frame or pong within client_write_timeout; key_revoked: 1008, the connection's API key was deleted, disabled or expired since the upgrade).",
 	}, []string{"reason"})
 	m.Registry.MustRegister(m.wsConns, m.wsRefused, m.wsClosed, m.upstreamWS)
 	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{

@@ -271,6 +271,19 @@ func appendErrorFrame(b []byte, status int, errObj []byte) []byte {
 // relayed as frames.
 func (ss *wsSession) create(frame []byte) {
 	s := ss.s
+	// The key was checked at the upgrade; one deleted, disabled or expired
+	// since serves nothing more on the connection, as HTTP refuses it.
+	key, aerr := s.recheckKey(ss.ctx, &ss.key)
+	switch {
+	case aerr != nil && aerr.Status == 401:
+		_ = ss.writeError(aerr)
+		ss.end("key_revoked", websocket.ClosePolicyViolation, "api key no longer valid")
+		return
+	case aerr != nil:
+		_ = ss.writeError(aerr)
+		return
+	}
+	ss.key = key
 	f, aerr := parseCreateFrame(frame)
 	if aerr != nil {
 		_ = ss.writeError(aerr)
