@@ -124,8 +124,8 @@ func (w *watched) check() {
 // the loop's context, so the upstream call stops, the lease goes back at
 // once, and the request is recorded as 499 rather than billed and held
 // until the upstream answers.
-// The watch ends with the loop: a stream it returns runs on under rctx and
-// notices a hang-up at its next write.
+// The watch ends with the loop: a stream it returns is watched again while
+// it is relayed (stream.WriteTo, streamGone).
 func (s *Server) runWatched(rctx context.Context, conn net.Conn, c *call, gone canceler) outcome {
 	w := s.watch.watch(conn, gone)
 	defer s.watch.stop(w)

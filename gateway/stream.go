@@ -79,7 +79,10 @@ type stream struct {
 	// left, when set, reports whether the client has gone (the Responses
 	// WebSocket's connection ended): a stream cut short by that is the
 	// client's doing, not the account's.
-	left  func() bool
+	left func() bool
+	// gone: the client watch found the client's connection closed while
+	// the stream was relayed (streamGone).
+	gone  atomic.Bool
 	began bool // fasthttp called WriteTo (false: the head could not even be sent)
 	// dropUsage: the gateway added include_usage for billing; the usage-only
 	// chunk it brings is observed but not relayed.
@@ -535,7 +538,23 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 	st.startHeartbeat(w)
 	defer st.stopHeartbeat()
 	defer st.clearDeadline()
+	// A client that hangs up while the upstream is silent is noticed within
+	// the watch's poll, not at the next token or heartbeat written: the
+	// lease and the user's concurrency slot go back at once.
+	defer st.s.watch.stop(st.s.watch.watch(st.conn, streamGone{st}))
 	return k.n, st.relay(&k)
+}
+
+// streamGone is what the client watch calls when a relayed stream's client
+// has closed its connection: the stream notes it (finish then records the
+// request as the client's doing, 499, billed for what was relayed) and
+// cancels the upstream call, which ends the relay's read. A struct of one
+// pointer: converting it to a canceler does not allocate.
+type streamGone struct{ st *stream }
+
+func (g streamGone) cancel() {
+	g.st.gone.Store(true)
+	g.st.cancel()
 }
 
 // sseSink writes client events into an HTTP response body. It gathers
@@ -728,10 +747,11 @@ func (st *stream) finish(count bool) {
 	s, c := st.s, st.c
 	v := st.failed
 	switch {
-	case st.werr != nil || !st.began || (!st.clean && st.left != nil && st.left()):
+	case st.werr != nil || !st.began || (!st.clean && (st.gone.Load() || st.left != nil && st.left())):
 		// The client went away: a failed write, a connection that broke
 		// before the head was even sent (fasthttp then never calls WriteTo),
-		// or a WebSocket client that left before the end.
+		// a connection the client watch found closed (streamGone), or a
+		// WebSocket client that left before the end.
 		v = upstream.Verdict{Class: upstream.ClassCanceled}
 	case st.untranslatable:
 		v = upstream.Verdict{Class: upstream.ClassTransient}
