@@ -78,6 +78,9 @@ func (s *Server) console(ctx *fasthttp.RequestCtx) {
 	path := strings.TrimPrefix(string(ctx.Path()), consoleCookiePath)
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	method := string(ctx.Method())
+	if refuseRepeatedKeys(ctx) {
+		return
+	}
 	switch {
 	case parts[0] == "login" && len(parts) == 1:
 		s.consoleLogin(ctx)
