@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -55,16 +57,7 @@ func announceKeys(cmd *cobra.Command, cfg *Config, msg string) {
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
-	if err == nil {
-		err = c.Publish(ctx, admin.KeysChannel, msg)
-		c.Close()
-	}
-	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: could not notify running gateways through the cache (%v); they apply this within 30 s\n", err)
-	}
+	announce(cmd, cfg, admin.KeysChannel, msg, "30 s")
 }
 
 // announceAccounts tells running gateways that accounts changed, so that
@@ -76,16 +69,46 @@ func announceAccounts(cmd *cobra.Command, cfg *Config, msg string) {
 	if cfg.Cache.Driver != "redis" {
 		return
 	}
+	announce(cmd, cfg, admin.AccountsChannel, msg, "5 s")
+}
+
+// announce publishes msg on the cache's channel for running gateways (a
+// Redis of cache.driver redis). A failure is one warning line on the
+// command's stderr, saying which Redis could not be reached and when the
+// gateways apply the change anyway (within): go-redis's own log line for
+// the failed dial is not printed (rediscache.UseLogger with a logger that
+// discards it).
+func announce(cmd *cobra.Command, cfg *Config, channel, msg, within string) {
+	rediscache.UseLogger(slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 	defer cancel()
 	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
 	if err == nil {
-		err = c.Publish(ctx, admin.AccountsChannel, msg)
+		err = c.Publish(ctx, channel, msg)
 		c.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: could not notify running gateways through the cache (%v); they apply this within 5 s\n", err)
+		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: running gateways were not told of this change: %s; they apply it within %s\n", cacheProblem(cfg.Cache.URL, err), within)
 	}
+}
+
+// cacheProblem says in one phrase why the Redis at rawURL (its host and
+// port; never its password) did not take a message: unreachable, with the
+// last part of the cause ("connection refused", "i/o timeout"), or the
+// error itself.
+func cacheProblem(rawURL string, err error) string {
+	where := "the cache"
+	if u, perr := url.Parse(rawURL); perr == nil && u.Host != "" {
+		where = "Redis at " + u.Host
+	}
+	msg := err.Error()
+	if errors.Is(err, storage.ErrCacheUnavailable) {
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		return where + " is unreachable (" + msg + ")"
+	}
+	return where + ": " + msg
 }
 
 // keyLimitFlags are the flags shared by keys create and keys update.

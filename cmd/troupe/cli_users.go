@@ -13,7 +13,6 @@ import (
 	"github.com/troupe-gw/troupe/admin"
 	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/storage/rediscache"
 )
 
 // announceBilling tells running gateways that users or prices changed (msg
@@ -25,16 +24,7 @@ func announceBilling(cmd *cobra.Command, cfg *Config, msg string) {
 		fmt.Fprintln(cmd.ErrOrStderr(), "# running gateways apply this within 30 s; with cache.driver redis they apply it at once")
 		return
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	c, err := rediscache.New(ctx, cfg.Cache.URL, rediscache.Options{Prefix: cfg.Cache.Prefix})
-	if err == nil {
-		err = c.Publish(ctx, billing.Channel, msg)
-		c.Close()
-	}
-	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "# warning: could not notify running gateways through the cache (%v); they apply this within 30 s\n", err)
-	}
+	announce(cmd, cfg, billing.Channel, msg, "30 s")
 }
 
 func usersCmd() *cobra.Command {
