@@ -64,6 +64,15 @@ func BenchmarkChatStreamRequest(b *testing.B) {
 	benchRequest(b, s, "/v1/chat/completions", key, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`), nil)
 }
 
+// BenchmarkResponsesStreamRequest is a streamed Responses request passed
+// through from an openai account: hold, commit, relay, and the output the
+// stream produced kept for a response.failed (respOutput).
+func BenchmarkResponsesStreamRequest(b *testing.B) {
+	sse := readBench(b, "testdata/responses-stream-text.sse")
+	s, _, key := testServer(b, 4, cannedTransport{200, "text/event-stream", sse})
+	benchRequest(b, s, "/v1/responses", key, []byte(`{"model":"m","stream":true,"input":"hi"}`), nil)
+}
+
 // BenchmarkMessagesStreamRequest is a streamed Messages request served by an
 // openai account in Responses: the request and every event translated.
 func BenchmarkMessagesStreamRequest(b *testing.B) {

@@ -65,6 +65,9 @@ type stream struct {
 	usageFinal bool
 	content    contentCount // the content observed, for an estimate of the output
 	respID     string       // Responses id from response.created, for a synthesized response.failed
+	// output is what a Responses stream relayed as it came has produced,
+	// for a response.failed the gateway adds (nil until its first item).
+	output *respOutput
 	// nextSeq is the sequence_number after the last Responses event
 	// relayed as it came, for the events the gateway adds (appendStreamError).
 	nextSeq int64
@@ -320,6 +323,16 @@ func (st *stream) observe(ev translate.Event) {
 				st.nextSeq = n.Int() + 1
 			}
 		}
+		if st.tr == nil && st.c.endpoint == translate.Responses {
+			switch name := eventType(ev); name {
+			case "response.output_item.added", "response.output_item.done", "response.output_text.delta",
+				"response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+				if st.output == nil {
+					st.output = new(respOutput)
+				}
+				st.output.observe(name, ev.Data)
+			}
+		}
 		switch string(ev.Name) {
 		case "response.created":
 			st.respID = gjson.GetBytes(ev.Data, "response.id").String()
@@ -506,7 +519,7 @@ func (st *stream) tail() []byte {
 	case !st.clean && st.tr != nil:
 		return st.tr.Fail(st.out[:0], "server_error", "upstream_error", msgStreamBroke)
 	case !st.clean:
-		return appendStreamError(st.out[:0], st.c.endpoint, st.respID, st.c.id, msgStreamBroke, st.nextSeq)
+		return appendStreamError(st.out[:0], st.c.endpoint, st.respID, st.c.id, msgStreamBroke, st.nextSeq, st.output)
 	case st.tr != nil:
 		return st.tr.Finish(st.out[:0])
 	}
@@ -951,7 +964,7 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 			}
 			msg := aerr.Message
 			p.status = aerr.Status
-			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg, 0)) // only heartbeats came before
+			n, err := w.Write(appendStreamError(nil, p.c.endpoint, "", p.c.id, msg, 0, nil)) // only heartbeats came before: no output
 			return int64(n), err
 		case <-tick.C:
 			if p.conn != nil {

@@ -40,8 +40,10 @@ func isContent(ep translate.Protocol, ev translate.Event) bool {
 // API sends nothing more (https://docs.claude.com/en/docs/build-with-claude/streaming).
 // seq is the sequence_number of the first Responses event written, the
 // next of the stream the client has seen (0 when it has seen none): every
-// Responses event carries one, rising by 1.
-func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg string, seq int64) []byte {
+// Responses event carries one, rising by 1. out is the output the client
+// has had (respOutput): the failed response lists it, as the API's does;
+// nil lists none.
+func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg string, seq int64, out *respOutput) []byte {
 	switch ep {
 	case translate.Messages:
 		dst = append(dst, "event: error\ndata: "...)
@@ -64,7 +66,9 @@ func appendStreamError(dst []byte, ep translate.Protocol, respID, reqID, msg str
 		dst = translate.AppendString(dst, respID)
 		dst = append(dst, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"upstream_error\",\"message\":"...)
 		dst = translate.AppendString(dst, msg)
-		return append(dst, "},\"output\":[],\"usage\":null}}\n\n"...)
+		dst = append(dst, "},\"output\":["...)
+		dst = out.appendItems(dst)
+		return append(dst, "],\"usage\":null}}\n\n"...)
 	default:
 		dst = append(dst, "data: {\"error\":{\"message\":"...)
 		dst = translate.AppendString(dst, msg)
