@@ -55,7 +55,13 @@ func (a *app) setupAdmin(ctx context.Context) error {
 		return err
 	}
 	a.admin.created = true
-	a.log.Info("admin user created", "user", adminUser, "password", map[bool]string{true: "generated, printed on stdout once", false: "admin.password"}[a.admin.generated != ""])
+	// A generated password has its one notice on stdout (printAdminPassword),
+	// beside the password itself: the log does not repeat it.
+	if a.admin.generated == "" {
+		a.log.Info("admin user created", "user", adminUser, "password", "admin.password")
+	} else {
+		a.log.Info("admin user created", "user", adminUser)
+	}
 	return nil
 }
 

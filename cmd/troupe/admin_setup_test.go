@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -26,7 +27,8 @@ func TestFirstStartCreatesAdmin(t *testing.T) {
 	cfg := testConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := startApp(ctx, cfg, quietLogger())
+	var logged bytes.Buffer
+	a, err := startApp(ctx, cfg, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +42,11 @@ func TestFirstStartCreatesAdmin(t *testing.T) {
 	a.printAdminPassword(&out) // printed once
 	if strings.Count(out.String(), "TROUPE_ADMIN_PASSWORD="+pw+"\n") != 1 || !strings.Contains(out.String(), "/admin") {
 		t.Fatalf("printed: %q", out.String())
+	}
+	// One notice for the one secret: stdout names the user beside its
+	// password; the log says the user was made, not the notice again.
+	if all := out.String() + logged.String(); strings.Count(all, "once") != 1 || !strings.Contains(out.String(), `user "admin"`) {
+		t.Fatalf("notices of the admin password: stdout %q, log %q", out.String(), logged.String())
 	}
 	base := strings.TrimSuffix(a.baseURL(), "/v1")
 	if st := adminLogin(t, base, pw); st != 200 {

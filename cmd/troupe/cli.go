@@ -314,7 +314,7 @@ func keysCreateCmd() *cobra.Command {
 					return fmt.Errorf("create key %q: %w", name, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), secret)
-				fmt.Fprintln(cmd.ErrOrStderr(), "# store this secret now: Troupe keeps only its hash")
+				fmt.Fprintln(cmd.ErrOrStderr(), secretNotice(k))
 				announceKeys(cmd, cfg, "created "+k.ID)
 				return nil
 			})
@@ -692,4 +692,12 @@ func article(word string) string {
 		return "an " + word
 	}
 	return "a " + word
+}
+
+// secretNotice is the one line, for stderr, that goes with a new key's
+// secret printed on stdout. It names the key (names are unique): when the secret is captured
+// (TROUPE_API_KEY=$(troupe keys create …)), the notices of several keys
+// created in a row must still say which secret each is about.
+func secretNotice(k storage.APIKey) string {
+	return fmt.Sprintf("# API key %q: its secret, printed on stdout, is shown this once; store it now, Troupe keeps only its hash", k.Name)
 }

@@ -348,3 +348,24 @@ func mustParseKey(t *testing.T, s string) []byte {
 	}
 	return k
 }
+
+// TestCLIKeySecretNotice: each key create prints its secret on stdout and
+// one notice on stderr naming the key, so that with the first secret
+// captured (TROUPE_API_KEY=$(troupe keys create …)) the second command's
+// notice is not read as a second notice for the one secret on screen.
+func TestCLIKeySecretNotice(t *testing.T) {
+	clearTroupeEnv(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, name := range []string{"my-app", "batch"} {
+		out, errOut, err := runCLI(t, "keys", "create", "--name", name, "--data", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out, "sk-troupe-") || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: stdout %q, want the secret alone", name, out)
+		}
+		if strings.Count(errOut, "shown this once") != 1 || !strings.Contains(errOut, fmt.Sprintf("API key %q", name)) || strings.Contains(errOut, "sk-troupe-") {
+			t.Errorf("%s: stderr %q, want one notice naming the key, without the secret", name, errOut)
+		}
+	}
+}
