@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
@@ -183,17 +184,39 @@ func openCache(ctx context.Context, cfg *Config, log *slog.Logger, onChange func
 
 // startApp opens storage, syncs declared accounts, starts the actors and
 // listens. It does not serve yet; call serve.
+// The port is bound first, so that a busy one fails the start at once,
+// before storage, the pool and the actors are built.
 func startApp(ctx context.Context, cfg *Config, log *slog.Logger) (*app, error) {
-	store, err := openStore(ctx, cfg)
+	ln, err := listenFront(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, store: store}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	a := &app{cfg: cfg, log: log, store: store, ln: ln}
 	if err := a.start(ctx); err != nil {
+		ln.Close()
 		store.Close()
 		return nil, err
 	}
 	return a, nil
+}
+
+// listenFront binds addr (host:port) for the front. A port in use is
+// reported with what to do about it; the error wraps the listen error
+// (syscall.EADDRINUSE for a busy port).
+func listenFront(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen on %s: %w: another program (another troupe?) has this port; stop it, or pick another address with --listen ADDR (listen: in the config, TROUPE_LISTEN)", addr, syscall.EADDRINUSE)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return ln, nil
 }
 
 // start wraps a.store for outages (lastknown; the usage journal) and
@@ -298,13 +321,15 @@ func (a *app) startWrapped(ctx context.Context) error {
 	a.server.SetMount(a.adminAPI)
 	// Listen before the first admin user is created: its generated password
 	// is printed only once the server runs, and a start that fails on a busy
-	// port must not create a user whose password nobody saw.
-	a.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		a.unwatch()
-		a.sys.Stop(context.Background())
-		a.cache.Close()
-		return fmt.Errorf("listen: %w", err)
+	// port must not create a user whose password nobody saw. startApp and
+	// the demo have bound it already, before anything was built.
+	if a.ln == nil {
+		if a.ln, err = listenFront(cfg.Listen); err != nil {
+			a.unwatch()
+			a.sys.Stop(context.Background())
+			a.cache.Close()
+			return err
+		}
 	}
 	if err := a.setupAdmin(ctx); err != nil {
 		a.ln.Close()

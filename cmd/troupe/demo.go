@@ -193,7 +193,18 @@ func lockDemoDir(dir string) (unlock func() error, err error) {
 }
 
 // startDemoLocked is startDemoWith once the data directory is the demo's.
-func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (*demo, error) {
+// The gateway's port is bound first: a busy one fails the demo before the
+// mock fleet, the pool and the key are made.
+func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (d *demo, err error) {
+	ln, err := listenFront(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
 	fleet := mock.New(mock.Config{})
 	mockAddr, err := fleet.Start("127.0.0.1:0")
 	if err != nil {
@@ -227,7 +238,7 @@ func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, account
 		fleet.Close()
 		return nil, fmt.Errorf("api key: %w", err)
 	}
-	a := &app{cfg: cfg, log: newLogger(cfg, logOut), store: store}
+	a := &app{cfg: cfg, log: newLogger(cfg, logOut), store: store, ln: ln}
 	if err := a.start(ctx); err != nil {
 		store.Close()
 		fleet.Close()
