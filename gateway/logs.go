@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/internal/ratelog"
@@ -22,6 +25,7 @@ type logEvents struct {
 	attempt  *ratelog.Event // an upstream attempt failed (and the request failed over, or not)
 	failed   *ratelog.Event // a request ended with an error status
 	wsClosed *ratelog.Event // a client WebSocket closed for idling or not reading
+	unrouted *ratelog.Event // a request for a path no route serves, or with a method it does not take
 }
 
 // logBurst lines per logWindow for each kind of line.
@@ -35,6 +39,7 @@ func newLogEvents() logEvents {
 		attempt:  ratelog.New(logBurst, logWindow),
 		failed:   ratelog.New(logBurst, logWindow),
 		wsClosed: ratelog.New(logBurst, logWindow),
+		unrouted: ratelog.New(logBurst, logWindow),
 	}
 }
 
@@ -121,4 +126,42 @@ func (s *Server) logEnd(c *call, status int) {
 		attrs = append(attrs, slog.String("error", why))
 	}
 	s.log.LogAttrs(ctx, level, "request failed", attrs...)
+}
+
+// logUnrouted logs, at INFO, a request answered 404 unknown_url or 405
+// method_not_allowed by the front: its method, path, status and request id.
+// A client with a wrong base URL (/v1/v1/…) otherwise left no trace in the
+// log. The path is the decoded path alone, never the query string (which
+// may carry a key), with no header, any segment that looks like a secret
+// (sk-…) cut to its prefix, and clipped to 256 bytes. Call it after the
+// error was written (it reads the status and X-Request-Id set there).
+func (s *Server) logUnrouted(ctx *fasthttp.RequestCtx) {
+	c := context.Background()
+	ok, held := s.logs.unrouted.Take(c, s.log, slog.LevelInfo)
+	if !ok {
+		return
+	}
+	msg := "unknown url"
+	if ctx.Response.StatusCode() == fasthttp.StatusMethodNotAllowed {
+		msg = "method not allowed"
+	}
+	s.log.LogAttrs(c, slog.LevelInfo, msg,
+		slog.String("method", clip(string(ctx.Method()))), slog.String("path", clip(redactPath(ctx.Path()))),
+		slog.Int("status", ctx.Response.StatusCode()), slog.String("request_id", string(ctx.Response.Header.Peek("X-Request-Id"))),
+		slog.Int64("suppressed", held))
+}
+
+// redactPath returns path with every segment that starts "sk-" (an API
+// key's shape, Troupe's, OpenAI's and Anthropic's) cut to "sk-…".
+func redactPath(path []byte) string {
+	if !bytes.Contains(path, []byte("sk-")) {
+		return string(path)
+	}
+	segs := bytes.Split(path, []byte("/"))
+	for i, seg := range segs {
+		if bytes.HasPrefix(seg, []byte("sk-")) {
+			segs[i] = []byte("sk-…")
+		}
+	}
+	return string(bytes.Join(segs, []byte("/")))
 }

@@ -183,3 +183,48 @@ func TestBrokenStreamLogsWhy(t *testing.T) {
 		t.Fatalf("request failed line %v: want class transient, status 502, error %q", l, errNoTerminal)
 	}
 }
+
+// TestUnknownURLsAreLogged: a path no route serves and a method a route
+// does not take leave an INFO line with the method, the path, the status
+// and the request id the client got; never the query string, a header or
+// a key-shaped path segment (newcomer's findings: /v1/v1/chat/completions
+// left no trace).
+func TestUnknownURLsAreLogged(t *testing.T) {
+	s, key, buf := loggedServer(t, 1, cannedTransport{200, "application/json", []byte(`{}`)}, slog.LevelInfo)
+	for _, tc := range []struct {
+		method, uri, path string
+		status            int
+	}{
+		{"POST", "/v1/v1/chat/completions?api_key=sk-query-secret", "/v1/v1/chat/completions", 404},
+		{"GET", "/nope", "/nope", 404},
+		{"GET", "/v1/sk-path-secret/x", "/v1/sk-…/x", 404},
+		{"GET", "/v1/chat/completions", "/v1/chat/completions", 405},
+	} {
+		resp := do(s, tc.method, tc.uri, key, nil)
+		if resp.StatusCode() != tc.status {
+			t.Fatalf("%s %s: %d, want %d", tc.method, tc.uri, resp.StatusCode(), tc.status)
+		}
+		id := string(resp.Header.Peek("X-Request-Id"))
+		var found bool
+		msg := map[int]string{404: "unknown url", 405: "method not allowed"}[tc.status]
+		for _, l := range buf.lines(t, msg) {
+			if l["request_id"] == id {
+				found = true
+				if l["level"] != "INFO" || l["method"] != tc.method || l["path"] != tc.path || l["status"] != float64(tc.status) {
+					t.Errorf("%s %s logged as %v", tc.method, tc.uri, l)
+				}
+			}
+		}
+		if !found || id == "" {
+			t.Errorf("%s %s (request id %q): no line", tc.method, tc.uri, id)
+		}
+	}
+	buf.mu.Lock()
+	all := buf.b.String()
+	buf.mu.Unlock()
+	for _, secret := range []string{"sk-query-secret", "sk-path-secret", key, "Bearer"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, all)
+		}
+	}
+}

@@ -339,6 +339,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		writeError(ctx, errNotFound(string(path)))
+		s.logUnrouted(ctx)
 	}
 }
 
@@ -346,6 +347,7 @@ func (s *Server) onlyPost(ctx *fasthttp.RequestCtx, h fasthttp.RequestHandler) {
 	if !ctx.IsPost() {
 		writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
 		ctx.Response.Header.Set("Allow", "POST")
+		s.logUnrouted(ctx)
 		return
 	}
 	h(ctx)
@@ -374,6 +376,7 @@ func (s *Server) onlyGet(ctx *fasthttp.RequestCtx) bool {
 	}
 	writeError(ctx, errMethod(string(ctx.Method()), string(ctx.Path())))
 	ctx.Response.Header.Set("Allow", "GET, HEAD")
+	s.logUnrouted(ctx)
 	return false
 }
 
