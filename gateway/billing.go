@@ -59,8 +59,11 @@ func (s *Server) billingRefusal(c *call, r *billing.Refusal) *APIError {
 		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
 			Message: "Your account is not allowed to use the model `" + clip(c.model) + "`."}
 	case billing.RefusedUnpriced:
-		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
-			Message: "The model `" + clip(c.model) + "` has no price for user accounts; ask your Troupe operator."}
+		// Its own code: the allowlist's model_not_allowed tells the user
+		// the model is not theirs; this one is the operator's to mend.
+		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_priced", Param: "model",
+			Message: "The model `" + clip(c.model) + "` has no price set, so user accounts cannot use it yet. " +
+				"Ask your Troupe operator to set one (troupe prices set " + clip(c.model) + " --input … --output …), or use a model GET /v1/models lists."}
 	case billing.RefusedRPM:
 		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: r.RetryAfter,
 			Message: "Rate limit reached for your account: " + strconv.FormatInt(r.Limit, 10) + " requests per minute. Please try again later."}

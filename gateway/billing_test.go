@@ -339,11 +339,13 @@ func TestBillingUserLimits(t *testing.T) {
 	}
 	// Unpriced: the account serves "free" but it has no price.
 	_, other := b.userKey(t, storage.User{Name: "allow", Models: []string{"m"}}, 10_000_000)
-	if status, body := b.post(t, "/v1/chat/completions", other, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`); status != 403 {
+	if status, body := b.post(t, "/v1/chat/completions", other, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`); status != 403 || gjson.GetBytes(body, "error.code").Str != "model_not_allowed" {
 		t.Fatalf("a model outside the allowlist: %d %s", status, body)
 	}
+	// An unpriced model has its own code, and says what to do.
 	_, open := b.userKey(t, storage.User{Name: "open"}, 10_000_000)
-	if status, body := b.post(t, "/v1/chat/completions", open, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`); status != 403 || !strings.Contains(string(body), "no price") {
+	if status, body := b.post(t, "/v1/chat/completions", open, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`); status != 403 ||
+		gjson.GetBytes(body, "error.code").Str != "model_not_priced" || !strings.Contains(string(body), "troupe prices set free") {
 		t.Fatalf("an unpriced model: %d %s", status, body)
 	}
 	// /v1/models lists the priced models only, for a user.
