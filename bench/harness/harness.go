@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 				return rep, err
 			}
 			bar.Add(1)
-			fmt.Fprintf(lines, "hold %s: %d/%d streams open, %.1f KiB per stream\n", p.Name, h.Open, h.Streams, h.BytesPerStream/1024)
+			fmt.Fprintf(lines, "hold %s: %d/%d streams open, %s\n", p.Name, h.Open, h.Streams, h.MemoryText())
 			rep.Holds = append(rep.Holds, h)
 			continue
 		}

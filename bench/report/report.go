@@ -233,13 +233,18 @@ type Hold struct {
 	// still open when memory was sampled.
 	Streams int `json:"streams"`
 	Open    int `json:"open"`
-	// RSS before opening the streams and while they were open.
+	// RSS before opening the streams and while they were open; both 0
+	// when the gateway's memory was not measured (troupe bench --target
+	// without --pid): a live process's RSS is never 0.
 	RSSBefore int64 `json:"rss_before_bytes"`
 	RSSOpen   int64 `json:"rss_open_bytes"`
 	// BytesPerStream is (RSSOpen − RSSBefore) / Open.
 	BytesPerStream float64          `json:"bytes_per_stream"`
 	Errors         map[string]int64 `json:"errors"`
 }
+
+// MemoryMeasured reports whether the hold's RSS figures were measured.
+func (h Hold) MemoryMeasured() bool { return h.RSSBefore > 0 || h.RSSOpen > 0 }
 
 // Failover is the time to first content after K failed attempts.
 type Failover struct {

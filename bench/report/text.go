@@ -20,8 +20,7 @@ func (r *Report) Text() string {
 	r.writePhases(&b)
 	r.writeAdded(&b)
 	for _, h := range r.Holds {
-		fmt.Fprintf(&b, "\n%s: %d of %d streams open; gateway RSS %.1f MiB → %.1f MiB: %.1f KiB per open stream; errors %v\n",
-			h.Name, h.Open, h.Streams, mib(h.RSSBefore), mib(h.RSSOpen), h.BytesPerStream/1024, h.Errors)
+		fmt.Fprintf(&b, "\n%s: %d of %d streams open; %s; errors: %s\n", h.Name, h.Open, h.Streams, h.MemoryText(), ErrorList(h.Errors))
 	}
 	if len(r.Failover) > 0 {
 		b.WriteString("\nfailover: time to first content after k failed attempts (gateway, sequential requests):\n")
@@ -29,15 +28,15 @@ func (r *Report) Text() string {
 			fmt.Fprintf(&b, "  direct to the mock: TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs\n", d.P50us, d.P90us, d.P99us)
 		}
 		for _, f := range r.Failover {
-			fmt.Fprintf(&b, "  k=%d: %d requests, attempts/request %.2f, TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs, errors %v\n",
-				f.K, f.Requests, f.AttemptsPerRequest, f.TTFT.P50us, f.TTFT.P90us, f.TTFT.P99us, f.Errors)
+			fmt.Fprintf(&b, "  k=%d: %d requests, attempts/request %.2f, TTFT p50 %.0f µs p90 %.0f µs p99 %.0f µs, errors: %s\n",
+				f.K, f.Requests, f.AttemptsPerRequest, f.TTFT.P50us, f.TTFT.P90us, f.TTFT.P99us, ErrorList(f.Errors))
 		}
 	}
 	if f := r.Fleet; f != nil {
 		fmt.Fprintf(&b, "\nfleet: %d instances (fleet.ttl %gs, heartbeat %gs), owned accounts %v; the first answered %.0f requests with %.0f remote grants: %.1f%% remote\n",
 			f.Instances, f.TTLs, f.HeartbeatS, f.Owned, f.Requests, f.RemoteGrants, 100*f.RemoteShare)
-		fmt.Fprintf(&b, "  kill -9 of the last (%d accounts): survivors own every account after %.2fs; meanwhile %d workers sent %d requests to the first, errors %v\n",
-			f.KilledOwned, f.RecoveryS, f.KillWorkers, f.KillRequests, f.KillErrors)
+		fmt.Fprintf(&b, "  kill -9 of the last (%d accounts): survivors own every account after %.2fs; meanwhile %d workers sent %d requests to the first, errors: %s\n",
+			f.KilledOwned, f.RecoveryS, f.KillWorkers, f.KillRequests, ErrorList(f.KillErrors))
 	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(&b, "\ngateway RSS: %.1f MiB at start, %.1f MiB max seen, %.1f MiB after load\n", mib(m.RSSStart), mib(m.RSSMax), mib(m.RSSAfterLoad))
@@ -118,6 +117,39 @@ func (r *Report) writeAdded(b *strings.Builder) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// MemoryText is the hold's memory as the summary prints it: the gateway's
+// RSS before and with the streams open and the cost per open stream, or
+// that it was not measured (troupe bench --target without --pid).
+func (h Hold) MemoryText() string {
+	if !h.MemoryMeasured() {
+		return "gateway memory not measured (no --pid)"
+	}
+	return fmt.Sprintf("gateway RSS %.1f MiB → %.1f MiB: %.1f KiB per open stream", mib(h.RSSBefore), mib(h.RSSOpen), h.BytesPerStream/1024)
+}
+
+// ErrorList renders a count of errors by kind (the load generator's
+// keys: status_502, timeout, …) for people: "none", or "status_502 ×2,
+// timeout ×1", the most frequent first, ties by name.
+func ErrorList[N int | int64](errs map[string]N) string {
+	var kinds []string
+	for k, n := range errs {
+		if n != 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	slices.SortFunc(kinds, func(a, b string) int {
+		return cmp.Or(cmp.Compare(errs[b], errs[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s ×%d", k, errs[k])
+	}
+	return strings.Join(parts, ", ")
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Compare(a, b) })
