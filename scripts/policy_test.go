@@ -359,3 +359,26 @@ end`)
 		t.Fatalf("no limits: %v", err)
 	}
 }
+
+// TestSampleViewsDescribed: every sample account troupe policy check ranks
+// says what it stands for (the newcomer could not tell what "zero" or
+// "cooled" were).
+func TestSampleViewsDescribed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range SampleViews(time.Now()) {
+		d := SampleDescription(v)
+		if d == "" {
+			t.Errorf("sample %q (%s) has no description", v.Name, v.ID)
+		}
+		if seen[d] {
+			t.Errorf("two samples described %q", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) != len(sampleWhat) {
+		t.Errorf("%d samples described, %d descriptions: one is stale", len(seen), len(sampleWhat))
+	}
+	if d := SampleDescription(AccountView{ID: "acc-1", Name: "mine"}); d != "" {
+		t.Errorf("an account of one's own described as %q", d)
+	}
+}

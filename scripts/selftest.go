@@ -231,6 +231,47 @@ func (s *sampler) edges() {
 	})
 }
 
+// sampleWhat says what each sample of SampleViews stands for, by the name
+// it was added with (its ID less "synthetic-"; "" for the zero view).
+var sampleWhat = map[string]string{
+	"fresh":              "new: no requests yet",
+	"busy":               "every slot in flight (4 of 4)",
+	"cooling":            "cooling down 10 more minutes after a 429 rate limit",
+	"cooled":             "its cooldown ended a second ago (a 5xx 31 s ago)",
+	"401-failed":         "a 401 a minute ago, still in the pool",
+	"unauthorized":       "credentials refused for good: out of the pool",
+	"banned":             "banned by the upstream: out of the pool",
+	"disabled":           "disabled by the operator: out of the pool",
+	"429-quota":          "a quota 429 2 min ago; its 5h window used up, resets in 2 h",
+	"429-rate":           "two rate-limit 429s in a row, the last 30 s ago",
+	"timeout":            "a timeout a minute ago",
+	"5xx":                "three 5xx in a row, the last 10 s ago; success rate 60 %",
+	"flaky":              "eight failures in a row; success rate 30 %",
+	"slow":               "healthy but slow: 25 s a request, 8 s to the first token",
+	"usage-75":           "75 % of its weekly window used, resets in 50 h",
+	"usage-exhausted":    "5h window used up and weekly one over 100 %",
+	"usage-reset-passed": "weekly window used up, but its reset passed a minute ago",
+	"streak":             "500 successes in a row, a million requests",
+	"skewed-clock":       "failure times in the future (a host clock skewed)",
+	"old-failures":       "one failure of every class, 30 days ago",
+	"weighted":           "tags weight:5 and region:eu, priority 3",
+	"extreme":            "every field at an extreme: a 1,024-byte name, 64 tags, 8 windows",
+	"":                   "the zero view: every field empty",
+}
+
+// SampleDescription says, in a few words, what sample view v of
+// SampleViews stands for; "" for a view that is not one of them.
+func SampleDescription(v AccountView) string {
+	if v.ID == "" && v.Name == "zero" {
+		return sampleWhat[""]
+	}
+	name, ok := strings.CutPrefix(v.ID, "synthetic-")
+	if !ok {
+		return ""
+	}
+	return sampleWhat[name]
+}
+
 // SampleRequests returns the synthetic requests SelfTest routes.
 func SampleRequests() []RequestView {
 	return []RequestView{

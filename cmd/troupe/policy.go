@@ -65,7 +65,17 @@ func policyCmd() *cobra.Command {
 	check := &cobra.Command{
 		Use:   "check FILE|BUILTIN",
 		Short: "Compile and self-test a policy, and show how it ranks a sample pool",
-		Args:  cobra.ExactArgs(1),
+		Long: `Compile the policy (a file, or a built-in's name), run its self-test, and print
+how it ranks a sample pool: 23 synthetic accounts, none of them yours, each
+named for the state it stands for (fresh, busy, cooling, 429-quota, flaky,
+slow, usage-exhausted, banned, …) and described in the WHAT column. The
+self-test scores them all and routes sample requests; a policy that errors on
+any of them is refused, as a running gateway refuses it. The ranking is how
+score() orders them now: SCORE (higher is better; "excluded" for nil), TIER
+and RECHECK (when a time-decayed score is computed again). To see a policy on
+a pool of your size, use troupe policy simulate; on your own traffic, troupe
+policy replay.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := compileFile(args[0])
 			if err != nil {
@@ -143,8 +153,10 @@ func printRanking(w io.Writer, p *scripts.Policy, views []scripts.AccountView, n
 	fmt.Fprintf(w, "policy %s: ok (top_k %d, jitter %.2f, tiers healthy=%s warm=%s risky=%s)\n",
 		p.Name(), k.TopK, k.Jitter, k.Concurrency[0], k.Concurrency[1], k.Concurrency[2])
 	fmt.Fprintf(w, "counters read (a change of any other counter keeps the score): %s\n", p.Reads())
+	fmt.Fprintf(w, "sample pool: %d synthetic accounts, not yours, each named for the state it stands for (WHAT); "+
+		"best first. On a pool of your size: troupe policy simulate; on your traffic: troupe policy replay\n", len(views))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tACCOUNT\tSTATUS\tSCORE\tTIER\tRECHECK")
+	fmt.Fprintln(tw, "RANK\tACCOUNT\tSTATUS\tSCORE\tTIER\tRECHECK\tWHAT")
 	for i, r := range rows {
 		score, tier := fmt.Sprintf("%.2f", r.Score), r.Tier.String()
 		if !r.OK {
@@ -152,13 +164,17 @@ func printRanking(w io.Writer, p *scripts.Policy, views []scripts.AccountView, n
 		}
 		recheck := "-"
 		if r.Recheck > 0 {
-			recheck = r.Recheck.String()
+			recheck = r.Recheck.Round(time.Second).String()
 		}
 		name := r.View.Name
 		if len(name) > 40 {
 			name = name[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, name, r.View.Status, score, tier, recheck)
+		status := r.View.Status
+		if status == "" {
+			status = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, name, status, score, tier, recheck, scripts.SampleDescription(*r.View))
 	}
 	return tw.Flush()
 }

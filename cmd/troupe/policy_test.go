@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,7 +148,8 @@ func TestPolicyCheckCommand(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"policy", "check", good})
 	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "policy good: ok") || !strings.Contains(out.String(), "RANK") ||
-		!strings.Contains(out.String(), "counters read (a change of any other counter keeps the score): failure_streak\n") {
+		!strings.Contains(out.String(), "counters read (a change of any other counter keeps the score): failure_streak\n") ||
+		!strings.Contains(out.String(), "sample pool: 23 synthetic accounts, not yours") || !regexp.MustCompile(`(?m)^\d+ +flaky .* eight failures in a row`).MatchString(out.String()) {
 		t.Fatalf("check good: %v\n%s", err, out.String())
 	}
 	cmd = rootCmd()
