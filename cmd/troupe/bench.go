@@ -42,6 +42,10 @@ type benchFlags struct {
 	keep      bool
 	postgres  string
 	redis     string
+	// mockListen and gatewayListen are the addresses of the mock fleet and
+	// the gateway troupe bench starts ("": a free port of 127.0.0.1).
+	mockListen    string
+	gatewayListen string
 }
 
 func benchCmd() *cobra.Command {
@@ -79,6 +83,8 @@ share one fleet (the peers scenario, docs/bench.md).`,
 	fs.StringVar(&f.key, "key", "", "API key for --target")
 	fs.StringVar(&f.mockURL, "mock", "", "base URL of a running mock fleet of the scenario (troupe mock --scenario), e.g. http://127.0.0.1:9090/v1: with --target the one behind it, for the direct baseline; without, the gateway troupe bench starts points at it instead of a mock of its own")
 	fs.IntVar(&f.pid, "pid", 0, "with --target: the gateway's process id, for CPU and memory")
+	fs.StringVar(&f.mockListen, "mock-listen", "", "address of the mock fleet troupe bench starts, e.g. 127.0.0.1:9090 (default: a free port of 127.0.0.1)")
+	fs.StringVar(&f.gatewayListen, "gateway-listen", "", "address of the gateway troupe bench starts, e.g. 127.0.0.1:8081 (default: a free port of 127.0.0.1; one instance only)")
 	fs.StringVar(&f.troupeBin, "troupe-bin", "", "troupe binary to start the mock and the gateway with (default: this one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (data, configs, logs of the processes)")
 	fs.StringVar(&f.postgres, "postgres", "", "for a scenario of several instances (gateway.instances, e.g. fleet): a PostgreSQL server URL, postgres://USER:PASS@HOST:PORT/DB; the run creates a database of its own on it and drops it at the end")
@@ -194,6 +200,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 		Versions:     report.Versions{Troupe: version, Go: runtime.Version()},
 		Progress:     progress,
 	}
+	if err := f.checkListen(s); err != nil {
+		return err
+	}
 	if f.target != "" && s.Gateway.Instances > 1 {
 		return fmt.Errorf("bench: scenario %s starts %d instances itself; --target measures one running gateway", s.Name, s.Gateway.Instances)
 	}
@@ -237,7 +246,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	env, err := startBenchEnv(ctx, bin, tmp, s, strings.TrimRight(f.mockURL, "/"), progress)
+	env, err := startBenchEnv(ctx, bin, tmp, s, strings.TrimRight(f.mockURL, "/"), f.mockListen, f.gatewayListen, progress)
 	if env != nil {
 		defer env.stop(progress)
 	}
@@ -365,7 +374,9 @@ type benchEnv struct {
 // it starts no mock: the gateway points at that running fleet, which must
 // serve the scenario's accounts. On error the returned env (if not nil)
 // holds what was started, to stop.
-func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, mockURL string, progress io.Writer) (*benchEnv, error) {
+// mockListen and gwListen are the addresses to start them on ("": a free
+// port of 127.0.0.1).
+func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, mockURL, mockListen, gwListen string, progress io.Writer) (*benchEnv, error) {
 	scen, err := yaml.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -384,16 +395,18 @@ func startBenchEnv(ctx context.Context, bin, tmp string, s *scenario.Scenario, m
 		env.mockURL = mockURL
 		fmt.Fprintf(progress, "bench: using the running mock fleet on %s\n", addr)
 	} else {
-		if addr, err = env.startMock(bin, tmp, scenPath, childEnv); err != nil {
+		if addr, err = env.startMock(bin, tmp, scenPath, mockListen, childEnv); err != nil {
 			return env, err
 		}
 		fmt.Fprintf(progress, "bench: mock fleet on %s (pid %d)\n", addr, env.mock.Process.Pid)
 	}
 
 	// Provision the gateway's storage: accounts and API keys.
-	listen, err := freeAddr()
-	if err != nil {
-		return env, err
+	listen := gwListen
+	if listen == "" {
+		if listen, err = freeAddr(); err != nil {
+			return env, err
+		}
 	}
 	confPath, err := writeBenchConfig(tmp, listen, s)
 	if err != nil {
@@ -464,12 +477,16 @@ func checkRunningMock(ctx context.Context, s *scenario.Scenario, mockURL string)
 // startMock starts the mock fleet of the scenario at scenPath as a child
 // process, logging to tmp/mock.log, and returns the address it listens on
 // (it prints MOCK_ADDR=host:port once it does).
-func (e *benchEnv) startMock(bin, tmp, scenPath string, childEnv []string) (string, error) {
+// listen is its address ("": a free port of 127.0.0.1).
+func (e *benchEnv) startMock(bin, tmp, scenPath, listen string, childEnv []string) (string, error) {
 	mockLog, err := os.Create(filepath.Join(tmp, "mock.log"))
 	if err != nil {
 		return "", err
 	}
-	e.mock = exec.Command(bin, "mock", "--listen", "127.0.0.1:0", "--scenario", scenPath)
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	e.mock = exec.Command(bin, "mock", "--listen", listen, "--scenario", scenPath)
 	e.mock.Env, e.mock.Stderr = childEnv, mockLog
 	stdout, err := e.mock.StdoutPipe()
 	if err != nil {
@@ -632,6 +649,40 @@ func readAddr(r io.Reader, prefix string, timeout time.Duration) (string, error)
 	case <-time.After(timeout):
 		return "", fmt.Errorf("no address after %s", timeout)
 	}
+}
+
+// checkListen refuses --mock-listen and --gateway-listen where troupe
+// bench starts no such process (--target; --mock for the mock; a scenario
+// of several instances for the gateway) and, before anything starts, an
+// address that is taken (listenFront's error, naming the flag).
+func (f benchFlags) checkListen(s *scenario.Scenario) error {
+	var noMock, noGateway string // why no such process is started
+	switch {
+	case f.target != "":
+		noMock, noGateway = "--target measures a running gateway", "--target measures a running gateway"
+	case f.mockURL != "":
+		noMock = "--mock uses a running mock fleet"
+	}
+	if noGateway == "" && s.Gateway.Instances > 1 {
+		noGateway = fmt.Sprintf("scenario %s starts %d instances, each on a free port", s.Name, s.Gateway.Instances)
+	}
+	for _, l := range [...]struct{ flag, addr, none string }{
+		{"--mock-listen", f.mockListen, noMock},
+		{"--gateway-listen", f.gatewayListen, noGateway},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		if l.none != "" {
+			return fmt.Errorf("bench: %s: %s, so troupe bench starts none to put there", l.flag, l.none)
+		}
+		ln, err := listenFront(l.addr)
+		if err != nil {
+			return fmt.Errorf("bench: %s: %w", l.flag, err)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free right now.

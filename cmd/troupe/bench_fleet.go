@@ -109,7 +109,7 @@ func runFleetBench(ctx context.Context, cmd *cobra.Command, f benchFlags, s *sce
 		return err
 	}
 	childEnv := benchChildEnv()
-	mockAddr, err := env.startMock(bin, tmp, scenPath, childEnv)
+	mockAddr, err := env.startMock(bin, tmp, scenPath, f.mockListen, childEnv)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -134,8 +136,9 @@ type demo struct {
 // creates an API key. Call close when done.
 // faultRate, when > 0, makes that fraction of the fleet fail in a mix of every
 // fault that happens before the first content (those another account can serve).
-func startDemo(ctx context.Context, cfg *Config, n int, faultRate float64, logOut io.Writer) (*demo, error) {
-	return startDemoWith(ctx, cfg, logOut, func(mockAddr string) ([]mock.Account, []storage.Account) {
+// mockListen is the mock fleet's address (host:port; port 0: a free one).
+func startDemo(ctx context.Context, cfg *Config, n int, faultRate float64, mockListen string, logOut io.Writer) (*demo, error) {
+	return startDemoMockOn(ctx, cfg, mockListen, logOut, func(mockAddr string) ([]mock.Account, []storage.Account) {
 		fa, pa := demoAccounts(n, mockAddr)
 		if faultRate > 0 {
 			mock.AssignFaults(fa, faultRate, nil, 1)
@@ -155,12 +158,19 @@ type accountsFunc func(mockAddr string) ([]mock.Account, []storage.Account)
 
 // startDemoWith is startDemo with the fleet and pool accounts chosen by
 // accounts (tests use it to pick latency, pacing and limits).
+// The mock fleet listens on a free port of 127.0.0.1.
 func startDemoWith(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (*demo, error) {
+	return startDemoMockOn(ctx, cfg, "127.0.0.1:0", logOut, accounts)
+}
+
+// startDemoMockOn is startDemoWith with the mock fleet on mockListen
+// (host:port; port 0: a free one), troupe demo --mock-listen.
+func startDemoMockOn(ctx context.Context, cfg *Config, mockListen string, logOut io.Writer, accounts accountsFunc) (*demo, error) {
 	unlock, err := lockDemoDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	d, err := startDemoLocked(ctx, cfg, logOut, accounts)
+	d, err := startDemoLocked(ctx, cfg, mockListen, logOut, accounts)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -195,7 +205,7 @@ func lockDemoDir(dir string) (unlock func() error, err error) {
 // startDemoLocked is startDemoWith once the data directory is the demo's.
 // The gateway's port is bound first: a busy one fails the demo before the
 // mock fleet, the pool and the key are made.
-func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, accounts accountsFunc) (d *demo, err error) {
+func startDemoLocked(ctx context.Context, cfg *Config, mockListen string, logOut io.Writer, accounts accountsFunc) (d *demo, err error) {
 	ln, err := listenFront(cfg.Listen)
 	if err != nil {
 		return nil, err
@@ -206,7 +216,10 @@ func startDemoLocked(ctx context.Context, cfg *Config, logOut io.Writer, account
 		}
 	}()
 	fleet := mock.New(mock.Config{})
-	mockAddr, err := fleet.Start("127.0.0.1:0")
+	mockAddr, err := fleet.Start(mockListen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("mock fleet: listen on %s: %w: pick another with --mock-listen ADDR, or leave it out for a free port", mockListen, syscall.EADDRINUSE)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mock fleet: %w", err)
 	}
@@ -268,6 +281,7 @@ func (d *demo) close() error {
 func demoCmd() *cobra.Command {
 	var accounts int
 	var faultRate float64
+	var mockListen string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the gateway in front of a built-in mock upstream fleet",
@@ -301,7 +315,7 @@ SIGINT or SIGTERM. Logs go to stderr.`,
 					cfg.Gateway.NonStreamTimeout = min(cfg.Gateway.NonStreamTimeout, 15*time.Second)
 				}
 			}
-			d, err := startDemo(ctx, cfg, accounts, faultRate, cmd.ErrOrStderr())
+			d, err := startDemo(ctx, cfg, accounts, faultRate, mockListen, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -325,6 +339,7 @@ SIGINT or SIGTERM. Logs go to stderr.`,
 	}
 	cmd.Flags().String("listen", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().String("data", "", "data directory (default ./data/demo)")
+	cmd.Flags().StringVar(&mockListen, "mock-listen", "127.0.0.1:0", "the mock fleet's listen address (port 0: a free port, printed as # mock fleet:)")
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
 	policyFlags(cmd)
 	cmd.Flags().Float64Var(&faultRate, "fault-rate", 0, "fraction of mock accounts (0..1) that fail before first content, in a mix of faults")

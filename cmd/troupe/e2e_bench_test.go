@@ -48,9 +48,13 @@ func TestBenchSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
-	cmd.SetArgs([]string{"bench", "--scenario", "smoke", "--out", out, "--troupe-bin", os.Args[0]})
+	mockAddr, gwAddr := mustFreeAddr(t), mustFreeAddr(t) // pinned, as --mock-listen and --gateway-listen do
+	cmd.SetArgs([]string{"bench", "--scenario", "smoke", "--out", out, "--troupe-bin", os.Args[0], "--mock-listen", mockAddr, "--gateway-listen", gwAddr})
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		t.Fatalf("troupe bench: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "bench: mock fleet on "+mockAddr+" ") || !strings.Contains(stderr.String(), "bench: gateway on "+gwAddr+" ") {
+		t.Errorf("the mock and the gateway not on --mock-listen %s and --gateway-listen %s:\n%s", mockAddr, gwAddr, stderr.String())
 	}
 	b, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil {

@@ -47,9 +47,77 @@ func TestBusyPortFailsFirst(t *testing.T) {
 
 	dcfg := testConfig(t)
 	dcfg.Listen = busy.Addr().String()
-	d, err := startDemo(ctx, dcfg, 4, 0, io.Discard)
+	d, err := startDemo(ctx, dcfg, 4, 0, "127.0.0.1:0", io.Discard)
 	if err == nil {
 		d.close()
 	}
 	check("demo", err, dcfg.DataDir)
+}
+
+// mustFreeAddr returns a 127.0.0.1 address whose port is free now.
+func mustFreeAddr(t *testing.T) string {
+	t.Helper()
+	a, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestDemoMockListen: troupe demo --mock-listen puts the mock fleet on the
+// address given (the demo's accounts point at it), and a taken one fails
+// naming the flag.
+func TestDemoMockListen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := mustFreeAddr(t)
+	d, err := startDemo(ctx, testConfig(t), 4, 0, want, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.mockAddr
+	if err := d.close(); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("mock fleet on %s, want --mock-listen %s", got, want)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if d, err := startDemo(ctx, testConfig(t), 4, 0, busy.Addr().String(), io.Discard); err == nil {
+		d.close()
+		t.Fatal("the demo started its mock fleet on a taken port")
+	} else if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "--mock-listen") {
+		t.Fatalf("mock fleet on a taken port: %v, want EADDRINUSE naming --mock-listen", err)
+	}
+}
+
+// TestBenchListenFlags: --mock-listen and --gateway-listen are refused
+// where troupe bench starts no such process, and a taken address fails
+// before anything starts.
+func TestBenchListenFlags(t *testing.T) {
+	clearTroupeEnv(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gateway-listen", busy.Addr().String()}, "--gateway-listen: listen on " + busy.Addr().String() + ": address already in use"},
+		{[]string{"--mock-listen", busy.Addr().String()}, "--mock-listen: listen on " + busy.Addr().String() + ": address already in use"},
+		{[]string{"--target", "http://127.0.0.1:1/v1", "--key", "k", "--gateway-listen", "127.0.0.1:0"}, "--gateway-listen: --target measures a running gateway"},
+		{[]string{"--mock", "http://127.0.0.1:1/v1", "--mock-listen", "127.0.0.1:0"}, "--mock-listen: --mock uses a running mock fleet"},
+		{[]string{"--scenario", "fleet", "--gateway-listen", "127.0.0.1:0"}, "--gateway-listen: scenario fleet starts"},
+	} {
+		_, _, err := runCLI(t, append([]string{"bench", "--out", t.TempDir()}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("troupe bench %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
 }
