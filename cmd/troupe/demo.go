@@ -290,7 +290,8 @@ openai serving gpt-4.1-mini, anthropic serving claude-sonnet-4-5, openai_compat
 serving qwen3-32b), the gateway on the embedded storage, and an API key. Prints
 TROUPE_BASE_URL=…, TROUPE_API_KEY=…, TROUPE_ADMIN_URL=… and TROUPE_ADMIN_PASSWORD=…
 on stdout, then the mock fleet's address and curl examples, and serves until
-SIGINT or SIGTERM. Logs go to stderr.`,
+SIGINT or SIGTERM (troupe stop --data ./data/demo sends it from another shell).
+Logs go to stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configFrom(cmd)
 			if err != nil {
@@ -319,6 +320,13 @@ SIGINT or SIGTERM. Logs go to stderr.`,
 			if err != nil {
 				return err
 			}
+			// troupe stop --data ./data/demo finds this process by it (stop.go).
+			removePid, err := writePidFile(cfg.DataDir, d.app.addr())
+			if err != nil {
+				d.close()
+				return err
+			}
+			defer removePid()
 			d.app.background(ctx)
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()

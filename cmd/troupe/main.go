@@ -1,5 +1,5 @@
 // Command troupe is the Troupe LLM API gateway. Subcommands: serve, demo,
-// mock, bench, keys, accounts, migrate, version. This package is wiring only.
+// stop, mock, bench, keys, accounts, migrate, version. This package is wiring only.
 package main
 
 import (
@@ -32,7 +32,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringP("config", "c", "", "YAML config file (default: none; TROUPE_* env vars apply either way)")
 	root.AddCommand(serveCmd(), demoCmd(), mockCmd(), keysCmd(), accountsCmd(), migrateCmd(), policyCmd(), versionCmd())
-	root.AddCommand(benchCmd(), adminCmd(), usersCmd(), pricesCmd())
+	root.AddCommand(benchCmd(), adminCmd(), usersCmd(), pricesCmd(), stopCmd())
 	return root
 }
 

@@ -12,7 +12,8 @@ func serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway",
-		Long: `Run the gateway on the configured listen address until SIGINT or SIGTERM.
+		Long: `Run the gateway on the configured listen address until SIGINT or SIGTERM
+(troupe stop sends it, found by {data_dir}/troupe.pid).
 Accounts declared in the config file are upserted into storage at start; accounts
 added with "troupe accounts add" are picked up while it runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -27,6 +28,13 @@ added with "troupe accounts add" are picked up while it runs.`,
 			if err != nil {
 				return err
 			}
+			// troupe stop finds this process by it (stop.go).
+			removePid, err := writePidFile(cfg.DataDir, a.addr())
+			if err != nil {
+				a.shutdown(5 * time.Second)
+				return err
+			}
+			defer removePid()
 			a.serve()
 			a.printAdminPassword(cmd.OutOrStdout())
 			a.background(ctx)
