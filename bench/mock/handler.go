@@ -97,6 +97,8 @@ type request struct {
 	// noTools: tool_choice is "none" (Chat, Responses) or {"type":"none"}
 	// (Messages): the answer never calls a tool.
 	noTools bool
+	// force is a tool_choice that makes the answer call a tool (forcedTool).
+	force toolChoice
 	// codexRefused is the first top-level key the Codex backend refuses
 	// (codexAccepts); "" when none.
 	codexRefused string
@@ -126,6 +128,7 @@ func parseRequest(body []byte, rt route, r *request) bool {
 			tools = v
 		case "tool_choice":
 			r.noTools = v.Str == "none" || v.Get("type").Str == "none"
+			r.force = parseToolChoice(v)
 		case "max_completion_tokens":
 			lim.maxCompletionTokens = limitOf(v)
 		case "max_output_tokens":
@@ -164,6 +167,11 @@ func parseRequest(body []byte, rt route, r *request) bool {
 		return true
 	})
 	r.script = parseScript(tools, conv)
+	if r.force.forced {
+		if sc, ok := forcedScript(r.force, tools, r.script); ok {
+			r.script = sc
+		}
+	}
 	r.maxOutput = lim.of(rt)
 	if r.script.kind == scriptToolCall && (r.noTools || r.maxOutput > 0 && r.maxOutput < toolFragments) {
 		// tool_choice "none" forbids the call; a limit too small for its

@@ -203,9 +203,16 @@ func (s *stream) appendResponseStatus(dst []byte, st respStatus) []byte {
 	dst = append(dst, `,"store":`...)
 	dst = appendBool(dst, s.req.store)
 	dst = append(dst, `,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":`...)
-	if s.req.noTools {
+	switch f := s.req.force; {
+	case s.req.noTools:
 		dst = append(dst, `"none"`...)
-	} else {
+	case f.forced && f.name != "": // echoed as the Responses API echoes it
+		dst = append(dst, `{"type":"function","name":`...)
+		dst = appendJSONString(dst, f.name)
+		dst = append(dst, '}')
+	case f.forced:
+		dst = append(dst, `"required"`...)
+	default:
 		dst = append(dst, `"auto"`...)
 	}
 	dst = append(dst, `,"tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":`...)

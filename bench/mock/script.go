@@ -18,6 +18,13 @@ import (
 //     tool_result block), the answer is text quoting the result (see
 //     ToolResultText).
 //
+//   - When tool_choice forces a call (forcedScript) — "required" (Chat,
+//     Responses), a named function (Chat {"type":"function","function":
+//     {"name"}}, Responses {"type":"function","name"}), Messages
+//     {"type":"any"} or {"type":"tool","name"} — the answer is a call, as
+//     the real APIs answer: to the named tool, else to the offered shell
+//     tool, else to the first tool offered.
+//
 // Everything else gets the account's usual AnswerText. The decision reads
 // only the request, so it is deterministic.
 
@@ -299,4 +306,77 @@ func stripReminders(s string) string {
 		}
 		s = s[:i] + " " + s[i+j+len(end):]
 	}
+}
+
+// toolChoice is what a request's tool_choice asks for, beyond "none".
+type toolChoice struct {
+	forced bool   // a call is required
+	name   string // the tool it must call; "" for any
+}
+
+// parseToolChoice reads tool_choice in any protocol's shape: Chat and
+// Responses "required", Chat {"type":"function","function":{"name"}},
+// Responses {"type":"function","name"}, Messages {"type":"any"} and
+// {"type":"tool","name"}. "auto", "none" and anything else force nothing.
+func parseToolChoice(v gjson.Result) toolChoice {
+	if v.Type == gjson.String {
+		return toolChoice{forced: v.Str == "required"}
+	}
+	switch v.Get("type").Str {
+	case "any":
+		return toolChoice{forced: true}
+	case "tool":
+		return toolChoice{forced: true, name: strings.Clone(v.Get("name").Str)}
+	case "function":
+		n := v.Get("function.name")
+		if n.Type != gjson.String {
+			n = v.Get("name")
+		}
+		return toolChoice{forced: true, name: strings.Clone(n.Str)}
+	}
+	return toolChoice{}
+}
+
+// forcedScript returns the call a forcing tool_choice makes the answer:
+// the named tool (with the shell arguments of the scripted call when it is
+// that tool, else {}), else the scripted shell call when there is one,
+// else a call to the offered shell tool or, failing that, to the first tool
+// offered, with arguments {}. ok is false when no tool is offered (the real
+// APIs refuse such a request; the mock answers as without tool_choice).
+func forcedScript(tc toolChoice, tools gjson.Result, scripted script) (sc script, ok bool) {
+	if tc.name != "" {
+		if scripted.kind == scriptToolCall && scripted.tool == tc.name {
+			return scripted, true
+		}
+		return script{kind: scriptToolCall, tool: tc.name, args: "{}"}, true
+	}
+	if scripted.kind == scriptToolCall {
+		return scripted, true
+	}
+	name, _, _ := shellTool(tools)
+	if name == "" {
+		name = firstToolName(tools)
+	}
+	if name == "" {
+		return script{}, false
+	}
+	return script{kind: scriptToolCall, tool: name, args: "{}"}, true
+}
+
+// firstToolName returns the name of the first offered tool that has one
+// (Chat's function.name, else name); "" when none does.
+func firstToolName(tools gjson.Result) string {
+	var name string
+	tools.ForEach(func(_, t gjson.Result) bool {
+		n := t.Get("function.name")
+		if n.Type != gjson.String {
+			n = t.Get("name")
+		}
+		if n.Type == gjson.String && n.Str != "" {
+			name = strings.Clone(n.Str)
+			return false
+		}
+		return true
+	})
+	return name
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"github.com/tidwall/gjson"
 )
 
 func TestScriptedCommand(t *testing.T) {
@@ -282,7 +283,8 @@ func TestScriptEveryProtocol(t *testing.T) {
 
 // FuzzParseRequest feeds arbitrary bodies to the mock's request reader and
 // tool script: no panic, and a scripted tool call always carries a shell
-// tool's name and arguments that are one JSON object.
+// tool's name (or any name, when tool_choice forced the call) and arguments
+// that are one JSON object.
 func FuzzParseRequest(f *testing.F) {
 	for _, name := range []string{"clients/codex-cli-tool-01.body.json", "clients/codex-cli-tool-02.body.json", "clients/claude-code-tool-01.body.json", "clients/claude-code-tool-02.body.json"} {
 		f.Add(fixture(f, name))
@@ -296,7 +298,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		switch sc := r.script; sc.kind {
 		case scriptToolCall:
-			if !isShellName(sc.tool) || !json.Valid([]byte(sc.args)) || sc.args[0] != '{' {
+			if !isShellName(sc.tool) && !r.force.forced || !json.Valid([]byte(sc.args)) || sc.args[0] != '{' {
 				t.Fatalf("tool call %q %q", sc.tool, sc.args)
 			}
 		case scriptResult:
@@ -388,6 +390,149 @@ func TestToolCallIDsUnique(t *testing.T) {
 				t.Errorf("%s: id %q repeats an id of %s", tc.path, id, prev)
 			}
 			seen[id] = tc.path
+		}
+	}
+}
+
+// A tool_choice that forces a call gets one in every protocol and stream
+// mode, as the real APIs answer: "required" (Chat, Responses) and
+// Messages {"type":"any"} call the offered tool even on a plain question
+// or right after a tool result; a named function (Chat
+// {"type":"function","function":{"name"}}, Responses
+// {"type":"function","name"}, Messages {"type":"tool","name"}) calls that
+// one, not the shell tool the conversation asks for. Before, only the
+// shell script called a tool, so a client forcing a call got text.
+func TestScriptForcedToolChoice(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI, toolCompat, toolCodex, toolAnthropic)
+	c := newClient(t)
+	type proto struct {
+		name, path string
+		acc        Account
+		hdr        []string
+		tools      string // a shell tool, then get_weather
+		any, named string // the tool_choice that forces any call, and one naming get_weather
+		ask        string // "conversation" holding %s, the user's text
+		afterTool  string // a conversation ending in a tool result
+	}
+	chatTools := `[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}},{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	respTools := `[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}},{"type":"function","name":"get_weather","parameters":{"type":"object"}}]`
+	chat := func(acc Account) proto {
+		return proto{"chat " + string(acc.Kind), "/v1/chat/completions", acc, nil, chatTools,
+			`"required"`, `{"type":"function","function":{"name":"get_weather"}}`,
+			`"messages":[{"role":"user","content":"%s"}]`,
+			`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}]`}
+	}
+	protos := []proto{
+		chat(toolOpenAI), chat(toolCompat),
+		{"responses", "/v1/responses", toolOpenAI, nil, respTools, `"required"`, `{"type":"function","name":"get_weather"}`,
+			`"input":"%s"`, `"input":[{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":"sunny"}]`},
+		{"codex", "/backend-api/codex/responses", toolCodex, codexHeaders(toolCodex), respTools, `"required"`, `{"type":"function","name":"get_weather"}`,
+			`"store":false,"input":"%s"`, `"store":false,"input":[{"type":"function_call_output","call_id":"call_1","output":"sunny"}]`},
+		{"messages", "/v1/messages", toolAnthropic, anthropicHeaders(toolAnthropic),
+			`[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}},{"name":"get_weather","input_schema":{"type":"object"}}]`,
+			`{"type":"any"}`, `{"type":"tool","name":"get_weather"}`,
+			`"max_tokens":64,"messages":[{"role":"user","content":"%s"}]`,
+			`"max_tokens":64,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"sunny"}]}]`},
+	}
+	shellArgs := map[string]string{"chat openai": `{"command":"echo hi-there"}`, "chat openai_compat": `{"command":"echo hi-there"}`,
+		"responses": `{"cmd":"echo hi-there"}`, "codex": `{"cmd":"echo hi-there"}`, "messages": `{"command":"echo hi-there"}`}
+	shellName := map[string]string{"chat openai": "bash", "chat openai_compat": "bash", "responses": "exec_command", "codex": "exec_command", "messages": "Bash"}
+	for _, p := range protos {
+		for _, stream := range []bool{false, true} {
+			if p.name == "codex" && !stream {
+				continue // the Codex backend only streams
+			}
+			tok := p.acc.Token
+			if p.acc.Kind == KindAnthropic {
+				tok = ""
+			}
+			t.Run(p.name+map[bool]string{false: " json", true: " stream"}[stream], func(t *testing.T) {
+				send := func(choice, conv string) (toolCall, string) {
+					t.Helper()
+					body := `{"model":"m","tools":` + p.tools + `,"tool_choice":` + choice + `,` + conv
+					if stream {
+						body += `,"stream":true`
+					}
+					resp, b := do(t, c, "POST", base+p.path, tok, body+"}", p.hdr...)
+					if resp.StatusCode != 200 {
+						t.Fatalf("status %d: %s", resp.StatusCode, b)
+					}
+					return answerOf(t, p.path, stream, b)
+				}
+				for _, tc := range []struct {
+					what, choice, conv, tool, args string
+				}{
+					{"any, a plain question: the shell tool offered", p.any, strings.Replace(p.ask, "%s", "say hi", 1), shellName[p.name], `{}`},
+					{"any, a command asked: the scripted call", p.any, strings.Replace(p.ask, "%s", "Run 'echo hi-there'", 1), shellName[p.name], shellArgs[p.name]},
+					{"any, after a tool result: a call again", p.any, p.afterTool, shellName[p.name], `{}`},
+					{"named, a command asked: the named tool", p.named, strings.Replace(p.ask, "%s", "Run 'echo hi-there'", 1), "get_weather", `{}`},
+					{"named, after a tool result", p.named, p.afterTool, "get_weather", `{}`},
+				} {
+					call, text := send(tc.choice, tc.conv)
+					if call.name != tc.tool || canonJSON(t, call.args) != canonJSON(t, tc.args) || text != "" {
+						t.Errorf("%s: call %+v text %q, want %s(%s)", tc.what, call, text, tc.tool, tc.args)
+					}
+				}
+			})
+		}
+	}
+}
+
+// forcedScript without a shell tool calls the first tool offered, and
+// without any tool forces nothing (the real APIs refuse such a request).
+func TestForcedScriptFirstTool(t *testing.T) {
+	tools := gjson.Parse(`[{"type":"web_search"},{"type":"function","function":{"name":"lookup"}},{"name":"other"}]`)
+	sc, ok := forcedScript(toolChoice{forced: true}, tools, script{})
+	if !ok || sc.kind != scriptToolCall || sc.tool != "lookup" || sc.args != "{}" {
+		t.Errorf("required over [web_search, lookup, other]: %+v %v, want lookup({})", sc, ok)
+	}
+	if sc, ok := forcedScript(toolChoice{forced: true}, gjson.Parse(`[]`), script{}); ok {
+		t.Errorf("required with no tools: %+v, want no forced call", sc)
+	}
+	for choice, want := range map[string]toolChoice{
+		`"required"`: {forced: true}, `"auto"`: {}, `"none"`: {}, `{"type":"any"}`: {forced: true}, `{"type":"auto"}`: {},
+		`{"type":"tool","name":"x"}`: {true, "x"}, `{"type":"function","name":"x"}`: {true, "x"}, `{"type":"function","function":{"name":"x"}}`: {true, "x"},
+	} {
+		if got := parseToolChoice(gjson.Parse(choice)); got != want {
+			t.Errorf("parseToolChoice(%s) = %+v, want %+v", choice, got, want)
+		}
+	}
+}
+
+// The Responses WebSocket honours a forcing tool_choice too, and the
+// response echoes it as the API does ("required", or the named function).
+func TestForcedToolChoiceWebSocket(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI)
+	h := http.Header{"Authorization": {"Bearer " + toolOpenAI.Token}}
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	conn, _, err := d.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/responses", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tools := `[{"type":"function","name":"lookup","parameters":{"type":"object"}},{"type":"function","name":"get_weather","parameters":{"type":"object"}}]`
+	for choice, want := range map[string]string{`"required"`: "lookup", `{"type":"function","name":"get_weather"}`: "get_weather"} {
+		frame := `{"type":"response.create","model":"m","store":false,"tools":` + tools + `,"tool_choice":` + choice + `,"input":"say hi"}`
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		var done map[string]any
+		for done == nil {
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, b, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev := obj(t, string(b)); ev["type"] == "response.completed" || ev["type"] == "error" {
+				done = ev
+			}
+		}
+		item, _ := get(done, "response", "output", 0).(map[string]any)
+		if get(item, "type") != "function_call" || get(item, "name") != want || get(item, "arguments") != "{}" {
+			t.Errorf("tool_choice %s: %v, want a call to %s", choice, done, want)
+		}
+		if got := mustJSON(t, get(done, "response", "tool_choice")); got != canonJSON(t, choice) {
+			t.Errorf("tool_choice %s echoed as %s", choice, got)
 		}
 	}
 }
