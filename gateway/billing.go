@@ -25,17 +25,8 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 	if s.billing == nil {
 		return errUnusableKey("belongs to a user account, and billing is not running on this gateway")
 	}
-	// The estimate reads the first of a repeated key, an upstream the last:
-	// a user's body that repeats one anywhere is refused, not held on one
-	// text and charged for another (parseBody refuses the top-level keys
-	// for every key; operator keys are not charged).
-	// parseBody's scan says when none is repeated (c.keysUnique); else the
-	// first is found and named here.
-	if !c.keysUnique {
-		if p := duplicateKeyPath(c.body); p != "" {
-			return errBadParam(p, "Duplicate key '"+p+"' in the request body.")
-		}
-	}
+	// A body that repeats a key anywhere never gets here (parseBody): it is
+	// not held on one text and charged for another.
 	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
 		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput, Choices: c.choices})
 	if ref != nil {

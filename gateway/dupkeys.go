@@ -6,19 +6,19 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// duplicateKeyPath returns the path (keys and array indexes joined by
-// dots) of the first key that an object of JSON document body repeats, at
-// any depth, or "" when none does. body must be valid JSON, nested no
-// deeper than maxJSONDepth (parseBody checked both).
+// duplicateKeyPath reports whether an object of JSON document body repeats
+// a key, at any depth, and the path of the first such key (keys and array
+// indexes joined by dots; "" for a repeated empty key at the top level).
+// body must be valid JSON, nested no deeper than maxJSONDepth (parseBody
+// checked both).
 //
-// A user's request is refused when its body repeats a key (admitBilling):
-// the gateway's estimates read the first occurrence (gjson) and an
-// upstream's decoder the last, so a body could be held and estimated on one
-// text and served, and charged, on another.
-func duplicateKeyPath(body []byte) string {
+// A request is refused when its body repeats a key (parseBody): the
+// gateway's routing and estimates read the first occurrence (gjson) and an
+// upstream's decoder the last, so a body could be routed, held and
+// estimated on one text and served, and charged, on another.
+func duplicateKeyPath(body []byte) (path string, found bool) {
 	keys := make([]string, 0, 32) // the keys of the objects being read, reused
-	p, _ := dupIn(gjson.Parse(b2s(body)), &keys)
-	return p
+	return dupIn(gjson.Parse(b2s(body)), &keys)
 }
 
 // smallObject is the most keys an object's repeats are looked for by a

@@ -64,8 +64,9 @@ func TestDuplicateKeyPath(t *testing.T) {
 		`{"a\"b":1,"a\"b":2}`:                           `a"b`,
 		`{"a.b":1,"a.b":2}`:                             "a.b",
 	} {
-		if got := duplicateKeyPath([]byte(body)); got != want {
-			t.Errorf("duplicateKeyPath(%s) = %q, want %q", body, got, want)
+		got, found := duplicateKeyPath([]byte(body))
+		if got != want || found != (want != "") {
+			t.Errorf("duplicateKeyPath(%s) = %q, %v; want %q", body, got, found, want)
 		}
 	}
 }
@@ -92,14 +93,34 @@ func TestDuplicateKeyPathLargeObject(t *testing.T) {
 		{obj(100, `"k100":{"a":1,"a":2}`), "o.k100.a"},
 		{obj(100_000, `"end":1`), ""},
 	} {
-		if got := duplicateKeyPath([]byte(c.body)); got != c.want {
-			t.Errorf("duplicateKeyPath(%d bytes) = %q, want %q", len(c.body), got, c.want)
+		if got, found := duplicateKeyPath([]byte(c.body)); got != c.want || found != (c.want != "") {
+			t.Errorf("duplicateKeyPath(%d bytes) = %q, %v; want %q", len(c.body), got, found, c.want)
 		}
 	}
 }
 
 // TestDuplicateKeyPathAllocs: a body without a repeated key costs one
 // allocation (the key stack), however many objects it holds.
+// hasDuplicateKey is duplicateKeyPath's verdict alone.
+func hasDuplicateKey(body []byte) bool {
+	_, found := duplicateKeyPath(body)
+	return found
+}
+
+// TestDuplicateEmptyKey: a repeated empty key is a repeat like any other,
+// at the top level too, where its path is "" (the fuzzer found it served):
+// refused 400 for every key.
+func TestDuplicateEmptyKey(t *testing.T) {
+	if p, found := duplicateKeyPath([]byte(`{"":1,"":2}`)); !found || p != "" {
+		t.Fatalf(`duplicateKeyPath({"":1,"":2}) = %q, %v; want "", true`, p, found)
+	}
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"":1,"":2}`))
+	if resp.StatusCode() != 400 || gjson.GetBytes(resp.Body(), "error.message").Str != "Duplicate key '' in the request body." {
+		t.Fatalf("repeated empty key: %d %s, want 400 naming it", resp.StatusCode(), resp.Body())
+	}
+}
+
 func TestDuplicateKeyPathAllocs(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"x"}]},{"role":"user","content":"y"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
 	if n := testing.AllocsPerRun(100, func() { duplicateKeyPath(body) }); n > 1 {
@@ -108,11 +129,11 @@ func TestDuplicateKeyPathAllocs(t *testing.T) {
 }
 
 // FuzzRepeatedKeys checks parseBody's one-pass scan for a user's body
-// (translate.ValidWithinKeys) against what admitBilling refuses: valid as
+// (translate.ValidWithinKeys) against what parseBody refuses: valid as
 // ValidWithin says, and a repeated key reported exactly when
-// duplicateKeyPath's search finds one (dupIn's found: a top-level "" key
-// repeated is found, with the path "", which duplicateKeyPath reports as
-// none), so that admitBilling may skip it when the scan found none.
+// duplicateKeyPath finds one (a top-level "" key repeated included, with
+// the path ""), so that parseBody may skip the search when the scan found
+// none.
 func FuzzRepeatedKeys(f *testing.F) {
 	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":[{"c":1,"c":2}]}}`, `{"a":1,"\u0061":2}`, `{"\ud800":1,"\udfff":2}`,
 		`[{"a":1},{"a":1}]`, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, `{"a":{},"a":[]}`, `{"a"`, ``} {
@@ -136,7 +157,7 @@ func FuzzRepeatedKeys(f *testing.F) {
 	})
 }
 
-// BenchmarkUserBodyChecks is parseBody's and admitBilling's checks of a
+// BenchmarkUserBodyChecks is parseBody's checks of a
 // user's 4 KiB Chat body without a repeated key: before, a validating pass
 // and duplicateKeyPath's walk; now, translate.ValidWithinKeys alone.
 func BenchmarkUserBodyChecks(b *testing.B) {
@@ -147,7 +168,7 @@ func BenchmarkUserBodyChecks(b *testing.B) {
 	b.Run("ValidWithin+duplicateKeyPath", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if !translate.ValidWithin(body, maxJSONDepth) || duplicateKeyPath(body) != "" {
+			if !translate.ValidWithin(body, maxJSONDepth) || hasDuplicateKey(body) {
 				b.Fatal("refused")
 			}
 		}
@@ -160,4 +181,25 @@ func BenchmarkUserBodyChecks(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestOperatorKeyRefusesNestedDuplicateKeys: an operator key's body that
+// repeats a key at any depth is refused 400 naming its path, as a user's
+// is: the gateway reads the first occurrence (routing, estimates, the
+// usage record's input estimate) and an upstream's decoder the last, and a
+// body is one thing or the other whichever key sends it. Before, an
+// operator key's body was refused only for a repeated top-level key.
+func TestOperatorKeyRefusesNestedDuplicateKeys(t *testing.T) {
+	s, _, key := testServer(t, 1, cannedTransport{200, "application/json", []byte(`{"id":"x","choices":[]}`)})
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi","content":"a much longer text"}]}`, "messages.0.content"},
+		{"/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"hi","text":"more"}]}]}`, "input.0.content.0.text"},
+		{"/v1/messages", `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","content":"z"}]}`, "messages.1.content"},
+	} {
+		resp := do(s, "POST", tc.path, key, []byte(tc.body))
+		want := "Duplicate key '" + tc.param + "' in the request body."
+		if msg := gjson.GetBytes(resp.Body(), "error.message").Str; resp.StatusCode() != 400 || msg != want {
+			t.Errorf("%s %s: %d %s, want 400 %q", tc.path, tc.body, resp.StatusCode(), resp.Body(), want)
+		}
+	}
 }

@@ -50,11 +50,6 @@ type call struct {
 	start    time.Time
 	attempts int
 
-	// keysUnique: parseBody's scan of body found no object repeating a
-	// key (translate.ValidWithinKeys, run for a user's key only); false
-	// when it found one or did not look, and admitBilling then looks
-	// itself (duplicateKeyPath).
-	keysUnique bool
 
 	// Set by the policy's route() (gateway/route.go).
 	group       string           // routing group: the key's, or route()'s for default-group keys
@@ -299,17 +294,9 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx) ([]byte, *APIError) {
 // the model alias. The body is not copied: an alias is written into the
 // body each upstream gets (upstreamBody).
 func (s *Server) parseBody(c *call, body []byte) *APIError {
-	// One pass validates body; for a user's key it also looks for a
-	// repeated key, which admitBilling refuses.
-	valid := false
-	c.keysUnique = false
-	if c.key.UserID != "" {
-		var mayRepeat bool
-		valid, mayRepeat = translate.ValidWithinKeys(body, maxJSONDepth)
-		c.keysUnique = valid && !mayRepeat
-	} else {
-		valid = translate.ValidWithin(body, maxJSONDepth)
-	}
+	// One pass validates body and looks for a repeated key (refused
+	// below, whichever key sends the body).
+	valid, mayRepeat := translate.ValidWithinKeys(body, maxJSONDepth)
 	if !valid {
 		return errBadJSON()
 	}
@@ -370,6 +357,14 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	for i, n := range estimated {
 		if n > 1 {
 			return errBadParam(estimatedKeys[i], "Duplicate key '"+estimatedKeys[i]+"' in the request body.")
+		}
+	}
+	// A key repeated deeper (a message's content) is read first by the
+	// estimates and last by an upstream too: refused for every key, named
+	// by its path (duplicateKeyPath runs only when the scan saw a repeat).
+	if mayRepeat {
+		if p, dup := duplicateKeyPath(body); dup {
+			return errBadParam(p, "Duplicate key '"+p+"' in the request body.")
 		}
 	}
 	switch {

@@ -36,9 +36,9 @@ func ValidWithin(b []byte, limit int) bool {
 // object of the valid text b repeats a key, at any depth, keys compared as
 // gjson unescapes them (what gjson's ForEach gives as a key's Str);
 // true means that one does, or that b was not checked (b not valid, or
-// limit above 512). The gateway refuses a user's body that repeats a key
-// and names the first by its path (duplicateKeyPath): it runs that only
-// when mayRepeat is true, not on every user's body (issue 21).
+// limit above 512). The gateway refuses a body that repeats a key and
+// names the first by its path (duplicateKeyPath): it runs that only when
+// mayRepeat is true, not on every body (issue 21).
 //
 // It allocates nothing for a body whose open objects hold at most 32 keys
 // together and nest at most 32 deep, and none of whose keys has an escape
