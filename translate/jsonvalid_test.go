@@ -66,8 +66,10 @@ func FuzzValidWithin(f *testing.F) {
 	})
 }
 
-// BenchmarkValidWithin: a small Chat answer (the gateway benchmarks') and a
-// 4 KiB Chat request, by ValidWithin and by the two passes it replaced.
+// BenchmarkValidWithin: a small Chat answer (the gateway benchmarks'), a
+// small Chat request and a 4 KiB one, by ValidWithin, by the two passes it
+// replaced, and by ValidWithinKeys (the gateway's pass over every request
+// body, which also looks for a repeated key).
 func BenchmarkValidWithin(b *testing.B) {
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`)
 	request := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("You are a helpful assistant. ", 70) +
@@ -75,7 +77,7 @@ func BenchmarkValidWithin(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		body []byte
-	}{{"answer", answer}, {"request4k", request}} {
+	}{{"answer", answer}, {"request", []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":16}`)}, {"request4k", request}} {
 		b.Run(c.name+"/ValidWithin", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -86,6 +88,12 @@ func BenchmarkValidWithin(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = !DepthExceeds(c.body, 512) && gjson.ValidBytes(c.body)
+			}
+		})
+		b.Run(c.name+"/ValidWithinKeys", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ValidWithinKeys(c.body, 512)
 			}
 		})
 	}
