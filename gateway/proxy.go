@@ -50,7 +50,6 @@ type call struct {
 	start    time.Time
 	attempts int
 
-
 	// Set by the policy's route() (gateway/route.go).
 	group       string           // routing group: the key's, or route()'s for default-group keys
 	provider    storage.Provider // only accounts of this provider ("" = any)
