@@ -108,9 +108,7 @@ func TestReqCtxAttemptDeadline(t *testing.T) {
 	})
 }
 
-// cancel ends the request (the client is gone, or it is over) with
-// Canceled: its attempts too, and an attempt started after it starts
-// A stream's first-token bound (holdBound) ends its attempt on the
+// TestReqCtxHoldBound: a stream's first-token bound (holdBound) ends its attempt on the
 // request's timer, with context.Canceled as the hold's own timer did, and
 // unbound reports it; a bound lifted before it is reached ends nothing,
 // the request's timer, armed for it, re-arms, and the request still ends
@@ -178,6 +176,8 @@ func TestReqCtxHoldBound(t *testing.T) {
 	})
 }
 
+// cancel ends the request (the client is gone, or it is over) with
+// Canceled: its attempts too, and an attempt started after it starts
 // ended. An attempt's cancel leaves the request running.
 func TestReqCtxCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
