@@ -125,7 +125,7 @@ FUZZMINIMIZETIME ?= 60s
 FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzValidWithin translate:FuzzTranslateRequest \
 	translate:FuzzTranslateResponse translate:FuzzTranslateError translate:FuzzStream translate:FuzzStreamConformance \
 	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens gateway:FuzzParseCreateFrame gateway:FuzzOutputCaps gateway:FuzzRepeatedKeys \
-	upstream:FuzzClassifyMessages upstream:FuzzParseCodexFile upstream:FuzzParseRateLimitsEvent upstream:FuzzCreateFrame \
+	upstream:FuzzClassifyMessages upstream:FuzzReadAnswer upstream:FuzzParseCodexFile upstream:FuzzParseRateLimitsEvent upstream:FuzzCreateFrame \
 	admin:FuzzAdminImport admin:FuzzUsageCursor \
 	bench/scenario:FuzzParse bench/load:FuzzReadStream bench/mock:FuzzParseRequest \
 	scripts:FuzzCompile billing:FuzzParseAmount

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/stats"
 	"github.com/troupe-gw/troupe/storage"
@@ -322,12 +321,13 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		pooled.free()
 		return result{}, &failure{verdict: v, err: err, up: up}
 	}
-	if v, msg, isErr := upstream.ClassifyBody(up, body); isErr {
-		s.release(c, lease, resp.Status, v, start, 0)
+	ans := upstream.ReadAnswer(up, body) // its error, usage and id in one pass
+	if ans.IsError {
+		s.release(c, lease, resp.Status, ans.Verdict, start, 0)
 		pooled.free()
-		return result{}, &failure{verdict: v, msg: msg, up: up, err: errors.New("error body with a 2xx status")}
+		return result{}, &failure{verdict: ans.Verdict, msg: ans.Msg, up: up, err: errors.New("error body with a 2xx status")}
 	}
-	u, _ := translate.BodyUsage(up, body)
+	u := ans.Usage
 	now := s.now()
 	lat := now.Sub(start)
 	tk := statsTokens(u)
@@ -348,7 +348,7 @@ func (s *Server) readAnswer(ctx context.Context, c *call, lease *actors.Lease, u
 		}
 		body = out
 	} else if c.endpoint == translate.Responses && !c.compact {
-		respID = gjson.GetBytes(body, "id").String()
+		respID = ans.ResponseID()
 	}
 	s.settle(c, lease.AccountID, respID, true)
 	if c.tr != nil && s.tracing.ContentBytes > 0 {

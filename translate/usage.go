@@ -28,7 +28,13 @@ type Usage struct {
 // Messages https://docs.claude.com/en/api/messages#response-usage); ok is
 // false, and the usage zero, when the body has none.
 func BodyUsage(p Protocol, body []byte) (u Usage, ok bool) {
-	r := getB(body, "usage")
+	return UsageOf(p, getB(body, "usage"))
+}
+
+// UsageOf is BodyUsage of an answer whose top-level "usage" member is r
+// (the zero Result when it has none), for a caller that has read the
+// answer's members itself: upstream.ReadAnswer, one pass over them.
+func UsageOf(p Protocol, r gjson.Result) (u Usage, ok bool) {
 	if !r.IsObject() {
 		return Usage{}, false
 	}

@@ -433,16 +433,41 @@ func ClassifyBody(ep translate.Protocol, body []byte) (v Verdict, msg string, is
 	return v, strings.Clone(msg), isError
 }
 
-// classifyRoot is ClassifyBody on the parsed body.
+// classifyRoot is ClassifyBody on the parsed body: it reads the members
+// ep's classification needs, each by its own path, and classifies them.
 func classifyRoot(ep translate.Protocol, root gjson.Result) (v Verdict, msg string, isError bool) {
+	var m answerMembers
 	if ep == translate.Messages {
-		if root.Get("type").Str != "error" {
+		if m.typ = root.Get("type"); m.typ.Str == "error" {
+			m.err = root.Get("error")
+		}
+	} else {
+		m.err = root.Get("error")
+		if ep == translate.Responses {
+			m.status = root.Get("status")
+		}
+	}
+	return m.classify(ep)
+}
+
+// answerMembers are the top-level members of a non-stream answer that its
+// classification reads: the first "type", "error" and "status" (the zero
+// Result for one it lacks, or that ep's classification does not read).
+type answerMembers struct {
+	typ, err, status gjson.Result
+}
+
+// classify is ClassifyBody of an answer of protocol ep whose members are
+// m; the message refers to the answer's bytes.
+func (m *answerMembers) classify(ep translate.Protocol) (v Verdict, msg string, isError bool) {
+	if ep == translate.Messages {
+		if m.typ.Str != "error" {
 			return Verdict{}, "", false
 		}
-		return messagesErrorVerdict(root.Get("error"))
+		return messagesErrorVerdict(m.err)
 	}
-	e := root.Get("error")
-	if ep == translate.Responses && root.Get("status").String() == "failed" {
+	e := m.err
+	if ep == translate.Responses && m.status.String() == "failed" {
 		isError = true
 	} else if e.IsObject() && ep != translate.Responses {
 		isError = true
