@@ -321,22 +321,28 @@ func TestCutStreamEstimateHeldToCap(t *testing.T) {
 	for _, tc := range []struct {
 		cutCase
 		capped bool
+		want   int64 // the output held to; 0: the body's cap times its n
 	}{
 		{cutCase{"chat", "/v1/chat/completions", storage.ProviderOpenAI,
 			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
-			cutCases[0].head, cutCases[0].delta, 0}, true},
+			cutCases[0].head, cutCases[0].delta, 0}, true, 0},
 		{cutCase{"chat n=2", "/v1/chat/completions", storage.ProviderOpenAI,
 			`{"model":"m","stream":true,"n":2,"max_completion_tokens":4,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
-			cutCases[0].head, cutCases[0].delta, 0}, true},
+			cutCases[0].head, cutCases[0].delta, 0}, true, 0},
 		{cutCase{"responses", "/v1/responses", storage.ProviderOpenAI,
 			`{"model":"m","stream":true,"max_output_tokens":5,"input":"Say hello world many times, please."}`,
-			cutCases[1].head, cutCases[1].delta, 0}, true},
+			cutCases[1].head, cutCases[1].delta, 0}, true, 0},
 		{cutCase{"messages", "/v1/messages", storage.ProviderAnthropic,
 			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
-			cutCases[2].head, cutCases[2].delta, 25}, true},
+			cutCases[2].head, cutCases[2].delta, 25}, true, 0},
+		// Translated to Responses, whose least max_output_tokens is 16:
+		// the upstream was sent 16 and may have produced that many.
+		{cutCase{"messages on openai", "/v1/messages", storage.ProviderOpenAI,
+			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
+			cutCases[1].head, cutCases[1].delta, 0}, true, translate.MinResponsesOutputTokens},
 		{cutCase{"chat compat", "/v1/chat/completions", storage.ProviderOpenAICompat,
 			`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"Say hello world many times, please."}]}`,
-			cutCases[0].head, cutCases[0].delta, 0}, false},
+			cutCases[0].head, cutCases[0].delta, 0}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := endlessStream{head: tc.head, delta: strings.Repeat(tc.delta, 200)}
@@ -353,6 +359,9 @@ func TestCutStreamEstimateHeldToCap(t *testing.T) {
 			want := int64(5)
 			if strings.Contains(tc.body, `"n":2`) {
 				want = 8
+			}
+			if tc.want != 0 {
+				want = tc.want
 			}
 			if got := recs[0].OutputTokens; tc.capped && got != want || !tc.capped && got < 9 {
 				t.Fatalf("output tokens %d; want %d (capped %v)", got, want, tc.capped)

@@ -853,7 +853,12 @@ func heldOutputCap(c *call, p storage.Provider) int64 {
 	if c.maxOutput <= 0 || (p != storage.ProviderOpenAI && p != storage.ProviderAnthropic) {
 		return 0
 	}
-	return c.maxOutput * max(c.choices, 1) // each below 2^31 (outputCaps.check)
+	limit := c.maxOutput
+	if p == storage.ProviderOpenAI && c.endpoint == translate.Messages {
+		// Translated to Responses, whose least cap is above a small one.
+		limit = max(limit, translate.MinResponsesOutputTokens)
+	}
+	return limit * max(c.choices, 1) // each below 2^31 (outputCaps.check)
 }
 
 // serveStream runs the failover loop for a streamed request. If it ends

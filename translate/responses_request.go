@@ -301,6 +301,14 @@ func decodeResponsesFormat(v gjson.Result) (format, error) {
 	}
 }
 
+// MinResponsesOutputTokens is the smallest max_output_tokens the Responses
+// API accepts, in tokens: below it, it answers 400 integer_below_min_value
+// ("Expected a value >= 16"). A smaller cap of another protocol's client
+// (Messages' max_tokens 1, a common probe) is raised to it when translated
+// to Responses rather than sent to fail; the answer may then be up to this
+// long.
+const MinResponsesOutputTokens = 16
+
 // encodeResponsesRequest writes rq as a Responses request.
 func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, error) {
 	b := append(dst, '{')
@@ -318,7 +326,7 @@ func encodeResponsesRequest(dst []byte, rq *request, from Protocol) ([]byte, err
 	b = appendResponsesInput(b, msgs)
 	b = appendResponsesTools(b, rq)
 	if rq.maxTokens > 0 {
-		b = kInt(b, "max_output_tokens", rq.maxTokens)
+		b = kInt(b, "max_output_tokens", max(rq.maxTokens, MinResponsesOutputTokens))
 	}
 	if rq.temperature != nil {
 		b = kFloat(b, "temperature", *rq.temperature)
