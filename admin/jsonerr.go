@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -56,4 +57,21 @@ func jsonKind(t reflect.Type) string {
 		return "an object"
 	}
 	return "a JSON value"
+}
+
+// decodeStrict decodes the JSON body b into v, refusing a field v does not
+// have (the error names it: `unknown field "concurrency"`), a value of the
+// wrong type, and anything after the value. A route whose body has optional
+// fields uses it so that a misspelt one is a 400, not a setting dropped in
+// silence. Render the error with jsonDecodeError.
+func decodeStrict(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }

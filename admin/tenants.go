@@ -246,7 +246,11 @@ func (b *userBody) apply(u *storage.User) *APIError {
 
 func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *principal) {
 	var b userBody
-	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || b.Name == nil {
+	if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+		writeError(ctx, errBadParam("body", `The body must be JSON with at least {"name": "…"}: `+jsonDecodeError(err)))
+		return
+	}
+	if b.Name == nil {
 		writeError(ctx, errBadParam("name", `The body must be JSON with at least {"name": "…"}.`))
 		return
 	}
@@ -279,7 +283,11 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 
 func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
 	var b userBody
-	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || b.Balance != "" {
+	if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+		writeError(ctx, errBadParam("body", "The body must be JSON with the fields to change: "+jsonDecodeError(err)))
+		return
+	}
+	if b.Balance != "" {
 		writeError(ctx, errBadParam("", "The body must be JSON with the fields to change; a balance changes through POST …/ledger."))
 		return
 	}
@@ -358,8 +366,8 @@ func (s *Server) postLedger(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 		Note      string `json:"note"`
 		RequestID string `json:"request_id"`
 	}
-	if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
-		writeError(ctx, errBadParam("", `The body must be JSON {"amount": "12.50", "note": "…"}.`))
+	if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+		writeError(ctx, errBadParam("", `The body must be JSON {"amount": "12.50", "note": "…"}: `+jsonDecodeError(err)))
 		return
 	}
 	if b.Kind == "" {
@@ -431,6 +439,12 @@ func (s *Server) adminPrices(ctx *fasthttp.RequestCtx, method string, parts []st
 		if err := json.Unmarshal(ctx.PostBody(), &raw); err != nil {
 			writeError(ctx, errBadParam("", `The body must be JSON {"input": "1.25", "output": "10"} (strings, per million tokens).`))
 			return
+		}
+		for k := range raw {
+			if k != "input" && k != "output" && k != "cached_input" && k != "cache_write" {
+				writeError(ctx, errBadParam(k, `unknown field "`+clip(k)+`": a price has input, output, cached_input and cache_write.`))
+				return
+			}
 		}
 		b.Input, b.Output, b.CachedInput, b.CacheWrite = raw["input"], raw["output"], raw["cached_input"], raw["cache_write"]
 		p := storage.Price{Model: parts[0]}
@@ -514,8 +528,8 @@ func (s *Server) adminPriceGroups(ctx *fasthttp.RequestCtx, method string, parts
 		var b struct {
 			Multiplier string `json:"multiplier"`
 		}
-		if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
-			writeError(ctx, errBadParam("", `The body must be JSON {"multiplier": "0.8"} (a decimal string).`))
+		if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+			writeError(ctx, errBadParam("", `The body must be JSON {"multiplier": "0.8"} (a decimal string): `+jsonDecodeError(err)))
 			return
 		}
 		m, err := billing.ParseAmount(b.Multiplier)
@@ -657,8 +671,8 @@ func (s *Server) adminInvitations(ctx *fasthttp.RequestCtx, p *principal, method
 			ExpiresInHours int64  `json:"expires_in_hours"`
 		}
 		if len(ctx.PostBody()) > 0 {
-			if err := json.Unmarshal(ctx.PostBody(), &b); err != nil {
-				writeError(ctx, errBadParam("", `The body must be JSON {"max_uses": 1, "note": "…", "expires_in_hours": 72} (all optional).`))
+			if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+				writeError(ctx, errBadParam("", `The body must be JSON {"max_uses": 1, "note": "…", "expires_in_hours": 72} (all optional): `+jsonDecodeError(err)))
 				return
 			}
 		}
@@ -716,7 +730,11 @@ func (s *Server) adminRegistration(ctx *fasthttp.RequestCtx, p *principal, metho
 		var b struct {
 			Mode string `json:"mode"`
 		}
-		if err := json.Unmarshal(ctx.PostBody(), &b); err != nil || !storage.ValidRegistration(b.Mode) {
+		if err := decodeStrict(ctx.PostBody(), &b); err != nil {
+			writeError(ctx, errBadParam("body", `The body must be JSON {"mode": "closed" | "invite" | "open"}: `+jsonDecodeError(err)))
+			return
+		}
+		if !storage.ValidRegistration(b.Mode) {
 			writeError(ctx, errBadParam("mode", `The body must be JSON {"mode": "closed" | "invite" | "open"}.`))
 			return
 		}

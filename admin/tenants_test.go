@@ -276,3 +276,44 @@ func TestAdminConflictMessages(t *testing.T) {
 		t.Fatalf("a repeated refund: %s", r.body)
 	}
 }
+
+// TestAdminTenantBodiesRefuseUnknownFields: a body of the users, ledger,
+// prices, price-group, invitation and registration routes with a field the
+// route does not take is a 400 naming it, as the keys and accounts routes
+// answer, and changes nothing. Before, such a field was dropped in silence:
+// {"name":"bob","concurrency":2} (the CLI's flag name) made a user without a
+// concurrency limit, {"expires_at":…} an invitation that never expires, and
+// a refund's misspelt "request" a goodwill credit naming no request.
+func TestAdminTenantBodiesRefuseUnknownFields(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	c.do("POST", "/api/admin/users", map[string]any{"name": "alice", "balance": "1"}).want(t, 201)
+	for _, tc := range []struct {
+		method, path string
+		body         map[string]any
+		field        string
+	}{
+		{"POST", "/api/admin/users", map[string]any{"name": "bob", "concurrency": 2}, "concurrency"},
+		{"PATCH", "/api/admin/users/alice", map[string]any{"concurrency": 2}, "concurrency"},
+		{"POST", "/api/admin/users/alice/ledger", map[string]any{"kind": "refund", "amount": "0.5", "note": "x", "request": "req_1"}, "request"},
+		{"PUT", "/api/admin/prices/m", map[string]any{"input": "1", "output": "2", "cached": "0.1"}, "cached"},
+		{"PUT", "/api/admin/price-groups/g", map[string]any{"multiplier": "0.8", "group": "g"}, "group"},
+		{"POST", "/api/admin/invitations", map[string]any{"max_uses": 1, "expires_at": "2020-01-01T00:00:00Z"}, "expires_at"},
+		{"PUT", "/api/admin/registration", map[string]any{"mode": "open", "invite_only": true}, "invite_only"},
+	} {
+		r := c.do(tc.method, tc.path, tc.body).want(t, 400)
+		if msg, _ := r.json["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `"`+tc.field+`"`) {
+			t.Errorf("%s %s: message %q does not name the field %q", tc.method, tc.path, msg, tc.field)
+		}
+	}
+	if u := c.do("GET", "/api/admin/users/alice", nil).want(t, 200).json["user"].(map[string]any); u["balance"] != "1.000000" {
+		t.Errorf("alice after the refused bodies: %v", u)
+	}
+	c.do("GET", "/api/admin/users/bob", nil).want(t, 404)
+	if p := c.do("GET", "/api/admin/prices", nil).want(t, 200).json["prices"].([]any); len(p) != 0 {
+		t.Errorf("prices after the refused body: %v", p)
+	}
+	if inv := c.do("GET", "/api/admin/invitations", nil).want(t, 200).json["invitations"].([]any); len(inv) != 0 {
+		t.Errorf("invitations after the refused body: %v", inv)
+	}
+}
