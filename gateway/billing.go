@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 
 	"github.com/troupe-gw/troupe/billing"
@@ -69,7 +70,9 @@ func (s *Server) billingRefusal(c *call, r *billing.Refusal) *APIError {
 		return &APIError{Status: 429, Type: "insufficient_quota", Code: "insufficient_quota",
 			Message: "You exceeded your current quota: your balance cannot cover this request. Ask your Troupe operator to top up your account."}
 	}
-	s.log.Warn("billing: balance unavailable; user request refused", "err", r.Err)
+	if ok, held := s.logs.billing.Take(context.Background(), s.log, slog.LevelWarn); ok {
+		s.log.Warn("billing: balance unavailable; user request refused", "err", r.Err, "suppressed", held)
+	}
 	return &APIError{Status: 503, Type: "server_error", Code: "billing_unavailable",
 		Message: "The gateway cannot read your balance right now. Please try again shortly."}
 }

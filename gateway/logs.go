@@ -26,6 +26,7 @@ type logEvents struct {
 	failed   *ratelog.Event // a request ended with an error status
 	wsClosed *ratelog.Event // a client WebSocket closed for idling or not reading
 	unrouted *ratelog.Event // a request for a path no route serves, or with a method it does not take
+	billing  *ratelog.Event // a user's request refused because storage could not tell its balance
 }
 
 // logBurst lines per logWindow for each kind of line.
@@ -40,6 +41,7 @@ func newLogEvents() logEvents {
 		failed:   ratelog.New(logBurst, logWindow),
 		wsClosed: ratelog.New(logBurst, logWindow),
 		unrouted: ratelog.New(logBurst, logWindow),
+		billing:  ratelog.New(logBurst, logWindow),
 	}
 }
 

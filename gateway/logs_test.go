@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/billing"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
 
@@ -225,6 +227,39 @@ func TestUnknownURLsAreLogged(t *testing.T) {
 	for _, secret := range []string{"sk-query-secret", "sk-path-secret", key, "Bearer"} {
 		if strings.Contains(all, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, all)
+		}
+	}
+}
+
+// TestBillingUnavailableLogRateLimited: a user request refused because
+// storage cannot tell its balance leaves a WARN line with the storage
+// error, rate-limited like the other failure lines, the next one saying how
+// many were suppressed. Before, every refusal wrote its line: with
+// PostgreSQL stopped for 8 s under two curl loops, each of three instances
+// logged about 276.
+func TestBillingUnavailableLogRateLimited(t *testing.T) {
+	buf := &syncBuffer{}
+	s := &Server{log: slog.New(slog.NewJSONHandler(buf, nil)), logs: newLogEvents()}
+	c := &call{id: "req_1", endpoint: translate.Chat}
+	const refusals = 200
+	start := time.Now()
+	for range refusals {
+		aerr := s.billingRefusal(c, &billing.Refusal{Kind: billing.RefusedUnavailable, Err: errors.New("postgres: connection refused")})
+		if aerr.Status != 503 || aerr.Code != "billing_unavailable" {
+			t.Fatalf("refusal %+v, want 503 billing_unavailable", aerr)
+		}
+	}
+	limit := logBurst * (int(time.Since(start)/logWindow) + 1)
+	lines := buf.lines(t, "billing: balance unavailable; user request refused")
+	if len(lines) == 0 || len(lines) > limit {
+		t.Fatalf("%d lines for %d refusals, want 1..%d (rate-limited)", len(lines), refusals, limit)
+	}
+	for _, l := range lines {
+		if l["level"] != "WARN" || l["err"] != "postgres: connection refused" {
+			t.Errorf("line %v, want WARN with the storage error", l)
+		}
+		if _, ok := l["suppressed"]; !ok {
+			t.Errorf("line without suppressed: %v", l)
 		}
 	}
 }
