@@ -89,6 +89,9 @@ type outcome struct {
 	res  result    // success
 	fail *failure  // every attempt failed; the last failure
 	aerr *APIError // no attempt could start
+	// wake: not the loop's outcome but the request timer's wake-up of a
+	// streamed request's handler (outcomes.beat).
+	wake bool
 }
 
 // run is the failover loop: acquire a lease, attempt, and on an account-level

@@ -41,10 +41,10 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) { s.proxy(ctx, translate.Mes
 type call struct {
 	id       string
 	endpoint translate.Protocol
+	stream   bool
 	key      storage.APIKey
 	model    string // as the client named it
 	target   string // after alias resolution
-	stream   bool
 	body     []byte
 	header   http.Header
 	start    time.Time
@@ -94,13 +94,18 @@ type call struct {
 	choices   int64           // the choices the body asks for, each up to maxOutput (Chat's n; outputCaps.choices): at least 1
 	ticket    *billing.Ticket // a user's admitted request, settled by logRequest (billing.go); nil: none
 
-	authed bool // the client was authenticated: the request is logged (Server.logRequest)
 	// The attempt that served the client (Server.served), for its request-log record.
 	servedBy string          // account id ("" while none served)
 	usage    translate.Usage // tokens served and billed
 	// estimated: usage is the gateway's estimate (a stream cut before the
 	// upstream reported it; gateway/estimate.go).
 	estimated bool
+	// authed: the client was authenticated, so the request is logged
+	// (Server.logRequest). Beside estimated, as ws is beside trace and
+	// canary below, and stream beside endpoint: a bool between two words
+	// takes a word of its own, and call with its 8-byte allocation header
+	// fills its 1,408-byte size class to the byte (issue 21).
+	authed bool
 	// broke: why the serving attempt's committed stream ended without its
 	// protocol's terminal event (the upstream read's error, or
 	// errNoTerminal), for the failed request's log line; nil otherwise.
@@ -117,7 +122,6 @@ type call struct {
 	only       string // the only account that may serve it: the owner of prevResp's state
 	session    string // the client's session key (session headers, prompt_cache_key)
 	sessionKey string // its affinity entry's cache key (sessionEntry)
-	ws         bool   // the client is on the Responses WebSocket
 	wsCont     []byte // the client's own continuation, sent on an upstream connection holding prevResp
 	wsUp       []byte // wsCont with the target model (continuation), made once
 
@@ -130,6 +134,7 @@ type call struct {
 	decision *actors.Decision
 	trace    bool // an admin key asked for the decision in the answer
 	canary   bool // the canary policy routes this request (route.go, inCanary)
+	ws       bool // the client is on the Responses WebSocket
 
 	tr *callTrace // the request's spans (gateway/tracing.go); nil when tracing is off
 

@@ -33,6 +33,13 @@ type reqCtx struct {
 	timer    *time.Timer // calls fire; nil until first armed
 	armed    time.Time   // when timer fires; zero when it is not pending
 	attempts *attemptCtx // live attempts, linked through attemptCtx.next
+	// beat is called on the timer when beatLeft is due (setBeat): a
+	// streamed request's wake-up to commit its head, then its stream's
+	// heartbeat, on the request's one timer instead of one of their own.
+	// beatLeft is when, as how long before the deadline (as
+	// attemptCtx.bound); zero: no beat pending.
+	beat     beater
+	beatLeft time.Duration
 
 	set        *liveSet // the set rc was put in (start); nil: none
 	inSet      bool     // rc is in set; guarded by set.mu, as are the links
@@ -215,6 +222,14 @@ func (rc *reqCtx) fire() {
 	}
 	var fs []func()
 	next := rc.deadline
+	var b beater
+	if rc.beatLeft > 0 {
+		if at := rc.deadline.Add(-rc.beatLeft); now.Before(at) {
+			next = at
+		} else {
+			b, rc.beatLeft = rc.beat, 0
+		}
+	}
 	for a := rc.attempts; a != nil; {
 		an := a.next
 		var bound time.Time
@@ -239,6 +254,52 @@ func (rc *reqCtx) fire() {
 	rc.armLocked(next)
 	rc.mu.Unlock()
 	runAll(fs)
+	if b != nil {
+		if d := b.beat(); d > 0 {
+			rc.beatAgain(b, d)
+		}
+	}
+}
+
+// beater is what a request's timer calls when its beat is due (setBeat).
+type beater interface {
+	// beat runs on the timer's goroutine without the request's lock
+	// held; it returns how long until the next beat, 0 for none.
+	beat() time.Duration
+}
+
+// setBeat makes b the request's beater, its beat due d from now (b nil:
+// none). The beater it replaces gets no beat from then on, but for one
+// already being called.
+func (rc *reqCtx) setBeat(b beater, d time.Duration) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.beat, rc.beatLeft = b, 0
+	if b != nil {
+		rc.beatInLocked(d)
+	}
+}
+
+// beatAgain arms b's next beat d from now, unless b is no longer the
+// request's beater.
+func (rc *reqCtx) beatAgain(b beater, d time.Duration) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.beat == b {
+		rc.beatInLocked(d)
+	}
+}
+
+// beatInLocked arms the beat d from now; one past the request's deadline
+// is left out (the request ends first).
+func (rc *reqCtx) beatInLocked(d time.Duration) {
+	if rc.core.state.Load() != ctxLive {
+		return
+	}
+	if t := time.Now().Add(d); t.Before(rc.deadline) {
+		rc.beatLeft = rc.deadline.Sub(t)
+		rc.armLocked(t)
+	}
 }
 
 // endLocked ends rc in state st, with its attempts, and stops the timer;

@@ -176,6 +176,65 @@ func TestReqCtxHoldBound(t *testing.T) {
 	})
 }
 
+// beatLog is a beater that counts its beats and asks for the next after
+// again (0: none).
+type beatLog struct {
+	n     atomic.Int32
+	again time.Duration
+}
+
+func (b *beatLog) beat() time.Duration { b.n.Add(1); return b.again }
+
+// TestReqCtxBeat: a beat set on a request (setBeat) is called on the
+// request's timer when due and again after what it returns; a beater
+// replaced gets no more; a beat that would fall past the request's
+// deadline is not armed; the request's and its attempts' deadlines hold
+// meanwhile.
+func TestReqCtxBeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rc reqCtx
+		rc.start(nil, 10*time.Second)
+		var a1 attemptCtx
+		rc.startAttempt(&a1, 3*time.Second)
+		b1 := &beatLog{again: 2 * time.Second}
+		rc.setBeat(b1, time.Second)
+		time.Sleep(time.Second - time.Nanosecond)
+		synctest.Wait()
+		if n := b1.n.Load(); n != 0 {
+			t.Errorf("%d beats before the first was due", n)
+		}
+		time.Sleep(time.Nanosecond) // 1 s: the first beat
+		synctest.Wait()
+		if n := b1.n.Load(); n != 1 {
+			t.Errorf("%d beats at 1 s, want 1", n)
+		}
+		time.Sleep(2 * time.Second) // 3 s: the second, and the attempt's deadline
+		synctest.Wait()
+		if n := b1.n.Load(); n != 2 {
+			t.Errorf("%d beats at 3 s, want 2", n)
+		}
+		checkCtx(t, "attempt at its deadline", &a1, context.DeadlineExceeded)
+
+		b2 := &beatLog{} // one beat only
+		rc.setBeat(b2, 500*time.Millisecond)
+		time.Sleep(3 * time.Second) // 6 s
+		synctest.Wait()
+		if n1, n2 := b1.n.Load(), b2.n.Load(); n1 != 2 || n2 != 1 {
+			t.Errorf("beats after the replacement: replaced %d (want 2), new %d (want 1)", n1, n2)
+		}
+		rc.setBeat(b2, 5*time.Second) // past the deadline (10 s)
+		time.Sleep(4*time.Second - time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request before its deadline", &rc, nil)
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		checkCtx(t, "request at its deadline", &rc, context.DeadlineExceeded)
+		if n := b2.n.Load(); n != 1 {
+			t.Errorf("%d beats of a beat set past the deadline, want none after the first", n-1)
+		}
+	})
+}
+
 // cancel ends the request (the client is gone, or it is over) with
 // Canceled: its attempts too, and an attempt started after it starts
 // ended. An attempt's cancel leaves the request running.

@@ -49,12 +49,18 @@ type stream struct {
 	// may carry an HTTP status and whose codex.rate_limits events the
 	// gateway reports (over HTTP the account's transport does).
 	frames bool
-	cancel context.CancelFunc // cancels this attempt's upstream call
-	// actx is the attempt's context when it is on its request's timer
-	// (reqCtx): hold bounds the first token with it. nil: hold arms a
-	// timer of its own (holdTimer).
-	actx  *attemptCtx
-	start time.Time // when the attempt started
+	// end ends this attempt's context, which cancels its upstream call;
+	// its attemptCtx (end.a), when the attempt is on its request's timer
+	// (reqCtx), is what hold bounds the first token with (nil: hold arms
+	// a timer of its own, holdTimer).
+	end attemptEnd
+	// rctx (an HTTP request's, set when the stream is committed) or
+	// rcancel (a Responses WebSocket turn's) is the request's context,
+	// ended with the stream (cancel). Fields rather than a chained
+	// closure: those were two allocations a stream.
+	rctx    *reqCtx
+	rcancel context.CancelFunc
+	start   time.Time // when the attempt started
 
 	held  []byte // raw events read while holding, not yet written
 	ttft  time.Duration
@@ -93,16 +99,34 @@ type stream struct {
 	conn      net.Conn  // the client connection, for per-write deadlines
 	deadline  time.Time // under mu: the write deadline set on conn (setDeadline)
 
-	mu     sync.Mutex // serializes writes to the client between WriteTo and the heartbeat timer
+	mu     sync.Mutex // serializes writes to the client between WriteTo and the heartbeat (beat)
 	events atomic.Uint64
 	// traced is how much of the request span's response body (traceSent)
 	// had reached the client at the relay's last write: a write that fails
 	// takes back what was traced after it.
-	traced  int
-	hb      *time.Timer
-	hbDone  bool // under mu: WriteTo returned, the heartbeat must not write
+	traced int
+	// sink is WriteTo's: the HTTP response body the relay and the
+	// heartbeat write to (part of the stream: a sink of its own escaped,
+	// an allocation a stream).
+	sink sseSink
+	// hbLast is the events count at the last heartbeat check, and hbDone
+	// set once WriteTo returned (the heartbeat must not write); under mu.
+	hbLast  uint64
+	hbDone  bool
 	closed  sync.Once
 	release sync.Once
+}
+
+// cancel ends the attempt's context and, once the stream is committed,
+// the request's: the upstream call stops, and with it the relay's read.
+func (st *stream) cancel() {
+	st.end.end()
+	if st.rctx != nil {
+		st.rctx.cancel()
+	}
+	if st.rcancel != nil {
+		st.rcancel()
+	}
 }
 
 var scanners = sync.Pool{New: func() any { return translate.NewScanner(nil, maxEvent) }}
@@ -138,7 +162,7 @@ func (s *Server) newStream(c *call, up translate.Protocol, l *actors.Lease, resp
 // (closed when the stream ends) had HTTP status status; when up is not the
 // client's protocol, the events are translated. end ends the attempt.
 func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, status int, body io.Closer, src source, start time.Time, end attemptEnd) *stream {
-	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, cancel: end.fn(), actx: end.a}
+	st := &stream{s: s, c: c, up: up, lease: l, status: status, body: body, src: src, start: start, end: end}
 	st.sc, _ = src.(*translate.Scanner)
 	st.rdy, _ = src.(readier)
 	_, st.frames = src.(*wsSource)
@@ -155,10 +179,10 @@ func (s *Server) newStreamFrom(c *call, up translate.Protocol, l *actors.Lease, 
 // caller can try another account.
 func (st *stream) hold() *failure {
 	var ht *holdTimer
-	if st.actx != nil {
-		st.actx.holdBound(st.s.cfg.FirstTokenTimeout)
+	if st.end.a != nil {
+		st.end.a.holdBound(st.s.cfg.FirstTokenTimeout)
 	} else {
-		ht = startHoldTimer(st.s.cfg.FirstTokenTimeout, st.cancel)
+		ht = startHoldTimer(st.s.cfg.FirstTokenTimeout, st.end.fn())
 	}
 	defer st.endHold(ht)
 	for {
@@ -228,12 +252,12 @@ func startHoldTimer(d time.Duration, cancel context.CancelFunc) *holdTimer {
 	return h
 }
 
-// endHold lifts the first-token bound of the hold (ht, or st.actx's when
+// endHold lifts the first-token bound of the hold (ht, or st.end.a's when
 // ht is nil) and reports whether it was reached (the attempt was cancelled
 // for it). Calling it again reports the same.
 func (st *stream) endHold(ht *holdTimer) bool {
 	if ht == nil {
-		return st.actx.unbound()
+		return st.end.a.unbound()
 	}
 	return !ht.t.Stop() && ht.hit.Load()
 }
@@ -537,7 +561,8 @@ var errNoTerminal = errors.New("upstream stream closed before its terminal event
 // longer than HeartbeatInterval it writes SSE comments, so the connection
 // stays alive and a client that left is noticed.
 func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
-	k := sseSink{st: st, w: w}
+	k := &st.sink
+	*k = sseSink{st: st, w: w}
 	defer k.release()
 	defer func() {
 		if r := recover(); r != nil {
@@ -548,14 +573,14 @@ func (st *stream) WriteTo(w io.Writer) (n int64, err error) {
 		n = k.n
 	}()
 	st.began = true
-	st.startHeartbeat(w)
+	st.startHeartbeat()
 	defer st.stopHeartbeat()
 	defer st.clearDeadline()
 	// A client that hangs up while the upstream is silent is noticed within
 	// the watch's poll, not at the next token or heartbeat written: the
 	// lease and the user's concurrency slot go back at once.
 	defer st.s.watch.stop(st.s.watch.watch(st.conn, streamGone{st}))
-	return k.n, st.relay(&k)
+	return k.n, st.relay(k)
 }
 
 // streamGone is what the client watch calls when a relayed stream's client
@@ -705,42 +730,53 @@ func (st *stream) clearDeadline() {
 	}
 }
 
-// startHeartbeat arms a timer that writes a comment when no event was
-// written for a whole HeartbeatInterval.
-func (st *stream) startHeartbeat(w io.Writer) {
-	iv := st.s.cfg.HeartbeatInterval
-	last := st.events.Load()
-	fire := func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if st.hbDone {
-			return
-		}
-		if now := st.events.Load(); now != last {
-			last = now
-			st.hb.Reset(iv)
-			return
-		}
-		st.setDeadline()
-		if _, err := w.Write(heartbeat); err != nil {
-			st.werr = err
-			st.cancel() // unblocks the relay's read
-			return
-		}
-		st.hb.Reset(iv)
+// startHeartbeat makes the stream its request's beater (reqCtx.setBeat):
+// every HeartbeatInterval the request's timer calls beat, which writes a
+// comment when no event was relayed since the last call. The request's one
+// timer serves it, where a timer and a closure of its own were three
+// allocations a stream. A stream with no request context (none in the
+// gateway's HTTP path) has no heartbeat.
+func (st *stream) startHeartbeat() {
+	if st.rctx == nil {
+		return
 	}
 	st.mu.Lock()
-	st.hb = time.AfterFunc(iv, fire)
+	st.hbLast = st.events.Load()
 	st.mu.Unlock()
+	st.rctx.setBeat(st, st.s.cfg.HeartbeatInterval)
 }
 
+// beat is the heartbeat (beater): a comment written to the client when no
+// event was relayed for a whole HeartbeatInterval; a write that fails
+// means the client went away, and the upstream call is cancelled.
+func (st *stream) beat() time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.hbDone {
+		return 0
+	}
+	if now := st.events.Load(); now != st.hbLast {
+		st.hbLast = now
+		return st.s.cfg.HeartbeatInterval
+	}
+	st.setDeadline()
+	if _, err := st.sink.w.Write(heartbeat); err != nil {
+		st.werr = err
+		st.cancel() // unblocks the relay's read
+		return 0
+	}
+	return st.s.cfg.HeartbeatInterval
+}
+
+// stopHeartbeat ends the heartbeat: a beat in progress has written when
+// it returns, and none writes after.
 func (st *stream) stopHeartbeat() {
 	st.mu.Lock()
 	st.hbDone = true
-	if st.hb != nil {
-		st.hb.Stop()
-	}
 	st.mu.Unlock()
+	if st.rctx != nil {
+		st.rctx.setBeat(nil, 0)
+	}
 }
 
 // Close ends the stream once: it closes the upstream body, releases the lease
@@ -870,8 +906,7 @@ func heldOutputCap(c *call, p storage.Provider) int64 {
 // rctx is the request's context: the loop runs under it, the client watch
 // cancels it, and the stream or the pending body ends it.
 func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx *reqCtx) int {
-	cancel := rctx.cancel
-	ch := make(chan outcome, 1)
+	ch := make(outcomes, 1)
 	conn := ctx.Conn() // read here: the loop outlives this handler's ctx when the head commits early
 	go func() {
 		defer func() {
@@ -882,30 +917,52 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx *reqCtx) in
 		}()
 		ch <- s.runWatched(rctx, conn, c, rctx)
 	}()
-	t := time.NewTimer(s.cfg.HeartbeatInterval)
-	defer t.Stop()
-	select {
-	case o := <-ch:
-		if o.res.stream == nil {
-			cancel()
-			return s.answer(ctx, c, o)
-		}
-		o.res.stream.cancel = chainCancel(o.res.stream.cancel, cancel)
-		o.res.stream.conn = ctx.Conn()
-		s.traceHeader(ctx, c)
-		// The held events are written as soon as WriteTo starts (relay),
-		// and the head goes out with them in one write; a stream that
-		// held nothing sends its head at once.
-		s.commitStream(ctx, o.res.stream, len(o.res.stream.held) == 0)
-		return 0
-	case <-t.C:
-		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, cancel: cancel, conn: ctx.Conn()}, true)
+	// The request's timer wakes this handler after HeartbeatInterval
+	// (outcomes.beat) rather than a timer of its own (three allocations
+	// and a runtime timer a stream); the stream's heartbeat takes the beat
+	// over when it is relayed (startHeartbeat).
+	rctx.setBeat(ch, s.cfg.HeartbeatInterval)
+	o := <-ch
+	if o.wake {
+		s.commitStream(ctx, &pending{s: s, c: c, ch: ch, rctx: rctx, conn: ctx.Conn()}, true)
 		return 0
 	}
+	if o.res.stream == nil {
+		rctx.cancel()
+		return s.answer(ctx, c, o)
+	}
+	o.res.stream.rctx = rctx
+	o.res.stream.conn = ctx.Conn()
+	s.traceHeader(ctx, c)
+	// The held events are written as soon as WriteTo starts (relay),
+	// and the head goes out with them in one write; a stream that
+	// held nothing sends its head at once.
+	s.commitStream(ctx, o.res.stream, len(o.res.stream.held) == 0)
+	return 0
 }
 
-func chainCancel(a, b context.CancelFunc) context.CancelFunc {
-	return func() { a(); b() }
+// outcomes carries a streamed request's failover loop's outcome to its
+// handler (serveStream), and the wake-up the request's timer sends when
+// the head must be committed before the loop has ended (beat).
+type outcomes chan outcome
+
+// beat sends the handler its wake-up (an outcome with wake set), unless
+// the loop's outcome is already waiting; once.
+func (ch outcomes) beat() time.Duration {
+	select {
+	case ch <- outcome{wake: true}:
+	default:
+	}
+	return 0
+}
+
+// next receives the loop's outcome, passing over a wake-up.
+func (ch outcomes) next() outcome {
+	for {
+		if o := <-ch; !o.wake {
+			return o
+		}
+	}
 }
 
 // commitStream sets the SSE head; fasthttp then writes it and calls body's
@@ -928,11 +985,11 @@ func (s *Server) commitStream(ctx *fasthttp.RequestCtx, body io.Reader, flushHea
 type pending struct {
 	s      *Server
 	c      *call
-	ch     chan outcome
-	cancel context.CancelFunc // cancels the whole request
-	inner  *stream            // the stream the loop produced, once it has
-	conn   net.Conn           // the client connection, for write deadlines
-	done   bool               // the loop's outcome was received
+	ch     outcomes
+	rctx   *reqCtx  // the request's context: cancelling it cancels the whole request
+	inner  *stream  // the stream the loop produced, once it has
+	conn   net.Conn // the client connection, for write deadlines
+	done   bool     // the loop's outcome was received
 	closed sync.Once
 	status int
 }
@@ -956,10 +1013,13 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 	for {
 		select {
 		case o := <-p.ch:
+			if o.wake {
+				continue // serveStream's, sent as it took the one before
+			}
 			p.done = true
 			if o.res.stream != nil {
 				p.inner = o.res.stream
-				p.inner.cancel = chainCancel(p.inner.cancel, p.cancel)
+				p.inner.rctx = p.rctx
 				p.inner.conn = p.conn
 				return p.inner.WriteTo(w)
 			}
@@ -987,8 +1047,8 @@ func (p *pending) WriteTo(w io.Writer) (int64, error) {
 func (p *pending) Close() error {
 	p.closed.Do(func() {
 		if !p.done {
-			p.cancel()
-			o := <-p.ch
+			p.rctx.cancel()
+			o := p.ch.next()
 			p.done = true
 			if o.res.stream != nil {
 				o.res.stream.werr = context.Canceled
@@ -1000,7 +1060,7 @@ func (p *pending) Close() error {
 			p.inner.closed.Do(func() { p.inner.finish(true) })
 			return
 		}
-		p.cancel()
+		p.rctx.cancel()
 		p.s.finish(p.c, p.status)
 	})
 	return nil

@@ -420,7 +420,7 @@ func (ss *wsSession) runTurn(c *call, input []byte) int {
 		return 500
 	}
 	st := o.res.stream
-	st.cancel = chainCancel(st.cancel, cancel)
+	st.rcancel = cancel
 	output, respID := ss.relay(st)
 	if st.clean && st.failed.Class == upstream.ClassNone && respID != "" {
 		ss.tr.add(respID, appendItems(append([]byte(nil), input...), output), st.lease.AccountID)
