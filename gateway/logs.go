@@ -27,6 +27,7 @@ type logEvents struct {
 	wsClosed *ratelog.Event // a client WebSocket closed for idling or not reading
 	unrouted *ratelog.Event // a request for a path no route serves, or with a method it does not take
 	billing  *ratelog.Event // a user's request refused because storage could not tell its balance
+	route    *ratelog.Event // the policy's route() failed on a request
 }
 
 // logBurst lines per logWindow for each kind of line.
@@ -42,6 +43,7 @@ func newLogEvents() logEvents {
 		wsClosed: ratelog.New(logBurst, logWindow),
 		unrouted: ratelog.New(logBurst, logWindow),
 		billing:  ratelog.New(logBurst, logWindow),
+		route:    ratelog.New(logBurst, logWindow),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/billing"
+	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
@@ -257,6 +258,46 @@ func TestBillingUnavailableLogRateLimited(t *testing.T) {
 	for _, l := range lines {
 		if l["level"] != "WARN" || l["err"] != "postgres: connection refused" {
 			t.Errorf("line %v, want WARN with the storage error", l)
+		}
+		if _, ok := l["suppressed"]; !ok {
+			t.Errorf("line without suppressed: %v", l)
+		}
+	}
+}
+
+// TestRouteErrorLogRateLimited: a policy whose route() fails on live
+// requests (its self-test passed) leaves a WARN line naming the policy and
+// the error, rate-limited like the other failure lines. Before, every
+// request wrote one: a route() that fails at 1,000 requests a second was
+// 1,000 lines a second.
+func TestRouteErrorLogRateLimited(t *testing.T) {
+	ok := cannedTransport{200, "application/json", []byte(`{"id":"x","object":"chat.completion","choices":[]}`)}
+	s, key, buf := loggedServer(t, 1, ok, slog.LevelInfo)
+	rt := routing.New(s.sys, routing.Options{})
+	if err := rt.Activate("route-fails", `
+function score() return 1 end
+function route(r)
+  if r.api_key.name == "logged" then error("boom") end
+  return nil
+end`, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.SetRouting(rt)
+	const requests = 100
+	start := time.Now()
+	for range requests {
+		if resp := do(s, "POST", "/v1/chat/completions", key, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)); resp.StatusCode() != 200 {
+			t.Fatalf("status %d, want 200 (a route error routes without constraints): %s", resp.StatusCode(), resp.Body())
+		}
+	}
+	limit := logBurst * (int(time.Since(start)/logWindow) + 1)
+	lines := buf.lines(t, "route() failed; routing without constraints")
+	if len(lines) == 0 || len(lines) > limit {
+		t.Fatalf("%d lines for %d failing route() calls, want 1..%d (rate-limited)", len(lines), requests, limit)
+	}
+	for _, l := range lines {
+		if l["level"] != "WARN" || l["policy"] != "route-fails" || !strings.Contains(l["err"].(string), "boom") {
+			t.Errorf("line %v, want WARN naming the policy and the error", l)
 		}
 		if _, ok := l["suppressed"]; !ok {
 			t.Errorf("line without suppressed: %v", l)

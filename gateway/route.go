@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
+
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
@@ -83,7 +86,9 @@ func (s *Server) routeWith(c *call, session, clientIP string) *APIError {
 	}
 	res, err := r.Route(&rv)
 	if err != nil {
-		s.log.Warn("route() failed; routing without constraints", "request_id", c.id, "policy", r.Policy().Name(), "err", err)
+		if ok, held := s.logs.route.Take(context.Background(), s.log, slog.LevelWarn); ok {
+			s.log.Warn("route() failed; routing without constraints", "request_id", c.id, "policy", r.Policy().Name(), "err", err, "suppressed", held)
+		}
 		return nil
 	}
 	if res.Group != "" && c.key.Group == "" {
