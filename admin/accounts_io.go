@@ -108,6 +108,12 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 	if !storage.TextOK(a.Name, a.BaseURL, a.Group) || !storage.TextOK(a.Models...) || !storage.TextOK(a.Tags...) {
 		return a, errBadParam("name", "Names, base_url, group, models and tags must be UTF-8 text without NUL bytes.")
 	}
+	if aerr := errEmptyEntry("models", a.Models); aerr != nil {
+		return a, aerr
+	}
+	if aerr := errEmptyEntry("tags", a.Tags); aerr != nil {
+		return a, aerr
+	}
 	return a, nil
 }
 

@@ -75,3 +75,16 @@ func decodeStrict(b []byte, v any) error {
 	}
 	return nil
 }
+
+// errEmptyEntry is the 400 for a list (param: "models", "tags") with an
+// empty entry, nil when it has none. JSON null decodes to "" in a []string,
+// so without it {"models": [null]} was kept as the model "": an allowlist
+// no request matches, or an account serving no model a client can name.
+func errEmptyEntry(param string, list []string) *APIError {
+	for i, v := range list {
+		if v == "" {
+			return errBadParam(param, param+"."+strconv.Itoa(i)+" is empty (or null): every entry names one.")
+		}
+	}
+	return nil
+}

@@ -137,6 +137,9 @@ func (in *keyInput) apply(k *storage.APIKey, now time.Time) *APIError {
 	if !storage.TextOK(k.Name, k.Group) || !storage.TextOK(k.Models...) {
 		return errBadParam("name", "Name, group and models must be UTF-8 text without NUL bytes.")
 	}
+	if aerr := errEmptyEntry("models", k.Models); aerr != nil {
+		return aerr
+	}
 	if len(k.Group) > maxGroupBytes {
 		return errGroup()
 	}

@@ -219,6 +219,9 @@ func (b *userBody) apply(u *storage.User) *APIError {
 		u.Disabled = *b.Disabled
 	}
 	if b.Models != nil {
+		if aerr := errEmptyEntry("models", *b.Models); aerr != nil {
+			return aerr
+		}
 		u.Models = *b.Models
 	}
 	if b.RPM != nil {

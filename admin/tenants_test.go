@@ -317,3 +317,30 @@ func TestAdminTenantBodiesRefuseUnknownFields(t *testing.T) {
 		t.Errorf("invitations after the refused body: %v", inv)
 	}
 }
+
+// TestAdminListsRefuseEmptyEntries: a models or tags list with an empty or
+// null entry is a 400 naming the list, for users, keys and accounts. Before,
+// null decoded to "" and was stored: a key or user allowed only the model
+// "" (every request refused 403), an account tagged "".
+func TestAdminListsRefuseEmptyEntries(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	for _, tc := range []struct {
+		path  string
+		body  map[string]any
+		param string
+	}{
+		{"/api/admin/users", map[string]any{"name": "u", "models": []any{nil}}, "models"},
+		{"/api/admin/users", map[string]any{"name": "u", "models": []any{"m", ""}}, "models"},
+		{"/api/admin/keys", map[string]any{"name": "k", "models": []any{nil, ""}}, "models"},
+		{"/api/admin/accounts", map[string]any{"name": "a", "provider": "openai", "models": []any{""}, "credentials": map[string]any{"api_key": "sk-x"}}, "models"},
+		{"/api/admin/accounts", map[string]any{"name": "a", "provider": "openai", "tags": []any{"t", nil}, "credentials": map[string]any{"api_key": "sk-x"}}, "tags"},
+	} {
+		if got := c.do("POST", tc.path, tc.body).want(t, 400).errParam(); got != tc.param {
+			t.Errorf("POST %s %v: param %q, want %q", tc.path, tc.body, got, tc.param)
+		}
+	}
+	c.do("POST", "/api/admin/users", map[string]any{"name": "u", "models": []any{"m"}}).want(t, 201)
+	c.do("PATCH", "/api/admin/users/u", map[string]any{"models": []any{nil}}).want(t, 400)
+	c.do("POST", "/api/admin/keys", map[string]any{"name": "k", "models": []any{"m"}}).want(t, 201)
+}
