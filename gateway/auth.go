@@ -25,6 +25,7 @@ type keyCache struct {
 	size        atomic.Int64
 	gen         atomic.Uint64 // bumped by invalidate: entries of older generations are stale
 	now         func() time.Time
+	digests     *keyDigests // found keys' digests by a MAC of their secret; nil: none kept
 }
 
 // cachedKey is one lookup's result. It is never changed once cached.
@@ -80,6 +81,27 @@ func (c *keyCache) invalidate() {
 	c.gen.Add(1)
 	c.entries.Clear()
 	c.size.Store(0)
+	c.digests.forget()
+}
+
+// secretHash returns secret's digest (storage.HashKeyBytes), remembered
+// for a key found before (keyDigests) or computed; and, when computed, the
+// tag to remember it by once the key is found (remember), else the zero
+// tag.
+func (c *keyCache) secretHash(secret []byte) (string, digestTag) {
+	hash, t := c.digests.lookup(secret)
+	if hash != "" {
+		return hash, digestTag{}
+	}
+	return storage.HashKeyBytes(secret), t
+}
+
+// remember files hash under tag t (secretHash's) when lookup ck found a
+// key.
+func (c *keyCache) remember(ck *cachedKey, t digestTag, hash string) {
+	if ck.found {
+		c.digests.remember(t, hash)
+	}
 }
 
 // maxCachedKeys bounds the cache: made-up keys are cached as misses, so
@@ -211,17 +233,18 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 	}
 	ck := s.hints.take(&ctx.Request.Header, secret)
 	if ck == nil || !s.keys.fresh(ck, s.keys.now()) {
-		hash := ""
+		hash, t := "", digestTag{}
 		if ck != nil {
 			hash = ck.hash // stale, but of this secret: no need to hash it again
 		} else {
-			hash = storage.HashKeyBytes(secret)
+			hash, t = s.keys.secretHash(secret)
 		}
 		var err error
 		if ck, err = s.keys.lookup(ctx, hash); err != nil {
 			s.log.Error("api key lookup", "err", err)
 			return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
 		}
+		s.keys.remember(ck, t, hash)
 	}
 	return s.usableKey(ck)
 }

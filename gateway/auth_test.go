@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkAuthWarm measures API-key authentication with a warm cache: header
-// parse, SHA-256 of the secret and the cache hit.
+// parse, the secret's remembered digest (keyDigests) and the cache hit.
 func BenchmarkAuthWarm(b *testing.B) {
 	s, _, key := testServer(b, 1, cannedTransport{})
 	var ctx fasthttp.RequestCtx

@@ -191,7 +191,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	as, _ := store.(storage.AttemptStats) // the application gives its backend (Stats().UseStorage) when store wraps it
 	s.stats = stats.New(as)
 	s.life, s.endLife = context.WithCancelCause(context.Background())
-	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now}
+	s.keys = &keyCache{store: store, positiveTTL: cfg.KeyCacheTTL, negativeTTL: 5 * time.Second, now: time.Now, digests: newKeyDigests()}
 	s.hints = newKeyHints()
 	s.metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
@@ -413,7 +413,7 @@ func (s *Server) lookupHeader(h *fasthttp.RequestHeader) (*cachedKey, error) {
 		s.hints.put(h, nil, nil) // nothing to hand over: clear a stale entry
 		return nil, nil
 	}
-	hash := storage.HashKeyBytes(secret)
+	hash, t := s.keys.secretHash(secret)
 	ck := s.keys.cached(hash)
 	if ck == nil { // a context (and its timer) only when the store is asked
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -425,6 +425,7 @@ func (s *Server) lookupHeader(h *fasthttp.RequestHeader) (*cachedKey, error) {
 			return nil, err
 		}
 	}
+	s.keys.remember(ck, t, hash)
 	s.hints.put(h, secret, ck)
 	return ck, nil
 }
