@@ -28,11 +28,9 @@ type respItem struct {
 // observe takes what ev (a Responses event named name, data its JSON)
 // adds to the output.
 func (o *respOutput) observe(name string, data []byte) {
-	doc := b2s(data) // read at once; what is kept is copied
 	switch name {
 	case "response.output_item.added", "response.output_item.done":
-		r := gjson.Get(doc, "output_index")
-		item := gjson.Get(doc, "item")
+		r, item := outputMembers(data, "item")
 		i := int(r.Int())
 		if r.Type != gjson.Number || i < 0 || i > len(o.items) || !item.IsObject() {
 			return // not the next item, nor one added: not kept
@@ -48,12 +46,35 @@ func (o *respOutput) observe(name string, data []byte) {
 		it.done = name == "response.output_item.done"
 		it.acc = it.acc[:0]
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		i := int(gjson.Get(doc, "output_index").Int())
+		r, delta := outputMembers(data, "delta")
+		i := int(r.Int())
 		if i < 0 || i >= len(o.items) || o.items[i].done {
 			return
 		}
-		o.items[i].acc = append(o.items[i].acc, gjson.Get(doc, "delta").Str...)
+		o.items[i].acc = append(o.items[i].acc, delta.Str...)
 	}
+}
+
+// outputMembers returns the first top-level "output_index" member of the
+// event data and its first member named key, as gjson.Get would find them
+// (the zero Result for one it lacks), in one pass over the members that
+// stops once it has both: a delta event was two walks, one for each
+// (TestOutputMembersMatchPaths, FuzzOutputMembers: the same on any JSON
+// text; on malformed data gjson's paths and its ForEach may skip bytes
+// differently). What it returns refers to data: read it at once, copy
+// what is kept.
+func outputMembers(data []byte, key string) (index, value gjson.Result) {
+	var seen uint8
+	gjson.Parse(b2s(data)).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case seen&1 == 0 && k.Str == "output_index":
+			index, seen = v, seen|1
+		case seen&2 == 0 && k.Str == key:
+			value, seen = v, seen|2
+		}
+		return seen != 3
+	})
+	return index, value
 }
 
 // appendItems appends the output's items as a JSON array's elements

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/translate"
+)
+
+// checkOutputMembers fails t when outputMembers of data differs from the
+// two gjson paths it replaced, for both keys respOutput reads.
+func checkOutputMembers(t *testing.T, data []byte) {
+	t.Helper()
+	for _, key := range []string{"item", "delta"} {
+		i, v := outputMembers(data, key)
+		wi, wv := gjson.GetBytes(data, "output_index"), gjson.GetBytes(data, key)
+		if i.Raw != wi.Raw || i.Type != wi.Type || v.Raw != wv.Raw || v.Type != wv.Type || v.Str != wv.Str {
+			t.Fatalf("%q in %q: one pass %q %q, paths %q %q", key, data, i.Raw, v.Raw, wi.Raw, wv.Raw)
+		}
+	}
+}
+
+// outputMembersSeeds are event data outputMembers is checked on besides
+// the captured stream's.
+var outputMembersSeeds = []string{
+	`{"type":"response.output_text.delta","output_index":1,"delta":"a","output_index":2,"delta":"b"}`,
+	`{"delta":"first","item":{"x":1},"output_index":0}`,
+	`{"output_\u0069ndex":3,"d\u0065lta":"esc"}`,
+	`{"output_index":"1","delta":{"text":"nested"}}`,
+	`["output_index",0]`, `"delta"`, `{}`, `{"output_index":0,"delta":"cut`, // the last is no JSON
+}
+
+// outputMembers reads what the two paths read, on every event of the
+// captured Responses stream and on repeated, escaped and odd members (of
+// valid JSON: FuzzOutputMembers).
+func TestOutputMembersMatchPaths(t *testing.T) {
+	body, err := os.ReadFile("testdata/responses-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range responsesEventData(t, body) {
+		checkOutputMembers(t, data)
+	}
+	for _, s := range outputMembersSeeds {
+		if gjson.Valid(s) {
+			checkOutputMembers(t, []byte(s))
+		}
+	}
+}
+
+// FuzzOutputMembers checks outputMembers against the two gjson paths on
+// every input that is one JSON text; on other input it must only not
+// panic: there gjson's paths and its ForEach skip malformed bytes each
+// their own way (`{""""output_index"00`: the path finds 00, the pass
+// nothing), and an upstream event that is no JSON has no output to keep.
+func FuzzOutputMembers(f *testing.F) {
+	for _, s := range outputMembersSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{""""output_index"00`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !gjson.ValidBytes(data) {
+			outputMembers(data, "item")
+			outputMembers(data, "delta")
+			return
+		}
+		checkOutputMembers(t, data)
+	})
+}
+
+// responsesEventData returns the data of every event of an SSE body.
+func responsesEventData(t testing.TB, body []byte) [][]byte {
+	t.Helper()
+	sc := translate.NewScanner(bytes.NewReader(body), 1<<20)
+	var out [][]byte
+	for {
+		ev, err := sc.Next()
+		if err != nil {
+			return out
+		}
+		out = append(out, append([]byte(nil), ev.Data...))
+	}
+}
+
+// BenchmarkRespOutputObserve is respOutput.observe over the captured
+// Responses stream's events (two items, four text deltas), what a
+// passthrough Responses stream does for its response.failed.
+func BenchmarkRespOutputObserve(b *testing.B) {
+	body := readBench(b, "testdata/responses-stream-text.sse")
+	sc := translate.NewScanner(bytes.NewReader(body), 1<<20)
+	type event struct {
+		name string
+		data []byte
+	}
+	var evs []event
+	for {
+		ev, err := sc.Next()
+		if err != nil {
+			break
+		}
+		evs = append(evs, event{string(ev.Name), append([]byte(nil), ev.Data...)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var o respOutput
+		for _, ev := range evs {
+			o.observe(ev.name, ev.data)
+		}
+		if len(o.items) != 2 {
+			b.Fatalf("%d items", len(o.items))
+		}
+	}
+}
