@@ -102,7 +102,7 @@ func sqliteStore(b *testing.B, u storage.User) billing.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	if _, err := s.CreateUser(context.Background(), u, storage.NewUser{Balance: 1 << 50, Actor: "bench", Note: "start"}); err != nil {
+	if _, err := s.CreateUser(context.Background(), u, storage.NewUser{Balance: storage.MaxAmount, Actor: "bench", Note: "start"}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := s.PutPrice(context.Background(), benchPrice); err != nil {

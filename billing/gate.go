@@ -37,18 +37,24 @@ type Options struct {
 	// UserTTL is how long a user read from storage is trusted; default
 	// 10 s (a change announced on Channel applies at once).
 	UserTTL time.Duration
-	// HoldWindow is the life of the in-flight hold counters in the cache
-	// (they expire with their window, so a hold lost to a crash frees itself);
-	// default DefaultHoldWindow.
+	// HoldWindow is the length of one window of the hold and concurrency
+	// counters in the cache. Each instance moves its requests in flight
+	// into every new window (Check), so what an instance that died held
+	// frees itself at the next turn; default DefaultHoldWindow.
 	HoldWindow time.Duration
-	Logger     *slog.Logger
-	Now        func() time.Time // default time.Now
+	// HoldLife is the longest a request's hold and slot are moved into new
+	// windows: a ticket never finished, or finished and never committed
+	// (its record lost), is dropped then; default DefaultHoldLife.
+	HoldLife time.Duration
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
 }
 
 // Defaults of Options.
 const (
 	DefaultOutputEstimate = 1024
-	DefaultHoldWindow     = time.Hour
+	DefaultHoldWindow     = time.Minute
+	DefaultHoldLife       = time.Hour
 )
 
 // Gate admits users' requests against their limits and balance, prices
@@ -105,6 +111,9 @@ func New(store Store, cache storage.Cache, opts Options) *Gate {
 	}
 	if opts.HoldWindow <= 0 {
 		opts.HoldWindow = DefaultHoldWindow
+	}
+	if opts.HoldLife <= 0 {
+		opts.HoldLife = DefaultHoldLife
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -269,8 +278,11 @@ type Ticket struct {
 	price    storage.Price
 	mult     int64
 	estimate int64 // the hold counted in the cache for it (0: none)
-	slot     int64 // the hold window it was added in
-	conc     bool  // it holds a concurrency slot
+	// slot is the window its hold and slot are counted in: set at
+	// admission, then moved by reassert (with Gate.counting held
+	// exclusively; read it with Gate.counting held).
+	slot     int64
+	conc     bool // it holds a concurrency slot
 	released atomic.Bool
 	at       time.Time
 }
@@ -341,19 +353,24 @@ func (g *Gate) Admit(ctx context.Context, r Request) (*Ticket, *Refusal) {
 	mult := g.Multiplier(u.Group)
 	out := outputAllowance(r, g.opts.OutputEstimate)
 	now := g.opts.Now()
-	t := &Ticket{id: r.ID, user: u, price: p, mult: mult, estimate: Cost(p, mult, Tokens{Input: r.Input, Output: out}),
-		slot: now.UnixMilli() / g.opts.HoldWindow.Milliseconds(), at: now}
+	// t.estimate is what the cache holds for t: nothing until the hold is
+	// counted (a ticket live for its slot alone must not be counted with
+	// a hold by reassert).
+	est := Cost(p, mult, Tokens{Input: r.Input, Output: out})
+	t := &Ticket{id: r.ID, user: u, price: p, mult: mult, slot: g.window(now), at: now}
 	if g.cache != nil {
 		if ref := g.limits(ctx, t, now); ref != nil {
 			return nil, ref
 		}
 	}
-	held := t.estimate
-	if g.cache != nil && t.estimate > 0 {
-		est := t.estimate
-		t.estimate = 0 // nothing counted yet
-		ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: holdKey(u.ID, t.slot), N: est, TTL: g.opts.HoldWindow}}
-		err := g.count(ctx, t.slot, ops[:], func() {
+	held := est
+	if g.cache == nil {
+		t.estimate = est
+	} else if est > 0 {
+		var ops [2]storage.CacheOp
+		err := g.count(ctx, t, ops[:], func(slot int64) {
+			ops[1] = storage.CacheOp{Kind: storage.CacheIncr, Key: holdKey(u.ID, slot), N: est, TTL: g.opts.HoldWindow}
+		}, func() {
 			if ops[1].Err == nil && !ops[1].Skipped {
 				t.estimate = est
 				g.track(t)
@@ -388,12 +405,16 @@ func (g *Gate) limits(ctx context.Context, t *Ticket, now time.Time) *Refusal {
 	conc := -1
 	if t.user.MaxConcurrency > 0 {
 		conc = len(ops)
-		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: concKey(t.user.ID, t.slot), N: 1, TTL: g.opts.HoldWindow, Limit: t.user.MaxConcurrency})
+		ops = append(ops, storage.CacheOp{})
 	}
 	if len(ops) == 1 {
 		return nil
 	}
-	err := g.count(ctx, t.slot, ops, func() {
+	err := g.count(ctx, t, ops, func(slot int64) {
+		if conc >= 0 {
+			ops[conc] = storage.CacheOp{Kind: storage.CacheIncr, Key: concKey(t.user.ID, slot), N: 1, TTL: g.opts.HoldWindow, Limit: t.user.MaxConcurrency}
+		}
+	}, func() {
 		if conc >= 0 && ops[conc].Err == nil && !ops[conc].Skipped {
 			t.conc = true
 			g.track(t)
@@ -411,7 +432,7 @@ func (g *Gate) limits(ctx context.Context, t *Ticket, now time.Time) *Refusal {
 			continue
 		}
 		g.releaseConc(t)
-		if op.TTL == time.Minute {
+		if 1+i != conc {
 			return &Refusal{Kind: RefusedRPM, Limit: t.user.RPM, RetryAfter: time.Minute - time.Duration(now.UnixNano()%int64(time.Minute))}
 		}
 		return &Refusal{Kind: RefusedConcurrency, Limit: t.user.MaxConcurrency}
@@ -437,9 +458,7 @@ func (g *Gate) Finish(t *Ticket, rec *storage.UsageRecord) {
 	// From now until its charge is stored the request holds its exact
 	// cost, not its estimate: a request already answered never overdraws.
 	if d := rec.Cost - t.estimate; d != 0 && g.cache != nil && !t.released.Load() {
-		if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
-			g.forget(t) // the window, and the hold with it, has ended
-		} else if err := g.adjust(t, d); err != nil {
+		if err := g.adjust(t, d); err != nil {
 			g.opts.Logger.Warn("billing: hold not set to the request's cost; its estimate stays held", "err", err)
 		}
 	}
@@ -447,12 +466,12 @@ func (g *Gate) Finish(t *Ticket, rec *storage.UsageRecord) {
 	g.mu.Lock()
 	g.pending[rec.RequestID] = t
 	var stale []*Ticket
-	if now.Sub(g.swept) > g.opts.HoldWindow {
-		// A record the recorder dropped is never committed: its hold
-		// expired with its window; forget it here.
+	if now.Sub(g.swept) > g.opts.HoldLife {
+		// A record the recorder dropped is never committed: reassert
+		// stopped moving its hold after HoldLife; forget it here.
 		g.swept = now
 		for id, p := range g.pending {
-			if now.Sub(p.at) > 2*g.opts.HoldWindow {
+			if now.Sub(p.at) > 2*g.opts.HoldLife {
 				delete(g.pending, id)
 				stale = append(stale, p)
 			}
@@ -492,18 +511,16 @@ func (g *Gate) Pending() int {
 	return len(g.pending)
 }
 
-// release takes t's estimate off its user's hold, once. A hold added in a
-// window that has ended went with its counter. Once released, t is never
-// counted again, whether or not the cache took the release.
+// release takes t's estimate off its user's hold, once, in the window it
+// is counted in. Once released, t is never counted again, whether or not
+// the cache took the release.
 func (g *Gate) release(t *Ticket) {
 	g.releaseConc(t)
 	if t.released.Swap(true) || g.cache == nil || t.estimate == 0 {
 		return
 	}
-	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() == t.slot {
-		if err := g.adjust(t, -t.estimate); err != nil {
-			g.opts.Logger.Warn("billing: hold not released; it expires with its window", "err", err)
-		}
+	if err := g.adjust(t, -t.estimate); err != nil {
+		g.opts.Logger.Warn("billing: hold not released; it expires with its window", "err", err)
 	}
 	g.forget(t)
 }
@@ -522,8 +539,10 @@ func (g *Gate) forget(t *Ticket) {
 func (g *Gate) adjust(t *Ticket, d int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: holdKey(t.user.ID, t.slot), N: d, TTL: g.opts.HoldWindow}}
-	err := g.count(ctx, t.slot, ops[:], func() {
+	var ops [2]storage.CacheOp
+	err := g.count(ctx, t, ops[:], func(slot int64) {
+		ops[1] = storage.CacheOp{Kind: storage.CacheIncr, Key: holdKey(t.user.ID, slot), N: d, TTL: g.opts.HoldWindow}
+	}, func() {
 		if ops[1].Err == nil && !ops[1].Skipped {
 			t.estimate += d
 			g.track(t)
@@ -535,23 +554,18 @@ func (g *Gate) adjust(t *Ticket, d int64) error {
 	return err
 }
 
-// releaseConc frees t's concurrency slot, once. A slot taken in a window
-// that has ended went with its counter.
+// releaseConc frees t's concurrency slot, once, in the window it is
+// counted in.
 func (g *Gate) releaseConc(t *Ticket) {
 	if !t.conc {
 		return
 	}
-	if g.opts.Now().UnixMilli()/g.opts.HoldWindow.Milliseconds() != t.slot {
-		g.counting.RLock()
-		t.conc = false
-		g.track(t)
-		g.counting.RUnlock()
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	ops := [2]storage.CacheOp{1: {Kind: storage.CacheIncr, Key: concKey(t.user.ID, t.slot), N: -1, TTL: g.opts.HoldWindow}}
-	err := g.count(ctx, t.slot, ops[:], func() {
+	var ops [2]storage.CacheOp
+	err := g.count(ctx, t, ops[:], func(slot int64) {
+		ops[1] = storage.CacheOp{Kind: storage.CacheIncr, Key: concKey(t.user.ID, slot), N: -1, TTL: g.opts.HoldWindow}
+	}, func() {
 		// Freed whether or not the cache took it: a slot it kept expires
 		// with its window, and is never counted again.
 		t.conc = false
@@ -577,23 +591,31 @@ func (g *Gate) track(t *Ticket) {
 	g.liveMu.Unlock()
 }
 
+// window returns the hold window of time now.
+func (g *Gate) window(now time.Time) int64 {
+	return now.UnixMilli() / g.opts.HoldWindow.Milliseconds()
+}
+
 // count runs ops in one batch (storage.Batch), ops[0] set to a guard
-// (storage.CacheGuard) on this instance's marker of window slot
+// (storage.CacheGuard) on this instance's marker of ticket t's window
 // (markerKey), and calls apply to update the tickets' state from the ops'
 // outcomes, with g.counting held so that a re-assertion sees each ticket
-// either as counted or not yet. ops[1:] must be counter ops of window
-// slot; apply must treat a Skipped op as not run.
+// either as counted or not yet. set fills ops[1:] with counter ops of the
+// window it is given (t's, read under g.counting: reassert may move a live
+// ticket); apply must treat a Skipped op as not run.
 //
 // When the marker is gone, the cache has lost what this instance counted
 // in the window (Redis restarted empty), or this is the instance's first
-// count in the window: the guard skipped ops, so nothing was taken back
+// count in a new window: the guard skipped ops, so nothing was taken back
 // from counters that no longer hold it. reassert then counts again the
-// hold and slot of every live ticket of the window, and ops run once
-// more, after them. The error is the guard's: the cache did not answer,
-// or lost the marker again (errLost).
-func (g *Gate) count(ctx context.Context, slot int64, ops []storage.CacheOp, apply func()) error {
-	ops[0] = storage.CacheOp{Kind: storage.CacheGuard, Key: g.markerOf(slot), TTL: g.opts.HoldWindow}
+// hold and slot of every live ticket in the current window, and ops run
+// once more, after them, in t's window as it is then. The error is the
+// guard's: the cache did not answer, or lost the marker again (errLost).
+func (g *Gate) count(ctx context.Context, t *Ticket, ops []storage.CacheOp, set func(slot int64), apply func()) error {
 	g.counting.RLock()
+	slot := t.slot
+	set(slot)
+	ops[0] = storage.CacheOp{Kind: storage.CacheGuard, Key: g.markerOf(slot), TTL: g.opts.HoldWindow}
 	_ = storage.Batch(ctx, g.cache, ops) // each op carries its error
 	if ops[0].Err != nil || ops[0].Total > 0 {
 		apply()
@@ -603,8 +625,15 @@ func (g *Gate) count(ctx context.Context, slot int64, ops []storage.CacheOp, app
 	g.counting.RUnlock()
 	g.counting.Lock()
 	defer g.counting.Unlock()
-	err := g.reassert(ctx, slot)
+	cur := max(slot, g.window(g.opts.Now()))
+	err := g.reassert(ctx, cur)
 	if err == nil {
+		if t.slot < cur && t.estimate == 0 && !t.conc {
+			t.slot = cur // a ticket counting its first op, admitted as the window turned
+		}
+		slot = t.slot
+		set(slot)
+		ops[0] = storage.CacheOp{Kind: storage.CacheGuard, Key: g.markerOf(slot), TTL: g.opts.HoldWindow}
 		_ = storage.Batch(ctx, g.cache, ops)
 		if err = ops[0].Err; err == nil && ops[0].Total == 0 {
 			err = errLost
@@ -618,77 +647,124 @@ func (g *Gate) count(ctx context.Context, slot int64, ops []storage.CacheOp, app
 // the re-assertion and the ops: they did not run.
 var errLost = errors.New("billing: the cache lost this instance's holds twice in a row")
 
-// reassert counts again, once per loss, the holds and slots of this
-// instance's live tickets of window slot when its marker is gone, and sets
-// the marker, in one batch. Call it with g.counting held exclusively.
-func (g *Gate) reassert(ctx context.Context, slot int64) error {
-	marker := g.markerOf(slot)
-	if n, err := g.cache.Count(ctx, marker, g.opts.HoldWindow); err != nil || n > 0 {
-		return err // counted again since, or the cache is not answering
-	}
-	sums := map[string]int64{}
-	tickets := 0
-	g.liveMu.Lock()
-	for t := range g.live {
-		if t.slot != slot {
-			continue
+// reassert brings this instance's live tickets into window cur, in one
+// batch: the tickets of earlier windows move into it (counted in cur,
+// taken off the window they leave), and when cur's marker is gone (the
+// cache lost what this instance counted, or nothing was counted in cur
+// yet) the tickets already in cur are counted again and the marker set. A
+// ticket admitted more than HoldLife ago is not moved: it stops being
+// live, and what it holds ends with its window. Call it with g.counting
+// held exclusively.
+func (g *Gate) reassert(ctx context.Context, cur int64) error {
+	marker := g.markerOf(cur)
+	for range 2 {
+		n, err := g.cache.Count(ctx, marker, g.opts.HoldWindow)
+		if err != nil {
+			return err
 		}
-		tickets++
-		if t.estimate != 0 {
-			sums[holdKey(t.user.ID, slot)] += t.estimate
+		now := g.opts.Now()
+		var moved []*Ticket
+		sums := map[string]int64{}
+		again := 0
+		g.liveMu.Lock()
+		for t := range g.live {
+			switch {
+			case t.slot > cur:
+				// the clock went back: leave it where it is counted
+			case t.slot < cur && now.Sub(t.at) > g.opts.HoldLife:
+				delete(g.live, t)
+			case t.slot < cur:
+				moved = append(moved, t)
+				sumTicket(sums, t, cur, 1)
+				sumTicket(sums, t, t.slot, -1)
+			case n == 0:
+				again++
+				sumTicket(sums, t, cur, 1)
+			}
 		}
-		if t.conc {
-			sums[concKey(t.user.ID, slot)]++
+		g.liveMu.Unlock()
+		if n > 0 && len(moved) == 0 {
+			return nil
 		}
+		ops := make([]storage.CacheOp, 1, len(sums)+1)
+		if n > 0 {
+			// counted in cur already: only the moves, behind its marker
+			ops[0] = storage.CacheOp{Kind: storage.CacheGuard, Key: marker, TTL: g.opts.HoldWindow}
+		} else {
+			ops[0] = storage.CacheOp{Kind: storage.CacheIncr, Key: marker, N: 1, TTL: g.opts.HoldWindow}
+		}
+		for k, d := range sums {
+			if d != 0 {
+				ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: k, N: d, TTL: g.opts.HoldWindow})
+			}
+		}
+		if err := storage.Batch(ctx, g.cache, ops); err != nil {
+			g.opts.Logger.Warn("billing: holds and slots in flight not counted in the current window", "tickets", len(moved)+again, "err", err)
+			return err
+		}
+		if n > 0 && ops[0].Total == 0 {
+			continue // the marker went between the read and the batch: nothing ran; count all
+		}
+		for _, t := range moved {
+			t.slot = cur
+		}
+		if again > 0 {
+			g.opts.Logger.Warn("billing: the cache had lost this instance's holds and slots in flight (restarted empty?); counted them again", "tickets", again)
+		}
+		return nil
 	}
-	g.liveMu.Unlock()
-	ops := make([]storage.CacheOp, 0, len(sums)+1)
-	for k, n := range sums {
-		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: k, N: n, TTL: g.opts.HoldWindow})
-	}
-	ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: marker, N: 1, TTL: g.opts.HoldWindow})
-	if err := storage.Batch(ctx, g.cache, ops); err != nil {
-		g.opts.Logger.Warn("billing: holds and slots in flight not counted again after the cache lost them", "tickets", tickets, "err", err)
-		return err
-	}
-	if tickets > 0 {
-		g.opts.Logger.Warn("billing: the cache had lost this instance's holds and slots in flight (restarted empty?); counted them again", "tickets", tickets)
-	}
-	return nil
+	return errLost
 }
 
-// Check counts again this instance's holds and slots in flight if the
-// cache has lost them (Redis restarted empty), as the next count of any
-// of them would: an instance whose requests are all streaming counts
-// nothing until they end. It also forgets the tickets of ended windows.
-// Watch calls it periodically.
+// sumTicket adds sign × t's hold and slot to sums, keyed by the counters
+// of window slot.
+func sumTicket(sums map[string]int64, t *Ticket, slot int64, sign int64) {
+	if t.estimate != 0 {
+		sums[holdKey(t.user.ID, slot)] += sign * t.estimate
+	}
+	if t.conc {
+		sums[concKey(t.user.ID, slot)] += sign
+	}
+}
+
+// Check brings this instance's holds and slots in flight into the
+// current window, as the next count of any of them would: it moves them
+// out of a window that has ended, and counts them again if the cache has
+// lost them (Redis restarted empty). An instance whose requests are all
+// streaming counts nothing until they end; Watch calls Check periodically.
 func (g *Gate) Check(ctx context.Context) error {
 	if g.cache == nil {
 		return nil
 	}
-	slot := g.opts.Now().UnixMilli() / g.opts.HoldWindow.Milliseconds()
-	inflight := false
+	now := g.opts.Now()
+	cur := g.window(now)
+	inflight, move := false, false
+	g.counting.RLock()
 	g.liveMu.Lock()
 	for t := range g.live {
-		if t.slot < slot {
-			delete(g.live, t) // its counters ended with their window
-		} else {
+		switch {
+		case t.slot < cur:
+			move = true
+		case t.slot == cur:
 			inflight = true
 		}
 	}
 	g.liveMu.Unlock()
-	if !inflight {
+	if !inflight && !move {
+		g.counting.RUnlock()
 		return nil
 	}
-	g.counting.RLock()
-	n, err := g.cache.Count(ctx, g.markerOf(slot), g.opts.HoldWindow)
-	g.counting.RUnlock()
-	if err != nil || n > 0 {
-		return err
+	if !move {
+		n, err := g.cache.Count(ctx, g.markerOf(cur), g.opts.HoldWindow)
+		if err != nil || n > 0 {
+			g.counting.RUnlock()
+			return err
+		}
 	}
+	g.counting.RUnlock()
 	g.counting.Lock()
 	defer g.counting.Unlock()
-	return g.reassert(ctx, slot)
+	return g.reassert(ctx, cur)
 }
 
 // DefaultWatchInterval is the period of Watch's check in the gateway: the
