@@ -237,6 +237,10 @@ func (a *app) start(ctx context.Context) (err error) {
 	// is stored, after an outage too.
 	a.journal, err = journal.Open(filepath.Join(cfg.DataDir, "usage.journal"), billing.CommitWriter(backend, a.billing),
 		journal.Options{MaxBytes: cfg.Storage.UsageJournalMaxBytes, Logger: a.log})
+	if errors.Is(err, syscall.EWOULDBLOCK) { // its lock: one process a data directory
+		a.keys.Stop()
+		return busyDirError(cfg.DataDir, "another troupe", stopHint(cfg.DataDir))
+	}
 	if err != nil {
 		a.keys.Stop()
 		return fmt.Errorf("usage journal: %w", err)

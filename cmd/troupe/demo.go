@@ -191,12 +191,12 @@ func lockDemoDir(dir string) (unlock func() error, err error) {
 	}
 	unlock, err = journal.LockFile(filepath.Join(dir, "demo.lock"))
 	if err != nil {
-		return nil, fmt.Errorf("another demo runs on %s (stop it first, or give this one --data DIR): %w", dir, err)
+		return nil, busyDirError(dir, "another troupe demo", stopHint(dir))
 	}
 	probe, err := journal.LockFile(filepath.Join(dir, "usage.journal"))
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("a gateway runs on %s (stop it first, or give the demo --data DIR): %w", dir, err)
+		return nil, busyDirError(dir, "a troupe serve", stopHint(dir))
 	}
 	probe()
 	return unlock, nil

@@ -71,8 +71,9 @@ func TestDemoRefusesBusyDataDir(t *testing.T) {
 	if d, err := startDemoWith(ctx, cfg, &syncBuffer{}, accounts); err == nil {
 		d.close()
 		t.Fatal("a second demo started on a busy data directory")
-	} else if !strings.Contains(err.Error(), "another demo runs on") {
-		t.Fatalf("second demo: %v, want it to say another demo runs there", err)
+	} else if msg := err.Error(); !strings.Contains(msg, "another troupe demo is already running on the data directory "+cfg.DataDir) ||
+		!strings.Contains(msg, "troupe stop --data "+cfg.DataDir) || strings.Contains(msg, "demo.lock") || strings.Contains(msg, "temporarily unavailable") {
+		t.Fatalf("second demo: %v, want it to say another demo runs there and how to stop it, without the lock's internals", err)
 	}
 	resp, body := first.post(t, "/v1/chat/completions", `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 200 {
@@ -90,7 +91,7 @@ func TestDemoRefusesBusyDataDir(t *testing.T) {
 	if d, err := startDemoWith(ctx, cfg, &syncBuffer{}, accounts); err == nil {
 		d.close()
 		t.Fatal("a demo started on a data directory whose journal is in use")
-	} else if !strings.Contains(err.Error(), "a gateway runs on") {
+	} else if msg := err.Error(); !strings.Contains(msg, "a troupe serve is already running on the data directory") || strings.Contains(msg, "usage.journal") {
 		t.Fatalf("demo beside a gateway: %v", err)
 	}
 	unlock()

@@ -29,7 +29,7 @@ func writePidFile(dir, addr string) (remove func(), err error) {
 	path := filepath.Join(dir, pidFileName)
 	release, err := journal.LockFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pid file: another troupe runs on %s: %w", dir, err)
+		return nil, busyDirError(dir, "another troupe", stopHint(dir))
 	}
 	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"+addr+"\n"), 0o600); err != nil {
 		release()

@@ -48,6 +48,14 @@ func TestStop(t *testing.T) {
 		t.Fatalf("pid file: pid %d addr %q running %v err %v; want pid %d, running", pid, addr, running, err, child.Process.Pid)
 	}
 
+	// A second serve on the directory says which troupe runs there and how
+	// to stop it, not the journal lock's internals.
+	_, _, err = runCLI(t, "serve", "--listen", "127.0.0.1:0", "--data", dir)
+	want := "another troupe is already running on the data directory " + dir + " (pid " + strconv.Itoa(pid) + ", listening on " + addr + "): stop it with `troupe stop --data " + dir + "`"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "usage.journal") {
+		t.Fatalf("a second serve: %v, want %q", err, want)
+	}
+
 	out, errOut, err := runCLI(t, "stop", "--data", dir)
 	if err != nil || !strings.Contains(out, "stopped troupe (pid "+strconv.Itoa(pid)+")") {
 		t.Fatalf("troupe stop: %v\nstdout %s\nstderr %s", err, out, errOut)
