@@ -486,8 +486,18 @@ func (e *benchEnv) startMock(bin, tmp, scenPath, listen string, childEnv []strin
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
+	// Run in tmp: the mock keeps its pid file in ./data/mock of its working
+	// directory, so benches started from one directory (and a troupe mock
+	// of the user's) do not refuse each other. A working directory, not
+	// --data, so that an older binary (--troupe-bin) runs as well.
+	if bin, err = filepath.Abs(bin); err != nil {
+		return "", err
+	}
+	if scenPath, err = filepath.Abs(scenPath); err != nil {
+		return "", err
+	}
 	e.mock = exec.Command(bin, "mock", "--listen", listen, "--scenario", scenPath)
-	e.mock.Env, e.mock.Stderr = childEnv, mockLog
+	e.mock.Env, e.mock.Stderr, e.mock.Dir = childEnv, mockLog, tmp
 	stdout, err := e.mock.StdoutPipe()
 	if err != nil {
 		return "", err

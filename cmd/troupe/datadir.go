@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 )
 
+// mockDataDir is troupe mock's directory when --data is not given: it holds
+// only the mock's troupe.pid, so that troupe stop --mock finds it.
+const mockDataDir = "./data/mock"
+
 // holder describes the troupe that holds dir's pid file, for an error
 // message: "pid 4242, listening on 127.0.0.1:8080", or "" when no live
 // process holds it (no file, a stale one, or one not yet written).
@@ -34,6 +38,9 @@ func busyDirError(dir, what, stopCmd string) error {
 
 // stopHint is the troupe stop command line that stops what runs on dir.
 func stopHint(dir string) string {
+	if filepath.Clean(dir) == filepath.Clean(mockDataDir) {
+		return "troupe stop --mock"
+	}
 	if filepath.Clean(dir) == "data" {
 		return "troupe stop"
 	}

@@ -355,7 +355,7 @@ Logs go to stderr.`,
 }
 
 func mockCmd() *cobra.Command {
-	var listen, scenarioRef string
+	var listen, scenarioRef, dataDir string
 	var accounts int
 	cmd := &cobra.Command{
 		Use:   "mock",
@@ -365,10 +365,17 @@ demo-0001 … with tokens mock-token-demo-0001 …, by number mod 4: codex accou
 on /backend-api/codex/responses, openai accounts (2) on /v1, anthropic accounts (3)
 on /v1/messages (x-api-key), openai_compat accounts (0) on /v1/chat/completions.
 With --scenario (a troupe bench scenario), the fleet is that scenario's
-instead: bench-00001 … with tokens bench-token-bench-00001 …, its timing and faults.`,
+instead: bench-00001 … with tokens bench-token-bench-00001 …, its timing and faults.
+Once listening it prints MOCK_ADDR=host:port and writes its pid file,
+./data/mock/troupe.pid (--data DIR), and serves until SIGINT or SIGTERM:
+troupe stop --mock (--mock --data DIR) sends it from another shell. A second
+mock on the same directory is refused; give it --data DIR of its own.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
 			fleet := mock.New(mock.Config{})
 			fa, _ := demoAccounts(accounts, listen)
 			if scenarioRef != "" {
@@ -382,15 +389,26 @@ instead: bench-00001 … with tokens bench-token-bench-00001 …, its timing and
 				fleet.Add(a)
 			}
 			addr, err := fleet.Start(listen)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("listen on %s: %w: another program (another troupe mock?) has this port; stop it (troupe stop --mock), or pick another address with --listen ADDR", listen, syscall.EADDRINUSE)
+			}
 			if err != nil {
 				return err
 			}
+			// troupe stop --mock finds this process by it (stop.go).
+			removePid, err := writePidFile(dataDir, addr)
+			if err != nil {
+				fleet.Close()
+				return err
+			}
+			defer removePid()
 			fmt.Fprintf(cmd.OutOrStdout(), "MOCK_ADDR=%s\n", addr)
 			<-ctx.Done()
 			return fleet.Close()
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:9090", "listen address")
+	cmd.Flags().StringVar(&dataDir, "data", mockDataDir, "directory of the mock's pid file, troupe.pid, by which troupe stop --mock (--data DIR) stops it; nothing else is stored")
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
 	cmd.Flags().StringVar(&scenarioRef, "scenario", "", "serve the fleet of this troupe bench scenario (a shipped name or a YAML file) instead")
 	return cmd

@@ -16,8 +16,9 @@ import (
 )
 
 // pidFileName is the file in the data directory that names the process
-// serving on it (troupe serve or troupe demo): its pid, a newline and its
-// listen address. The process holds an exclusive advisory lock (flock) on
+// serving on it (troupe serve, troupe demo, or troupe mock in its own
+// directory, ./data/mock by default): its pid, a newline and its listen
+// address. The process holds an exclusive advisory lock (flock) on
 // the file while it runs, so a file nobody holds is stale (a kill -9, a
 // crash), whatever pid it names.
 const pidFileName = "troupe.pid"
@@ -68,13 +69,14 @@ func readPidFile(dir string) (pid int, addr string, running bool, err error) {
 	return pid, addr, false, nil
 }
 
-// stopCmd is "troupe stop": SIGTERM to the troupe serve or troupe demo
-// running on the data directory, found by its pid file.
+// stopCmd is "troupe stop": SIGTERM to the troupe serve, troupe demo or
+// troupe mock running on the data directory, found by its pid file.
 func stopCmd() *cobra.Command {
 	var timeout time.Duration
+	var mockOnly bool
 	cmd := &cobra.Command{
 		Use:   "stop",
-		Short: "Stop the troupe serve or troupe demo running on a data directory",
+		Short: "Stop the troupe serve, demo or mock running on a data directory",
 		Long: `Send SIGTERM to the troupe serve or troupe demo that runs on the data
 directory (--data, or data_dir of -c FILE, or TROUPE_DATA_DIR; troupe demo's is
 ./data/demo), and wait until it has exited: it stops taking requests, lets the
@@ -82,12 +84,25 @@ open ones finish (up to 30 s), writes the usage it holds and closes storage, as
 with Ctrl-C. The process is found by {data_dir}/troupe.pid, which serve and
 demo write once listening and remove at exit; the same signal can be sent by
 hand: kill -TERM $(head -1 DATA_DIR/troupe.pid). A pid file left by a process
-that died (kill -9) is seen as such and removed, never signalled.`,
+that died (kill -9) is seen as such and removed, never signalled.
+
+troupe mock keeps its pid file in a directory of its own, ./data/mock unless
+started with --data DIR (it does not read TROUPE_DATA_DIR or the config, so it
+never takes the pid file of a gateway): --mock stops it, --mock --data DIR the
+one started with that --data.`,
 		Example: `  troupe stop                      # troupe serve on ./data
   troupe stop --data ./data/demo   # make demo
-  troupe stop -c troupe.yaml`,
+  troupe stop -c troupe.yaml
+  troupe stop --mock               # troupe mock`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if mockOnly {
+				dir := mockDataDir
+				if f := cmd.Flags().Lookup("data"); f.Changed {
+					dir = f.Value.String()
+				}
+				return stopOn(cmd, dir, timeout)
+			}
 			cfg, err := configFrom(cmd)
 			if err != nil {
 				return err
@@ -95,7 +110,8 @@ that died (kill -9) is seen as such and removed, never signalled.`,
 			return stopOn(cmd, cfg.DataDir, timeout)
 		},
 	}
-	cmd.Flags().String("data", "", "data directory of the gateway to stop (default ./data; make demo's: ./data/demo)")
+	cmd.Flags().String("data", "", "data directory of the gateway to stop (default ./data; make demo's: ./data/demo; with --mock: ./data/mock)")
+	cmd.Flags().BoolVar(&mockOnly, "mock", false, "stop the troupe mock of ./data/mock (or of --data DIR) instead")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for it to exit")
 	return cmd
 }
@@ -105,7 +121,7 @@ that died (kill -9) is seen as such and removed, never signalled.`,
 func stopOn(cmd *cobra.Command, dir string, timeout time.Duration) error {
 	pid, addr, running, err := readPidFile(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no troupe runs on %s (no %s there; troupe demo's data directory is ./data/demo: --data DIR)", dir, pidFileName)
+		return fmt.Errorf("no troupe runs on %s (no %s there; troupe demo's data directory is ./data/demo: --data DIR; troupe mock's: --mock)", dir, pidFileName)
 	}
 	if err != nil {
 		return err
