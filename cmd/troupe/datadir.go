@@ -1,8 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+
+	"github.com/troupe-gw/troupe/storage/journal"
 )
 
 // mockDataDir is troupe mock's directory when --data is not given: it holds
@@ -45,4 +50,75 @@ func stopHint(dir string) string {
 		return "troupe stop"
 	}
 	return "troupe stop --data " + dir
+}
+
+// claimDir makes the data directory dir of a start (serve, demo, mock)
+// and returns the outermost directory this call created ("" when dir
+// existed): the one a failed start removes (releaseFailed). The outermost
+// missing directory is made with os.Mkdir, which fails when it exists, so
+// of two starts racing to make it only one owns it.
+func claimDir(dir string) (created string, err error) {
+	root := missingRoot(dir)
+	if root != "" {
+		if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
+			return "", fmt.Errorf("data directory: %w", err)
+		}
+		if err := os.Mkdir(root, 0o700); errors.Is(err, fs.ErrExist) {
+			root = "" // another process made it meanwhile: not ours
+		} else if err != nil {
+			return "", fmt.Errorf("data directory: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if root != "" {
+			os.RemoveAll(root)
+		}
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	return root, nil
+}
+
+// missingRoot returns the outermost directory of dir's path that does not
+// exist yet ("" when dir exists): what creating dir would create.
+func missingRoot(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	dir = filepath.Clean(dir)
+	root := ""
+	for p := dir; ; {
+		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return root
+		}
+		root = p
+		parent := filepath.Dir(p)
+		if parent == p {
+			return root
+		}
+		p = parent
+	}
+}
+
+// releaseFailed removes created (claimDir's answer) after a failed start,
+// so that a failed first start leaves no empty or half-made data directory
+// behind; "" (the directory existed) removes nothing. It removes nothing
+// either while a process holds a lock file in dir (troupe.pid, demo.lock,
+// usage.journal): another start that found the directory made and started
+// in it.
+func releaseFailed(created, dir string) {
+	if created == "" {
+		return
+	}
+	for _, name := range []string{pidFileName, "demo.lock", "usage.journal"} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		release, err := journal.LockFile(path)
+		if err != nil {
+			return // held: in use
+		}
+		release()
+	}
+	os.RemoveAll(created)
 }

@@ -308,6 +308,17 @@ Logs go to stderr.`,
 			if faultRate < 0 || faultRate > 1 {
 				return fmt.Errorf("--fault-rate must be between 0 and 1")
 			}
+			// A first start that fails removes the data directory it made.
+			created, err := claimDir(cfg.DataDir)
+			if err != nil {
+				return err
+			}
+			started := false
+			defer func() {
+				if !started {
+					releaseFailed(created, cfg.DataDir)
+				}
+			}()
 			if faultRate > 0 {
 				// Faulted accounts hang or stall; tighter waits than production
 				// defaults let the demo fail over in seconds rather than minutes.
@@ -327,6 +338,7 @@ Logs go to stderr.`,
 				return err
 			}
 			defer removePid()
+			started = true
 			d.app.background(ctx)
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
@@ -370,12 +382,18 @@ Once listening it prints MOCK_ADDR=host:port and writes its pid file,
 ./data/mock/troupe.pid (--data DIR), and serves until SIGINT or SIGTERM:
 troupe stop --mock (--mock --data DIR) sends it from another shell. A second
 mock on the same directory is refused; give it --data DIR of its own.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx, stop := signalContext()
 			defer stop()
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return fmt.Errorf("data directory: %w", err)
+			created, err := claimDir(dataDir)
+			if err != nil {
+				return err
 			}
+			defer func() {
+				if err != nil {
+					releaseFailed(created, dataDir)
+				}
+			}()
 			fleet := mock.New(mock.Config{})
 			fa, _ := demoAccounts(accounts, listen)
 			if scenarioRef != "" {

@@ -121,3 +121,44 @@ func TestBenchListenFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedStartRemovesItsDataDir: serve, demo and mock failing to start
+// (here on a busy port) remove the data directory they made, its parents
+// made with it included, and leave one that existed before, with what it
+// holds.
+func TestFailedStartRemovesItsDataDir(t *testing.T) {
+	clearTroupeEnv(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range [][]string{
+		{"serve", "--listen", busy.Addr().String()},
+		{"demo", "--listen", busy.Addr().String(), "--accounts", "4"},
+		{"mock", "--listen", busy.Addr().String(), "--accounts", "4"},
+	} {
+		root := filepath.Join(t.TempDir(), "new")
+		dir := filepath.Join(root, "data")
+		if _, _, err := runCLI(t, append(tc, "--data", dir)...); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatalf("troupe %s on a busy port: %v, want EADDRINUSE", tc[0], err)
+		}
+		if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("troupe %s: the failed start left %s behind (%v)", tc[0], root, err)
+		}
+		// A directory that existed is left as it was.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		keep := filepath.Join(dir, "keep")
+		if err := os.WriteFile(keep, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := runCLI(t, append(tc, "--data", dir)...); err == nil {
+			t.Fatalf("troupe %s on a busy port started", tc[0])
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("troupe %s: a failed start on an existing directory removed what it held: %v", tc[0], err)
+		}
+	}
+}

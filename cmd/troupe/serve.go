@@ -16,11 +16,22 @@ func serveCmd() *cobra.Command {
 (troupe stop sends it, found by {data_dir}/troupe.pid).
 Accounts declared in the config file are upserted into storage at start; accounts
 added with "troupe accounts add" are picked up while it runs.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, err := configFrom(cmd)
 			if err != nil {
 				return err
 			}
+			// A first start that fails removes the data directory it made.
+			created, err := claimDir(cfg.DataDir)
+			if err != nil {
+				return err
+			}
+			started := false
+			defer func() {
+				if !started {
+					releaseFailed(created, cfg.DataDir)
+				}
+			}()
 			log := newLogger(cfg, cmd.ErrOrStderr())
 			ctx, stop := signalContext()
 			defer stop()
@@ -35,6 +46,7 @@ added with "troupe accounts add" are picked up while it runs.`,
 				return err
 			}
 			defer removePid()
+			started = true
 			a.serve()
 			a.printAdminPassword(cmd.OutOrStdout())
 			a.background(ctx)
