@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,17 +22,61 @@ import (
 	"github.com/troupe-gw/troupe/storage/rediscache"
 )
 
-// withStore opens the configured storage for one command.
+// withStore opens the configured storage for one command that reads it
+// (keys list and the like): storage that does not exist yet is an error
+// (needStorage), never created.
 func withStore(cmd *cobra.Command, fn func(ctx context.Context, s storage.Store) error) error {
-	return withConfigStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error { return fn(ctx, s) })
+	return withExistingStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error { return fn(ctx, s) })
 }
 
-// withConfigStore is withStore for commands that also need the configuration.
+// withExistingStore is withStore for commands that also need the
+// configuration, and for those that change what must already be stored
+// (keys update, accounts remove): nothing to change in storage that does
+// not exist.
+func withExistingStore(cmd *cobra.Command, fn func(ctx context.Context, cfg *Config, s storage.Store) error) error {
+	cfg, err := configFrom(cmd)
+	if err != nil {
+		return err
+	}
+	if err := needStorage(cfg); err != nil {
+		return err
+	}
+	return openFor(cmd, cfg, fn)
+}
+
+// withConfigStore opens the configured storage for one command that adds
+// to it (keys create, accounts add), creating the data directory and the
+// database when needed.
 func withConfigStore(cmd *cobra.Command, fn func(ctx context.Context, cfg *Config, s storage.Store) error) error {
 	cfg, err := configFrom(cmd)
 	if err != nil {
 		return err
 	}
+	return openFor(cmd, cfg, fn)
+}
+
+// needStorage returns an error when cfg's embedded storage does not exist
+// (no data directory, or none with a troupe.db): a command that reads
+// storage must not create an empty one, say in ./data because
+// TROUPE_DATA_DIR is not set in this shell, and then print an empty table
+// as if the gateway had nothing. PostgreSQL and an SQLite dsn of its own
+// are not checked (the dsn names them).
+func needStorage(cfg *Config) error {
+	if cfg.Storage.Driver == "postgres" || cfg.Storage.DSN != "" {
+		return nil
+	}
+	point := "point at the gateway's with --data DIR, TROUPE_DATA_DIR=DIR or -c FILE (make demo's is ./data/demo)"
+	if _, err := os.Stat(cfg.DataDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no data directory here: %s does not exist, so nothing is stored there yet (this command creates nothing); %s", cfg.DataDir, point)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "troupe.db")); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no Troupe storage in %s (no troupe.db there; this command creates nothing); %s", cfg.DataDir, point)
+	}
+	return nil
+}
+
+// openFor opens cfg's storage for the command fn, with a one-minute limit.
+func openFor(cmd *cobra.Command, cfg *Config, fn func(ctx context.Context, cfg *Config, s storage.Store) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 	defer cancel()
 	s, err := openStore(ctx, cfg)
@@ -360,7 +407,7 @@ the admin right (/api/admin, decision traces). The secret never changes.`,
 			if !changed {
 				return fmt.Errorf("nothing to update: give at least one of --rpm, --rpd, --tokens-per-day, --models, --group, --expires, --name, --disable, --enable, --admin, --no-admin, --weight")
 			}
-			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+			return withExistingStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				k, err := findKey(ctx, s, args[0])
 				if err != nil {
 					return err
@@ -431,7 +478,7 @@ func keysRevokeCmd() *cobra.Command {
 		Short: "Delete an API key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+			return withExistingStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				if err := s.DeleteAPIKey(ctx, args[0]); err != nil {
 					return err
 				}
@@ -527,7 +574,7 @@ func accountsCmd() *cobra.Command {
 		Short: "Remove an account",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+			return withExistingStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				if err := s.DeleteAccount(ctx, args[0]); err != nil {
 					return err
 				}
@@ -602,6 +649,9 @@ type resealResult struct {
 // A value's key is found by opening it with a store that holds only the
 // master key: ErrUnseal means an older key sealed it.
 func reseal(ctx context.Context, cfg *Config) (resealResult, error) {
+	if err := needStorage(cfg); err != nil {
+		return resealResult{}, err
+	}
 	current, previous, err := masterKeys(cfg)
 	if err != nil {
 		return resealResult{}, err
@@ -675,8 +725,9 @@ func migrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply storage migrations and exit",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Opening the store applies pending migrations (checksummed, in order).
-			return withStore(cmd, func(context.Context, storage.Store) error {
+			// Opening the store applies pending migrations (checksummed, in
+			// order); a new data directory is made, as serve makes it.
+			return withConfigStore(cmd, func(context.Context, *Config, storage.Store) error {
 				fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
 				return nil
 			})

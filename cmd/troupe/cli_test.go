@@ -197,6 +197,7 @@ func TestCLIVersionAndMigrate(t *testing.T) {
 func TestAccountsAddRefusesWhatTheAdminAPIRefuses(t *testing.T) {
 	clearTroupeEnv(t)
 	dir := filepath.Join(t.TempDir(), "data")
+	mustCLI(t, "migrate", "--data", dir) // accounts list below reads storage that exists
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -240,6 +241,7 @@ func TestAccountsAddRefusesWhatTheAdminAPIRefuses(t *testing.T) {
 func TestAccountsAddRefusesEmptyCredential(t *testing.T) {
 	clearTroupeEnv(t)
 	dir := filepath.Join(t.TempDir(), "data")
+	mustCLI(t, "migrate", "--data", dir) // accounts list below reads storage that exists
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -270,5 +272,45 @@ func TestAccountsAddRefusesEmptyCredential(t *testing.T) {
 	mustCLI(t, "accounts", "add", "--data", dir, "--name", "cx", "--provider", "codex", "--refresh-token", "rt-1")
 	if list := mustCLI(t, "accounts", "list", "--data", dir); !strings.Contains(list, "cx") {
 		t.Errorf("a codex account with a refresh token alone was not stored:\n%s", list)
+	}
+}
+
+// TestReadCommandsCreateNothing: with no data directory (TROUPE_DATA_DIR
+// unset, no --data, nothing in ./data), a command that reads storage, or
+// changes what must be stored already, says there is no data directory
+// here and how to point at one, and creates nothing; the same in a data
+// directory without a troupe.db. A command that adds (keys create) makes
+// the directory as before, and the reads work on it.
+func TestReadCommandsCreateNothing(t *testing.T) {
+	clearTroupeEnv(t)
+	wd := t.TempDir()
+	t.Chdir(wd)
+	reads := [][]string{
+		{"keys", "list"}, {"accounts", "list"}, {"users", "list"}, {"prices", "list"}, {"accounts", "export"},
+		{"users", "show", "alice"}, {"keys", "revoke", "x"}, {"keys", "update", "x", "--rpm", "1"},
+		{"accounts", "remove", "x"}, {"users", "topup", "alice", "1", "--note", "n"}, {"accounts", "reseal"},
+	}
+	for _, args := range reads {
+		_, _, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "no data directory here: ./data does not exist") ||
+			!strings.Contains(err.Error(), "--data DIR, TROUPE_DATA_DIR=DIR or -c FILE") {
+			t.Errorf("troupe %s without a data directory: %v, want it to say there is none and how to point at one", strings.Join(args, " "), err)
+		}
+	}
+	if ents, err := os.ReadDir(wd); err != nil || len(ents) != 0 {
+		t.Fatalf("read commands created %v (%v), want nothing", ents, err)
+	}
+	if err := os.Mkdir(filepath.Join(wd, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "keys", "list"); err == nil || !strings.Contains(err.Error(), "no Troupe storage in ./data (no troupe.db there") {
+		t.Errorf("keys list in an empty data directory: %v", err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(wd, "data")); err != nil || len(ents) != 0 {
+		t.Fatalf("keys list created %v (%v) in an empty data directory", ents, err)
+	}
+	mustCLI(t, "keys", "create", "--name", "first")
+	if list := mustCLI(t, "keys", "list"); !strings.Contains(list, "first") {
+		t.Errorf("keys list after keys create:\n%s", list)
 	}
 }

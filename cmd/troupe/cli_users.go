@@ -155,7 +155,7 @@ func usersTopupCmd() *cobra.Command {
 			if strings.TrimSpace(note) == "" {
 				return fmt.Errorf("--note is required: say why (it is kept in the ledger)")
 			}
-			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+			return withExistingStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
 				u, err := s.GetUser(ctx, args[0])
 				if err != nil {
 					return fmt.Errorf("user %q: %w", args[0], err)

@@ -50,7 +50,9 @@ func TestPolicyNew(t *testing.T) {
 
 // TestREADMEPolicyLines runs the README's block of policy commands as a
 // newcomer pastes them, in a fresh directory (the demo's data directory is
-// an empty one here), so that the README's lines keep working.
+// a new, empty storage here, made by troupe migrate as by a demo that ran:
+// replay refuses a data directory that does not exist), so that the
+// README's lines keep working.
 func TestREADMEPolicyLines(t *testing.T) {
 	clearTroupeEnv(t)
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
@@ -72,6 +74,7 @@ func TestREADMEPolicyLines(t *testing.T) {
 		t.Fatalf("README: found %d policy command lines in the block with policy new, want new, check, simulate, replay: %q", len(lines), lines)
 	}
 	t.Chdir(t.TempDir())
+	mustCLI(t, "migrate", "--data", "./data/demo")
 	for _, l := range lines {
 		cmdline, _, _ := strings.Cut(l, "#")
 		args := strings.Fields(strings.TrimPrefix(cmdline, "./bin/troupe "))

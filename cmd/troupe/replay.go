@@ -49,7 +49,7 @@ is written.`,
 			if err != nil {
 				return err
 			}
-			return withConfigStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error {
+			return withExistingStore(cmd, func(ctx context.Context, _ *Config, s storage.Store) error {
 				bar := replayBar{w: cmd.ErrOrStderr()}
 				defer bar.Finish()
 				if progress.IsTerminal(bar.w) {
