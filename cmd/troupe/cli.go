@@ -503,12 +503,18 @@ func accountsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "accounts", Short: "Manage upstream accounts"}
 	dataFlag(cmd)
 	var ac AccountConfig
+	var replace bool
 	add := &cobra.Command{
 		Use:   "add",
-		Short: "Add or update an account (matched by name)",
+		Short: "Add an account (--replace: replace the account of that name)",
+		Long: `Add an account. An account of the same name is refused, as keys create refuses
+a key's; --replace replaces it instead (keeping its ID): the account becomes
+exactly what the flags say, flags left out taking their defaults. With
+--replace and no such account, the account is added.`,
 		Example: `  troupe accounts add --name oai-1 --provider openai --api-key sk-... --models gpt-4.1-mini --max-concurrency 8
   troupe accounts add --name cx-1 --provider codex --access-token eyJ... --account-id 0000-... --models gpt-5.5
-  troupe accounts add --name claude-1 --provider anthropic --api-key sk-ant-... --models claude-sonnet-4-5`,
+  troupe accounts add --name claude-1 --provider anthropic --api-key sk-ant-... --models claude-sonnet-4-5
+  troupe accounts add --replace --name oai-1 --provider openai --api-key sk-... --max-concurrency 4`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ac.Name == "" || !storage.Provider(ac.Provider).Valid() {
 				if ac.Name == "" {
@@ -523,9 +529,19 @@ func accountsCmd() *cobra.Command {
 				return fmt.Errorf("account %s: %w", ac.Name, err)
 			}
 			return withConfigStore(cmd, func(ctx context.Context, cfg *Config, s storage.Store) error {
+				existing, err := accountNamed(ctx, s, ac.Name)
+				if err != nil {
+					return err
+				}
+				if existing != nil && !replace {
+					return fmt.Errorf("an account named %q already exists (troupe accounts list shows the accounts): pick another --name, or give --replace to replace it (the flags left out take their defaults)", ac.Name)
+				}
 				a, err := s.PutAccount(ctx, ac.account())
 				if err != nil {
 					return err
+				}
+				if existing != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "# replaced account %q (%s)\n", a.Name, a.ID)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", a.ID, a.Name)
 				announceAccounts(cmd, cfg, "put "+a.ID)
@@ -547,6 +563,7 @@ func accountsCmd() *cobra.Command {
 	f.StringSliceVar(&ac.Tags, "tags", nil, "routing tags")
 	f.IntVar(&ac.Priority, "priority", 0, "routing priority (higher first, where a policy honours it)")
 	f.BoolVar(&ac.Disabled, "disabled", false, "add the account disabled")
+	f.BoolVar(&replace, "replace", false, "replace the account of this name, if any, with this one (default: refuse a name in use)")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List accounts (never their credentials)",
@@ -586,6 +603,21 @@ func accountsCmd() *cobra.Command {
 	cmd.AddCommand(add, list, remove, resealCmd())
 	cmd.AddCommand(accountsImportCmd(), accountsExportCmd()) // cli_import.go
 	return cmd
+}
+
+// accountNamed returns the stored account named name, or nil when there
+// is none.
+func accountNamed(ctx context.Context, s storage.Store, name string) (*storage.Account, error) {
+	accs, err := s.ListAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range accs {
+		if accs[i].Name == name {
+			return &accs[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // credentialFlagsGiven refuses an account whose provider's credential is

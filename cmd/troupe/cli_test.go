@@ -97,11 +97,24 @@ func TestCLIKeysAndAccounts(t *testing.T) {
 	oaiID := fields[0]
 	mustCLI(t, "accounts", "add", "--data", dir, "--name", "cx-1", "--provider", "codex", "--access-token", accessToken,
 		"--account-id", "0000-1111", "--models", "gpt-5.5")
-	// add again by name: an update, not a second account.
-	if out := mustCLI(t, "accounts", "add", "--data", dir, "--name", "oai-1", "--provider", "openai", "--api-key", apiKey,
-		"--models", "gpt-4.1-mini", "--max-concurrency", "2"); !strings.HasPrefix(out, oaiID+"\t") {
-		t.Errorf("re-adding oai-1 printed %q, want its ID %s", out, oaiID)
+	// add again by name: refused, as keys create refuses a name in use,
+	// and nothing changes; with --replace, a replacement keeping its ID.
+	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--name", "oai-1", "--provider", "openai", "--api-key", apiKey,
+		"--models", "gpt-4.1-mini", "--max-concurrency", "3"); err == nil ||
+		!strings.Contains(err.Error(), `an account named "oai-1" already exists`) || !strings.Contains(err.Error(), "--replace") {
+		t.Errorf("re-adding oai-1 without --replace: %v, want a refusal naming --replace", err)
 	}
+	if list := mustCLI(t, "accounts", "list", "--data", dir); !strings.Contains(list, "gpt-4.1-mini,gpt-4.1") {
+		t.Errorf("a refused add changed oai-1:\n%s", list)
+	}
+	out, errOut, err = runCLI(t, "accounts", "add", "--data", dir, "--replace", "--name", "oai-1", "--provider", "openai", "--api-key", apiKey,
+		"--models", "gpt-4.1-mini", "--max-concurrency", "2")
+	if err != nil || !strings.HasPrefix(out, oaiID+"\t") || !strings.Contains(errOut, `replaced account "oai-1"`) {
+		t.Errorf("re-adding oai-1 with --replace: %v, printed %q %q, want its ID %s and a line saying it was replaced", err, out, errOut, oaiID)
+	}
+	// --replace with no such account adds it.
+	mustCLI(t, "accounts", "add", "--data", dir, "--replace", "--name", "oai-9", "--provider", "openai", "--api-key", apiKey)
+	mustCLI(t, "accounts", "remove", "--data", dir, "oai-9")
 	if _, _, err := runCLI(t, "accounts", "add", "--data", dir, "--name", "bad", "--provider", "azure"); err == nil {
 		t.Errorf("accounts add with provider azure succeeded")
 	}
