@@ -200,6 +200,18 @@ func runBench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 		Versions:     report.Versions{Troupe: version, Go: runtime.Version()},
 		Progress:     progress,
 	}
+	for _, l := range []*string{&f.mockListen, &f.gatewayListen} {
+		if *l == "" {
+			continue
+		}
+		flag := "--mock-listen"
+		if l == &f.gatewayListen {
+			flag = "--gateway-listen"
+		}
+		if *l, err = hostPort(flag, *l); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
 	if err := f.checkListen(s); err != nil {
 		return err
 	}

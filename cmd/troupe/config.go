@@ -315,6 +315,10 @@ func (c *Config) validate() error {
 	var errs []error
 	if c.Listen == "" {
 		errs = append(errs, errors.New("listen must not be empty"))
+	} else if l, err := hostPort("listen", c.Listen); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.Listen = l
 	}
 	errs = append(errs, c.checkMode()...)
 	if _, err := upstream.ParseClientMode(c.Gateway.UpstreamClient); err != nil {

@@ -303,6 +303,9 @@ Logs go to stderr.`,
 			if accounts < 1 {
 				return fmt.Errorf("--accounts must be at least 1")
 			}
+			if mockListen, err = hostPort("--mock-listen", mockListen); err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			if faultRate < 0 || faultRate > 1 {
@@ -383,6 +386,9 @@ Once listening it prints MOCK_ADDR=host:port and writes its pid file,
 troupe stop --mock (--mock --data DIR) sends it from another shell. A second
 mock on the same directory is refused; give it --data DIR of its own.`,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if listen, err = hostPort("--listen", listen); err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			created, err := claimDir(dataDir)

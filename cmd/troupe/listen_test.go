@@ -162,3 +162,50 @@ func TestFailedStartRemovesItsDataDir(t *testing.T) {
 		}
 	}
 }
+
+// TestListenBarePort: --listen 9000 is 127.0.0.1:9000 (serve, demo and
+// mock: here on a busy port, whose error names the address it became), a
+// --listen without a port asks for HOST:PORT, and --port, which Troupe
+// does not have, points to --listen (bench's to --gateway-listen).
+func TestListenBarePort(t *testing.T) {
+	clearTroupeEnv(t)
+	for in, want := range map[string]string{"19756": "127.0.0.1:19756", "0": "127.0.0.1:0", "127.0.0.1:9000": "127.0.0.1:9000", ":9000": ":9000", "[::1]:9000": "[::1]:9000"} {
+		if got, err := hostPort("--listen", in); err != nil || got != want {
+			t.Errorf("hostPort(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"localhost", "127.0.0.1", "70000", "-1", "+80", "http://127.0.0.1:9000"} {
+		if got, err := hostPort("--listen", in); err == nil || !strings.Contains(err.Error(), "want HOST:PORT") {
+			t.Errorf("hostPort(%q) = %q, %v; want an error asking for HOST:PORT", in, got, err)
+		}
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, port, _ := net.SplitHostPort(busy.Addr().String())
+	for _, cmd := range []string{"serve", "demo", "mock"} {
+		_, _, err := runCLI(t, cmd, "--listen", port, "--data", filepath.Join(t.TempDir(), "d"))
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "listen on "+busy.Addr().String()) {
+			t.Errorf("troupe %s --listen %s: %v, want it taken as %s (busy)", cmd, port, err, busy.Addr())
+		}
+		if _, _, err := runCLI(t, cmd, "--listen", "localhost", "--data", filepath.Join(t.TempDir(), "d")); err == nil || !strings.Contains(err.Error(), `"localhost": want HOST:PORT`) {
+			t.Errorf("troupe %s --listen localhost: %v, want a request for HOST:PORT", cmd, err)
+		}
+		if _, _, err := runCLI(t, cmd, "--port", "9000"); err == nil || !strings.Contains(err.Error(), "unknown flag: --port") ||
+			!strings.Contains(err.Error(), "--listen HOST:PORT") {
+			t.Errorf("troupe %s --port: %v, want it to point to --listen", cmd, err)
+		}
+	}
+	if _, _, err := runCLI(t, "demo", "--mock-listen", "localhost"); err == nil || !strings.Contains(err.Error(), "--mock-listen \"localhost\": want HOST:PORT") {
+		t.Errorf("troupe demo --mock-listen localhost: %v", err)
+	}
+	if _, _, err := runCLI(t, "bench", "--port", "9000"); err == nil || !strings.Contains(err.Error(), "--gateway-listen HOST:PORT") {
+		t.Errorf("troupe bench --port: %v, want it to point to --gateway-listen", err)
+	}
+	if _, _, err := runCLI(t, "keys", "list", "--port", "9000"); err == nil || err.Error() != "unknown flag: --port" {
+		t.Errorf("troupe keys list --port: %v, want cobra's error alone (no address there)", err)
+	}
+}

@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -33,7 +36,40 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringP("config", "c", "", "YAML config file (default: none; TROUPE_* env vars apply either way)")
 	root.AddCommand(serveCmd(), demoCmd(), mockCmd(), keysCmd(), accountsCmd(), migrateCmd(), policyCmd(), versionCmd())
 	root.AddCommand(benchCmd(), adminCmd(), usersCmd(), pricesCmd(), stopCmd())
+	root.SetFlagErrorFunc(flagError)
 	return root
+}
+
+// flagError is the root's (so every command's) answer to a flag it does
+// not know: cobra's error, and for --port, which Troupe does not have, the
+// flag that sets the address instead (--listen; troupe bench's
+// --gateway-listen).
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "unknown flag: --port") && !strings.HasPrefix(msg, "unknown shorthand flag: 'p'") {
+		return err
+	}
+	for _, name := range []string{"listen", "gateway-listen"} {
+		if cmd.Flags().Lookup(name) != nil {
+			return fmt.Errorf("%w: troupe %s takes its address as --%s HOST:PORT, e.g. --%s 127.0.0.1:9000 (a bare port, --%s 9000, is 127.0.0.1:9000)", err, cmd.Name(), name, name, name)
+		}
+	}
+	return err
+}
+
+// hostPort checks a listen address given as flag (its name, for the
+// error): host:port is returned as it is, and a bare port (9000) as
+// 127.0.0.1:9000 — a newcomer's --listen 9000 means this machine, and
+// Troupe listens on 127.0.0.1 unless told otherwise. Anything else is an
+// error asking for host:port.
+func hostPort(flag, addr string) (string, error) {
+	if n, err := strconv.Atoi(addr); err == nil && n >= 0 && n <= 65535 && !strings.HasPrefix(addr, "+") {
+		return net.JoinHostPort("127.0.0.1", addr), nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return "", fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:9000 (a bare port is taken as 127.0.0.1:PORT)", flag, addr)
+	}
+	return addr, nil
 }
 
 // configFrom loads the config named by --config and applies the flags that
