@@ -35,9 +35,15 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Message }
 
 // Errors the gateway answers with. Each constructor documents its status.
+//
+// errInvalidKey is the 401 for a key the gateway does not know. Its text is
+// the same for every such key (it names no key and says nothing of why), so
+// it tells a caller nothing about which keys exist; it says where keys come
+// from, because the usual unknown key is one from another data directory or
+// from an earlier troupe demo run, whose keys are revoked at each start.
 func errInvalidKey() *APIError {
 	return &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
-		Message: "Incorrect API key provided. Ask your Troupe operator for a valid key."}
+		Message: "Incorrect API key provided. Troupe keys belong to the data directory they were created in, and troupe demo makes a new key at each start (an earlier run's no longer works): use the key this gateway printed or was given, or ask your Troupe operator for a valid key."}
 }
 
 // errUnusableKey is the 401 for a known key that may not be used now:
