@@ -21,6 +21,7 @@ const (
 	failMissingMaxTokens                     // anthropic: no "max_tokens" number
 	failMissingMessages                      // anthropic: no "messages" array
 	failUnsupportedParam                     // codex: a top-level member the backend refuses; arg: its key
+	failMissingInput                         // responses: no "input" (nor "prompt" or "conversation", which stand for it)
 )
 
 // failure is a refusal decided by the router, the request checks or an
@@ -64,6 +65,11 @@ func (f *failure) openAI() openAIError {
 		return openAIError{400, "Store must be set to false", "invalid_request_error", "store", ""}
 	case failUnsupportedParam:
 		return openAIError{400, "Unsupported parameter: " + f.arg, "invalid_request_error", f.arg, "unsupported_parameter"}
+	case failMissingInput:
+		// OpenAI's missing-parameter refusal, as the Responses API words it
+		// for a missing member (openai/codex issue 6725: "Missing required
+		// parameter: 'input[79].id'.", param, code missing_required_parameter).
+		return openAIError{400, "Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"}
 	case failShutdown:
 		return openAIError{503, "The server is shutting down. Please retry your request.", "server_error", "", ""}
 	}

@@ -91,6 +91,9 @@ type request struct {
 	cacheHint     bool // the body asks for prompt caching ("cache_control" anywhere)
 	maxTokensSet  bool // "max_tokens" is a number (Messages requires it)
 	messagesSet   bool // "messages" is an array (Messages requires it)
+	// inputSet: "input" is present and not null, or "prompt" or
+	// "conversation", which supply it, is (Responses requires one).
+	inputSet bool
 	// maxOutput is the output token limit the route honours (outputLimit);
 	// 0: none.
 	maxOutput int
@@ -138,6 +141,9 @@ func parseRequest(body []byte, rt route, r *request) bool {
 			r.messagesSet = v.IsArray()
 		case "input":
 			conv = v
+			r.inputSet = r.inputSet || v.Type != gjson.Null
+		case "prompt", "conversation":
+			r.inputSet = r.inputSet || v.Type != gjson.Null
 		case "max_tokens":
 			r.maxTokensSet = v.Type == gjson.Number
 			lim.maxTokens = limitOf(v)
@@ -389,6 +395,11 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 		if !s.req.messagesSet {
 			return &failure{kind: failMissingMessages}
 		}
+	}
+	if s.route == routeResponses && !s.req.inputSet {
+		// A Chat Completions body ("messages") sent to /v1/responses is
+		// refused as the API refuses it, not answered.
+		return &failure{kind: failMissingInput}
 	}
 	if s.route == routeCodex {
 		if !s.req.stream {

@@ -638,3 +638,40 @@ func TestModels(t *testing.T) {
 		t.Errorf("codex models without account id: %d", resp.StatusCode)
 	}
 }
+
+// TestResponsesMissingInput: /v1/responses refuses a body without "input"
+// (a Chat Completions body, with "messages") with the API's 400 in the
+// Responses (OpenAI) error shape, param input, code
+// missing_required_parameter, and counts it as rejected; "prompt" or
+// "conversation" stand for input and are served.
+func TestResponsesMissingInput(t *testing.T) {
+	f, base := startFleet(t, acctOpenAI)
+	c := newClient(t)
+	want := obj(t, string(fixture(t, "openai-chat/error-400.json"))) // the Responses API's envelope is Chat's (shared/fixtures README)
+	for _, body := range []string{
+		`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+		`{"model":"gpt-5.4"}`,
+		`{"model":"gpt-5.4","input":null}`,
+	} {
+		resp, b := do(t, c, "POST", base+"/v1/responses", acctOpenAI.Token, body)
+		if resp.StatusCode != 400 {
+			t.Errorf("%s: status %d %s, want 400", body, resp.StatusCode, b)
+			continue
+		}
+		got := obj(t, string(b))
+		sameShape(t, body, want, got, true)
+		if get(got, "error", "message") != "Missing required parameter: 'input'." || get(got, "error", "param") != "input" ||
+			get(got, "error", "code") != "missing_required_parameter" || get(got, "error", "type") != "invalid_request_error" {
+			t.Errorf("%s: %s", body, b)
+		}
+	}
+	if st := f.Stats(acctOpenAI.Name); st.Rejected != 4 || st.Completed != 0 {
+		t.Errorf("stats %+v, want 4 rejected", st)
+	}
+	for _, body := range []string{`{"model":"gpt-5.4","input":"hi"}`, `{"model":"gpt-5.4","prompt":{"id":"pmpt_1"}}`, `{"model":"gpt-5.4","conversation":"conv_1","input":[]}`} {
+		if resp, b := do(t, c, "POST", base+"/v1/responses", acctOpenAI.Token, body); resp.StatusCode != 200 {
+			t.Errorf("%s: status %d %s, want 200", body, resp.StatusCode, b)
+		}
+	}
+}

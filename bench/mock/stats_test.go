@@ -91,7 +91,11 @@ func TestTiming(t *testing.T) {
 	_, base := startFleet(t, acc)
 	c := newClient(t)
 	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(`{"model":"gpt-5.4","stream":true}`))
+		body := `{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}],"stream":true}`
+		if path == "/v1/responses" {
+			body = `{"model":"gpt-5.4","input":"hi","stream":true}`
+		}
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+acc.Token)
 		start := time.Now()
 		resp, err := c.Do(req)
