@@ -151,7 +151,7 @@ type fenced struct {
 }
 
 // receiveFenced handles the ownership messages; it reports whether msg was one.
-func (p *pool) receiveFenced(c *actor.Context, msg any) bool {
+func (p *pool) receiveFenced(c *mailCtx, msg any) bool {
 	f := p.fenced
 	switch m := msg.(type) {
 	case poolOwn:

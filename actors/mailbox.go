@@ -361,7 +361,7 @@ func (m *mailbox) run() {
 	}
 	clear(batch) // do not keep the messages alive until the next batch
 	m.mu.Lock()
-	m.spare = batch[:0]
+	m.spare = kept(batch)
 	m.mu.Unlock()
 	m.release()
 }
@@ -466,7 +466,25 @@ func (m *mailbox) loop() {
 			}
 		}
 		clear(batch) // do not keep the messages alive until the next batch
+		batch = kept(batch)
 	}
+}
+
+// mailKeep is the most envelopes (24 bytes each) a mailbox's buffer is
+// kept at once its batches are small again: a burst (the pool's puts at
+// start, one an account) grows the buffers, and without a bound they were
+// held at the burst's size for the mailbox's life.
+const mailKeep = 256
+
+// kept is the buffer of a batch just handled, for the next: emptied, or
+// nil (let go) when it is larger than mailKeep and the batch used less than
+// a quarter of it, so a buffer a burst grew goes after a batch or two of
+// the usual size.
+func kept(batch []actor.Envelope) []actor.Envelope {
+	if cap(batch) > mailKeep && len(batch) < cap(batch)/4 {
+		return nil
+	}
+	return batch[:0]
 }
 
 // invoke handles msgs from i on until a panic or a stop, and returns the

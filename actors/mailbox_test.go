@@ -619,3 +619,80 @@ func TestMailboxBorrowStop(t *testing.T) {
 		expectSeen(t, seen, "1:stopped")
 	})
 }
+
+// burstProbe counts the pings it handles on handled; ping -1 first
+// signals entered and waits for hold to close.
+type burstProbe struct {
+	handled, entered, hold chan struct{}
+}
+
+func (b *burstProbe) receive(_ *mailCtx, msg any) {
+	if p, ok := msg.(ping); ok {
+		if p.n < 0 {
+			close(b.entered)
+			<-b.hold
+		}
+		b.handled <- struct{}{}
+	}
+}
+
+// TestMailboxShrinksAfterBurst: a burst of sends (as the pool's puts at
+// start, one an account) grows a mailbox's buffers; once its batches are
+// small again, the buffers it keeps are at most mailKeep envelopes, not
+// the burst's size, for a mailbox on its own goroutine (whose two buffers
+// take turns) and a pooled one (its queue and spare).
+func TestMailboxShrinksAfterBurst(t *testing.T) {
+	const burst = 10000
+	eachMailbox(t, func(t *testing.T, pool *mailPool) {
+		e, err := actor.NewEngine(actor.NewEngineConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &burstProbe{handled: make(chan struct{}, burst+16), entered: make(chan struct{}), hold: make(chan struct{})}
+		m := newMailbox(e, func() mailHandler { return p }, "burst", "0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if pool != nil {
+			m.wake, m.pool, m.queued = nil, pool, true // as spawnPooled
+		}
+		e.SpawnProc(m)
+		defer e.Poison(m.PID())
+		caps := func() (in, spare int) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return cap(m.in), cap(m.spare)
+		}
+		m.Send(nil, ping{n: -1}, nil)
+		<-p.entered // the handler holds its turn: the burst queues behind it
+		for i := range burst {
+			m.Send(nil, ping{n: i}, nil)
+		}
+		in, _ := caps()
+		close(p.hold)
+		if in < burst {
+			t.Fatalf("queue of %d after a burst of %d: the burst did not queue", in, burst)
+		}
+		for range burst + 1 {
+			<-p.handled
+		}
+		for round := range 4 {
+			m.Send(nil, ping{n: round}, nil)
+			<-p.handled
+			if in, spare := caps(); round >= 2 && (in > mailKeep || spare > mailKeep) {
+				t.Errorf("after %d small batches the mailbox keeps %d + %d envelopes, want at most %d each", round+1, in, spare, mailKeep)
+			}
+		}
+	})
+}
+
+// TestKept: a buffer is let go when it is larger than mailKeep and the
+// batch used less than a quarter of it, else kept, emptied.
+func TestKept(t *testing.T) {
+	for _, tc := range []struct {
+		len, cap int
+		kept     bool
+	}{{0, 0, true}, {1, mailKeep, true}, {1, mailKeep + 1, false}, {(4*mailKeep)/4 - 1, 4 * mailKeep, false}, {mailKeep, 4 * mailKeep, true}, {0, 1 << 14, false}} {
+		got := kept(make([]actor.Envelope, tc.len, tc.cap))
+		if (got != nil) != tc.kept || len(got) != 0 || (got != nil && cap(got) != tc.cap) {
+			t.Errorf("kept(len %d, cap %d): len %d cap %d nil %v; want kept %v", tc.len, tc.cap, len(got), cap(got), got == nil, tc.kept)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/troupe-gw/troupe/internal/ratelog"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/upstream"
@@ -43,8 +42,8 @@ type pool struct {
 	shared   *accountShared // every account's (accountConfig)
 }
 
-func newPool(cfg poolConfig) actor.Producer {
-	return func() actor.Receiver {
+func newPool(cfg poolConfig) func() mailHandler {
+	return func() mailHandler {
 		p := &pool{cfg: cfg,
 			shared: &accountShared{
 				factory:    cfg.transport,
@@ -64,9 +63,9 @@ func newPool(cfg poolConfig) actor.Producer {
 	}
 }
 
-// Receive handles pool messages.
-func (p *pool) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
+// receive handles pool messages (mailHandler).
+func (p *pool) receive(c *mailCtx, msg any) {
+	switch m := msg.(type) {
 	case poolPut:
 		if _, owned := p.owns(m); owned || p.box(m.account.ID) != nil {
 			p.put(c, m.account)
@@ -107,7 +106,7 @@ func (p *pool) Receive(c *actor.Context) {
 // drops them rather than index the account again, and the removal names
 // the mailbox, so that it never drops an entry a new actor for the same
 // account (put back at once, as fleet ownership does) has made meanwhile.
-func (p *pool) stop(c *actor.Context, id string) {
+func (p *pool) stop(c *mailCtx, id string) {
 	if box := p.box(id); box != nil {
 		box.retired.Store(true)
 		c.Engine().Poison(box.PID())
@@ -116,7 +115,7 @@ func (p *pool) stop(c *actor.Context, id string) {
 	}
 }
 
-func (p *pool) put(c *actor.Context, acc storage.Account) {
+func (p *pool) put(c *mailCtx, acc storage.Account) {
 	// The account's config keeps acc: its base URL and models are the
 	// pool's shared copies, not the ones read from storage for it.
 	acc.BaseURL = p.shared.names.str(acc.BaseURL)
