@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 )
@@ -172,6 +173,38 @@ func TestWebSocketWarmupRecordsModel(t *testing.T) {
 	for _, r := range recs {
 		if r.Model != "m" || r.Status != 200 || r.Route != translate.Responses.Route() {
 			t.Errorf("warm-up record %+v", r)
+		}
+	}
+}
+
+// TestWebSocketWarmupLimited: warm-ups are charged to the key's requests
+// per minute like any request, so a client cannot send them past the
+// limit: with RPM 2, a warm-up and a generating frame are admitted, the
+// next warm-up is the 429 rate_limit_exceeded error frame an HTTP request
+// gets, and the next generating frame too (the warm-ups used the minute).
+func TestWebSocketWarmupLimited(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)}
+	s, _, _, store := testServerStore(t, 1, cannedTransport{200, "text/event-stream", readFile(t, "responses-stream-text.sse")})
+	c := memcache.New(memcache.Options{Now: clock.now, SweepInterval: -1})
+	t.Cleanup(func() { c.Close() })
+	s.cache = c
+	secret, _ := limitedKey(t, store, storage.KeyLimits{RPM: 2})
+	conn := wsClient(t, s, secret)
+	warm := `{"type":"response.create","model":"m","generate":false,"input":[]}`
+	gen := `{"type":"response.create","model":"m","input":"hi"}`
+	for i, step := range []struct {
+		frame, want string
+	}{{warm, "response.completed"}, {gen, "response.completed"}, {warm, "error"}, {gen, "error"}} {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(step.frame)); err != nil {
+			t.Fatal(err)
+		}
+		evs := readUntil(t, conn, "response.completed")
+		last := evs[len(evs)-1]
+		if got := last.Get("type").Str; got != step.want {
+			t.Fatalf("frame %d: %s, want %s", i, last.Raw, step.want)
+		}
+		if step.want == "error" && (last.Get("status").Int() != 429 || last.Get("error.code").Str != "rate_limit_exceeded") {
+			t.Fatalf("frame %d: %s, want the 429 rate_limit_exceeded frame", i, last.Raw)
 		}
 	}
 }

@@ -524,10 +524,22 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // (fixtures clients/codex-cli/ws-plain__02 served_frames). Nothing goes
 // upstream; the warm-up's input joins the transcript, so the next frame
 // can continue it with previous_response_id.
+//
+// A warm-up is a request of the key like any other (docs/websocket.md,
+// "Warm-ups"): it is charged to the key's requests per minute and per day
+// and refused by them, and by a spent daily token budget, with the same
+// 429 an HTTP request gets, in the same cache round trip (admit). It
+// writes its request-log row, with no tokens and no cost. So a client
+// cannot send warm-ups past its limits: each one costs the gateway a
+// frame's parse, two frames and a transcript entry.
 func (ss *wsSession) warmup(c *call, f createFrame, input []byte) int {
 	c.model, c.target = f.model, f.model // the request log names the warm-up's model
 	if !modelAllowed(&ss.key, f.model) {
 		aerr := errModelNotAllowed(f.model)
+		_ = ss.writeError(aerr)
+		return aerr.Status
+	}
+	if _, aerr := ss.s.admit(ss.ctx, &ss.key, ""); aerr != nil {
 		_ = ss.writeError(aerr)
 		return aerr.Status
 	}
