@@ -193,15 +193,15 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 // userBody is the body of POST and PATCH /api/admin/users: absent fields
 // are unchanged (PATCH) or zero (POST).
 type userBody struct {
-	Name           *string   `json:"name"`
-	Email          *string   `json:"email"`
-	Password       *string   `json:"password"`
-	Group          *string   `json:"group"`
-	Disabled       *bool     `json:"disabled"`
-	Models         *[]string `json:"models"`
-	RPM            *int64    `json:"rpm"`
-	MaxConcurrency *int64    `json:"max_concurrency"`
-	Balance        string    `json:"balance"` // POST: starting balance, a decimal string
+	Name           *string     `json:"name"`
+	Email          *string     `json:"email"`
+	Password       *string     `json:"password"`
+	Group          *string     `json:"group"`
+	Disabled       *bool       `json:"disabled"`
+	Models         *[]string   `json:"models"`
+	RPM            *int64      `json:"rpm"`
+	MaxConcurrency *int64      `json:"max_concurrency"`
+	Balance        amountField `json:"balance"` // POST: starting balance, a decimal string
 }
 
 // apply sets the fields b has on u; an error is the 400 to answer.
@@ -263,10 +263,10 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 		return
 	}
 	var start int64
-	if b.Balance != "" {
-		v, err := billing.ParseAmount(b.Balance)
-		if err != nil || v < 0 {
-			writeError(ctx, errBadParam("balance", "balance is a decimal amount, not negative, with at most 6 digits after the point (e.g. \"12.50\")."))
+	if b.Balance.Set {
+		v, aerr := parseAmountField("balance", b.Balance, false)
+		if aerr != nil {
+			writeError(ctx, aerr)
 			return
 		}
 		start = v
@@ -290,7 +290,7 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u st
 		writeError(ctx, errBadParam("body", "The body must be JSON with the fields to change: "+jsonDecodeError(err)))
 		return
 	}
-	if b.Balance != "" {
+	if b.Balance.Set {
 		writeError(ctx, errBadParam("", "The body must be JSON with the fields to change; a balance changes through POST …/ledger."))
 		return
 	}
@@ -364,10 +364,10 @@ func toLedgerJSON(rows []storage.LedgerEntry) []ledgerJSON {
 // "request_id": "…" (a refund's request)}; a note is required.
 func (s *Server) postLedger(ctx *fasthttp.RequestCtx, rctx context.Context, p *principal, u storage.User) {
 	var b struct {
-		Kind      string `json:"kind"`
-		Amount    string `json:"amount"`
-		Note      string `json:"note"`
-		RequestID string `json:"request_id"`
+		Kind      string      `json:"kind"`
+		Amount    amountField `json:"amount"`
+		Note      string      `json:"note"`
+		RequestID string      `json:"request_id"`
 	}
 	if err := decodeStrict(ctx.PostBody(), &b); err != nil {
 		writeError(ctx, errBadParam("", `The body must be JSON {"amount": "12.50", "note": "…"}: `+jsonDecodeError(err)))
@@ -380,9 +380,9 @@ func (s *Server) postLedger(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 		writeError(ctx, errBadParam("kind", "Charges are made by the gateway; use topup, refund or adjustment."))
 		return
 	}
-	amount, err := billing.ParseAmount(b.Amount)
-	if err != nil {
-		writeError(ctx, errBadParam("amount", "amount is a decimal amount with at most 6 digits after the point (e.g. \"12.50\")."))
+	amount, aerr := parseAmountField("amount", b.Amount, true)
+	if aerr != nil {
+		writeError(ctx, aerr)
 		return
 	}
 	if strings.TrimSpace(b.Note) == "" {
@@ -437,8 +437,8 @@ func (s *Server) adminPrices(ctx *fasthttp.RequestCtx, method string, parts []st
 		}
 		writeJSON(ctx, 200, map[string]any{"prices": out})
 	case len(parts) == 1 && method == "PUT":
-		var b struct{ Input, Output, CachedInput, CacheWrite string }
-		var raw map[string]string
+		var b struct{ Input, Output, CachedInput, CacheWrite amountField }
+		var raw map[string]amountField
 		if err := json.Unmarshal(ctx.PostBody(), &raw); err != nil {
 			writeError(ctx, errBadParam("", `The body must be JSON {"input": "1.25", "output": "10"} (strings, per million tokens).`))
 			return
@@ -452,27 +452,28 @@ func (s *Server) adminPrices(ctx *fasthttp.RequestCtx, method string, parts []st
 		b.Input, b.Output, b.CachedInput, b.CacheWrite = raw["input"], raw["output"], raw["cached_input"], raw["cache_write"]
 		p := storage.Price{Model: parts[0]}
 		for _, f := range []struct {
-			name, v string
-			dst     *int64
+			name string
+			v    amountField
+			dst  *int64
 		}{{"input", b.Input, &p.Input}, {"output", b.Output, &p.Output}, {"cached_input", b.CachedInput, &p.CachedInput}, {"cache_write", b.CacheWrite, &p.CacheWrite}} {
-			if f.v == "" && (f.name == "input" || f.name == "output") {
+			if !f.v.Set && (f.name == "input" || f.name == "output") {
 				writeError(ctx, errBadParam(f.name, f.name+" is required (a decimal string per million tokens)."))
 				return
 			}
-			if f.v == "" {
+			if !f.v.Set {
 				continue
 			}
-			v, err := billing.ParseAmount(f.v)
-			if err != nil || v < 0 {
-				writeError(ctx, errBadParam(f.name, f.name+" is a decimal amount, not negative, with at most 6 digits after the point."))
+			v, aerr := parseAmountField(f.name, f.v, false)
+			if aerr != nil {
+				writeError(ctx, aerr)
 				return
 			}
 			*f.dst = v
 		}
-		if b.CachedInput == "" {
+		if !b.CachedInput.Set {
 			p.CachedInput = p.Input
 		}
-		if b.CacheWrite == "" {
+		if !b.CacheWrite.Set {
 			p.CacheWrite = billing.DefaultCacheWrite(p.Input)
 		}
 		p.Currency = storage.DefaultCurrency

@@ -344,3 +344,51 @@ func TestAdminListsRefuseEmptyEntries(t *testing.T) {
 	c.do("PATCH", "/api/admin/users/u", map[string]any{"models": []any{nil}}).want(t, 400)
 	c.do("POST", "/api/admin/keys", map[string]any{"name": "k", "models": []any{"m"}}).want(t, 201)
 }
+
+// TestAdminAmountsAsNumbers: an amount sent as a JSON number (a user's
+// starting balance, a ledger amount, a price) is a 400 naming the field,
+// saying that amounts are decimal strings of the currency with an example,
+// and which string to send for the number sent (as units, and as
+// micro-units for a number that looks like a count of them); not "the body
+// must be JSON with at least a name", which it said for a balance. A string
+// that is not an amount names the format too. Nothing is stored.
+func TestAdminAmountsAsNumbers(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	msg := func(r *response) string {
+		em, _ := r.json["error"].(map[string]any)
+		s, _ := em["message"].(string)
+		return s
+	}
+	for _, tc := range []struct {
+		method, path string
+		body         string
+		param        string
+		wants        []string
+	}{
+		{"POST", "/api/admin/users", `{"name":"carol","balance":20000000}`, "balance",
+			[]string{"balance was the JSON number 20000000", `{"balance": "12.50"}`, `For 20000000 units send "20000000"`, `for 20000000 micro-units send "20.000000"`}},
+		{"POST", "/api/admin/users", `{"name":"carol","balance":5.5}`, "balance",
+			[]string{"JSON number 5.5", `For 5.5 units send "5.5"`, "12500000 micro-units"}},
+		{"POST", "/api/admin/users", `{"name":"carol","balance":"20,5"}`, "balance",
+			[]string{`balance "20,5" is not a decimal amount`, `{"balance": "12.50"}`}},
+		{"POST", "/api/admin/users", `{"name":"carol","balance":"-1"}`, "balance", []string{"negative"}},
+		{"PUT", "/api/admin/prices/gpt-x", `{"input":1.25,"output":"10"}`, "input", []string{"JSON number 1.25", `{"input": "12.50"}`}},
+	} {
+		r := c.do(tc.method, tc.path, tc.body).want(t, 400)
+		if r.errParam() != tc.param {
+			t.Errorf("%s: param %q, want %q", tc.body, r.errParam(), tc.param)
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(msg(r), w) {
+				t.Errorf("%s: message %q lacks %q", tc.body, msg(r), w)
+			}
+		}
+	}
+	c.do("GET", "/api/admin/users/carol", nil).want(t, 404)
+	alice := c.do("POST", "/api/admin/users", `{"name":"alice","balance":"1"}`).want(t, 201).json["id"].(string)
+	r := c.do("POST", "/api/admin/users/"+alice+"/ledger", `{"amount":2,"note":"x"}`).want(t, 400)
+	if r.errParam() != "amount" || !strings.Contains(msg(r), `For 2 units send "2"`) {
+		t.Errorf("ledger amount 2: %s", r.body)
+	}
+}

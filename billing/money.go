@@ -28,7 +28,7 @@ var ErrAmount = errors.New("billing: not an amount")
 // and quotes s.
 func ParseAmount(s string) (int64, error) {
 	bad := func(why string) (int64, error) {
-		return 0, fmt.Errorf("%w: %q: %s (a decimal number with at most 6 digits after the point, e.g. 12.50)", ErrAmount, s, why)
+		return 0, fmt.Errorf("%w: %q: %s (want a decimal amount of the currency, not micro-units, with at most 6 digits after the point: 12.50 is twelve and a half units, 0.000001 one micro-unit)", ErrAmount, s, why)
 	}
 	t := s
 	neg := false

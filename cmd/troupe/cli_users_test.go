@@ -30,6 +30,7 @@ func TestCLIUsersAndPrices(t *testing.T) {
 	fails("exists", "users", "add", "alice")
 	fails("at most 6 digits", "users", "add", "carol", "--balance", "1.0000001")
 	fails("negative", "users", "add", "carol", "--balance", "-1")
+	fails("not micro-units, with at most 6 digits after the point: 12.50 is twelve and a half units", "users", "add", "carol", "--balance", "2e7")
 	fails("password", "users", "add", "carol", "--password", "short")
 
 	if out := cli("users", "topup", "alice", "0.000001", "--note", "rounding test"); !strings.Contains(out, "alice\t20.500001") {
