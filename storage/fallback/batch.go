@@ -13,8 +13,8 @@ var _ storage.Batcher = (*Cache)(nil)
 // mirrors what they wrote into the local cache, as Set and Incr do: the
 // entries set and the counters incremented (limit checks that were skipped
 // wrote nothing). While the primary is unavailable, or when the batch finds
-// it so, the whole batch runs in the local cache and its entry writes are
-// journalled for the primary. Right after a recovery, while the outage's
+// it so, the whole batch runs in the local cache and its entry writes and
+// counter increments are journalled for the primary. Right after a recovery, while the outage's
 // writes are still being copied, the ops run one call at a time, so that
 // each Get and Set consults that copy as it does alone. See
 // storage.Batcher.
@@ -33,8 +33,13 @@ func (c *Cache) Batch(ctx context.Context, ops []storage.CacheOp) error {
 	err := storage.Batch(ctx, c.local, ops)
 	now := time.Now()
 	for i := range ops {
-		if op := &ops[i]; op.Kind == storage.CacheSet && op.Err == nil {
+		op := &ops[i]
+		switch {
+		case op.Err != nil || op.Skipped:
+		case op.Kind == storage.CacheSet:
 			c.journal(op.Key, pendingWrite{value: op.Value, expire: now.Add(op.TTL)})
+		case op.Kind == storage.CacheIncr:
+			c.journalCount(op.Key, op.N, op.TTL)
 		}
 	}
 	return err

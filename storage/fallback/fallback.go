@@ -42,8 +42,17 @@
 //   - Counters (rate limits): while healthy, Incr is mirrored into the local
 //     cache too, so a degraded instance keeps counting from its own share of
 //     the window instead of from zero. During an outage limits are per
-//     instance (N instances admit up to N times a shared limit); the
-//     increments made during it are not added to Redis afterwards.
+//     instance (N instances admit up to N times a shared limit). The
+//     increments made during it are journalled, summed per counter and
+//     window (at most MaxPending windows), and added to the primary once
+//     after it recovers, each to the window it was made in, so the shared
+//     count of a window that spans the outage includes them; a window
+//     that ended during the outage is not added to (its counter is gone).
+//     An addition the primary does not answer is not retried (it may have
+//     been applied; counting it twice would be worse), and those not yet
+//     tried when the primary fails again wait for the next recovery. Until
+//     the additions land (one round trip each, right after recovery),
+//     Count reads the primary without them.
 //   - Leases: during an outage they are exclusive within this instance
 //     only; after recovery a lease taken locally is not in Redis, so another
 //     instance may take the same lease until the local one's TTL ends.
@@ -88,7 +97,8 @@ type Options struct {
 	// ProbeTimeout bounds one probe. Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	// MaxPending bounds the journal of entry writes made during an outage
-	// (distinct keys); writes beyond it stay local only (Stats.ReplayDropped).
+	// (distinct keys), and separately the counter windows incremented
+	// during one; writes beyond it stay local only (Stats.ReplayDropped).
 	// Default DefaultMaxPending.
 	MaxPending int
 	// SubscriberBuffer is the capacity of each subscription's channel.
@@ -115,6 +125,11 @@ type Stats struct {
 	Pending       int    // entry writes of outages waiting to be copied to the primary
 	Replayed      uint64 // outage writes copied to the primary after recovery
 	ReplayDropped uint64 // outage writes not copied: journal full, expired, or refused by the primary
+	// PendingCounts is the counter windows incremented during the current
+	// outage, waiting to be added to the primary.
+	PendingCounts int
+	CountsAdded   uint64 // outage counter windows added to the primary after recovery
+	CountsDropped uint64 // outage counter windows not added: journal full, or refused or unanswered by the primary
 	Dropped       uint64 // subscription messages lost because a subscriber did not keep up
 }
 
@@ -131,6 +146,7 @@ type Cache struct {
 
 	mu        sync.Mutex               // guards pending and replaying, and turning healthy against journalling
 	pending   map[string]pendingWrite  // entry writes of the current outage
+	counts    map[countKey]int64       // counter increments of the current outage, summed per window
 	replaying map[string]pendingWrite  // writes of the last outage not yet copied to the primary
 	copying   map[string]chan struct{} // keys whose copy is being written to the primary; closed when done
 	replayOn  atomic.Bool              // replaying is not empty: healthy Get/Set/Delete consult it
@@ -142,6 +158,7 @@ type Cache struct {
 
 	outages, recoveries, primaryErrors, localCalls atomic.Uint64
 	replayed, replayDropped, dropped               atomic.Uint64
+	countsAdded, countsDropped                     atomic.Uint64
 }
 
 var _ storage.Cache = (*Cache)(nil)
@@ -171,6 +188,7 @@ func New(primary, local storage.Cache, opts Options) *Cache {
 		opts:      opts,
 		log:       log,
 		pending:   make(map[string]pendingWrite),
+		counts:    make(map[countKey]int64),
 		replaying: make(map[string]pendingWrite),
 		copying:   make(map[string]chan struct{}),
 	}
@@ -187,6 +205,7 @@ func (c *Cache) Degraded() bool { return c.degraded.Load() }
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	pending := len(c.pending) + len(c.replaying)
+	counts := len(c.counts)
 	c.mu.Unlock()
 	return Stats{
 		Degraded:      c.degraded.Load(),
@@ -195,6 +214,9 @@ func (c *Cache) Stats() Stats {
 		PrimaryErrors: c.primaryErrors.Load(),
 		LocalCalls:    c.localCalls.Load(),
 		Pending:       pending,
+		PendingCounts: counts,
+		CountsAdded:   c.countsAdded.Load(),
+		CountsDropped: c.countsDropped.Load(),
 		Replayed:      c.replayed.Load(),
 		ReplayDropped: c.replayDropped.Load(),
 		Dropped:       c.dropped.Load(),
@@ -275,7 +297,11 @@ func (c *Cache) Incr(ctx context.Context, key string, n int64, window time.Durat
 		}
 		c.fellBack()
 	}
-	return c.local.Incr(ctx, key, n, window)
+	v, err := c.local.Incr(ctx, key, n, window)
+	if err == nil {
+		c.journalCount(key, n, window)
+	}
+	return v, err
 }
 
 // Count reads the primary's counter, or the local one while the primary is

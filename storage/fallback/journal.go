@@ -110,6 +110,8 @@ func (c *Cache) recover() {
 		c.replaying[k] = w // replaying may hold the rest of an interrupted copy
 	}
 	c.pending = make(map[string]pendingWrite)
+	counts := c.counts
+	c.counts = make(map[countKey]int64)
 	c.replayOn.Store(len(c.replaying) > 0)
 	c.degraded.Store(false)
 	n := len(c.replaying)
@@ -118,11 +120,12 @@ func (c *Cache) recover() {
 	c.recoveries.Add(1)
 	outage := time.Duration(time.Now().UnixNano() - c.since.Load())
 	c.log.Info("cache: primary recovered, serving from it again",
-		"outage", outage.Round(time.Millisecond).String(), "to_copy", n)
+		"outage", outage.Round(time.Millisecond).String(), "to_copy", n, "counters_to_add", len(counts))
 	if c.opts.OnChange != nil {
 		c.opts.OnChange(false)
 	}
 	c.replay()
+	c.replayCounts(counts)
 }
 
 // replay copies the writes in replaying to the primary with replayWorkers

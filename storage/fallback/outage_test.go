@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/cachetest"
 	"github.com/troupe-gw/troupe/storage/memcache"
 	"github.com/troupe-gw/troupe/storage/rediscache"
@@ -154,5 +155,65 @@ func TestRedisOutage(t *testing.T) {
 	}
 	if lines := logs.lines(); len(lines) != 2 {
 		t.Fatalf("logs %q: want one line for the outage and one for the recovery", lines)
+	}
+}
+
+// TestRedisOutageCounts: the counter increments made while Redis is down,
+// by Incr and in a batch (a limit check as the gateway makes it), are
+// added to Redis once it is back, exactly once. A private redis-server is
+// killed and started again on the same port; it keeps nothing on disk, so
+// after the restart its counter holds exactly what the outage added: 5
+// (Incr 1 + 2, a batch's 2), not the 3 counted before the kill, and not
+// twice the outage's.
+func TestRedisOutageCounts(t *testing.T) {
+	srv := cachetest.StartRedis(t)
+	ctx := t.Context()
+	const prefix = "troupe:"
+	sl := cachetest.SlackTimeout
+	r, err := rediscache.New(ctx, srv.URL(), rediscache.Options{Prefix: prefix, DialTimeout: sl, ReadTimeout: sl, WriteTimeout: sl, PoolTimeout: sl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(r, memcache.New(memcache.Options{}), Options{ProbeInterval: 50 * time.Millisecond, Logger: slog.New(&logRecorder{})})
+	defer c.Close()
+	// A window of 1000 hours: its end (a multiple of it since the epoch)
+	// does not fall within the test.
+	const window = 1000 * time.Hour
+	if n, err := c.Incr(ctx, "rl:rpm:k", 3, window); err != nil || n != 3 {
+		t.Fatalf("Incr before the outage = %d, %v", n, err)
+	}
+	srv.Kill()
+	waitFor(t, 5*time.Second, "Degraded() after Redis died", func() bool {
+		_, _ = c.Count(ctx, "rl:rpm:k", window)
+		return c.Degraded()
+	})
+	if n, err := c.Incr(ctx, "rl:rpm:k", 1, window); err != nil || n != 4 {
+		t.Fatalf("Incr during the outage = %d, %v; want 4 (the local mirror counts on)", n, err)
+	}
+	if _, err := c.Incr(ctx, "rl:rpm:k", 2, window); err != nil {
+		t.Fatal(err)
+	}
+	ops := []storage.CacheOp{{Kind: storage.CacheIncr, Key: "rl:rpm:k", N: 2, TTL: window, Limit: 100}}
+	if err := storage.Batch(ctx, c, ops); err != nil || ops[0].Total != 8 {
+		t.Fatalf("batch during the outage: total %d, %v", ops[0].Total, err)
+	}
+	if p := c.Stats().PendingCounts; p != 1 {
+		t.Fatalf("pending %d during the outage, want 1 (one counter window)", p)
+	}
+
+	srv.Start()
+	waitFor(t, 10*time.Second, "recovery and the outage's increments added", func() bool {
+		return !c.Degraded() && c.Stats().PendingCounts == 0 && c.Stats().CountsAdded >= 1
+	})
+	rc := srv.Client()
+	key := prefix + "c:" + fmt.Sprint(window.Milliseconds()) + ":rl:rpm:k"
+	if v, err := rc.HGet(ctx, key, "n").Result(); err != nil || v != "5" {
+		t.Fatalf("the restarted Redis's counter = %q, %v; want 5, the outage's increments once", v, err)
+	}
+	if n, err := c.Incr(ctx, "rl:rpm:k", 1, window); err != nil || n != 6 {
+		t.Fatalf("Incr after the recovery = %d, %v; want 6", n, err)
+	}
+	if st := c.Stats(); st.CountsAdded != 1 || st.CountsDropped != 0 || st.Outages != 1 || st.Recoveries != 1 {
+		t.Fatalf("stats %+v: want one counter window added, none dropped, one outage", st)
 	}
 }
