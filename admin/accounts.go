@@ -94,7 +94,12 @@ type accountJSON struct {
 	Credentials    credentialsSet `json:"credentials"`
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
-	Live           liveJSON       `json:"live"`
+	// Version is the account's version (storage.Account.Version): send it
+	// back in a PATCH or an import entry to have the write refused with 409
+	// edit_conflict if the account changed since (docs/admin-api.md,
+	// "Concurrent edits").
+	Version int64    `json:"version"`
+	Live    liveJSON `json:"live"`
 	// Stats1h is the account's attempts over the last hour (package stats;
 	// absent without attempts, or in answers other than the list).
 	Stats1h *stats.Brief `json:"stats_1h,omitempty"`
@@ -117,7 +122,7 @@ func credSet(c storage.Credentials) credentialsSet {
 func toAccountJSON(a storage.Account, v *actors.View, sc *actors.Scored, now time.Time) accountJSON {
 	j := accountJSON{ID: a.ID, Name: a.Name, Provider: string(a.Provider), BaseURL: storage.RedactURL(a.BaseURL), Models: nonNil(a.Models),
 		MaxConcurrency: a.MaxConcurrency, Group: a.Group, Tags: nonNil(a.Tags), Priority: a.Priority, Disabled: a.Disabled,
-		Credentials: credSet(a.Credentials), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		Credentials: credSet(a.Credentials), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Version: a.Version}
 	j.Live = liveOf(v, sc, now)
 	return j
 }
@@ -425,29 +430,49 @@ func (s *Server) getAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id s
 
 // editAccount serves PATCH (or PUT) /api/admin/accounts/{id or name}: the
 // fields given change, absent ones keep their value; the name cannot.
+//
+// The write is conditional on the version read (storage.Account.IfVersion).
+// With "version" in the body (the version the editor read, as GET answers
+// it) an account changed since is a 409 edit_conflict and nothing is
+// written. Without it, a change stored by someone else between this read
+// and this write (another instance) makes the edit read and apply again,
+// so the fields given are applied onto the latest account.
 func (s *Server) editAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
-	a, unlock, err := s.lockAccount(rctx, id)
-	if err != nil {
-		s.accountStorageError(ctx, err)
-		return
-	}
-	defer unlock()
 	var in accountInput
 	if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
 		writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
 		return
 	}
-	if in.Name != "" && in.Name != a.Name {
-		writeError(ctx, errBadParam("name", "An account's name cannot change; add a new account and delete this one."))
-		return
+	for attempt := 1; ; attempt++ {
+		a, unlock, err := s.lockAccount(rctx, id)
+		if err != nil {
+			s.accountStorageError(ctx, err)
+			return
+		}
+		if in.Version != nil && *in.Version != a.Version {
+			unlock()
+			writeError(ctx, errEditConflict("account", a.Name, *in.Version, a.Version))
+			return
+		}
+		if in.Name != "" && in.Name != a.Name {
+			unlock()
+			writeError(ctx, errBadParam("name", "An account's name cannot change; add a new account and delete this one."))
+			return
+		}
+		in.Name = a.Name
+		upd, aerr := in.account(a)
+		if aerr != nil {
+			unlock()
+			writeError(ctx, aerr)
+			return
+		}
+		upd.IfVersion = a.Version
+		stale := !s.putAccount(ctx, rctx, upd, 200, in.Version == nil && attempt < maxEditAttempts)
+		unlock()
+		if !stale {
+			return
+		}
 	}
-	in.Name = a.Name
-	upd, aerr := in.account(a)
-	if aerr != nil {
-		writeError(ctx, aerr)
-		return
-	}
-	s.putAccount(ctx, rctx, upd, 200)
 }
 
 // deleteAccount serves DELETE /api/admin/accounts/{id or name}; the account
@@ -471,14 +496,25 @@ func (s *Server) deleteAccount(ctx *fasthttp.RequestCtx, rctx context.Context, i
 // enableAccount serves POST /api/admin/accounts/{id or name}/enable and
 // …/disable.
 func (s *Server) enableAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string, enable bool) {
+	s.enableAccountAttempt(ctx, rctx, id, enable, 1)
+}
+
+// enableAccountAttempt is enableAccount's attempt number attempt: its
+// write is conditional on the account as read, and read again when
+// another instance changed it meanwhile (editAccount).
+func (s *Server) enableAccountAttempt(ctx *fasthttp.RequestCtx, rctx context.Context, id string, enable bool, attempt int) {
 	a, unlock, err := s.lockAccount(rctx, id)
 	if err != nil {
 		s.accountStorageError(ctx, err)
 		return
 	}
-	defer unlock()
 	a.Disabled = !enable
-	s.putAccount(ctx, rctx, a, 200)
+	a.IfVersion = a.Version
+	stale := !s.putAccount(ctx, rctx, a, 200, attempt < maxEditAttempts)
+	unlock()
+	if stale {
+		s.enableAccountAttempt(ctx, rctx, id, enable, attempt+1)
+	}
 }
 
 // probe serves POST /api/admin/accounts/{id or name}/probe (probeAccount).
@@ -544,17 +580,34 @@ func (s *Server) bulkEnable(rctx context.Context, id string, enable bool) error 
 }
 
 // putAccount stores a changed account, applies it to the pool and answers it.
-func (s *Server) putAccount(ctx *fasthttp.RequestCtx, rctx context.Context, a storage.Account, status int) {
+//
+// A conditional write (a.IfVersion) that finds the account changed answers
+// 409 edit_conflict, unless retry: then it answers nothing and returns
+// false, for the caller to read the account again and retry.
+func (s *Server) putAccount(ctx *fasthttp.RequestCtx, rctx context.Context, a storage.Account, status int, retry bool) bool {
 	stored, err := s.store.PutAccount(rctx, a)
+	if errors.Is(err, storage.ErrStale) {
+		if retry {
+			return false
+		}
+		cur, gerr := s.store.GetAccount(rctx, a.Name)
+		if gerr != nil {
+			s.accountStorageError(ctx, gerr)
+			return true
+		}
+		writeError(ctx, errEditConflict("account", a.Name, a.IfVersion, cur.Version))
+		return true
+	}
 	s.accountsChanged()
 	if err != nil {
 		s.accountStorageError(ctx, err)
-		return
+		return true
 	}
 	s.sys.PutAccount(stored)
 	s.log.Info("admin: account changed", "account", stored.Name, "disabled", stored.Disabled)
 	views, scores := s.liveIndex(rctx)
 	writeJSON(ctx, status, toAccountJSON(stored, viewPtr(views, stored.ID), scorePtr(scores, stored.ID), s.now()))
+	return true
 }
 
 func (s *Server) accountStorageError(ctx *fasthttp.RequestCtx, err error) {

@@ -40,6 +40,10 @@ type accountInput struct {
 	Credentials    *credentialsInput `json:"credentials,omitempty"`
 	// APIKey is shorthand for credentials.api_key, as in the config file.
 	APIKey *string `json:"api_key,omitempty"`
+	// Version is the account's version as read (GET): on edit a stored
+	// account no longer at it is not overwritten (409 edit_conflict).
+	// Ignored on create.
+	Version *int64 `json:"version,omitempty"`
 }
 
 func decodeAccountInput(b []byte) (accountInput, *APIError) {

@@ -1,6 +1,9 @@
 package admin
 
-import "sync"
+import (
+	"strconv"
+	"sync"
+)
 
 // recordLocks serialize the admin API's read-modify-write edits of one
 // stored record (an account, a user, an API key) on this instance: the
@@ -50,4 +53,20 @@ func (l *recordLocks) lock(key string) (unlock func()) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// maxEditAttempts bounds how many times an edit without the editor's
+// version reads the record again when another instance changed it between
+// the edit's read and its conditional write; the last conflict is a 409.
+const maxEditAttempts = 5
+
+// errEditConflict is the 409 of an edit of record what ("account", "user",
+// "API key") named name whose version changed since the editor read it:
+// read is the version the editor sent (or the edit read), now the stored
+// one. Nothing was written.
+func errEditConflict(what, name string, read, now int64) *APIError {
+	return &APIError{Status: 409, Type: "invalid_request_error", Code: "edit_conflict", Param: "version",
+		Message: "The " + what + " " + strconv.Quote(clip(name)) + " was changed by someone else since you read it (version " +
+			strconv.FormatInt(read, 10) + ", now " + strconv.FormatInt(now, 10) + "), on this instance or another; " +
+			"your change was not saved. Reload it and make your change again."}
 }

@@ -48,11 +48,15 @@ type keyJSON struct {
 	Admin     bool       `json:"admin"`
 	UserID    string     `json:"user_id"` // the owning user's id; "" for an operator key
 	State     string     `json:"state"`   // active, disabled or expired
+	// Version is the key's revision (storage.APIKey.Revision): send it
+	// back in a PATCH to have the edit refused with 409 edit_conflict if
+	// the key changed since.
+	Version int64 `json:"version"`
 }
 
 func toKeyJSON(k storage.APIKey, now time.Time) keyJSON {
 	j := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Group: k.Group, Models: nonNil(k.Models), Disabled: k.Disabled,
-		ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: limitsJSON{k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay}, Admin: k.Admin, UserID: k.UserID, State: "active"}
+		ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt, Limits: limitsJSON{k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay}, Admin: k.Admin, UserID: k.UserID, State: "active", Version: k.Revision}
 	switch {
 	case k.Disabled:
 		j.State = "disabled"
@@ -78,6 +82,9 @@ type keyInput struct {
 	// then spends that user's balance at the user's prices, as one made
 	// with troupe keys create --user or in the user's console.
 	User *string `json:"user"`
+	// Version is the key's version as read, on edit: a key changed since
+	// is a 409 edit_conflict. Ignored on create.
+	Version *int64 `json:"version"`
 	// clearExpiry is set when the body holds "expires_at": null.
 	clearExpiry bool
 }
@@ -239,33 +246,25 @@ func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method
 	case len(parts) == 1 && method == "GET":
 		writeJSON(ctx, 200, toKeyJSON(k, now))
 	case len(parts) == 1 && (method == "PATCH" || method == "PUT"):
-		unlock, err := s.lockKey(rctx, &k)
-		if err != nil {
-			s.keyStorageError(ctx, err)
-			return
-		}
-		defer unlock()
 		in, aerr := decodeKeyInput(ctx.PostBody())
 		if aerr == nil && in.User != nil {
 			aerr = errBadParam("user", "A key's owner is set when the key is created; create a key for the other owner instead.")
-		}
-		if aerr == nil {
-			aerr = in.apply(&k, now)
 		}
 		if aerr != nil {
 			writeError(ctx, aerr)
 			return
 		}
-		s.updateKey(ctx, rctx, k, now)
+		s.editKey(ctx, rctx, k, now, func(k *storage.APIKey) *APIError {
+			if in.Version != nil && *in.Version != k.Revision {
+				return errEditConflict("API key", k.Name, *in.Version, k.Revision)
+			}
+			return in.apply(k, now)
+		}, in.Version == nil)
 	case len(parts) == 2 && (parts[1] == "enable" || parts[1] == "disable") && method == "POST":
-		unlock, err := s.lockKey(rctx, &k)
-		if err != nil {
-			s.keyStorageError(ctx, err)
-			return
-		}
-		defer unlock()
-		k.Disabled = parts[1] == "disable"
-		s.updateKey(ctx, rctx, k, now)
+		s.editKey(ctx, rctx, k, now, func(k *storage.APIKey) *APIError {
+			k.Disabled = parts[1] == "disable"
+			return nil
+		}, true)
 	case len(parts) == 1 && method == "DELETE":
 		if err := s.store.DeleteAPIKey(rctx, k.ID); err != nil {
 			s.keyStorageError(ctx, err)
@@ -279,10 +278,45 @@ func (s *Server) keyRoute(ctx *fasthttp.RequestCtx, rctx context.Context, method
 	}
 }
 
-// updateKey stores a changed key, drops every instance's cached lookups
-// and answers the key.
-func (s *Server) updateKey(ctx *fasthttp.RequestCtx, rctx context.Context, k storage.APIKey, now time.Time) {
-	stored, err := s.store.UpdateAPIKey(rctx, k)
+// editKey reads key k afresh under its edit lock, changes it with change
+// (whose error is the answer) and stores it with updateKey, in a write
+// conditional on the revision read. When another instance changed the key
+// between the read and the write, it reads and changes it again if retry
+// (an edit without the editor's version), else answers 409 edit_conflict.
+func (s *Server) editKey(ctx *fasthttp.RequestCtx, rctx context.Context, k storage.APIKey, now time.Time, change func(*storage.APIKey) *APIError, retry bool) {
+	for attempt := 1; ; attempt++ {
+		unlock, err := s.lockKey(rctx, &k)
+		if err != nil {
+			s.keyStorageError(ctx, err)
+			return
+		}
+		if aerr := change(&k); aerr != nil {
+			unlock()
+			writeError(ctx, aerr)
+			return
+		}
+		k.IfRevision = k.Revision
+		stored, err := s.store.UpdateAPIKey(rctx, k)
+		unlock()
+		if errors.Is(err, storage.ErrStale) {
+			if retry && attempt < maxEditAttempts {
+				continue
+			}
+			cur := k.Revision
+			if fresh, ferr := s.findKey(rctx, k.ID); ferr == nil {
+				cur = fresh.Revision
+			}
+			writeError(ctx, errEditConflict("API key", k.Name, k.Revision, cur))
+			return
+		}
+		s.updatedKey(ctx, rctx, stored, err, now)
+		return
+	}
+}
+
+// updatedKey answers an update of a key: on success it drops every
+// instance's cached lookups and answers the key.
+func (s *Server) updatedKey(ctx *fasthttp.RequestCtx, rctx context.Context, stored storage.APIKey, err error, now time.Time) {
 	if err != nil {
 		s.keyStorageError(ctx, err)
 		return

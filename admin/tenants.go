@@ -33,6 +33,10 @@ type userJSON struct {
 	BalanceMicro   int64      `json:"balance_micro"`
 	CreatedAt      time.Time  `json:"created_at"`
 	LastLoginAt    *time.Time `json:"last_login_at"`
+	// Version is the user's last write (storage.User.UpdatedAt, in Unix
+	// ms): send it back in a PATCH to have the edit refused with 409
+	// edit_conflict if the user changed since.
+	Version int64 `json:"version"`
 }
 
 func toUserJSON(u storage.User, balance int64) userJSON {
@@ -42,7 +46,7 @@ func toUserJSON(u storage.User, balance int64) userJSON {
 	}
 	return userJSON{ID: u.ID, Name: u.Name, Email: u.Email, Group: u.Group, Disabled: u.Disabled, Models: models, RPM: u.RPM,
 		MaxConcurrency: u.MaxConcurrency, Password: u.PasswordHash != "", Balance: billing.FormatAmount(balance), BalanceMicro: balance,
-		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
+		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt, Version: u.UpdatedAt.UnixMilli()}
 }
 
 type ledgerJSON struct {
@@ -163,13 +167,19 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 		case method == "GET":
 			s.writeUser(ctx, rctx, u)
 		case method == "PATCH":
-			unlock := s.edits.lock("user:" + u.ID)
-			defer unlock()
-			if u, err = s.store.GetUser(rctx, u.ID); err != nil { // afresh, under the lock
-				s.tenantStorageError(ctx, "user", err)
-				return
+			for attempt := 1; ; attempt++ {
+				unlock := s.edits.lock("user:" + u.ID)
+				if u, err = s.store.GetUser(rctx, u.ID); err != nil { // afresh, under the lock
+					unlock()
+					s.tenantStorageError(ctx, "user", err)
+					return
+				}
+				stale := !s.updateUser(ctx, rctx, u, attempt < maxEditAttempts)
+				unlock()
+				if !stale {
+					break
+				}
 			}
-			s.updateUser(ctx, rctx, u)
 		case method == "DELETE":
 			if err := s.store.DeleteUser(rctx, u.ID); err != nil {
 				if errors.Is(err, storage.ErrConflict) {
@@ -202,6 +212,7 @@ type userBody struct {
 	RPM            *int64      `json:"rpm"`
 	MaxConcurrency *int64      `json:"max_concurrency"`
 	Balance        amountField `json:"balance"` // POST: starting balance, a decimal string
+	Version        *int64      `json:"version"` // PATCH: the version read; a user changed since is a 409
 }
 
 // apply sets the fields b has on u; an error is the 400 to answer.
@@ -284,31 +295,55 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, rctx context.Context, p *p
 	writeJSON(ctx, 201, toUserJSON(got, start))
 }
 
-func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User) {
+// updateUser applies a PATCH's body to u, as read under the user's edit
+// lock, in a write conditional on u's UpdatedAt. With "version" in the
+// body, a user changed since the editor read it is a 409 edit_conflict.
+// Without it, a user changed by another instance between the read and the
+// write answers nothing and returns false when retry, for the caller to
+// read it again (editAccount); else that is a 409 too.
+func (s *Server) updateUser(ctx *fasthttp.RequestCtx, rctx context.Context, u storage.User, retry bool) bool {
 	var b userBody
 	if err := decodeStrict(ctx.PostBody(), &b); err != nil {
 		writeError(ctx, errBadParam("body", "The body must be JSON with the fields to change: "+jsonDecodeError(err)))
-		return
+		return true
 	}
 	if b.Balance.Set {
 		writeError(ctx, errBadParam("", "The body must be JSON with the fields to change; a balance changes through POST …/ledger."))
-		return
+		return true
+	}
+	read := u.UpdatedAt.UnixMilli()
+	if b.Version != nil && *b.Version != read {
+		writeError(ctx, errEditConflict("user", u.Name, *b.Version, read))
+		return true
 	}
 	if aerr := b.apply(&u); aerr != nil {
 		writeError(ctx, aerr)
-		return
+		return true
 	}
+	u.IfUpdatedAt = u.UpdatedAt
 	got, err := s.store.UpdateUser(rctx, u)
+	if errors.Is(err, storage.ErrStale) {
+		if retry && b.Version == nil {
+			return false
+		}
+		now := read
+		if cur, gerr := s.store.GetUser(rctx, u.ID); gerr == nil {
+			now = cur.UpdatedAt.UnixMilli()
+		}
+		writeError(ctx, errEditConflict("user", u.Name, read, now))
+		return true
+	}
 	if errors.Is(err, storage.ErrConflict) {
 		writeError(ctx, s.userConflict(rctx, u))
-		return
+		return true
 	}
 	if err != nil {
 		s.tenantStorageError(ctx, "user", err)
-		return
+		return true
 	}
 	s.billingChanged(rctx, "user "+got.ID)
 	s.writeUser(ctx, rctx, got)
+	return true
 }
 
 // writeUser answers u with its balance, its latest 50 ledger rows and

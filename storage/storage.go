@@ -29,6 +29,12 @@ var ErrNotFound = errors.New("storage: not found")
 // ErrConflict is returned when a unique field (account name, key hash) is taken.
 var ErrConflict = errors.New("storage: conflict")
 
+// ErrStale is returned by a conditional write (Account.IfVersion,
+// User.IfUpdatedAt) when the record changed, or was deleted, since the
+// version the writer had read: nothing is written. The admin API answers
+// it with 409 (docs/admin-api.md, "Concurrent edits").
+var ErrStale = errors.New("storage: changed since it was read")
+
 // Provider names an upstream protocol family. The set is closed; see upstream.
 type Provider string
 
@@ -88,6 +94,13 @@ type Account struct {
 	// when Version <= v. 0 for an account unchanged since before the feed
 	// (schema version 10). Set by the backend; ignored by PutAccount.
 	Version int64
+	// IfVersion, when positive, makes PutAccount conditional: it writes
+	// only when an account of this Name exists and its Version is
+	// IfVersion (the version the writer read), else it returns an error
+	// wrapping ErrStale and writes nothing. The check and the write are one
+	// transaction, ordered with every other account change. 0: no check.
+	// Never stored, never set by a read.
+	IfVersion int64
 	// Sealed holds the credentials as sealed at rest when the account was
 	// read without opening them (AccountChanges with open false), and
 	// Credentials is then zero; OpenCredentials opens it. "" when
@@ -136,6 +149,14 @@ type APIKey struct {
 	// UserID is the User who owns the key and pays for its requests
 	// (column user_id); "" for an operator key, which is never charged.
 	UserID string
+	// Revision counts the key's writes: 1 when created, one more on every
+	// UpdateAPIKey. Set by the backend.
+	Revision int64
+	// IfRevision, when positive, makes UpdateAPIKey conditional: it writes
+	// only when the stored key's Revision is IfRevision (the revision the
+	// writer read), else it returns an error wrapping ErrStale and writes
+	// nothing. Never stored, never set by a read.
+	IfRevision int64
 }
 
 // KeyLimits are a key's request limits, enforced at the gateway from the

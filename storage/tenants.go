@@ -30,8 +30,14 @@ type User struct {
 	// once across all its keys and instances; 0 = unlimited.
 	MaxConcurrency int64
 	CreatedAt      time.Time  // set by the backend on create
-	UpdatedAt      time.Time  // set by the backend on every write
+	UpdatedAt      time.Time  // set by the backend on every write, always later than the write before
 	LastLoginAt    *time.Time // nil until the first console login
+	// IfUpdatedAt, when not zero, makes UpdateUser conditional: it writes
+	// only when the stored user's UpdatedAt is IfUpdatedAt (to the
+	// millisecond: the UpdatedAt the writer read), else it returns an
+	// error wrapping ErrStale and writes nothing. Never stored, never set
+	// by a read.
+	IfUpdatedAt time.Time
 }
 
 // MaxUserNameBytes bounds a user's name and email.

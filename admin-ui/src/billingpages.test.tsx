@@ -12,7 +12,7 @@ afterEach(() => {
   vi.unstubAllGlobals()
 })
 
-/** stubAPI answers the admin API from routes ("METHOD path" → body) and records every call. */
+/** stubAPI answers the admin API from routes ("METHOD path" → body, or {status, answer} for another status than 200) and records every call. */
 function stubAPI(routes: Record<string, unknown>) {
   const calls: { method: string; path: string; body: any }[] = []
   vi.stubGlobal(
@@ -23,7 +23,9 @@ function stubAPI(routes: Record<string, unknown>) {
       calls.push({ method, path, body: init.body ? JSON.parse(init.body as string) : undefined })
       const key = `${method} ${path}`
       if (!(key in routes)) return new Response(JSON.stringify({ error: { message: 'no route ' + key } }), { status: 404 })
-      return new Response(JSON.stringify(routes[key]), { status: 200 })
+      const r = routes[key] as any
+      if (r && typeof r === 'object' && 'status' in r && 'answer' in r) return new Response(JSON.stringify(r.answer), { status: r.status })
+      return new Response(JSON.stringify(r), { status: 200 })
     }),
   )
   return calls
@@ -83,6 +85,24 @@ describe('Users', () => {
     const post = calls.find((c) => c.method === 'POST')!
     expect(post.body).toEqual({ kind: 'topup', amount: '10.000001', note: 'invoice 7' })
     expect(screen.getByTestId('ledger').textContent).toContain('+10.000001')
+  })
+  it('sends the version it showed with a limits edit, and shows a 409 edit_conflict as the server words it', { timeout: 30_000 }, async () => {
+    const read = { ...alice, version: 1796634176000 }
+    const message = 'The user "alice" was changed by someone else since you read it (version 1796634176000, now 1796634177000), on this instance or another; your change was not saved. Reload it and make your change again.'
+    const calls = stubAPI({
+      'GET users': { users: [read] },
+      'GET users/u1': { user: read, ledger: [] },
+      'PATCH users/u1': { status: 409, answer: { error: { message, type: 'invalid_request_error', code: 'edit_conflict', param: 'version' } } },
+    })
+    render(<Users />)
+    fireEvent.click(await screen.findByText('alice', {}, slow))
+    const form = await screen.findByTestId('limits-form', {}, slow)
+    fireEvent.change(form.querySelector('input[name="rpm"]')!, { target: { value: '60' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Save' }))
+    await waitFor(() => expect(form.textContent).toContain(message), slow)
+    expect(form.textContent).not.toContain('version: ')
+    const patch = calls.find((c) => c.method === 'PATCH')!
+    expect(patch.body).toMatchObject({ rpm: 60, version: 1796634176000 })
   })
   it('pages the ledger to older rows, 50 at a time, until there are none', { timeout: 30_000 }, async () => {
     const row = (id: number) => ({ id, kind: 'topup', amount: '1.000000', amount_micro: 1_000_000, actor: 'admin:admin', note: 'row ' + id, request_id: '', created_at: '2026-12-06T08:00:00Z' })

@@ -118,6 +118,18 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	)
 	err = s.changeAccounts(ctx, func(tx pgx.Tx, v int64) error {
 		version = v
+		if a.IfVersion > 0 {
+			// changeAccounts took the feed's row lock: no account changes
+			// between this read and the write.
+			var cur int64
+			err := tx.QueryRow(ctx, `SELECT version FROM accounts WHERE name = $1`, a.Name).Scan(&cur)
+			if errors.Is(err, pgx.ErrNoRows) || err == nil && cur != a.IfVersion {
+				return errStale
+			}
+			if err != nil {
+				return err
+			}
+		}
 		err := tx.QueryRow(ctx, putAccountSQL,
 			id, a.Name, string(a.Provider), a.BaseURL, sealed, list(a.Models),
 			a.MaxConcurrency, a.Group, list(a.Tags), a.Priority, a.Disabled,
@@ -130,6 +142,8 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 		return err
 	})
 	switch {
+	case errors.Is(err, errStale):
+		return storage.Account{}, fmt.Errorf("postgres: put account %q: %w (version %d read)", a.Name, storage.ErrStale, a.IfVersion)
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.Account{}, fmt.Errorf("postgres: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
 	case uniqueViolation(err):
@@ -311,3 +325,7 @@ func (s *Store) scanAccountSealed(row pgx.Row, open bool) (storage.Account, erro
 	}
 	return a, nil
 }
+
+// errStale ends a conditional write's transaction: the record is not at
+// the version the writer read.
+var errStale = errors.New("stale")

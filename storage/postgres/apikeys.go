@@ -13,7 +13,11 @@ import (
 
 const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight, user_id`
 
-const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = $1`
+// apiKeyReadColumns are the columns a read scans (scanAPIKey): the
+// inserted ones and the revision, which only updates write.
+const apiKeyReadColumns = apiKeyColumns + `, revision`
+
+const apiKeyByHashSQL = `SELECT ` + apiKeyReadColumns + ` FROM api_keys WHERE hash = $1`
 
 // CreateAPIKey stores k and returns it as stored: ID is a fresh UUID when
 // empty, CreatedAt is now when zero, times have millisecond precision in UTC.
@@ -58,6 +62,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		return storage.APIKey{}, wrap(fmt.Sprintf("create api key %q", k.Name), err)
 	}
 	k.Models = normList(k.Models)
+	k.Revision, k.IfRevision = 1, 0 // the column's default
 	return k, nil
 }
 
@@ -81,7 +86,7 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (storage.APIKey, 
 
 // ListAPIKeys returns every key ordered by name (bytewise).
 func (s *Store) ListAPIKeys(ctx context.Context) ([]storage.APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyReadColumns+` FROM api_keys ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list api keys: %w", err)
 	}
@@ -144,10 +149,12 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		expires = &t
 	}
 	got, err := scanAPIKey(s.pool.QueryRow(ctx, `UPDATE api_keys SET name = $1, grp = $2, models = $3, disabled = $4,
-		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8, admin = $9, weight = $11
-		WHERE id = $10 RETURNING `+apiKeyColumns,
-		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.ID, k.Weight))
+		expires_at = $5, rpm = $6, rpd = $7, tokens_per_day = $8, admin = $9, weight = $11, revision = revision + 1
+		WHERE id = $10 AND ($12 = 0 OR revision = $12) RETURNING `+apiKeyReadColumns,
+		k.Name, k.Group, list(k.Models), k.Disabled, expires, k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, k.Admin, k.ID, k.Weight, k.IfRevision))
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && k.IfRevision > 0 && s.apiKeyExists(ctx, k.ID):
+		return storage.APIKey{}, fmt.Errorf("postgres: update api key %q: %w (revision %d read)", k.ID, storage.ErrStale, k.IfRevision)
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("postgres: api key %q: %w", k.ID, storage.ErrNotFound)
 	case uniqueViolation(err):
@@ -167,7 +174,7 @@ func scanAPIKey(row pgx.Row) (storage.APIKey, error) {
 		userID  *string
 	)
 	if err := row.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &k.Disabled, &expires, &created,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin, &k.Weight, &userID); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &k.Admin, &k.Weight, &userID, &k.Revision); err != nil {
 		return storage.APIKey{}, err
 	}
 	k.Models = normList(models)
@@ -180,4 +187,11 @@ func scanAPIKey(row pgx.Row) (storage.APIKey, error) {
 	}
 	k.CreatedAt = created.UTC()
 	return k, nil
+}
+
+// apiKeyExists reports whether a key with id is stored (a conditional
+// update that matched nothing tells a stale revision from a missing key).
+func (s *Store) apiKeyExists(ctx context.Context, id string) bool {
+	var one int
+	return s.pool.QueryRow(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one) == nil
 }

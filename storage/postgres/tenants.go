@@ -108,9 +108,14 @@ func (s *Store) UpdateUser(ctx context.Context, u storage.User) (storage.User, e
 	}
 	got, err := scanUser(s.pool.QueryRow(ctx, `UPDATE users SET name = $1, email = $2, password_hash = $3, grp = $4, disabled = $5,
 		models = $6, rpm = $7, max_concurrency = $8, last_login_at = $9, updated_at = greatest(updated_at + interval '1 millisecond', $10)
-		WHERE id = $11 RETURNING `+userColumns,
-		u.Name, u.Email, u.PasswordHash, u.Group, u.Disabled, list(u.Models), u.RPM, u.MaxConcurrency, optMs(u.LastLoginAt), now(), u.ID))
+		WHERE id = $11 AND ($12::timestamptz IS NULL OR updated_at = $12) RETURNING `+userColumns,
+		u.Name, u.Email, u.PasswordHash, u.Group, u.Disabled, list(u.Models), u.RPM, u.MaxConcurrency, optMs(u.LastLoginAt), now(), u.ID, ifMs(u.IfUpdatedAt)))
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && !u.IfUpdatedAt.IsZero():
+		if _, gerr := s.GetUser(ctx, u.ID); gerr == nil {
+			return storage.User{}, fmt.Errorf("postgres: update user %q: %w", u.ID, storage.ErrStale)
+		}
+		return storage.User{}, fmt.Errorf("postgres: user %q: %w", u.ID, storage.ErrNotFound)
 	case errors.Is(err, pgx.ErrNoRows):
 		return storage.User{}, fmt.Errorf("postgres: user %q: %w", u.ID, storage.ErrNotFound)
 	case uniqueViolation(err):
@@ -555,4 +560,14 @@ func (s *Store) PruneUserDaily(ctx context.Context, before time.Time) (int64, er
 		return n, fmt.Errorf("postgres: prune daily user rollups: %w", err)
 	}
 	return n, nil
+}
+
+// ifMs is a conditional write's expected time at the stored precision,
+// nil for none.
+func ifMs(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	v := ms(t)
+	return &v
 }

@@ -87,6 +87,7 @@ func (s *Store) GetAccount(ctx context.Context, idOrName string) (storage.Accoun
 // UpdatedAt, so a changed UpdatedAt means a changed account. Times have
 // millisecond precision, in UTC.
 // Credentials are sealed with the Store's Sealer (its first key). Errors:
+// storage.ErrStale when a.IfVersion is set and the account is not at it;
 // storage.ErrInvalid when a fails Validate or has text that is not valid
 // UTF-8 or holds a NUL byte (as PostgreSQL refuses); storage.ErrConflict when
 // a.ID is set and differs from the ID of the account that has this Name, or
@@ -120,6 +121,16 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 	var createdMs, updatedMs, version int64
 	err = s.changeAccounts(ctx, func(tx *sql.Tx, v int64) error {
 		version = v
+		if a.IfVersion > 0 {
+			var cur int64
+			err := tx.QueryRowContext(ctx, `SELECT version FROM accounts WHERE name = ?`, a.Name).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && cur != a.IfVersion {
+				return errStale
+			}
+			if err != nil {
+				return err
+			}
+		}
 		err := tx.QueryRowContext(ctx, putAccountSQL,
 			id, a.Name, string(a.Provider), a.BaseURL, sealed, encodeList(a.Models),
 			a.MaxConcurrency, a.Group, encodeList(a.Tags), a.Priority, boolInt(a.Disabled),
@@ -132,6 +143,8 @@ func (s *Store) PutAccount(ctx context.Context, a storage.Account) (storage.Acco
 		return err
 	})
 	switch {
+	case errors.Is(err, errStale):
+		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w (version %d read)", a.Name, storage.ErrStale, a.IfVersion)
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.Account{}, fmt.Errorf("sqlite: put account %q: %w (name belongs to another id)", a.Name, storage.ErrConflict)
 	case isConstraint(err):
@@ -410,3 +423,7 @@ func normList(l []string) []string {
 	}
 	return l
 }
+
+// errStale ends a conditional write's transaction: the record is not at
+// the version the writer read.
+var errStale = errors.New("stale")

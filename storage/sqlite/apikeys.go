@@ -12,13 +12,18 @@ import (
 
 const apiKeyColumns = `id, name, hash, prefix, grp, models, disabled, expires_at, created_at, rpm, rpd, tokens_per_day, admin, weight, user_id`
 
-const apiKeyByHashSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE hash = ?`
+// apiKeyReadColumns are the columns a read scans (scanAPIKey): the
+// inserted ones and the revision, which only updates write.
+const apiKeyReadColumns = apiKeyColumns + `, revision`
+
+const apiKeyByHashSQL = `SELECT ` + apiKeyReadColumns + ` FROM api_keys WHERE hash = ?`
 
 // updateAPIKeySQL replaces the mutable columns of the key with id ?10.
+// When ?12 is positive, only a key at revision ?12 is updated.
 const updateAPIKeySQL = `UPDATE api_keys SET name = ?1, grp = ?2, models = ?3, disabled = ?4, expires_at = ?5,
-	rpm = ?6, rpd = ?7, tokens_per_day = ?8, admin = ?9, weight = ?11
-WHERE id = ?10
-RETURNING ` + apiKeyColumns
+	rpm = ?6, rpd = ?7, tokens_per_day = ?8, admin = ?9, weight = ?11, revision = revision + 1
+WHERE id = ?10 AND (?12 = 0 OR revision = ?12)
+RETURNING ` + apiKeyReadColumns
 
 // CreateAPIKey stores k and returns it as stored: ID is a fresh UUID when
 // empty, CreatedAt is now when zero, times have millisecond precision in UTC.
@@ -64,6 +69,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 		t := fromMillis(expires.Int64)
 		k.ExpiresAt = &t
 	}
+	k.Revision, k.IfRevision = 1, 0 // the column's default
 	return k, nil
 }
 
@@ -91,8 +97,10 @@ func (s *Store) UpdateAPIKey(ctx context.Context, k storage.APIKey) (storage.API
 	}
 	got, err := scanAPIKey(s.w.QueryRowContext(ctx, updateAPIKeySQL,
 		k.Name, k.Group, encodeList(k.Models), boolInt(k.Disabled), nullMillis(k.ExpiresAt),
-		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID, k.Weight))
+		k.Limits.RPM, k.Limits.RPD, k.Limits.TokensPerDay, boolInt(k.Admin), k.ID, k.Weight, k.IfRevision))
 	switch {
+	case errors.Is(err, sql.ErrNoRows) && k.IfRevision > 0 && s.apiKeyExists(ctx, k.ID):
+		return storage.APIKey{}, fmt.Errorf("sqlite: update api key %q: %w (revision %d read)", k.ID, storage.ErrStale, k.IfRevision)
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.APIKey{}, fmt.Errorf("sqlite: api key %q: %w", k.ID, storage.ErrNotFound)
 	case isConstraint(err):
@@ -128,7 +136,7 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (storage.APIKey, 
 
 // ListAPIKeys returns every key ordered by name.
 func (s *Store) ListAPIKeys(ctx context.Context) ([]storage.APIKey, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+apiKeyReadColumns+` FROM api_keys ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list api keys: %w", err)
 	}
@@ -168,7 +176,7 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 		createdMs int64
 	)
 	if err := sc.Scan(&k.ID, &k.Name, &k.Hash, &k.Prefix, &k.Group, &models, &disabled, &expires, &createdMs,
-		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin, &k.Weight, &userID); err != nil {
+		&k.Limits.RPM, &k.Limits.RPD, &k.Limits.TokensPerDay, &admin, &k.Weight, &userID, &k.Revision); err != nil {
 		return storage.APIKey{}, err
 	}
 	var err error
@@ -184,4 +192,11 @@ func scanAPIKey(sc scanner) (storage.APIKey, error) {
 	}
 	k.CreatedAt = fromMillis(createdMs)
 	return k, nil
+}
+
+// apiKeyExists reports whether a key with id is stored (a conditional
+// update that matched nothing tells a stale revision from a missing key).
+func (s *Store) apiKeyExists(ctx context.Context, id string) bool {
+	var one int
+	return s.r.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = ?`, id).Scan(&one) == nil
 }

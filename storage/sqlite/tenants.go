@@ -129,10 +129,15 @@ func (s *Store) UpdateUser(ctx context.Context, u storage.User) (storage.User, e
 	}
 	got, err := scanUser(s.w.QueryRowContext(ctx, `UPDATE users SET name = ?, email = ?, password_hash = ?, grp = ?, disabled = ?,
 		models = ?, rpm = ?, max_concurrency = ?, last_login_at = ?, updated_at = max(updated_at + 1, ?)
-		WHERE id = ? RETURNING `+userColumns,
+		WHERE id = ? AND (? = 0 OR updated_at = ?) RETURNING `+userColumns,
 		u.Name, u.Email, u.PasswordHash, u.Group, boolInt(u.Disabled), encodeList(u.Models), u.RPM, u.MaxConcurrency,
-		optMillis(u.LastLoginAt), toMillis(now()), u.ID))
+		optMillis(u.LastLoginAt), toMillis(now()), u.ID, ifMillis(u.IfUpdatedAt), ifMillis(u.IfUpdatedAt)))
 	switch {
+	case errors.Is(err, sql.ErrNoRows) && !u.IfUpdatedAt.IsZero():
+		if _, gerr := s.GetUser(ctx, u.ID); gerr == nil {
+			return storage.User{}, fmt.Errorf("sqlite: update user %q: %w", u.ID, storage.ErrStale)
+		}
+		return storage.User{}, fmt.Errorf("sqlite: user %q: %w", u.ID, storage.ErrNotFound)
 	case errors.Is(err, sql.ErrNoRows):
 		return storage.User{}, fmt.Errorf("sqlite: user %q: %w", u.ID, storage.ErrNotFound)
 	case isConstraint(err):
@@ -634,4 +639,13 @@ func (s *Store) PruneUserDaily(ctx context.Context, before time.Time) (int64, er
 		return n, fmt.Errorf("sqlite: prune daily user rollups: %w", err)
 	}
 	return n, nil
+}
+
+// ifMillis is a conditional write's expected time in unix milliseconds, 0
+// for none.
+func ifMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return toMillis(t)
 }

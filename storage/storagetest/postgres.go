@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
-// PostgresDB creates a new, empty database troupe_t_<random> on the server
+// PostgresDB creates a new, empty database troupe_t_<random> (the prefix is
+// TROUPE_TEST_PG_PREFIX when set, lower-case letters, digits and _) on the server
 // of PostgresURL and returns the URL of it; the database is dropped (with
 // whatever connections remain) when t ends. Each caller gets its own
 // database, so tests may run in parallel. When the server cannot be reached,
@@ -49,7 +51,11 @@ func PostgresDB(t testing.TB) string {
 	defer conn.Close(context.Background())
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := "troupe_t_" + hex.EncodeToString(b[:])
+	prefix := "troupe_t_"
+	if p := os.Getenv("TROUPE_TEST_PG_PREFIX"); p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyz0123456789_") == "" {
+		prefix = p // a shared server's naming rule (lower-case letters, digits, _)
+	}
+	name := prefix + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}

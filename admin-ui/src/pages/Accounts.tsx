@@ -16,6 +16,8 @@ export interface Account {
   priority: number
   disabled: boolean
   credentials: Record<string, boolean>
+  /** version is the account's version as read; a PATCH sends it back so that a change made since (another admin, instance, a token refresh) is a 409 edit_conflict, not overwritten. */
+  version?: number
   live: {
     status: string
     inflight: number
@@ -454,11 +456,13 @@ function AccountForm({ account, onClose, onSaved }: { account?: Account; onClose
     if (v.access_token) cred.access_token = v.access_token
     if (v.account_id) cred.account_id = v.account_id
     if (Object.keys(cred).length) body.credentials = cred
+    if (account && account.version !== undefined) body.version = account.version // 409 edit_conflict if it changed since
     try {
       const r = account ? await api<Account>('PATCH', `accounts/${encodeURIComponent(account.id)}`, body) : await api<Account>('POST', 'accounts', body)
       onSaved(r)
     } catch (e) {
-      setError(e instanceof ApiError && e.param ? `${e.param}: ${e.message}` : (e as Error).message)
+      // An edit_conflict (409: the account changed since it was read) says what to do in its message alone.
+      setError(e instanceof ApiError && e.param && e.code !== 'edit_conflict' ? `${e.param}: ${e.message}` : (e as Error).message)
     }
   }
   return (

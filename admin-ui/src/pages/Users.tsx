@@ -27,6 +27,8 @@ export interface User {
   balance_micro: number
   created_at: string
   last_login_at: string | null
+  /** version is the user's last write as read; a PATCH sends it back so that a change made since is a 409 edit_conflict, not overwritten. */
+  version?: number
 }
 
 /** UserAnswer is GET /api/admin/users/{id} (and a change's answer): the user, its latest 50 ledger rows and their page's next_before. */
@@ -47,7 +49,8 @@ interface LedgerRow {
   created_at: string
 }
 
-const errText = (e: unknown) => (e instanceof ApiError && e.param ? `${e.param}: ${e.message}` : (e as Error).message)
+// An edit_conflict (409: the user changed since it was read) says what to do in its message alone.
+const errText = (e: unknown) => (e instanceof ApiError && e.param && e.code !== 'edit_conflict' ? `${e.param}: ${e.message}` : (e as Error).message)
 
 export function Users() {
   const [q, setQ] = useState('')
@@ -288,7 +291,7 @@ function LimitsForm({ user, onDone }: { user: User; onDone: (d: UserAnswer) => v
     const body = limitsBody(v)
     if (typeof body === 'string') return setMsg(body)
     try {
-      onDone(await api('PATCH', `users/${encodeURIComponent(user.id)}`, body))
+      onDone(await api('PATCH', `users/${encodeURIComponent(user.id)}`, user.version !== undefined ? { ...body, version: user.version } : body))
     } catch (e) {
       setMsg(errText(e))
     }
