@@ -40,9 +40,9 @@ type accountInput struct {
 	Credentials    *credentialsInput `json:"credentials,omitempty"`
 	// APIKey is shorthand for credentials.api_key, as in the config file.
 	APIKey *string `json:"api_key,omitempty"`
-	// Version is the account's version as read (GET): on edit a stored
-	// account no longer at it is not overwritten (409 edit_conflict).
-	// Ignored on create.
+	// Version is the account's version as read (GET, export): on edit and
+	// import a stored account no longer at it is not overwritten (409
+	// edit_conflict, 409 import_stale). Ignored on create.
 	Version *int64 `json:"version,omitempty"`
 }
 
@@ -121,13 +121,16 @@ func (in *accountInput) account(base storage.Account) (storage.Account, *APIErro
 	return a, nil
 }
 
-// exportOf is the export form of a: every field but the credentials.
+// exportOf is the export form of a: every field but the credentials, and
+// its version, so that an import of the export does not overwrite what
+// changed since (importAccounts).
 func exportOf(a storage.Account) accountInput {
 	p := string(a.Provider)
 	models, tags := nonNil(a.Models), nonNil(a.Tags)
 	base := storage.RedactURL(a.BaseURL) // a row stored before such URLs were refused
+	v := a.Version
 	return accountInput{Name: a.Name, Provider: &p, BaseURL: &base, Models: &models, MaxConcurrency: &a.MaxConcurrency,
-		Group: &a.Group, Tags: &tags, Priority: &a.Priority, Disabled: &a.Disabled}
+		Group: &a.Group, Tags: &tags, Priority: &a.Priority, Disabled: &a.Disabled, Version: &v}
 }
 
 // importError names one refused entry of an import.
@@ -167,6 +170,15 @@ func parseImport(body []byte) ([]accountInput, error) {
 // upserted by name (absent fields and credentials keep the stored values,
 // so an export imports back without losing credentials).
 // ?dry_run=1 checks only.
+//
+// An entry with a "version" (an export writes each account's) whose
+// stored account is no longer at it — changed since the export: edited,
+// tokens refreshed, disabled by the hygiene rule — would write back the
+// exported state over the newer one: the import is refused with 409
+// import_stale listing every such entry, and nothing is written, unless
+// ?overwrite=1. Each update is written conditionally on the version this
+// import read (storage.Account.IfVersion), so a change made while the
+// import runs is not overwritten either.
 func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	list, err := parseImport(ctx.PostBody())
 	if err != nil {
@@ -186,8 +198,10 @@ func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) 
 	for _, a := range existing {
 		byName[a.Name] = a
 	}
+	overwrite := ctx.QueryArgs().GetBool("overwrite")
 	var (
 		errs    []importError
+		stale   []importError
 		planned = make([]storage.Account, 0, len(list))
 		seen    = make(map[string]int, len(list))
 		created int
@@ -207,16 +221,29 @@ func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) 
 		if !ok {
 			created++
 		}
+		if ok && in.Version != nil && *in.Version != base.Version && !overwrite {
+			stale = append(stale, importError{Index: i, Name: clip(in.Name), Message: "changed since the export (version " +
+				strconv.FormatInt(*in.Version, 10) + " in the file, " + strconv.FormatInt(base.Version, 10) + " stored)"})
+		}
 		a, aerr := in.account(base)
 		if aerr != nil {
 			errs = append(errs, importError{Index: i, Name: clip(in.Name), Message: aerr.Message})
 			continue
+		}
+		if ok && !overwrite {
+			a.IfVersion = base.Version
 		}
 		planned = append(planned, a)
 	}
 	if len(errs) > 0 {
 		writeJSON(ctx, 400, map[string]any{"error": map[string]any{"message": strconv.Itoa(len(errs)) + " of " + strconv.Itoa(len(list)) +
 			" accounts were refused; nothing was imported.", "type": "invalid_request_error", "code": "import_invalid", "param": nil}, "errors": errs})
+		return
+	}
+	if len(stale) > 0 {
+		writeJSON(ctx, 409, map[string]any{"error": map[string]any{"message": strconv.Itoa(len(stale)) + " of " + strconv.Itoa(len(list)) +
+			" accounts changed since the file was exported; nothing was imported, so their newer state is kept. Export again and apply your changes to the new file, " +
+			"or import with ?overwrite=1 to write the file's state over them.", "type": "invalid_request_error", "code": "import_stale", "param": nil}, "errors": stale})
 		return
 	}
 	if ctx.QueryArgs().GetBool("dry_run") {
@@ -228,6 +255,12 @@ func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) 
 		stored, err := s.store.PutAccount(rctx, a)
 		if err != nil {
 			s.log.Error("admin: import", "stored", i, "of", len(planned), "err", err)
+			if errors.Is(err, storage.ErrStale) {
+				writeJSON(ctx, 409, map[string]any{"error": map[string]any{"message": "Account " + clip(a.Name) + " changed while it was being imported and was not overwritten" +
+					"; the " + strconv.Itoa(i) + " accounts before it were imported, the rest were not. Export again, or import with ?overwrite=1.",
+					"type": "invalid_request_error", "code": "import_stale", "param": nil}, "imported": i})
+				return
+			}
 			if errors.Is(err, storage.ErrInvalid) || errors.Is(err, storage.ErrConflict) {
 				writeJSON(ctx, 400, map[string]any{"error": map[string]any{"message": "Account " + clip(a.Name) + " was refused: " + clip(storageReason(err)) +
 					"; the " + strconv.Itoa(i) + " accounts before it were imported.", "type": "invalid_request_error", "code": "import_invalid", "param": nil}, "imported": i})

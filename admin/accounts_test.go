@@ -246,10 +246,68 @@ func TestAdminAccountsImportExport(t *testing.T) {
 	if a, _ := e.store.GetAccount(t.Context(), "imp-1"); a.Credentials.AccessToken != "eyJ-secret" {
 		t.Fatalf("imported credentials: %+v", a.Credentials)
 	}
-	// The export imports back unchanged, credentials kept.
-	c.do("POST", "/api/admin/accounts/import?format=troupe", exported).want(t, 200)
+	// The export, older than the import's change of acct-a, is refused:
+	// writing it back would undo the newer group (409 import_stale naming
+	// acct-a, nothing written). With ?overwrite=1 it imports back,
+	// credentials kept.
+	r = c.do("POST", "/api/admin/accounts/import?format=troupe", exported).want(t, 409)
+	if errs := r.json["errors"].([]any); r.errCode() != "import_stale" || len(errs) != 1 || errs[0].(map[string]any)["name"] != "acct-a" {
+		t.Fatalf("stale import: %s", r.body)
+	}
+	if a, _ := e.store.GetAccount(t.Context(), "acct-a"); a.Group != "moved" {
+		t.Fatalf("a refused import wrote: %+v", a)
+	}
+	c.do("POST", "/api/admin/accounts/import?format=troupe&overwrite=1", exported).want(t, 200)
 	if a, _ := e.store.GetAccount(t.Context(), "acct-a"); a.Group != "" || a.Credentials.APIKey != "sk-upstream-secret-a" {
 		t.Fatalf("after re-import: %+v", a)
+	}
+}
+
+// TestAdminImportKeepsNewerState: an export re-imported after one of its
+// accounts changed (a codex token refresh here, which stores new tokens,
+// and an edit of another) does not write the exported state back: 409
+// import_stale lists both, with the versions, and nothing is written, not
+// even the unchanged entries; the tokens and the edit stay. The dry run
+// says the same. A fresh export imports back (unchanged accounts), and an
+// entry without a version (written by hand) still applies.
+func TestAdminImportKeepsNewerState(t *testing.T) {
+	e := newAdminEnv(t, 3)
+	c := e.login()
+	exported := c.do("GET", "/api/admin/accounts/export?format=troupe", nil).want(t, 200).body
+	ctx := t.Context()
+	a, err := e.store.GetAccount(ctx, "acct-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Credentials.AccessToken = "eyJ-refreshed"
+	if _, err := e.store.PutAccount(ctx, a); err != nil { // the refresher, on any instance
+		t.Fatal(err)
+	}
+	c.do("PATCH", "/api/admin/accounts/acct-b", map[string]any{"priority": 9}).want(t, 200)
+
+	for _, q := range []string{"", "&dry_run=1"} {
+		r := c.do("POST", "/api/admin/accounts/import?format=troupe"+q, exported).want(t, 409)
+		errs := r.json["errors"].([]any)
+		if r.errCode() != "import_stale" || len(errs) != 2 || !strings.Contains(r.json["error"].(map[string]any)["message"].(string), "overwrite=1") {
+			t.Fatalf("import%s of a stale export: %s", q, r.body)
+		}
+		for i, name := range []string{"acct-a", "acct-b"} {
+			if m := errs[i].(map[string]any); m["name"] != name || !strings.Contains(m["message"].(string), "changed since the export") {
+				t.Fatalf("stale entry %d: %v", i, m)
+			}
+		}
+	}
+	if got, _ := e.store.GetAccount(ctx, "acct-a"); got.Credentials.AccessToken != "eyJ-refreshed" {
+		t.Fatalf("the refreshed token was overwritten: %q", got.Credentials.AccessToken)
+	}
+	if got, _ := e.store.GetAccount(ctx, "acct-b"); got.Priority != 9 {
+		t.Fatalf("the newer priority was overwritten: %d", got.Priority)
+	}
+	fresh := c.do("GET", "/api/admin/accounts/export?format=troupe", nil).want(t, 200).body
+	c.do("POST", "/api/admin/accounts/import?format=troupe", fresh).want(t, 200)
+	c.do("POST", "/api/admin/accounts/import?format=troupe", `[{"name":"acct-b","priority":3}]`).want(t, 200)
+	if got, _ := e.store.GetAccount(ctx, "acct-b"); got.Priority != 3 {
+		t.Fatalf("an entry without a version: priority %d, want 3", got.Priority)
 	}
 }
 
