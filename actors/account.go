@@ -234,6 +234,8 @@ func (a *account) receiveRare(c *mailCtx, msg any) {
 		a.receiveFence(c, m)
 	case accountConfigAsk:
 		m.reply <- a.cfg.account
+	case accountAdopt:
+		a.adopt(c, m)
 	case accountRepublish:
 		a.publish(c) // a new version: the restarted scheduler indexes it afresh
 	case accountCooldownEnd:
@@ -256,6 +258,9 @@ func (a *account) started(c *mailCtx) {
 	a.box = c.box
 	a.setTransport(a.transport)
 	a.scheduleRefresh()
+	if f := a.cfg.fence; f != nil && !f.Holds(a.cfg.now()) {
+		a.edit().Moving = true // taken over and adopting leases (fleet.Owners): not granting yet
+	}
 	a.startRestore()
 	a.publish(c)
 }

@@ -25,7 +25,8 @@ func (s *Server) SetFleet(f *fleet.Fleet, owners *fleet.Owners) {
 type fleetRemoteJSON struct {
 	Issued   uint64            `json:"issued"`   // leases granted to other instances
 	Received uint64            `json:"received"` // leases other instances granted here
-	Held     int               `json:"held"`     // leases granted to others, not released yet
+	Held     int               `json:"held"`     // leases granted to others (or adopted), not released yet
+	Adopted  uint64            `json:"adopted"`  // leases held elsewhere on accounts taken over, counted here
 	Refused  map[string]uint64 `json:"refused"`  // by reason
 }
 
@@ -129,7 +130,7 @@ func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []str
 	if r := s.fleetRouting.Load(); r != nil {
 		out.RemoteViews = r.remoteViews()
 		ps := r.peer.Stats()
-		out.Remote = &fleetRemoteJSON{Issued: ps.Issued, Received: ps.Received, Held: ps.Held, Refused: ps.Refused}
+		out.Remote = &fleetRemoteJSON{Issued: ps.Issued, Received: ps.Received, Held: ps.Held, Adopted: ps.Adopted, Refused: ps.Refused}
 	}
 	writeJSON(ctx, 200, out)
 }

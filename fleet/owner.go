@@ -32,7 +32,18 @@ type OwnerConfig struct {
 	// Interval is the renewal period; default the Fleet's heartbeat.
 	Interval time.Duration
 	Logger   *slog.Logger // default the Fleet's
+	// Adopt, when set, is called with the accounts this instance has just
+	// taken (on a goroutine of its own, the context ending after
+	// AdoptTimeout), before they may grant: it counts on them the leases
+	// their previous owner granted to other instances that still run
+	// (Peer.Adopt). Their fences hold from when it returns. Nil: a taken
+	// account grants at once.
+	Adopt func(ctx context.Context, accounts []string)
 }
+
+// AdoptTimeout bounds OwnerConfig.Adopt: an account taken over grants
+// after it at the latest, whatever the other instances answered.
+const AdoptTimeout = 2 * time.Second
 
 // Owners keeps this instance's ownership leases: every Interval one
 // batched renewal (one round trip for all its accounts) takes the leases
@@ -52,6 +63,8 @@ type Owners struct {
 	owned atomic.Int64     // accounts running here (not draining)
 	err   string           // the last renewal's error
 
+	adopt []string // accounts taken in this renewal, for OwnerConfig.Adopt
+
 	kick   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -62,6 +75,10 @@ type Owners struct {
 type held struct {
 	fence    *actors.Fence
 	draining bool
+	// adopting: taken, and OwnerConfig.Adopt has not returned yet; the
+	// fence holds nothing meanwhile, until is what it will hold to.
+	adopting bool
+	until    time.Time
 	drained  atomic.Bool // set by the pool once the draining actor stopped
 }
 
@@ -197,6 +214,10 @@ func (o *Owners) renew(ctx context.Context) {
 	for i := range claims {
 		o.apply(&claims[i], self, members, until)
 	}
+	if ids := o.adopt; len(ids) > 0 {
+		o.adopt = nil
+		go o.adopted(ctx, ids)
+	}
 	var n int64
 	for _, h := range o.held {
 		if !h.draining {
@@ -223,10 +244,26 @@ func (o *Owners) apply(cl *storage.OwnershipClaim, self string, members []Member
 	}
 	if h == nil {
 		h = &held{fence: new(actors.Fence)}
-		h.fence.Extend(until, cl.Token)
+		if o.cfg.Adopt != nil {
+			// The actor runs (the leases to adopt count on it) but grants
+			// nothing until adopted opens the fence.
+			h.adopting, h.until = true, until
+			h.fence.Extend(time.Time{}, cl.Token)
+			o.adopt = append(o.adopt, cl.Account)
+		} else {
+			h.fence.Extend(until, cl.Token)
+		}
 		o.held[cl.Account] = h
 		o.cfg.Pool.Own(cl.Account, h.fence)
 		return
+	}
+	if h.adopting {
+		h.until = until
+		h.fence.Extend(time.Time{}, cl.Token)
+		if Owner(cl.Account, members) == self {
+			return
+		}
+		h.adopting = false // moving away already: drain as below
 	}
 	lapsed := !h.fence.Holds(time.Now())
 	h.fence.Extend(until, cl.Token)
@@ -247,6 +284,28 @@ func (o *Owners) apply(cl *storage.OwnershipClaim, self string, members []Member
 			}
 		})
 	}
+}
+
+// adopted runs OwnerConfig.Adopt for the accounts just taken, then opens
+// their fences (to the last renewal's deadline) and lets them grant.
+func (o *Owners) adopted(ctx context.Context, ids []string) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.log.Error("fleet: adopting leases panicked", "panic", fmt.Sprint(r))
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, id := range ids {
+			if h := o.held[id]; h != nil && h.adopting {
+				h.adopting = false
+				h.fence.Extend(h.until, h.fence.Token())
+				o.cfg.Pool.Own(id, h.fence)
+			}
+		}
+	}()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AdoptTimeout)
+	defer cancel()
+	o.cfg.Adopt(actx, ids)
 }
 
 // Stop ends the renewals and releases every lease this instance holds, so

@@ -26,7 +26,10 @@ import (
 const (
 	PathGrant   = "/internal/fleet/v1/grant"
 	PathRelease = "/internal/fleet/v1/release"
-	pathPrefix  = "/internal/fleet/"
+	// PathHeld asks a member which leases it holds on accounts the sender
+	// has taken over (Peer.Adopt).
+	PathHeld   = "/internal/fleet/v1/held"
+	pathPrefix = "/internal/fleet/"
 )
 
 // DefaultMaxLease is the default PeerConfig.MaxLease.
@@ -42,6 +45,7 @@ const maxMessage = 1 << 20
 type LeasePool interface {
 	GrantLocal(ctx context.Context, req actors.RemoteRequest) (*actors.Lease, storage.Account, actors.View, error)
 	Release(l *actors.Lease, out actors.Outcome)
+	Adopt(ctx context.Context, accountID, model string) (*actors.Lease, error)
 	ReportRateLimits(accountID, model string, l upstream.RateLimits, at time.Time)
 }
 
@@ -69,13 +73,15 @@ type Peer struct {
 	log    *slog.Logger
 	refuse *ratelog.Event
 
-	mu     sync.Mutex
-	leases map[string]*granted // handle → lease granted to another instance
-	addrs  map[string]string   // member ID → address, learned from its views
+	mu      sync.Mutex
+	leases  map[string]*granted  // handle → lease granted to another instance (or adopted)
+	holding map[string]*holding  // handle → lease another instance granted to this one
+	orphans map[string]time.Time // holder+" "+handle → when a release for no lease arrived
+	addrs   map[string]string    // member ID → address, learned from its views
 
-	issued, received atomic.Uint64
-	refusedMu        sync.Mutex
-	refused          map[string]uint64 // reason → count
+	issued, received, adopted atomic.Uint64
+	refusedMu                 sync.Mutex
+	refused                   map[string]uint64 // reason → count
 }
 
 // granted is a lease this instance granted to another.
@@ -87,11 +93,20 @@ type granted struct {
 	live   time.Time // last sweep that saw the caller live
 }
 
+// holding is a lease another instance granted to this one, not released
+// yet: its account and the instance that counts it now (the granting
+// owner, or the one that took the account over and adopted the lease).
+type holding struct {
+	account, owner, model string
+	at                    time.Time
+}
+
 // PeerStats are a Peer's counters since start.
 type PeerStats struct {
 	Issued   uint64            // leases this instance granted to others
 	Received uint64            // leases others granted to this instance
-	Held     int               // leases granted to others not released yet
+	Held     int               // leases granted to others (or adopted) not released yet
+	Adopted  uint64            // leases counted on accounts taken over, granted by their previous owner
 	Refused  map[string]uint64 // by reason (Refusal reasons, docs/fleet.md)
 }
 
@@ -112,14 +127,14 @@ func StartPeer(ctx context.Context, cfg PeerConfig) (*Peer, error) {
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
 	p := &Peer{cfg: cfg, log: cfg.Logger, refuse: ratelog.New(10, 10*time.Second),
-		leases: make(map[string]*granted), addrs: make(map[string]string), refused: make(map[string]uint64)}
+		leases: make(map[string]*granted), holding: make(map[string]*holding), orphans: make(map[string]time.Time), addrs: make(map[string]string), refused: make(map[string]uint64)}
 	go p.sweep(ctx)
 	return p, nil
 }
 
 // Stats returns the counters.
 func (p *Peer) Stats() PeerStats {
-	st := PeerStats{Issued: p.issued.Load(), Received: p.received.Load(), Refused: map[string]uint64{}}
+	st := PeerStats{Issued: p.issued.Load(), Received: p.received.Load(), Adopted: p.adopted.Load(), Refused: map[string]uint64{}}
 	p.mu.Lock()
 	st.Held = len(p.leases)
 	p.mu.Unlock()
@@ -167,7 +182,7 @@ type releaseMsg struct {
 // that fails Verify is refused with 401 and logged (sender as claimed,
 // reason; never the body), and counted by reason.
 func (p *Peer) Handle(ctx context.Context, path string, env Envelope, body []byte) (int, Envelope, []byte) {
-	if path != PathGrant && path != PathRelease {
+	if path != PathGrant && path != PathRelease && path != PathHeld {
 		return http.StatusNotFound, Envelope{}, nil
 	}
 	if err := p.cfg.Codec.Verify(env, path, body); err != nil {
@@ -196,6 +211,13 @@ func (p *Peer) Handle(ctx context.Context, path string, env Envelope, body []byt
 		}
 		p.release(env.Sender, m)
 		out = []byte(`{}`)
+	case PathHeld:
+		var m heldAsk
+		if json.Unmarshal(body, &m) != nil {
+			p.count("malformed")
+			return http.StatusBadRequest, Envelope{}, nil
+		}
+		out, _ = json.Marshal(p.held(env.Sender, m))
 	}
 	return http.StatusOK, p.cfg.Codec.Sign(p.cfg.Fleet.Self().ID, replyPath(env.Nonce), out), out
 }
@@ -266,7 +288,18 @@ func (p *Peer) release(caller string, m releaseMsg) {
 	}
 	p.mu.Unlock()
 	if g == nil || g.caller != caller {
-		return // ended already (expired), or not this caller's
+		if g == nil {
+			// Ended already (expired), or a lease of an account taken
+			// over whose adoption has not registered yet: remember it, so
+			// that the adoption does not count a lease already ended.
+			p.mu.Lock()
+			if len(p.orphans) >= maxOrphans {
+				clear(p.orphans)
+			}
+			p.orphans[caller+" "+m.Handle] = time.Now()
+			p.mu.Unlock()
+		}
+		return // or not this caller's
 	}
 	if m.Limits != nil {
 		p.cfg.Pool.ReportRateLimits(g.lease.AccountID, g.model, *m.Limits, time.Now())
@@ -292,6 +325,11 @@ func (p *Peer) sweep(ctx context.Context) {
 		now := time.Now()
 		var ended []*granted
 		p.mu.Lock()
+		for k, at := range p.orphans {
+			if now.Sub(at) > orphanTTL {
+				delete(p.orphans, k)
+			}
+		}
 		for h, g := range p.leases {
 			if live[g.caller] {
 				g.live = now
@@ -412,14 +450,31 @@ func (p *Peer) Grant(ctx context.Context, owner string, req actors.RemoteRequest
 		p.Release(owner, r.Handle, actors.Outcome{Verdict: upstream.Verdict{Class: upstream.ClassCanceled}}, nil)
 		return actors.RemoteGrant{}, ErrMalformed
 	}
+	p.mu.Lock()
+	p.holding[r.Handle] = &holding{account: req.Account, owner: owner, model: req.Model, at: time.Now()}
+	p.mu.Unlock()
 	p.received.Add(1)
 	return g, nil
 }
 
 // Release ends a lease owner granted (actors.Remote), in the background:
-// three tries; past them the owner ends the lease itself.
+// three tries; past them the owner ends the lease itself. The release goes
+// to whichever instance counts the lease now: owner, or the instance that
+// took the account over and adopted the lease (Adopt), this one included.
 func (p *Peer) Release(owner, handle string, out actors.Outcome, limits *upstream.RateLimits) {
-	body, _ := json.Marshal(releaseMsg{Handle: handle, Outcome: out, Limits: limits})
+	p.mu.Lock()
+	if h := p.holding[handle]; h != nil {
+		owner = h.owner
+		delete(p.holding, handle)
+	}
+	p.mu.Unlock()
+	m := releaseMsg{Handle: handle, Outcome: out, Limits: limits}
+	self := p.cfg.Fleet.Self().ID
+	if owner == self {
+		p.release(self, m) // adopted by this instance: no message
+		return
+	}
+	body, _ := json.Marshal(m)
 	go func() {
 		for try := range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -435,4 +490,117 @@ func (p *Peer) Release(owner, handle string, out actors.Outcome, limits *upstrea
 			time.Sleep(time.Duration(100<<try) * time.Millisecond)
 		}
 	}()
+}
+
+// maxOrphans bounds the releases remembered for no lease; orphanTTL is how
+// long one is remembered (longer than an adoption, AdoptTimeout).
+const (
+	maxOrphans = 4096
+	orphanTTL  = time.Minute
+)
+
+// heldAsk is a new owner's question to a member (PathHeld): which leases
+// do you hold on these accounts, which I have taken over?
+type heldAsk struct {
+	Accounts []string `json:"accounts"`
+}
+
+// heldReply answers a heldAsk.
+type heldReply struct {
+	Leases []heldLease `json:"leases"`
+}
+
+// heldLease is one lease a member holds on an account taken over.
+type heldLease struct {
+	Handle  string        `json:"handle"`
+	Account string        `json:"account"`
+	Model   string        `json:"model,omitempty"`
+	Age     time.Duration `json:"age"` // since its grant, on the holder's clock
+}
+
+// held answers owner's heldAsk: the leases this instance holds on its
+// accounts that another instance granted, each now released to owner.
+func (p *Peer) held(owner string, ask heldAsk) heldReply {
+	want := make(map[string]bool, len(ask.Accounts))
+	for _, id := range ask.Accounts {
+		want[id] = true
+	}
+	now := time.Now()
+	var r heldReply
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for handle, h := range p.holding {
+		if want[h.account] && h.owner != owner {
+			h.owner = owner
+			r.Leases = append(r.Leases, heldLease{Handle: handle, Account: h.account, Model: h.model, Age: now.Sub(h.at)})
+		}
+	}
+	return r
+}
+
+// Adopt counts on accounts, which this instance has just taken, the
+// leases their previous owner granted that still run: it asks every live
+// member (itself included, without a message) which leases it holds on
+// them, and counts each answer against the account's max_concurrency
+// until its holder's release, which then comes here, or until the expiry
+// of leases granted to others (Peer's sweep). A member that does not
+// answer before ctx ends is logged at WARN and its leases are not counted.
+// It is OwnerConfig.Adopt.
+func (p *Peer) Adopt(ctx context.Context, accounts []string) {
+	ask := heldAsk{Accounts: accounts}
+	body, _ := json.Marshal(ask)
+	self := p.cfg.Fleet.Self().ID
+	var wg sync.WaitGroup
+	for _, m := range p.cfg.Fleet.Members() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if m.ID == self {
+				p.adoptFrom(ctx, self, p.held(self, ask))
+				return
+			}
+			out, err := p.send(ctx, m.ID, PathHeld, body)
+			var r heldReply
+			if err == nil {
+				if err = json.Unmarshal(out, &r); err != nil {
+					p.count("malformed")
+				}
+			}
+			if err != nil {
+				if errors.Is(err, errUnreachable) {
+					p.count("unreachable")
+				}
+				p.log.Warn("fleet: accounts taken over grant without knowing the leases a member holds on them",
+					"member", clip(m.ID), "accounts", len(accounts), "err", err)
+				return
+			}
+			p.adoptFrom(ctx, m.ID, r)
+		}()
+	}
+	wg.Wait()
+}
+
+// adoptFrom counts the leases holder answered.
+func (p *Peer) adoptFrom(ctx context.Context, holder string, r heldReply) {
+	for _, hl := range r.Leases {
+		l, err := p.cfg.Pool.Adopt(ctx, hl.Account, hl.Model)
+		if err != nil {
+			p.log.Warn("fleet: a lease held on an account taken over not counted", "account", hl.Account, "holder", clip(holder), "err", err)
+			continue
+		}
+		now := time.Now()
+		key := holder + " " + hl.Handle
+		p.mu.Lock()
+		_, released := p.orphans[key]
+		if !released {
+			p.leases[hl.Handle] = &granted{lease: l, caller: holder, model: hl.Model, at: now.Add(-hl.Age), live: now}
+		}
+		delete(p.orphans, key)
+		p.mu.Unlock()
+		if released {
+			p.cfg.Pool.Release(l, actors.Outcome{Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
+			continue
+		}
+		p.adopted.Add(1)
+	}
 }

@@ -51,7 +51,15 @@ func (a *app) startFleet(ctx context.Context) {
 		if a.control != nil {
 			store = a.control
 		}
-		o, err := fleet.StartOwners(ctx, fleet.OwnerConfig{Fleet: f, Store: store, Pool: a.sys})
+		// Routing first: the accounts Owners takes count the leases their
+		// previous owner granted before they grant (Peer.Adopt).
+		ocfg := fleet.OwnerConfig{Fleet: f, Store: store, Pool: a.sys}
+		if peer, err := a.startRouting(ctx, f); err != nil {
+			a.log.Error("fleet: routing across instances not started: this instance serves from its own accounts only", "err", err)
+		} else {
+			ocfg.Adopt = peer.Adopt
+		}
+		o, err := fleet.StartOwners(ctx, ocfg)
 		if err != nil { // the configuration was checked at load
 			a.log.Error("fleet: ownership not started: this instance runs no account", "err", err)
 			return
@@ -61,9 +69,6 @@ func (a *app) startFleet(ctx context.Context) {
 			Help: "Accounts this instance owns and runs (fleet.ownership; draining ones excluded)."},
 			func() float64 { return float64(o.Owned()) }))
 		a.log.Info("fleet: ownership on", "owned", o.Owned())
-		if err := a.startRouting(ctx, f); err != nil {
-			a.log.Error("fleet: routing across instances not started: this instance serves from its own accounts only", "err", err)
-		}
 	}
 	if f.Shared() {
 		a.log.Info("fleet: joined", "member", f.Self().ID, "addr", f.Self().Addr, "members", len(f.Members()))
@@ -115,27 +120,27 @@ func (c *Config) ownership() bool { return c.Fleet.Ownership && c.Cache.Driver =
 // the view exchange over the shared cache's pub/sub, the internal
 // endpoint (served by the front, beside /v1) and the scheduler's remote
 // grants through it, with their metrics.
-func (a *app) startRouting(ctx context.Context, f *fleet.Fleet) error {
+func (a *app) startRouting(ctx context.Context, f *fleet.Fleet) (*fleet.Peer, error) {
 	master, _, err := masterKeys(a.cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	codec, err := fleet.NewCodec(master)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	peer, err := fleet.StartPeer(ctx, fleet.PeerConfig{Fleet: f, Codec: codec, Pool: a.sys, Logger: a.log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.sys.SetRemote(peer)
 	if err := fleet.StartViews(ctx, fleet.ViewsConfig{Fleet: f, Cache: a.shared, Pool: a.sys, Logger: a.log, Peer: peer}); err != nil {
-		return err
+		return nil, err
 	}
 	a.server.SetMount(&fleetMount{peer: peer, inner: a.adminAPI})
 	a.adminAPI.SetFleetRouting(a.sys.RemoteAccounts, peer)
 	registerRoutingMetrics(a.metrics, a.sys, peer)
-	return nil
+	return peer, nil
 }
 
 // refusalReasons are the labels of troupe_fleet_remote_refused_total, listed
@@ -151,8 +156,11 @@ func registerRoutingMetrics(m *gateway.Metrics, sys interface{ RemoteAccounts() 
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_fleet_remote_grants_received_total",
 			Help: "Leases other instances granted to this one on the accounts they own."},
 			func() float64 { return float64(p.Stats().Received) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_fleet_remote_leases_adopted_total",
+			Help: "Leases other instances held on accounts this instance took over, granted by their previous owner and counted here."},
+			func() float64 { return float64(p.Stats().Adopted) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_fleet_remote_leases",
-			Help: "Leases granted to other instances and not released yet."},
+			Help: "Leases granted to other instances (or adopted from a previous owner) and not released yet."},
 			func() float64 { return float64(p.Stats().Held) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_fleet_remote_views",
 			Help: "Accounts other instances own whose views this instance's scheduler indexes."},

@@ -1,0 +1,176 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/internal/poll"
+	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/storage/memcache"
+	"github.com/troupe-gw/troupe/upstream"
+)
+
+// ownedNode is a peerNode whose accounts are owned through Owners (not
+// a fixed fence), on membership and ownership stores it can be cut from:
+// cutting both and closing its server is a kill -9 as the others see it.
+type ownedNode struct {
+	peerNode
+	owners *Owners
+	cut    *cut
+}
+
+func startOwnedNode(t *testing.T, ctx context.Context, mc *memcache.Cache, master []byte, id string, accs []storage.Account) *ownedNode {
+	t.Helper()
+	n := &ownedNode{peerNode: peerNode{id: id, logs: &lockedWriter{w: &bytes.Buffer{}}}, cut: &cut{Membership: mc}}
+	log := slog.New(slog.NewTextHandler(n.logs, nil))
+	sys, err := actors.Start(actors.Config{Store: nopUsage{}, Fenced: true, QuotaProbe: -1, Logger: log,
+		Transport: func(a storage.Account) (upstream.Transport, error) { return upstream.New(a, upstream.Options{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Stop(context.Background()) })
+	n.sys = sys
+	n.srv = httptest.NewServer(http.HandlerFunc(n.handler))
+	t.Cleanup(n.srv.Close)
+	f, err := Start(ctx, Config{Store: n.cut, Self: Member{ID: id, Addr: strings.TrimPrefix(n.srv.URL, "http://")},
+		TTL: 2 * time.Second, Interval: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := NewCodec(master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.peer, err = StartPeer(ctx, PeerConfig{Fleet: f, Codec: codec, Pool: sys, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	sys.SetRemote(n.peer)
+	if err := StartViews(ctx, ViewsConfig{Fleet: f, Cache: mc, Pool: sys, Interval: 20 * time.Millisecond, Logger: log, Peer: n.peer}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range accs {
+		sys.PutAccount(a)
+	}
+	if n.owners, err = StartOwners(ctx, OwnerConfig{Fleet: f, Store: cutOwnership{Ownership: mc, c: n.cut}, Pool: sys, Logger: log, Adopt: n.peer.Adopt}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTakeoverCountsHeldLeases: the owner of an account at max_concurrency
+// 2 grants both leases to the two other instances, then dies (cut from
+// Redis, its endpoint gone). The survivor that takes the account over
+// counts the leases the dead owner granted before it grants: no third or
+// fourth lease while both run; each holder's release, sent to the new
+// owner, frees one.
+func TestTakeoverCountsHeldLeases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mc := memcache.New(memcache.Options{})
+	defer mc.Close()
+	master := testKey(7)
+	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
+	var acc storage.Account
+	for i := 0; acc.ID == ""; i++ {
+		if id := fmt.Sprintf("acc-%d", i); Owner(id, members) == "gw-c" {
+			acc = storage.Account{ID: id, Name: "x", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
+				Credentials: storage.Credentials{APIKey: "sk-x-secret"}, Models: []string{"m"}, MaxConcurrency: 2}
+		}
+	}
+	accs := []storage.Account{acc}
+	a := startOwnedNode(t, ctx, mc, master, "gw-a", accs)
+	b := startOwnedNode(t, ctx, mc, master, "gw-b", accs)
+	c := startOwnedNode(t, ctx, mc, master, "gw-c", accs)
+	poll.Until(t, 10*time.Second, "c owns the account, a and b index it", func() bool {
+		_, held := c.owners.Holder(acc.ID)
+		v, _ := c.sys.View(acc.ID)
+		return held && !v.Moving && a.sys.RemoteAccounts() == 1 && b.sys.RemoteAccounts() == 1
+	})
+	var la, lb *actors.Lease
+	poll.Until(t, 5*time.Second, "a and b each hold a lease c granted", func() bool {
+		if la == nil {
+			la, _ = a.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"})
+		}
+		if lb == nil {
+			lb, _ = b.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"})
+		}
+		return la != nil && lb != nil
+	})
+	if v, _ := c.sys.View(acc.ID); v.InFlight != 2 {
+		t.Fatalf("c sees %d in flight, want 2", v.InFlight)
+	}
+
+	// kill -9 of c: no heartbeat, no renewal, no endpoint.
+	c.cut.down.Store(true)
+	c.srv.CloseClientConnections()
+	c.srv.Close()
+
+	var owner, other *ownedNode
+	poll.Until(t, 15*time.Second, "a survivor owns the account and runs it", func() bool {
+		for _, n := range []*ownedNode{a, b} {
+			if _, held := n.owners.Holder(acc.ID); held {
+				if v, ok := n.sys.View(acc.ID); ok && v.ID == acc.ID && !v.Moving {
+					owner = n
+				}
+			}
+		}
+		return owner != nil
+	})
+	other = map[bool]*ownedNode{true: b, false: a}[owner == a]
+	inFlight := func() int { v, _ := owner.sys.View(acc.ID); return v.InFlight }
+	if got := inFlight(); got != 2 {
+		t.Errorf("the new owner counts %d in flight on the account, want the 2 the dead owner granted", got)
+	}
+	// Neither survivor gets a lease while both holders' leases run: the
+	// upstream would see more than max_concurrency.
+	tryBoth := func() int {
+		granted := 0
+		for _, n := range []*ownedNode{owner, other} {
+			if l, err := n.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"}); err == nil {
+				granted++
+				t.Cleanup(func() { n.sys.Release(l, actors.Outcome{Status: 200}) })
+			}
+		}
+		return granted
+	}
+	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
+		v, ok := other.sys.View(acc.ID)
+		return ok && !v.Moving && v.InFlight == 2
+	})
+	if g := tryBoth(); g != 0 {
+		t.Fatalf("%d leases granted past max_concurrency 2 while the dead owner's 2 run (new owner counts %d)\n%s", g, inFlight(), owner.logs.String())
+	}
+
+	// a's release goes to the new owner and frees one.
+	a.sys.Release(la, actors.Outcome{Status: 200})
+	poll.Until(t, 5*time.Second, "a's release reaches the new owner", func() bool { return inFlight() == 1 })
+	var l3 *actors.Lease
+	poll.Until(t, 5*time.Second, "one lease granted again", func() bool {
+		var err error
+		l3, err = owner.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"})
+		return err == nil
+	})
+	if l, err := owner.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"}); err == nil {
+		owner.sys.Release(l, actors.Outcome{Status: 200})
+		t.Fatalf("a second lease granted with b's adopted lease running (in flight %d)", inFlight())
+	}
+	b.sys.Release(lb, actors.Outcome{Status: 200})
+	owner.sys.Release(l3, actors.Outcome{Status: 200})
+	poll.Until(t, 5*time.Second, "every lease ended on the new owner", func() bool { return inFlight() == 0 })
+	if st := owner.peer.Stats(); st.Held != 0 {
+		t.Errorf("new owner's stats %+v, want 0 held", st)
+	}
+	for _, n := range []*ownedNode{a, b} {
+		if s := n.logs.String(); strings.Contains(s, "sk-x-secret") {
+			t.Errorf("%s's log holds a credential", n.id)
+		}
+	}
+}
