@@ -99,7 +99,11 @@ func itemID(b []byte, prefix, respID string, n int) []byte {
 	return strconv.AppendInt(b, int64(n), 10)
 }
 
-// appendResponsesItem writes one output item built from p ("completed").
+// appendResponsesItem writes one output item built from p with status
+// ("in_progress", "completed", or "incomplete" for the item a
+// max_output_tokens or content_filter stop cut; a reasoning item has no
+// status field). A finished item (completed or incomplete) carries its
+// content; an incomplete call its arguments as they came.
 func appendResponsesItem(b []byte, p *part, id []byte, status string) []byte {
 	switch p.typ {
 	case partText, partRefusal:
@@ -108,7 +112,7 @@ func appendResponsesItem(b []byte, p *part, id []byte, status string) []byte {
 		b = append(b, `,"type":"message"`...)
 		b = kStr(b, "status", status)
 		b = append(b, `,"role":"assistant","content":[`...)
-		if status == "completed" || p.text != "" {
+		if status != "in_progress" || p.text != "" {
 			if p.typ == partText {
 				b = append(b, `{"type":"output_text","annotations":[],"logprobs":[]`...)
 				b = kStr(b, "text", p.text)
@@ -146,7 +150,7 @@ func appendResponsesItem(b []byte, p *part, id []byte, status string) []byte {
 		b = append(b, `{"id":`...)
 		b = AppendString(b, b2s(id))
 		b = append(b, `,"type":"reasoning","summary":[`...)
-		if status == "completed" {
+		if status != "in_progress" {
 			for _, s := range p.summaryTexts() {
 				b = elem(b)
 				b = append(b, `{"type":"summary_text"`...)
@@ -191,7 +195,11 @@ func encodeResponsesResponse(b []byte, rs *response, echo *responsesEcho) []byte
 			p := &rs.parts[i]
 			idb = itemIDFor(idb[:0], p, id, i)
 			b = elem(b)
-			b = appendResponsesItem(b, p, idb, "completed")
+			st := "completed"
+			if status == "incomplete" && i == len(rs.parts)-1 {
+				st = "incomplete" // the answer was cut in its last item
+			}
+			b = appendResponsesItem(b, p, idb, st)
 		}
 		return b
 	})

@@ -351,17 +351,28 @@ func (d *responsesDecoder) end(s *Stream, dst []byte) []byte { return dst }
 
 // responsesItem is one output item the encoder has written.
 type responsesItem struct {
-	p    part   // the item (text, args, summary accumulate in buf)
-	id   []byte // item id
-	buf  []byte // text, refusal, arguments or reasoning text so far
-	done bool
+	p      part   // the item (text, args, summary accumulate in buf)
+	id     []byte // item id
+	buf    []byte // text, refusal, arguments or reasoning text so far
+	done   bool
+	status string // once done: "completed", or "incomplete" when the answer was cut in it
 }
 
 // responsesEncoder writes a Responses stream to the client.
+//
+// An item's closing events (output_text.done, content_part.done,
+// output_item.done and the like) are held from its block's stop until the
+// next block starts or the answer ends: output_item.done carries the
+// item's status, and whether the last item was cut ("incomplete", as
+// OpenAI marks the item a max_output_tokens or content_filter stop ended
+// in) is known only from the upstream's stop reason, which Anthropic sends
+// in message_delta after content_block_stop and Chat in the chunk with
+// finish_reason. An item followed by another one was not cut.
 type responsesEncoder struct {
 	seq       int64
 	items     []responsesItem
-	cur       int // index of the open item, -1 for none
+	cur       int  // index of the open item, -1 for none
+	stopped   bool // the open item's block has stopped; its closing events are held
 	summaryOn bool
 	names     toolNames
 	request   []byte
@@ -415,8 +426,12 @@ func (e *responsesEncoder) response(dst []byte, s *Stream, status string, f fini
 		}
 		for i := range e.items {
 			it := &e.items[i]
+			st := it.status
+			if st == "" {
+				st = "completed" // an item still open when the answer failed
+			}
 			dst = elem(dst)
-			dst = appendResponsesItem(dst, e.final(it), it.id, "completed")
+			dst = appendResponsesItem(dst, e.final(it), it.id, st)
 		}
 		return dst
 	})
@@ -493,19 +508,27 @@ func (e *responsesEncoder) put(s *Stream, dst []byte, ev sev) []byte {
 		}
 		return dst
 	case sevBlockStop:
-		return e.stop(dst)
+		if e.cur >= 0 {
+			e.stopped = true // closed by the next start or the finish (see responsesEncoder)
+		}
+		return dst
 	case sevFinish:
-		dst = e.stop(dst)
 		name, status := "response.completed", "completed"
 		if ev.finish == finishLength || ev.finish == finishContentFilter {
 			name, status = "response.incomplete", "incomplete"
 		}
+		dst = e.stop(dst, status)
 		dst = e.event(dst, name)
 		dst = e.response(append(dst, `,"response":`...), s, status, ev.finish, "", "")
 		return endEvent(dst)
 	case sevError:
 		if !s.started {
 			e.respID = idWithPrefix("resp_", s.id)
+		}
+		if e.stopped {
+			// The upstream finished the item before it failed; an item
+			// still open stays unclosed, as before.
+			dst = e.stop(dst, "completed")
 		}
 		code := ev.errCode
 		if code == "" {
@@ -532,7 +555,7 @@ func (e *responsesEncoder) ref(dst []byte, it *responsesItem) []byte {
 }
 
 func (e *responsesEncoder) start(s *Stream, dst []byte, ev *sev) []byte {
-	dst = e.stop(dst)
+	dst = e.stop(dst, "completed")
 	n := len(e.items)
 	e.items = append(e.items, responsesItem{})
 	it := &e.items[n]
@@ -580,12 +603,15 @@ func (e *responsesEncoder) start(s *Stream, dst []byte, ev *sev) []byte {
 	return dst
 }
 
-// stop closes the open item with its .done events.
-func (e *responsesEncoder) stop(dst []byte) []byte {
+// stop closes the open item with its .done events; status is the item's
+// in output_item.done: "completed", or "incomplete" for the item the
+// answer was cut in.
+func (e *responsesEncoder) stop(dst []byte, status string) []byte {
 	if e.cur < 0 {
 		return dst
 	}
 	it := &e.items[e.cur]
+	it.status = status
 	text := b2s(it.buf)
 	switch it.p.typ {
 	case partText:
@@ -612,9 +638,10 @@ func (e *responsesEncoder) stop(dst []byte) []byte {
 	dst = append(dst, `,"output_index":`...)
 	dst = strconv.AppendInt(dst, int64(e.cur), 10)
 	dst = append(dst, `,"item":`...)
-	dst = appendResponsesItem(dst, e.final(it), it.id, "completed")
+	dst = appendResponsesItem(dst, e.final(it), it.id, status)
 	dst = endEvent(dst)
 	it.done = true
 	e.cur = -1
+	e.stopped = false
 	return dst
 }

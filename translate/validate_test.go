@@ -440,6 +440,16 @@ func validateResponses(evs []Event, o validateOpts) (clientDigest, error) {
 				if out[n].Raw != it.raw.Raw {
 					return d, fmt.Errorf("%s output item %d\n%s\ndiffers from its output_item.done\n%s", typ, n, out[n].Raw, it.raw.Raw)
 				}
+				// OpenAI marks the item an incomplete answer was cut in
+				// "incomplete", every other one "completed" (reasoning
+				// items carry no status).
+				want := "completed"
+				if typ == "response.incomplete" && n == len(items)-1 {
+					want = "incomplete"
+				}
+				if st := it.raw.Get("status"); st.Exists() && st.Str != want {
+					return d, fmt.Errorf("%s: item %d (%s) has status %q, want %q", typ, n, it.typ, st.Str, want)
+				}
 			}
 			u := r.Get("usage")
 			if !u.IsObject() {
