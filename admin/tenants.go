@@ -121,7 +121,8 @@ func (s *Server) userConflict(rctx context.Context, u storage.User) *APIError {
 	return errConflict("", "Another user has this name or email.")
 }
 
-// adminUsers serves /api/admin/users: GET (list with balances), POST
+// adminUsers serves /api/admin/users: GET (a page of the list with
+// balances, offset and limit as GET /api/admin/accounts), POST
 // (create); /users/{id|name}: GET (with its latest ledger rows), PATCH,
 // DELETE (only without ledger rows); /users/{id|name}/ledger: GET (a page
 // of its ledger, older rows by before), POST (a top-up, refund or
@@ -131,6 +132,18 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 	defer cancel()
 	switch {
 	case len(parts) == 0 && method == "GET":
+		// Paged as GET /api/admin/accounts: a bad offset or limit is a 400
+		// naming it, not the whole list.
+		offset, aerr := intArg(ctx.QueryArgs(), "offset", 0, 0, 1<<30)
+		if aerr != nil {
+			writeError(ctx, aerr)
+			return
+		}
+		limit, aerr := intArg(ctx.QueryArgs(), "limit", 50, 1, 1000)
+		if aerr != nil {
+			writeError(ctx, aerr)
+			return
+		}
 		users, err := s.store.ListUsers(rctx)
 		if err != nil {
 			s.storageError(ctx, err)
@@ -142,13 +155,20 @@ func (s *Server) adminUsers(ctx *fasthttp.RequestCtx, p *principal, method strin
 			return
 		}
 		q := strings.ToLower(string(ctx.QueryArgs().Peek("q")))
-		out := []userJSON{}
+		kept := users[:0:0]
 		for _, u := range users {
 			if q == "" || strings.Contains(strings.ToLower(u.Name), q) || strings.Contains(strings.ToLower(u.Email), q) {
-				out = append(out, toUserJSON(u, bal[u.ID]))
+				kept = append(kept, u)
 			}
 		}
-		writeJSON(ctx, 200, map[string]any{"users": out})
+		total := len(kept)
+		lo := min(offset, total)
+		hi := min(lo+limit, total)
+		out := make([]userJSON, 0, hi-lo)
+		for _, u := range kept[lo:hi] {
+			out = append(out, toUserJSON(u, bal[u.ID]))
+		}
+		writeJSON(ctx, 200, map[string]any{"total": total, "pool": len(users), "offset": offset, "limit": limit, "users": out})
 	case len(parts) == 0 && method == "POST":
 		s.createUser(ctx, rctx, p)
 	case len(parts) == 1 || (len(parts) == 2 && parts[1] == "ledger"):

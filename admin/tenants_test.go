@@ -392,3 +392,48 @@ func TestAdminAmountsAsNumbers(t *testing.T) {
 		t.Errorf("ledger amount 2: %s", r.body)
 	}
 }
+
+// GET /api/admin/users pages as GET /api/admin/accounts does: offset and
+// limit validated (a 400 naming the parameter, never the whole list), one
+// page with total (filtered), pool (all), offset and limit.
+func TestAdminUsersPaging(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	for i := range 7 {
+		c.do("POST", "/api/admin/users", map[string]any{"name": fmt.Sprintf("user-%d", i)}).want(t, 201)
+	}
+	names := func(r *response) []string {
+		var out []string
+		for _, u := range r.json["users"].([]any) {
+			out = append(out, u.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	all := names(c.do("GET", "/api/admin/users", nil).want(t, 200))
+	if len(all) != 7 {
+		t.Fatalf("default page: %v", all)
+	}
+	var paged []string
+	for off := 0; off < 7; off += 3 {
+		r := c.do("GET", fmt.Sprintf("/api/admin/users?limit=3&offset=%d", off), nil).want(t, 200)
+		if r.json["total"].(float64) != 7 || r.json["pool"].(float64) != 7 || r.json["offset"].(float64) != float64(off) || r.json["limit"].(float64) != 3 {
+			t.Fatalf("offset %d: %s", off, r.body)
+		}
+		paged = append(paged, names(r)...)
+	}
+	if strings.Join(paged, ",") != strings.Join(all, ",") {
+		t.Fatalf("pages %v, whole list %v", paged, all)
+	}
+	if r := c.do("GET", "/api/admin/users?limit=50&offset=100", nil).want(t, 200); len(names(r)) != 0 || r.json["total"].(float64) != 7 {
+		t.Fatalf("past the end: %s", r.body)
+	}
+	if r := c.do("GET", "/api/admin/users?q=user-1&limit=1", nil).want(t, 200); r.json["total"].(float64) != 1 || r.json["pool"].(float64) != 7 {
+		t.Fatalf("filtered: %s", r.body)
+	}
+	for q, param := range map[string]string{"limit=abc": "limit", "limit=0": "limit", "limit=5000": "limit", "offset=-1": "offset", "offset=abc": "offset"} {
+		r := c.do("GET", "/api/admin/users?"+q, nil).want(t, 400)
+		if r.errParam() != param || !isOpenAIError(r.body) {
+			t.Fatalf("%s: %s", q, r.body)
+		}
+	}
+}

@@ -71,7 +71,7 @@ describe('Users', () => {
   it('tops up with the amount as typed, a string, and shows the new balance', { timeout: 30_000 }, async () => {
     const after = { ...alice, balance: '22.500001', balance_micro: 22_500_001 }
     const calls = stubAPI({
-      'GET users': { users: [alice] },
+      'GET users?offset=0&limit=100': { total: 1, pool: 1, offset: 0, limit: 100, users: [alice] },
       'GET users/u1': { user: alice, ledger: [] },
       'POST users/u1/ledger': { user: after, ledger: [{ id: 1, kind: 'topup', amount: '10.000001', amount_micro: 10_000_001, actor: 'admin:admin', note: 'invoice 7', request_id: '', created_at: '2026-12-06T08:00:00Z' }] },
     })
@@ -90,7 +90,7 @@ describe('Users', () => {
     const read = { ...alice, version: 1796634176000 }
     const message = 'The user "alice" was changed by someone else since you read it (version 1796634176000, now 1796634177000), on this instance or another; your change was not saved. Reload it and make your change again.'
     const calls = stubAPI({
-      'GET users': { users: [read] },
+      'GET users?offset=0&limit=100': { total: 1, pool: 1, offset: 0, limit: 100, users: [read] },
       'GET users/u1': { user: read, ledger: [] },
       'PATCH users/u1': { status: 409, answer: { error: { message, type: 'invalid_request_error', code: 'edit_conflict', param: 'version' } } },
     })
@@ -108,7 +108,7 @@ describe('Users', () => {
     const row = (id: number) => ({ id, kind: 'topup', amount: '1.000000', amount_micro: 1_000_000, actor: 'admin:admin', note: 'row ' + id, request_id: '', created_at: '2026-12-06T08:00:00Z' })
     const span = (from: number, to: number) => Array.from({ length: from - to + 1 }, (_, i) => row(from - i))
     const calls = stubAPI({
-      'GET users': { users: [alice] },
+      'GET users?offset=0&limit=100': { total: 1, pool: 1, offset: 0, limit: 100, users: [alice] },
       'GET users/u1': { user: alice, ledger: span(120, 71), next_before: 71 },
       'GET users/u1/ledger?limit=50&before=71': { ledger: span(70, 21), next_before: 21 },
       'GET users/u1/ledger?limit=50&before=21': { ledger: span(20, 1), next_before: null },

@@ -11,6 +11,8 @@ import '../billing.css'
 // or adjusts) with a note, disables or enables, edits the allowlist and
 // limits, and shows the ledger: the latest 50 rows, older ones 50 at a time
 // (GET …/ledger with next_before). Amounts stay decimal strings end to end.
+// The list is paged on the server (offset and limit, as for accounts),
+// USERS_PAGE users a page.
 
 /** User is a user as GET /api/admin/users answers it. */
 export interface User {
@@ -52,21 +54,41 @@ interface LedgerRow {
 // An edit_conflict (409: the user changed since it was read) says what to do in its message alone.
 const errText = (e: unknown) => (e instanceof ApiError && e.param && e.code !== 'edit_conflict' ? `${e.param}: ${e.message}` : (e as Error).message)
 
+/** USERS_PAGE is how many users one page of the list holds. */
+const USERS_PAGE = 100
+
+/** UsersPage is GET /api/admin/users: one page of the (filtered) users. */
+type UsersPage = { total: number; pool: number; offset: number; limit: number; users: User[] }
+
 export function Users() {
   const [q, setQ] = useState('')
-  const { data, error, reload } = usePoll(() => api<{ users: User[] }>('GET', 'users' + query({ q })), [q], 30_000)
+  const [p, setP] = useState(0)
+  const { data, error, reload } = usePoll(
+    () => api<UsersPage>('GET', 'users' + query({ q, offset: p * USERS_PAGE, limit: USERS_PAGE })),
+    [q, p],
+    30_000,
+  )
   const [open, setOpen] = useState<string | null>(null)
   const [creating, setCreating] = useState(false)
   const users = data?.users ?? []
+  const total = data?.total ?? 0
   return (
     <div>
       <div className="head">
         <h2>Users</h2>
         <span className="muted" data-testid="users-count">
-          {data ? `${users.length} ${users.length === 1 ? 'user' : 'users'}` : ''}
+          {data ? `${total} ${total === 1 ? 'user' : 'users'}` : ''}
         </span>
         <div className="grow" />
-        <input name="q" placeholder="search name or email" value={q} onChange={(e) => setQ(e.target.value)} />
+        <input
+          name="q"
+          placeholder="search name or email"
+          value={q}
+          onChange={(e) => {
+            setQ(e.target.value)
+            setP(0)
+          }}
+        />
         <button onClick={() => setCreating(true)}>Create user</button>
       </div>
       {error && <div className="error">{error}</div>}
@@ -104,7 +126,20 @@ export function Users() {
           ))}
         </tbody>
       </table>
-      {data && users.length === 0 && <p className="muted">{q ? 'No user matches.' : 'No users yet.'}</p>}
+      {data && total === 0 && <p className="muted">{q ? 'No user matches.' : 'No users yet.'}</p>}
+      {total > USERS_PAGE && (
+        <div className="head" data-testid="users-pages">
+          <button className="ghost" disabled={p === 0} onClick={() => setP(p - 1)}>
+            Previous
+          </button>
+          <span className="muted">
+            {p * USERS_PAGE + 1}–{Math.min((p + 1) * USERS_PAGE, total)} of {total}
+          </span>
+          <button className="ghost" disabled={(p + 1) * USERS_PAGE >= total} onClick={() => setP(p + 1)}>
+            Next
+          </button>
+        </div>
+      )}
       {open && <UserPanel key={open} id={open} onClose={() => setOpen(null)} onChanged={reload} />}
       {creating && (
         <CreateUser
