@@ -52,6 +52,34 @@ func stopHint(dir string) string {
 	return "troupe stop --data " + dir
 }
 
+// dirClaim is a start's claim on its data directory (claimDir). The start
+// defers release and calls started once it runs: a start that returns
+// before then (failed) removes what the claim created (releaseFailed).
+type dirClaim struct {
+	created, dir string
+	ok           bool
+}
+
+// started marks the start as running: release then keeps the directory.
+func (c *dirClaim) started() { c.ok = true }
+
+// release removes what the claim created unless started was called.
+func (c *dirClaim) release() {
+	if !c.ok {
+		releaseFailed(c.created, c.dir)
+	}
+}
+
+// claimStart makes the data directory dir of a start (serve, demo, mock)
+// and returns the claim on it (claimDir's errors).
+func claimStart(dir string) (*dirClaim, error) {
+	created, err := claimDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &dirClaim{created: created, dir: dir}, nil
+}
+
 // claimDir makes the data directory dir of a start (serve, demo, mock)
 // and returns the outermost directory this call created ("" when dir
 // existed): the one a failed start removes (releaseFailed). The outermost

@@ -312,16 +312,11 @@ Logs go to stderr.`,
 				return fmt.Errorf("--fault-rate must be between 0 and 1")
 			}
 			// A first start that fails removes the data directory it made.
-			created, err := claimDir(cfg.DataDir)
+			claim, err := claimStart(cfg.DataDir)
 			if err != nil {
 				return err
 			}
-			started := false
-			defer func() {
-				if !started {
-					releaseFailed(created, cfg.DataDir)
-				}
-			}()
+			defer claim.release()
 			if faultRate > 0 {
 				// Faulted accounts hang or stall; tighter waits than production
 				// defaults let the demo fail over in seconds rather than minutes.
@@ -341,7 +336,7 @@ Logs go to stderr.`,
 				return err
 			}
 			defer removePid()
-			started = true
+			claim.started()
 			d.app.background(ctx)
 			out := cmd.OutOrStdout()
 			base := d.app.baseURL()
@@ -391,15 +386,11 @@ mock on the same directory is refused; give it --data DIR of its own.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			created, err := claimDir(dataDir)
+			claim, err := claimStart(dataDir)
 			if err != nil {
 				return err
 			}
-			defer func() {
-				if err != nil {
-					releaseFailed(created, dataDir)
-				}
-			}()
+			defer claim.release()
 			fleet := mock.New(mock.Config{})
 			fa, _ := demoAccounts(accounts, listen)
 			if scenarioRef != "" {
@@ -426,6 +417,7 @@ mock on the same directory is refused; give it --data DIR of its own.`,
 				return err
 			}
 			defer removePid()
+			claim.started()
 			fmt.Fprintf(cmd.OutOrStdout(), "MOCK_ADDR=%s\n", addr)
 			<-ctx.Done()
 			return fleet.Close()

@@ -22,16 +22,11 @@ added with "troupe accounts add" are picked up while it runs.`,
 				return err
 			}
 			// A first start that fails removes the data directory it made.
-			created, err := claimDir(cfg.DataDir)
+			claim, err := claimStart(cfg.DataDir)
 			if err != nil {
 				return err
 			}
-			started := false
-			defer func() {
-				if !started {
-					releaseFailed(created, cfg.DataDir)
-				}
-			}()
+			defer claim.release()
 			log := newLogger(cfg, cmd.ErrOrStderr())
 			ctx, stop := signalContext()
 			defer stop()
@@ -46,7 +41,7 @@ added with "troupe accounts add" are picked up while it runs.`,
 				return err
 			}
 			defer removePid()
-			started = true
+			claim.started()
 			a.serve()
 			a.printAdminPassword(cmd.OutOrStdout())
 			a.background(ctx)
