@@ -56,6 +56,21 @@ func (n *peerNode) handler(w http.ResponseWriter, r *http.Request) {
 func startPeerNode(t testing.TB, ctx context.Context, store *memcache.Cache, master []byte, id string, accs []storage.Account, owned ...string) *peerNode {
 	t.Helper()
 	n := &peerNode{id: id, logs: &lockedWriter{w: &bytes.Buffer{}}}
+	n.start(t, ctx, store, store, master, accs)
+	fence := new(actors.Fence)
+	fence.Extend(time.Now().Add(time.Hour), 1)
+	for _, o := range owned {
+		n.sys.Own(o, fence)
+	}
+	return n
+}
+
+// start starts n's pool (fenced: it runs only what it is given to own),
+// its internal endpoint, its membership in members, its peer and its
+// views in views, and puts every account in accs. It returns n's fleet
+// and logger.
+func (n *peerNode) start(t testing.TB, ctx context.Context, members storage.Membership, views *memcache.Cache, master []byte, accs []storage.Account) (*Fleet, *slog.Logger) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(n.logs, nil))
 	sys, err := actors.Start(actors.Config{Store: nopUsage{}, Fenced: true, QuotaProbe: -1, Logger: log,
 		Transport: func(a storage.Account) (upstream.Transport, error) { return upstream.New(a, upstream.Options{}) }})
@@ -66,7 +81,7 @@ func startPeerNode(t testing.TB, ctx context.Context, store *memcache.Cache, mas
 	n.sys = sys
 	n.srv = httptest.NewServer(http.HandlerFunc(n.handler))
 	t.Cleanup(n.srv.Close)
-	f, err := Start(ctx, Config{Store: store, Self: Member{ID: id, Addr: strings.TrimPrefix(n.srv.URL, "http://")},
+	f, err := Start(ctx, Config{Store: members, Self: Member{ID: n.id, Addr: strings.TrimPrefix(n.srv.URL, "http://")},
 		TTL: 2 * time.Second, Interval: 100 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -79,18 +94,13 @@ func startPeerNode(t testing.TB, ctx context.Context, store *memcache.Cache, mas
 		t.Fatal(err)
 	}
 	sys.SetRemote(n.peer)
-	if err := StartViews(ctx, ViewsConfig{Fleet: f, Cache: store, Pool: sys, Interval: 20 * time.Millisecond, Logger: log, Peer: n.peer}); err != nil {
+	if err := StartViews(ctx, ViewsConfig{Fleet: f, Cache: views, Pool: sys, Interval: 20 * time.Millisecond, Logger: log, Peer: n.peer}); err != nil {
 		t.Fatal(err)
 	}
-	fence := new(actors.Fence)
-	fence.Extend(time.Now().Add(time.Hour), 1)
 	for _, a := range accs {
 		sys.PutAccount(a)
 	}
-	for _, o := range owned {
-		sys.Own(o, fence)
-	}
-	return n
+	return f, log
 }
 
 type lockedWriter struct {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"github.com/troupe-gw/troupe/internal/poll"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/storage/memcache"
-	"github.com/troupe-gw/troupe/upstream"
 )
 
 // ownedNode is a peerNode whose accounts are owned through Owners (not
@@ -30,36 +26,9 @@ type ownedNode struct {
 func startOwnedNode(t *testing.T, ctx context.Context, mc *memcache.Cache, master []byte, id string, accs []storage.Account) *ownedNode {
 	t.Helper()
 	n := &ownedNode{peerNode: peerNode{id: id, logs: &lockedWriter{w: &bytes.Buffer{}}}, cut: &cut{Membership: mc}}
-	log := slog.New(slog.NewTextHandler(n.logs, nil))
-	sys, err := actors.Start(actors.Config{Store: nopUsage{}, Fenced: true, QuotaProbe: -1, Logger: log,
-		Transport: func(a storage.Account) (upstream.Transport, error) { return upstream.New(a, upstream.Options{}) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sys.Stop(context.Background()) })
-	n.sys = sys
-	n.srv = httptest.NewServer(http.HandlerFunc(n.handler))
-	t.Cleanup(n.srv.Close)
-	f, err := Start(ctx, Config{Store: n.cut, Self: Member{ID: id, Addr: strings.TrimPrefix(n.srv.URL, "http://")},
-		TTL: 2 * time.Second, Interval: 100 * time.Millisecond, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	codec, err := NewCodec(master)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.peer, err = StartPeer(ctx, PeerConfig{Fleet: f, Codec: codec, Pool: sys, Logger: log}); err != nil {
-		t.Fatal(err)
-	}
-	sys.SetRemote(n.peer)
-	if err := StartViews(ctx, ViewsConfig{Fleet: f, Cache: mc, Pool: sys, Interval: 20 * time.Millisecond, Logger: log, Peer: n.peer}); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range accs {
-		sys.PutAccount(a)
-	}
-	if n.owners, err = StartOwners(ctx, OwnerConfig{Fleet: f, Store: cutOwnership{Ownership: mc, c: n.cut}, Pool: sys, Logger: log, Adopt: n.peer.Adopt}); err != nil {
+	f, log := n.start(t, ctx, n.cut, mc, master, accs)
+	var err error
+	if n.owners, err = StartOwners(ctx, OwnerConfig{Fleet: f, Store: cutOwnership{Ownership: mc, c: n.cut}, Pool: n.sys, Logger: log, Adopt: n.peer.Adopt}); err != nil {
 		t.Fatal(err)
 	}
 	return n
