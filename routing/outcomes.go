@@ -2,9 +2,11 @@ package routing
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,11 +36,16 @@ type PolicyOutcome struct {
 }
 
 // outcomes are the counters of every policy version that routed requests,
-// and their metrics.
+// and their metrics. Count runs once a client request: a version's sums are
+// atomics and its metric children are looked up once, so a request takes no
+// process-wide lock and hashes no label values (docs/benchmarks.md, issue 21,
+// "the closed loop (closed)").
 type outcomes struct {
 	registry *prometheus.Registry // nil: no metrics
-	mu       sync.Mutex
-	sums     map[outcomeKey]*outcomeSums
+	mu       sync.Mutex           // serializes adding a version to sums
+	// sums are the versions' counters, copied on write: a version is added
+	// once, on its first request, and a request only reads the map.
+	sums     atomic.Pointer[map[outcomeKey]*outcomeSums]
 	once     sync.Once
 	requests *prometheus.CounterVec // troupe_policy_requests_total{policy,version,canary,result}
 	failover *prometheus.CounterVec // troupe_policy_failovers_total{policy,version,canary}
@@ -50,9 +57,29 @@ type outcomeKey struct {
 	canary  bool
 }
 
+// outcomeSums are one policy version's counters. Count adds to requests
+// before failed, and Outcomes reads failed before requests, so a snapshot
+// never has more failed than requests.
 type outcomeSums struct {
-	requests, failed, failovers int64
-	latency                     time.Duration
+	requests, failed, failovers atomic.Int64
+	latency                     atomic.Int64 // nanoseconds
+	// The version's metric children, each made on its first use, so that
+	// /metrics shows a series only once it has counted something, as
+	// WithLabelValues on every request did.
+	ok, bad, failover lazyCounter
+}
+
+// lazyCounter is a metric child looked up on its first use and kept.
+type lazyCounter struct {
+	once sync.Once
+	c    prometheus.Counter
+}
+
+// get returns the child of vec with k's labels and result (none if ""),
+// looked up once.
+func (l *lazyCounter) get(vec *prometheus.CounterVec, k outcomeKey, result string) prometheus.Counter {
+	l.once.Do(func() { l.c = vec.WithLabelValues(k.labels(result)...) })
+	return l.c
 }
 
 // Count adds res to its policy version's counters and metrics. Safe for
@@ -61,32 +88,58 @@ func (r *Runtime) Count(res Result) {
 	o := &r.outcomes
 	o.once.Do(o.register)
 	k := outcomeKey{policy: res.Policy, version: res.Version, canary: res.Canary}
-	o.mu.Lock()
-	if o.sums == nil {
-		o.sums = make(map[outcomeKey]*outcomeSums)
-	}
-	s := o.sums[k]
-	if s == nil {
-		s = &outcomeSums{}
-		o.sums[k] = s
-	}
-	s.requests++
+	s := o.sumsOf(k)
+	s.requests.Add(1)
 	if res.Failed {
-		s.failed++
+		s.failed.Add(1)
 	}
-	s.failovers += int64(max(res.Failovers, 0))
-	s.latency += res.Latency
-	o.mu.Unlock()
-	if o.requests != nil {
-		v, cn, result := strconv.FormatUint(k.version, 10), strconv.FormatBool(k.canary), "ok"
-		if res.Failed {
-			result = "failed"
-		}
-		o.requests.WithLabelValues(k.policy, v, cn, result).Inc()
-		if res.Failovers > 0 {
-			o.failover.WithLabelValues(k.policy, v, cn).Add(float64(res.Failovers))
+	s.failovers.Add(int64(max(res.Failovers, 0)))
+	s.latency.Add(int64(res.Latency))
+	if o.requests == nil {
+		return
+	}
+	if res.Failed {
+		s.bad.get(o.requests, k, "failed").Inc()
+	} else {
+		s.ok.get(o.requests, k, "ok").Inc()
+	}
+	if res.Failovers > 0 {
+		s.failover.get(o.failover, k, "").Add(float64(res.Failovers))
+	}
+}
+
+// sumsOf returns k's counters, added on k's first request.
+func (o *outcomes) sumsOf(k outcomeKey) *outcomeSums {
+	if m := o.sums.Load(); m != nil {
+		if s := (*m)[k]; s != nil {
+			return s
 		}
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var m map[outcomeKey]*outcomeSums
+	if old := o.sums.Load(); old != nil {
+		if s := (*old)[k]; s != nil {
+			return s
+		}
+		m = maps.Clone(*old)
+	} else {
+		m = make(map[outcomeKey]*outcomeSums, 1)
+	}
+	s := &outcomeSums{}
+	m[k] = s
+	o.sums.Store(&m)
+	return s
+}
+
+// labels are k's metric label values: policy, version, canary, then result
+// unless it is "" (the failover metric has none).
+func (k outcomeKey) labels(result string) []string {
+	l := []string{k.policy, strconv.FormatUint(k.version, 10), strconv.FormatBool(k.canary)}
+	if result != "" {
+		l = append(l, result)
+	}
+	return l
 }
 
 // register creates the metrics on the registry (reusing ones another
@@ -116,17 +169,21 @@ func (o *outcomes) register() {
 // first, a canary before the active policy of the same version.
 func (r *Runtime) Outcomes() []PolicyOutcome {
 	o := &r.outcomes
-	o.mu.Lock()
-	out := make([]PolicyOutcome, 0, len(o.sums))
-	for k, s := range o.sums {
-		po := PolicyOutcome{Policy: k.policy, Version: k.version, Canary: k.canary, Requests: s.requests, Failed: s.failed, Failovers: s.failovers}
-		if s.requests > 0 {
-			po.FailedRate = float64(s.failed) / float64(s.requests)
-			po.MeanLatencyMs = float64(s.latency.Microseconds()) / 1000 / float64(s.requests)
+	out := []PolicyOutcome{} // [] in JSON when no version has counted yet
+	var sums map[outcomeKey]*outcomeSums
+	if m := o.sums.Load(); m != nil {
+		sums = *m
+	}
+	for k, s := range sums {
+		failed := s.failed.Load() // before requests: see outcomeSums
+		po := PolicyOutcome{Policy: k.policy, Version: k.version, Canary: k.canary, Failed: failed,
+			Requests: s.requests.Load(), Failovers: s.failovers.Load()}
+		if po.Requests > 0 {
+			po.FailedRate = float64(po.Failed) / float64(po.Requests)
+			po.MeanLatencyMs = float64(time.Duration(s.latency.Load()).Microseconds()) / 1000 / float64(po.Requests)
 		}
 		out = append(out, po)
 	}
-	o.mu.Unlock()
 	slices.SortFunc(out, func(a, b PolicyOutcome) int {
 		if a.Version != b.Version {
 			if a.Version > b.Version {

@@ -13,7 +13,7 @@ import (
 )
 
 // startSystem starts an actor system with no accounts, stopped at cleanup.
-func startSystem(t *testing.T) *actors.System {
+func startSystem(t testing.TB) *actors.System {
 	t.Helper()
 	sys, err := actors.Start(actors.Config{Store: discardUsage{},
 		Transport: func(storage.Account) (upstream.Transport, error) { return noUpstream{}, nil }})
