@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/bench/codexmock"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// TestCodex401MidTraffic: the backend starts refusing a codex account's
+// access token while the gateway still believes it valid (the mock's clock
+// jumps past its exp; the gateway's does not, so no refresh is due). Ten
+// requests at once meet the 401: the account refreshes exactly once,
+// comes back active, and later requests are served with the new token.
+// No refresh token or access token appears in the gateway's log.
+func TestCodex401MidTraffic(t *testing.T) {
+	clearTroupeEnv(t)
+	var skew atomic.Int64 // the mock's clock offset
+	m, err := codexmock.Start(codexmock.Config{
+		AccessTTL:    time.Hour,
+		RefreshDelay: 200 * time.Millisecond,
+		Now:          func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const id = "44444444-0000-4000-8000-000000000004"
+	rt := m.AddAccount(codexmock.Account{ID: id, Plan: "plus"})
+	access, _ := m.IssueAccess(id, time.Hour)
+	cfg := testConfig(t)
+	cfg.Codex.OAuthTokenURL = m.TokenURL()
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := openStore(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.PutAccount(ctx, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
+			MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
+		s.Close()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := &syncBuffer{}
+	a, err := startApp(t.Context(), cfg, newLogger(cfg, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.serve()
+	t.Cleanup(func() {
+		if err := a.shutdown(10 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	waitHealthy(t, a)
+	secret, _ := createKey(t, a.store, "k", nil)
+	if st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"hi"}`); st != 200 {
+		t.Fatalf("first request: %d %s", st, b)
+	}
+	skew.Store(int64(2 * time.Hour)) // the access token is now expired, for the backend only
+	var wg sync.WaitGroup
+	statuses := make([]int, 10)
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i], _ = gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"hi `+strconv.Itoa(i)+`"}`)
+		})
+	}
+	wg.Wait()
+	t.Logf("statuses during the 401s: %v", statuses)
+	eventually(t, 15*time.Second, "the account active again and serving", func() (bool, string) {
+		st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"again"}`)
+		return st == 200, strconv.Itoa(st) + " " + string(b)
+	})
+	if g, refused := m.Grants(); g != 1 || refused != 0 {
+		t.Fatalf("refresh grants %d, refused %d: want exactly one refresh", g, refused)
+	}
+	for _, v := range a.sys.Views() {
+		if v.Status != actors.StatusActive {
+			t.Fatalf("account %s status %s", v.Name, v.Status)
+		}
+	}
+	if l := logs.String(); strings.Contains(l, rt) || strings.Contains(l, access) {
+		t.Fatal("the gateway log holds a token")
+	}
+}
