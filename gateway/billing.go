@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 
 	"github.com/troupe-gw/troupe/billing"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
 
@@ -35,6 +37,31 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 	}
 	c.ticket = t
 	return nil
+}
+
+// keyUser checks the user a key belongs to on the routes beside the billed
+// ones (/v1/messages/count_tokens, /v1/models), which admitBilling does
+// not see: nil for an operator key; a user that is disabled, deleted or
+// unreadable is refused as admission refuses it (401, or 503
+// billing_unavailable), so a disabled user's key is no key anywhere.
+func (s *Server) keyUser(ctx context.Context, key *storage.APIKey) (*storage.User, *APIError) {
+	if key.UserID == "" {
+		return nil, nil
+	}
+	if s.billing == nil {
+		return nil, errUnusableKey("belongs to a user account, and billing is not running on this gateway")
+	}
+	u, err := s.billing.User(ctx, key.UserID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, errUnusableKey("belongs to a user account that no longer exists")
+	case err != nil:
+		return nil, &APIError{Status: 503, Type: "server_error", Code: "billing_unavailable",
+			Message: "The gateway cannot read your account right now. Please try again shortly."}
+	case u.Disabled:
+		return nil, errUnusableKey("belongs to a disabled user account")
+	}
+	return &u, nil
 }
 
 // billingRefusal is the client-facing error of a refusal, in the client's

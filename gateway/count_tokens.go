@@ -87,6 +87,16 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errModelNotAllowed(m.Str))
 		return
 	}
+	// A user's key: the user must be enabled and the model in its
+	// allowlist, as on /v1/messages (a count may reach an upstream account).
+	if u, aerr := s.keyUser(ctx, &key); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	} else if u != nil && len(u.Models) > 0 && !slices.Contains(u.Models, m.Str) {
+		writeError(ctx, &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
+			Message: "Your account is not allowed to use the model `" + clip(m.Str) + "`."})
+		return
+	}
 	target := m.Str
 	if t, ok := s.cfg.Aliases[m.Str]; ok {
 		target = t

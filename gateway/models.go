@@ -29,6 +29,10 @@ func (s *Server) models(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
+	if _, aerr := s.keyUser(ctx, &key); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	ids, seen := s.servedModels(ctx, &key)
 	if anthropicClient(ctx) {
 		ctx.SetContentType("application/json")
@@ -156,6 +160,10 @@ func modelPath(path []byte) (string, bool) {
 func (s *Server) model(ctx *fasthttp.RequestCtx, id string) {
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	if _, aerr := s.keyUser(ctx, &key); aerr != nil {
 		writeError(ctx, aerr)
 		return
 	}

@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/storage"
+)
+
+// TestDisabledUserSideRoutes: a disabled user's key, refused on
+// /v1/messages, is refused on the routes beside it too: count_tokens (which
+// may ask an upstream account to count) and /v1/models, with the same 401;
+// and count_tokens keeps to the user's model allowlist, as /v1/messages
+// does. Before, both answered 200 to a disabled user's key.
+func TestDisabledUserSideRoutes(t *testing.T) {
+	b := billedServer(t)
+	count := `{"model":"m","messages":[{"role":"user","content":"hello there"}]}`
+	u, secret := b.userKey(t, storage.User{Name: "gone"}, 10_000_000)
+	if status, body := b.post(t, "/v1/messages/count_tokens", secret, count); status != 200 {
+		t.Fatalf("count_tokens of an enabled user: %d %s", status, body)
+	}
+	u.Disabled = true
+	if _, err := b.store.UpdateUser(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.gate.Reload(context.Background()); err != nil { // as the billing broadcast does
+		t.Fatal(err)
+	}
+	status, body := b.post(t, "/v1/messages", secret, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	if status != 401 || gjson.GetBytes(body, "type").Str != "error" || !strings.Contains(string(body), "disabled user") {
+		t.Fatalf("/v1/messages of a disabled user: %d %s", status, body)
+	}
+	status, body = b.post(t, "/v1/messages/count_tokens", secret, count)
+	if status != 401 || gjson.GetBytes(body, "error.type").Str != "authentication_error" || !strings.Contains(string(body), "disabled user") {
+		t.Fatalf("count_tokens of a disabled user: %d %s", status, body)
+	}
+	req, _ := http.NewRequest("GET", b.base+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.Contains(string(list), "disabled user") {
+		t.Fatalf("/v1/models of a disabled user: %d %s", resp.StatusCode, list)
+	}
+	// The allowlist: "free" is served but not the user's.
+	_, only := b.userKey(t, storage.User{Name: "only-m", Models: []string{"m"}}, 10_000_000)
+	status, body = b.post(t, "/v1/messages/count_tokens", only, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`)
+	if status != 403 || !strings.Contains(string(body), "not allowed") {
+		t.Fatalf("count_tokens of a model outside the user's allowlist: %d %s", status, body)
+	}
+}
