@@ -38,16 +38,18 @@ func TestDisabledUserSideRoutes(t *testing.T) {
 	if status != 401 || gjson.GetBytes(body, "error.type").Str != "authentication_error" || !strings.Contains(string(body), "disabled user") {
 		t.Fatalf("count_tokens of a disabled user: %d %s", status, body)
 	}
-	req, _ := http.NewRequest("GET", b.base+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 401 || !strings.Contains(string(list), "disabled user") {
-		t.Fatalf("/v1/models of a disabled user: %d %s", resp.StatusCode, list)
+	for _, path := range []string{"/v1/models", "/backend-api/wham/usage", "/wham/usage", "/api/codex/usage"} {
+		req, _ := http.NewRequest("GET", b.base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(string(list), "disabled user") {
+			t.Fatalf("%s of a disabled user: %d %s", path, resp.StatusCode, list)
+		}
 	}
 	// The allowlist: "free" is served but not the user's.
 	_, only := b.userKey(t, storage.User{Name: "only-m", Models: []string{"m"}}, 10_000_000)

@@ -24,6 +24,10 @@ func (s *Server) codexUsage(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
+	if _, aerr := s.keyUser(ctx, &key); aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
 	b, err := json.Marshal(poolCodexUsage(s.sys.Views(), &key, s.now()))
 	if err != nil { // plain structs of strings, bools and numbers: cannot fail
 		writeError(ctx, &APIError{Status: 500, Type: "server_error", Message: "The server had an error while processing your request."})
