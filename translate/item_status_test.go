@@ -211,3 +211,67 @@ func TestResponsesItemStatusNonStream(t *testing.T) {
 		})
 	}
 }
+
+// textThenFailedToolCall is a Messages stream whose text block finished and
+// whose tool_use block was still open when the upstream failed, in the
+// shapes of streams/messages-conf-error-mid-tool.sse (the error event from
+// fixtures/anthropic-messages/stream-error-overloaded.sse).
+const textThenFailedToolCall = `event: message_start
+data: {"type":"message_start","message":{"id":"msg_04","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me look."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\":\"Par"}}
+
+event: error
+data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+
+`
+
+// TestResponsesItemStatusFailed: when the answer fails (response.failed),
+// the item still open is listed "incomplete", as a cut answer's is, and an
+// item finished before the failure "completed"; the open item gets no
+// output_item.done (as the captures in streams/responses-conf-error-mid-tool.sse).
+func TestResponsesItemStatusFailed(t *testing.T) {
+	tests := []struct {
+		name  string
+		from  Protocol
+		in    []byte
+		done  string // output_item.done statuses, in order
+		final string // response.failed's output statuses
+	}{
+		{"messages error mid tool call", Messages, readTestdata(t, "streams/messages-conf-error-mid-tool.sse"), "", "function_call:incomplete"},
+		{"chat error mid tool call", Chat, readTestdata(t, "streams/chat-conf-error-mid-tool.sse"), "", "function_call:incomplete"},
+		{"messages overloaded mid text", Messages, readTestdata(t, "streams/messages-stream-error-overloaded.sse"), "", "message:incomplete"},
+		{"messages text done, tool call open", Messages, []byte(textThenFailedToolCall), "message:completed", "message:completed,function_call:incomplete"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := translateStream(t, tc.from, Responses, tc.in, StreamOptions{Created: 1700000000})
+			if _, err := validateStream(Responses, out, validateOpts{}); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			done, final, terminal := respItemStatuses(t, out)
+			if terminal != "response.failed" {
+				t.Fatalf("terminal %s, want response.failed\n%s", terminal, out)
+			}
+			if got := strings.Join(done, ","); got != tc.done {
+				t.Errorf("output_item.done statuses %s, want %s", got, tc.done)
+			}
+			if got := strings.Join(final, ","); got != tc.final {
+				t.Errorf("response.failed output statuses %s, want %s\n%s", got, tc.final, out)
+			}
+		})
+	}
+}

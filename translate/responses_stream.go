@@ -428,7 +428,9 @@ func (e *responsesEncoder) response(dst []byte, s *Stream, status string, f fini
 			it := &e.items[i]
 			st := it.status
 			if st == "" {
-				st = "completed" // an item still open when the answer failed
+				// An item still open when the answer failed was cut, as
+				// one max_output_tokens ended (see stop).
+				st = "incomplete"
 			}
 			dst = elem(dst)
 			dst = appendResponsesItem(dst, e.final(it), it.id, st)

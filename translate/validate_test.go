@@ -427,6 +427,17 @@ func validateResponses(evs []Event, o validateOpts) (clientDigest, error) {
 				if r.Get("error.message").Str == "" {
 					return d, fmt.Errorf("response.failed without error.message")
 				}
+				// An item the failure cut (never done) is "incomplete",
+				// as a cut answer's last item; a done one as it was done.
+				for n, o := range r.Get("output").Array() {
+					want := "incomplete"
+					if n < len(items) && items[n].done {
+						want = items[n].raw.Get("status").Str
+					}
+					if st := o.Get("status"); st.Exists() && st.Str != want {
+						return d, fmt.Errorf("response.failed: output item %d has status %q, want %q", n, st.Str, want)
+					}
+				}
 				break
 			}
 			out := r.Get("output").Array()
