@@ -1,5 +1,7 @@
 package mock
 
+import "strconv"
+
 // failKind names one way a request is refused.
 type failKind uint8
 
@@ -22,6 +24,7 @@ const (
 	failMissingMessages                      // anthropic: no "messages" array
 	failUnsupportedParam                     // codex: a top-level member the backend refuses; arg: its key
 	failMissingInput                         // responses: no "input" (nor "prompt" or "conversation", which stand for it)
+	failOutputBelowMin                       // responses: max_output_tokens below minOutputTokens; arg: the value sent
 )
 
 // failure is a refusal decided by the router, the request checks or an
@@ -70,6 +73,11 @@ func (f *failure) openAI() openAIError {
 		// for a missing member (openai/codex issue 6725: "Missing required
 		// parameter: 'input[79].id'.", param, code missing_required_parameter).
 		return openAIError{400, "Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"}
+	case failOutputBelowMin:
+		// The Responses API's refusal of a max_output_tokens below 16, in
+		// the words of its integer range checks (the gateway's
+		// outputcap.go refuses values below 1 in the same words).
+		return openAIError{400, "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= " + strconv.Itoa(minOutputTokens) + ", but got " + f.arg + " instead.", "invalid_request_error", "max_output_tokens", "integer_below_min_value"}
 	case failShutdown:
 		return openAIError{503, "The server is shutting down. Please retry your request.", "server_error", "", ""}
 	}

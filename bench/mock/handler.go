@@ -2,6 +2,7 @@ package mock
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -97,6 +98,11 @@ type request struct {
 	// maxOutput is the output token limit the route honours (outputLimit);
 	// 0: none.
 	maxOutput int
+	// outputBelowMin: "max_output_tokens" is a number below
+	// minOutputTokens, which the Responses API refuses (see
+	// failOutputBelowMin); outputGot is that number as the refusal quotes it.
+	outputBelowMin bool
+	outputGot      string
 	// noTools: tool_choice is "none" (Chat, Responses) or {"type":"none"}
 	// (Messages): the answer never calls a tool.
 	noTools bool
@@ -136,6 +142,9 @@ func parseRequest(body []byte, rt route, r *request) bool {
 			lim.maxCompletionTokens = limitOf(v)
 		case "max_output_tokens":
 			lim.maxOutputTokens = limitOf(v)
+			if v.Type == gjson.Number && v.Num < minOutputTokens {
+				r.outputBelowMin, r.outputGot = true, strconv.FormatFloat(v.Num, 'f', -1, 64)
+			}
 		case "messages":
 			conv = v
 			r.messagesSet = v.IsArray()
@@ -400,6 +409,9 @@ func (s *stream) prepare(ctx *fasthttp.RequestCtx) *failure {
 		// A Chat Completions body ("messages") sent to /v1/responses is
 		// refused as the API refuses it, not answered.
 		return &failure{kind: failMissingInput}
+	}
+	if s.route == routeResponses && s.req.outputBelowMin {
+		return &failure{kind: failOutputBelowMin, arg: s.req.outputGot}
 	}
 	if s.route == routeCodex {
 		if !s.req.stream {

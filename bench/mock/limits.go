@@ -18,6 +18,9 @@ import (
 //	                  {"reason":"max_output_tokens"}, the message item "incomplete",
 //	                  and a stream ends with response.incomplete instead of
 //	                  response.completed (fixture openai-responses/stream-incomplete.sse)
+//	                  A max_output_tokens below minOutputTokens (16) is refused 400
+//	                  integer_below_min_value, as the API refuses it, on HTTP and
+//	                  the WebSocket alike.
 //	Codex backend     none (it refuses max_output_tokens)
 //	Messages          max_tokens; stop_reason "max_tokens"
 //
@@ -26,6 +29,10 @@ import (
 // toolFragments tokens; under a smaller limit the answer is the account's
 // text cut at the limit instead. tool_choice "none" (Messages: {"type":
 // "none"}) never gets a tool call: the answer is the account's text.
+
+// minOutputTokens is the least max_output_tokens the Responses API takes;
+// a smaller number is refused 400 integer_below_min_value (failOutputBelowMin).
+const minOutputTokens = 16
 
 // outputLimits are a request's output limit fields, 0 when absent (or not
 // a positive integer).

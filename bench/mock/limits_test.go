@@ -76,7 +76,7 @@ func responsesFinish(t *testing.T, r map[string]any) string {
 // fits in changes nothing. A scripted tool call needing more than the limit
 // becomes text cut at it.
 func TestOutputLimit(t *testing.T) {
-	_, base := startFleet(t, toolOpenAI, toolCompat, toolAnthropic)
+	_, base := startFleet(t, toolOpenAI, toolCompat, toolAnthropic, longOpenAI)
 	c := newClient(t)
 	chatTools := `"tools":[{"type":"function","function":{"name":"shell","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],`
 	respTools := `"tools":[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}],`
@@ -95,9 +95,10 @@ func TestOutputLimit(t *testing.T) {
 		{"chat fits", "/v1/chat/completions", toolOpenAI, `{"model":"m","max_completion_tokens":12,"messages":[{"role":"user","content":"hi"}]%s}`, DefaultOutputTokens, "stop"},
 		{"chat tool call, limit 1", "/v1/chat/completions", toolOpenAI, `{"model":"m","max_tokens":1,` + chatTools + `"messages":[{"role":"user","content":` + ask + `}]%s}`, 1, "length"},
 		{"chat tool call fits", "/v1/chat/completions", toolOpenAI, `{"model":"m","max_tokens":2,` + chatTools + `"messages":[{"role":"user","content":` + ask + `}]%s}`, 0, "tool_calls"},
-		{"responses", "/v1/responses", toolOpenAI, `{"model":"m","max_output_tokens":6,"input":"hi"%s}`, 6, "incomplete/max_output_tokens"},
+		{"responses", "/v1/responses", longOpenAI, `{"model":"m","max_output_tokens":20,"input":"hi"%s}`, 20, "incomplete/max_output_tokens"},
+		{"responses fits at the least limit", "/v1/responses", toolOpenAI, `{"model":"m","max_output_tokens":16,"input":"hi"%s}`, DefaultOutputTokens, "completed"},
 		{"responses max_tokens ignored", "/v1/responses", toolOpenAI, `{"model":"m","max_tokens":6,"input":"hi"%s}`, DefaultOutputTokens, "completed"},
-		{"responses tool call, limit 1", "/v1/responses", toolOpenAI, `{"model":"m","max_output_tokens":1,` + respTools + `"input":` + ask + `%s}`, 1, "incomplete/max_output_tokens"},
+		{"responses tool call, least limit", "/v1/responses", toolOpenAI, `{"model":"m","max_output_tokens":16,` + respTools + `"input":` + ask + `%s}`, 0, "completed"},
 		{"messages", "/v1/messages", toolAnthropic, `{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"}]%s}`, 2, "max_tokens"},
 		{"messages fits", "/v1/messages", toolAnthropic, `{"model":"m","max_tokens":4096,"messages":[{"role":"user","content":"hi"}]%s}`, DefaultOutputTokens, "end_turn"},
 		{"messages tool call, limit 1", "/v1/messages", toolAnthropic, `{"model":"m","max_tokens":1,` + msgTools + `"messages":[{"role":"user","content":` + ask + `}]%s}`, 1, "max_tokens"},
@@ -145,14 +146,14 @@ func TestOutputLimit(t *testing.T) {
 // response.incomplete, echoes max_output_tokens, and its JSON form is the
 // same response object.
 func TestOutputLimitResponsesShape(t *testing.T) {
-	_, base := startFleet(t, acctOpenAI)
+	_, base := startFleet(t, longOpenAI)
 	c := newClient(t)
 	fx := parseSSE(t, fixture(t, "openai-responses/stream-incomplete.sse"))
 	want := obj(t, fx[len(fx)-1].data)
 	// The fixture's only output item is reasoning; the mock's is the message.
 	delete(want["response"].(map[string]any), "output")
 
-	_, body := do(t, c, "POST", base+"/v1/responses", acctOpenAI.Token, `{"model":"gpt-5.4","max_output_tokens":4,"input":"hi","stream":true}`)
+	_, body := do(t, c, "POST", base+"/v1/responses", longOpenAI.Token, `{"model":"gpt-5.4","max_output_tokens":16,"input":"hi","stream":true}`)
 	evs := parseSSE(t, body)
 	last := evs[len(evs)-1]
 	if fx[len(fx)-1].event != "response.incomplete" || last.event != "response.incomplete" {
@@ -161,13 +162,13 @@ func TestOutputLimitResponsesShape(t *testing.T) {
 	got := obj(t, last.data)
 	sameShape(t, "response.incomplete", want, got, false)
 	r := got["response"].(map[string]any)
-	if num(t, r["max_output_tokens"]) != 4 || get(r, "incomplete_details", "reason") != "max_output_tokens" {
+	if num(t, r["max_output_tokens"]) != 16 || get(r, "incomplete_details", "reason") != "max_output_tokens" {
 		t.Errorf("max_output_tokens %v, incomplete_details %v", r["max_output_tokens"], r["incomplete_details"])
 	}
-	if created := obj(t, evs[0].data); num(t, get(created, "response", "max_output_tokens")) != 4 {
+	if created := obj(t, evs[0].data); num(t, get(created, "response", "max_output_tokens")) != 16 {
 		t.Errorf("response.created max_output_tokens %v", get(created, "response", "max_output_tokens"))
 	}
-	_, body = do(t, c, "POST", base+"/v1/responses", acctOpenAI.Token, `{"model":"gpt-5.4","max_output_tokens":4,"input":"hi"}`)
+	_, body = do(t, c, "POST", base+"/v1/responses", longOpenAI.Token, `{"model":"gpt-5.4","max_output_tokens":16,"input":"hi"}`)
 	sameShape(t, "response", want["response"], obj(t, string(body)), false)
 }
 
@@ -215,9 +216,9 @@ func TestToolChoiceNone(t *testing.T) {
 // TestOutputLimitWebSocket: the Responses WebSocket honours
 // max_output_tokens and tool_choice "none" like HTTP.
 func TestOutputLimitWebSocket(t *testing.T) {
-	_, base := startFleet(t, toolOpenAI)
+	_, base := startFleet(t, longOpenAI)
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-	conn, _, err := d.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/responses", http.Header{"Authorization": {"Bearer " + toolOpenAI.Token}})
+	conn, _, err := d.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/responses", http.Header{"Authorization": {"Bearer " + longOpenAI.Token}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,14 +241,50 @@ func TestOutputLimitWebSocket(t *testing.T) {
 			}
 		}
 	}
-	ev := turn(`{"type":"response.create","model":"m","max_output_tokens":3,"input":"hi"}`)
+	ev := turn(`{"type":"response.create","model":"m","max_output_tokens":17,"input":"hi"}`)
 	r, _ := ev["response"].(map[string]any)
 	if ev["type"] != "response.incomplete" || responsesFinish(t, r) != "incomplete/max_output_tokens" ||
-		num(t, get(r, "usage", "output_tokens")) != 3 || get(r, "output", 0, "content", 0, "text") != AnswerText(toolOpenAI.Name, 3) {
+		num(t, get(r, "usage", "output_tokens")) != 17 || get(r, "output", 0, "content", 0, "text") != AnswerText(longOpenAI.Name, 17) {
 		t.Fatalf("limited turn %v", ev)
+	}
+	ev = turn(`{"type":"response.create","model":"m","max_output_tokens":15,"input":"hi"}`)
+	if ev["type"] != "error" || num(t, ev["status"]) != 400 || get(ev, "error", "code") != "integer_below_min_value" ||
+		get(ev, "error", "param") != "max_output_tokens" {
+		t.Fatalf("max_output_tokens 15 turn %v, want the API's 400 integer_below_min_value", ev)
 	}
 	ev = turn(`{"type":"response.create","model":"m","tool_choice":"none","tools":[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}],"input":"Run 'echo hi' please"}`)
 	if ev["type"] != "response.completed" || get(ev, "response", "output", 0, "type") != "message" {
 		t.Fatalf("tool_choice none turn %v", ev)
+	}
+}
+
+// longOpenAI answers with more words than the Responses API's least
+// max_output_tokens (16), so that limit can cut its answers.
+var longOpenAI = Account{Name: "l-openai", Kind: KindOpenAI, Token: "sk-proj-long-0005", OutputTokens: 40}
+
+// TestResponsesOutputBelowMin: /v1/responses refuses a max_output_tokens
+// below 16 as the Responses API does, 400 invalid_request_error
+// integer_below_min_value with param max_output_tokens (the envelope of
+// fixtures openai-responses/error-400.json; the wording of the API's
+// integer range checks), streamed or not, before it answers; 16 is served.
+// Chat's and Messages' limits have no such floor.
+func TestResponsesOutputBelowMin(t *testing.T) {
+	_, base := startFleet(t, toolOpenAI)
+	c := newClient(t)
+	for _, tc := range []struct{ v, got string }{{"15", "15"}, {"1", "1"}, {"0", "0"}, {"-3", "-3"}, {"1e1", "10"}} {
+		for _, stream := range []string{"", `,"stream":true`} {
+			resp, body := do(t, c, "POST", base+"/v1/responses", toolOpenAI.Token, `{"model":"m","max_output_tokens":`+tc.v+`,"input":"hi"`+stream+`}`)
+			want := `{"error":{"message":"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got ` + tc.got +
+				` instead.","type":"invalid_request_error","param":"max_output_tokens","code":"integer_below_min_value"}}`
+			if resp.StatusCode != 400 || string(body) != want {
+				t.Errorf("max_output_tokens %s%s: %d %s\nwant 400 %s", tc.v, stream, resp.StatusCode, body, want)
+			}
+		}
+	}
+	if resp, body := do(t, c, "POST", base+"/v1/responses", toolOpenAI.Token, `{"model":"m","max_output_tokens":16,"input":"hi"}`); resp.StatusCode != 200 {
+		t.Errorf("max_output_tokens 16: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, c, "POST", base+"/v1/chat/completions", toolOpenAI.Token, `{"model":"m","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
+		t.Errorf("chat max_tokens 3: %d %s", resp.StatusCode, body)
 	}
 }

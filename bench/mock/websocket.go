@@ -164,6 +164,11 @@ func (w *wsSession) create(frame []byte) bool {
 		putStream(s)
 		return w.errorFrame(400, `{"type":"invalid_request_error","code":"unsupported_parameter","message":"Unsupported parameter: `+k+`","param":"`+k+`"}`)
 	}
+	if w.rt == routeResponses && s.req.outputBelowMin {
+		b, status := appendFailure(nil, &failure{kind: failOutputBelowMin, arg: s.req.outputGot}, routeResponses, nil)
+		putStream(s)
+		return w.errorFrame(status, gjson.GetBytes(b, "error").Raw)
+	}
 	s.req.stream = true
 	if gjson.GetBytes(body, "generate").Type == gjson.False {
 		return w.warmup(s)
