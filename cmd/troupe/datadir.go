@@ -54,7 +54,10 @@ func stopHint(dir string) string {
 
 // dirClaim is a start's claim on its data directory (claimDir). The start
 // defers release and calls started once it runs: a start that returns
-// before then (failed) removes what the claim created (releaseFailed).
+// before then (failed) removes what the claim created (releaseFailed); one
+// that ran removes, when it stops, the directories the claim created that
+// are left empty (troupe mock's ./data/mock holds only its troupe.pid,
+// removed first), and nothing else.
 type dirClaim struct {
 	created, dir string
 	ok           bool
@@ -63,10 +66,29 @@ type dirClaim struct {
 // started marks the start as running: release then keeps the directory.
 func (c *dirClaim) started() { c.ok = true }
 
-// release removes what the claim created unless started was called.
+// release removes what the claim created unless started was called, and
+// after a run the directories it created that are empty (removeEmpty).
 func (c *dirClaim) release() {
 	if !c.ok {
 		releaseFailed(c.created, c.dir)
+		return
+	}
+	removeEmpty(c.created, c.dir)
+}
+
+// removeEmpty removes dir and its parents up to created (claimDir's
+// answer; "" removes nothing) while each is empty: os.Remove refuses a
+// directory that holds anything, so a file another start wrote meanwhile
+// keeps its directory.
+func removeEmpty(created, dir string) {
+	if created == "" {
+		return
+	}
+	created = filepath.Clean(created)
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if os.Remove(p) != nil || p == created || filepath.Dir(p) == p {
+			return
+		}
 	}
 }
 

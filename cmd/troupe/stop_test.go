@@ -125,7 +125,9 @@ func startMockChild(t *testing.T, ctx context.Context, wd string, args ...string
 // TestStopMock: troupe mock writes ./data/mock/troupe.pid of its working
 // directory (or of --data DIR) once listening, a second mock on the same
 // directory is refused naming the first's pid and troupe stop --mock, and
-// troupe stop --mock (--mock --data DIR) stops it, leaving no pid file.
+// troupe stop --mock (--mock --data DIR) stops it, leaving no pid file and
+// no directory the mock made (./data/mock, ./data), while one that existed
+// before it stays.
 func TestStopMock(t *testing.T) {
 	clearTroupeEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -162,6 +164,12 @@ func TestStopMock(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, pidFileName)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("pid file left behind: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(wd, "data")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the mock's empty ./data/mock (and ./data) left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(wd, "data")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the mock's empty ./data/mock (and ./data) left behind: %v", err)
+	}
 
 	// --mock --data DIR: a mock started with --data.
 	other := filepath.Join(t.TempDir(), "m")
@@ -170,6 +178,25 @@ func TestStopMock(t *testing.T) {
 		t.Fatalf("troupe stop --mock --data: %v\nstdout %s\nstderr %s", err, out, errOut)
 	}
 	<-exited
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the mock's empty --data %s left behind: %v", other, err)
+	}
+
+	// A directory that existed before the mock stays.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	child, _, exited = startMockChild(t, ctx, wd)
+	if out, errOut, err := runCLI(t, "stop", "--mock"); err != nil || !strings.Contains(out, "stopped troupe (pid "+strconv.Itoa(child.Process.Pid)+")") {
+		t.Fatalf("troupe stop --mock: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	<-exited
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("./data/mock, made before the mock, removed: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(wd, "data")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := runCLI(t, "stop", "--mock"); err == nil || !strings.Contains(err.Error(), "no troupe runs on") {
 		t.Fatalf("stop --mock with none running: %v", err)
 	}
