@@ -201,14 +201,14 @@ func (s *Server) consoleLogin(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	// UpdateUser writes every field: the login time goes on a copy read
-	// just now, so an operator's change made during the password check
-	// (disabling the user, say) is not written back over.
+	// The login time is written alone (SetUserLastLogin), leaving the
+	// user's version (UpdatedAt) as it was: an admin editing the user
+	// meanwhile is not refused 409 edit_conflict for a login. It is not
+	// recorded when an operator disabled the user or changed the password
+	// during the password check.
 	unlock := s.edits.lock("user:" + u.ID)
 	if fresh, err := s.store.GetUser(rctx, u.ID); err == nil && !fresh.Disabled && fresh.PasswordHash == u.PasswordHash {
-		at := time.Now().UTC()
-		fresh.LastLoginAt = &at
-		if stored, err := s.store.UpdateUser(rctx, fresh); err == nil {
+		if stored, err := s.store.SetUserLastLogin(rctx, u.ID, time.Now().UTC()); err == nil {
 			u = stored
 		} else {
 			s.log.Warn("console last login", "err", err)

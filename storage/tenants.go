@@ -30,8 +30,8 @@ type User struct {
 	// once across all its keys and instances; 0 = unlimited.
 	MaxConcurrency int64
 	CreatedAt      time.Time  // set by the backend on create
-	UpdatedAt      time.Time  // set by the backend on every write, always later than the write before
-	LastLoginAt    *time.Time // nil until the first console login
+	UpdatedAt      time.Time  // set by the backend on every write but a login's (SetUserLastLogin), always later than the write before
+	LastLoginAt    *time.Time // nil until the first console login; written by SetUserLastLogin (and UpdateUser)
 	// IfUpdatedAt, when not zero, makes UpdateUser conditional: it writes
 	// only when the stored user's UpdatedAt is IfUpdatedAt (to the
 	// millisecond: the UpdatedAt the writer read), else it returns an
@@ -317,6 +317,12 @@ type Users interface {
 	// CreatedAt, and returns it as stored. ErrNotFound, ErrInvalid,
 	// ErrConflict (name or email taken).
 	UpdateUser(ctx context.Context, u User) (User, error)
+	// SetUserLastLogin sets the LastLoginAt of the user with ID id to at
+	// (to the millisecond) and nothing else: not UpdatedAt, the version an
+	// admin's conditional edit (IfUpdatedAt) is made against, so a login
+	// never makes a concurrent edit stale. It returns the user as stored;
+	// ErrNotFound.
+	SetUserLastLogin(ctx context.Context, id string, at time.Time) (User, error)
 	// DeleteUser removes a user that never had a ledger row, with its keys;
 	// ErrConflict when it has ledger rows (disable it instead), ErrNotFound.
 	DeleteUser(ctx context.Context, idOrName string) error

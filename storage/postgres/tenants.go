@@ -126,6 +126,20 @@ func (s *Store) UpdateUser(ctx context.Context, u storage.User) (storage.User, e
 	return got, nil
 }
 
+// SetUserLastLogin sets only last_login_at of the user with ID id; its
+// updated_at (the version admins edit against) stays.
+func (s *Store) SetUserLastLogin(ctx context.Context, id string, at time.Time) (storage.User, error) {
+	at = at.UTC().Truncate(time.Millisecond)
+	got, err := scanUser(s.pool.QueryRow(ctx, `UPDATE users SET last_login_at = $1 WHERE id = $2 RETURNING `+userColumns, at, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return storage.User{}, fmt.Errorf("postgres: user %q: %w", id, storage.ErrNotFound)
+	case err != nil:
+		return storage.User{}, wrap(fmt.Sprintf("set last login of user %q", id), err)
+	}
+	return got, nil
+}
+
 // DeleteUser removes a user without ledger rows, its balance and its keys.
 func (s *Store) DeleteUser(ctx context.Context, idOrName string) error {
 	if !storage.TextOK(idOrName) {

@@ -148,6 +148,19 @@ func (s *Store) UpdateUser(ctx context.Context, u storage.User) (storage.User, e
 	return got, nil
 }
 
+// SetUserLastLogin sets only last_login_at of the user with ID id; its
+// updated_at (the version admins edit against) stays.
+func (s *Store) SetUserLastLogin(ctx context.Context, id string, at time.Time) (storage.User, error) {
+	got, err := scanUser(s.w.QueryRowContext(ctx, `UPDATE users SET last_login_at = ? WHERE id = ? RETURNING `+userColumns, toMillis(at), id))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return storage.User{}, fmt.Errorf("sqlite: user %q: %w", id, storage.ErrNotFound)
+	case err != nil:
+		return storage.User{}, fmt.Errorf("sqlite: set last login of user %q: %w", id, err)
+	}
+	return got, nil
+}
+
 // DeleteUser removes a user without ledger rows, its balance and its keys.
 func (s *Store) DeleteUser(ctx context.Context, idOrName string) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)

@@ -143,6 +143,28 @@ func testUserRoundTrip(t *testing.T, s storage.Store) {
 	if err != nil || !got.UpdatedAt.Equal(up.UpdatedAt) || !got.Disabled {
 		t.Fatalf("read back %+v, %v; want %+v", got, err, up)
 	}
+	// A login's time is written alone: the version (UpdatedAt) an admin
+	// edits against stays, so a conditional update made against it
+	// still applies.
+	login2 := login.Add(time.Hour)
+	li, err := s.SetUserLastLogin(ctx(t), up.ID, login2)
+	if err != nil || li.LastLoginAt == nil || !li.LastLoginAt.Equal(login2) || !li.UpdatedAt.Equal(up.UpdatedAt) || li.Name != "alicia" || !li.Disabled {
+		t.Fatalf("SetUserLastLogin = %+v, %v; want last login %v, UpdatedAt %v, the rest unchanged", li, err, login2, up.UpdatedAt)
+	}
+	if got, err := s.GetUser(ctx(t), up.ID); err != nil || !got.LastLoginAt.Equal(login2) || !got.UpdatedAt.Equal(up.UpdatedAt) {
+		t.Fatalf("read back after SetUserLastLogin %+v, %v", got, err)
+	}
+	edit := li
+	edit.RPM, edit.IfUpdatedAt = 7, up.UpdatedAt
+	if e, err := s.UpdateUser(ctx(t), edit); err != nil || e.RPM != 7 || !e.LastLoginAt.Equal(login2) {
+		t.Fatalf("an edit against the version read before the login: %+v, %v; want it applied", e, err)
+	}
+	_, err = s.SetUserLastLogin(ctx(t), "nobody", login2)
+	wantErr(t, "SetUserLastLogin(nobody)", err, storage.ErrNotFound)
+	u, err = s.GetUser(ctx(t), up.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	u.Name = "Bob"
 	_, err = s.UpdateUser(ctx(t), u)
 	wantErr(t, "renaming to a taken name", err, storage.ErrConflict)
