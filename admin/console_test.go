@@ -301,3 +301,25 @@ func TestConsoleBalanceUsageSpend(t *testing.T) {
 	a.do("GET", "/api/console/nothing", nil).want(t, 404)
 	e.browser().do("GET", "/api/console/balance", nil).want(t, 401)
 }
+
+// TestConsoleLoginKeepsVersion: a user's console login records its time
+// without bumping the version admins edit against, so an admin who read
+// the user before the login saves the edit (200, not 409 edit_conflict),
+// and the login time stays.
+func TestConsoleLoginKeepsVersion(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	admin := e.login()
+	u := e.newConsoleUser("alice", "alice@example.com")
+	read := admin.do("GET", "/api/admin/users/"+u.ID, nil).want(t, 200)
+	v := read.json["user"].(map[string]any)["version"].(float64)
+	e.consoleLogin("alice")
+	after := admin.do("GET", "/api/admin/users/"+u.ID, nil).want(t, 200).json["user"].(map[string]any)
+	if after["last_login_at"] == nil || after["version"].(float64) != v {
+		t.Fatalf("after the login: last_login_at %v, version %v; want a time and the version read before, %v", after["last_login_at"], after["version"], v)
+	}
+	r := admin.do("PATCH", "/api/admin/users/"+u.ID, map[string]any{"rpm": 7, "version": v}).want(t, 200)
+	got := r.json["user"].(map[string]any)
+	if got["rpm"].(float64) != 7 || got["last_login_at"] == nil {
+		t.Fatalf("the edit after the login: %s", r.body)
+	}
+}
