@@ -152,6 +152,26 @@ export async function billingPages({ page, env, shot, waitText, check }) {
   }
   await page.locator('[data-testid=user-panel] .head button', { hasText: 'Enable' }).click()
   await waitText(page.getByTestId('user-state'), /^active$/, 'the user enabled')
+  // Disable sends the user's version: a user changed since the panel read it is refused,
+  // 409 edit_conflict, with the server's "changed by someone else … Reload" message.
+  {
+    const status = await page.evaluate(async () => {
+      const me = await fetch('/api/admin/me').then((r) => r.json())
+      const r = await fetch('/api/admin/users/e2e-alice', {
+        method: 'PATCH',
+        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': me.csrf_token },
+        body: JSON.stringify({ max_concurrency: 50 }),
+      })
+      return r.status
+    })
+    check(status === 200, `a change of the user behind the panel: ${status}`)
+    page.once('dialog', (d) => d.accept())
+    await page.locator('[data-testid=user-panel] .head button', { hasText: 'Disable' }).click()
+    await waitText(page.getByTestId('user-panel'), /changed by someone else since you read it.*Reload/, 'a stale user edit refused')
+    await waitText(page.getByTestId('user-state'), /^active$/, 'the user still active')
+    const u = await admin('users/e2e-alice')
+    check(u.user.disabled === false && u.user.max_concurrency === 50, `the other change kept: ${JSON.stringify(u.user)}`)
+  }
   await shot('22-users')
   await page.locator('[data-testid=user-panel] button[aria-label=Close]').click()
   await page.locator('input[name=q]').fill('')

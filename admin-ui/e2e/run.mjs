@@ -158,6 +158,18 @@ async function main() {
   await shot('04-accounts-import')
   await page.getByRole('button', { name: 'Import', exact: true }).last().click()
   await waitText(page.getByTestId('accounts-total'), /^27 of 27$/, 'accounts after import')
+  // An import whose entry carries a version its account is no longer at (changed since the
+  // export) is refused, 409 import_stale, naming the entry; with Overwrite ticked it is written.
+  await page.getByRole('button', { name: 'Import' }).click()
+  await page.locator('textarea[name=import]').fill(JSON.stringify([{ ...imported[0], version: 999999999 }]))
+  await page.getByRole('button', { name: 'Import', exact: true }).last().click()
+  await waitText(page.getByTestId('import-result'), /Changed by someone else since the export.*Tick "Overwrite"/, 'a stale import refused')
+  await waitText(page.locator('.modal .error-list'), /e2e-imported-1: changed since the export/, 'the stale entry named')
+  await shot('04-accounts-import-stale')
+  await page.locator('.modal input[name=overwrite]').check()
+  await page.getByRole('button', { name: 'Import', exact: true }).last().click()
+  await page.locator('.modal').waitFor({ state: 'detached' })
+  await waitText(page.getByTestId('accounts-total'), /^27 of 27$/, 'accounts after the overwriting import')
   await page.locator('input[name=q]').fill('e2e-imported')
   await waitText(page.getByTestId('accounts-total'), /^3 of 27$/, 'search for imported accounts')
   await page.locator('[data-row="e2e-imported-2"]').click()
@@ -179,6 +191,29 @@ async function main() {
   await waitText(page.locator('[data-key="e2e-key"]'), /active/, 'the key in the list')
   check(!(await page.content()).includes(secret), 'the secret is still on the page after Done')
   await shot('07-keys')
+  // Enable and disable send the key's version: a key changed since the page read it is refused,
+  // 409 edit_conflict, with the server's "changed by someone else … Reload" message, and the
+  // list reloads to the key as it is now; the next click applies.
+  {
+    const status = await page.evaluate(async () => {
+      const me = await fetch('/api/admin/me').then((r) => r.json())
+      const r = await fetch('/api/admin/keys/e2e-key', {
+        method: 'PATCH',
+        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': me.csrf_token },
+        body: JSON.stringify({ expires_in: '8760h' }),
+      })
+      return r.status
+    })
+    check(status === 200, `a change of the key behind the page: ${status}`)
+    await page.locator('[data-key="e2e-key"] button', { hasText: 'Disable' }).click()
+    await waitText(page.locator('.error'), /changed by someone else since you read it.*Reload/, 'a stale key edit refused')
+    await page.waitForFunction(() => !document.querySelector('[data-key="e2e-key"]')?.textContent?.includes('never'))
+    await shot('07-keys-edit-conflict')
+    await page.locator('[data-key="e2e-key"] button', { hasText: 'Disable' }).click()
+    await waitText(page.locator('[data-key="e2e-key"]'), /disabled/, 'the key disabled at its current version')
+    await page.locator('[data-key="e2e-key"] button', { hasText: 'Enable' }).click()
+    await waitText(page.locator('[data-key="e2e-key"]'), /active/, 'the key enabled again')
+  }
   for (let i = 0; i < 3; i++) {
     const r = await fetch(env.TROUPE_BASE_URL + '/chat/completions', {
       method: 'POST',

@@ -94,3 +94,16 @@ export function query(params: Record<string, string | number | boolean | undefin
   const s = q.toString()
   return s ? '?' + s : ''
 }
+
+/**
+ * editConflictText is the message shown when an edit is refused with 409
+ * edit_conflict (the record changed since it was read: another admin,
+ * instance, or the gateway itself): the server's message, which names the
+ * record and says to reload, or a plain one when it has none. "" for any
+ * other error.
+ */
+export function editConflictText(e: unknown): string {
+  if (!(e instanceof ApiError) || e.status !== 409 || e.code !== 'edit_conflict') return ''
+  const plain = 'Changed by someone else since you read it; your change was not saved. Reload and make your change again.'
+  return e.message && !e.message.startsWith('HTTP ') ? e.message : plain
+}

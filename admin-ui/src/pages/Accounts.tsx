@@ -537,15 +537,22 @@ function AccountForm({ account, onClose, onSaved }: { account?: Account; onClose
   )
 }
 
-function ImportDialog({ onClose, onDone }: { onClose: () => void; onDone: () => void }) {
+export function ImportDialog({ onClose, onDone }: { onClose: () => void; onDone: () => void }) {
   const [text, setText] = useState('')
   const [result, setResult] = useState('')
   const [errors, setErrors] = useState<{ index: number; name: string; message: string }[]>([])
+  // overwrite writes the file's state over accounts changed since it was
+  // exported (?overwrite=1); without it such an import is refused with 409
+  // import_stale, listing them, and nothing is written.
+  const [overwrite, setOverwrite] = useState(false)
+  const [stale, setStale] = useState(false)
   const run = async (dry: boolean) => {
     setResult('')
     setErrors([])
+    setStale(false)
     try {
-      const r = await api<{ created: number; updated: number }>('POST', 'accounts/import?format=troupe' + (dry ? '&dry_run=1' : ''), text)
+      const path = 'accounts/import?format=troupe' + (dry ? '&dry_run=1' : '') + (overwrite ? '&overwrite=1' : '')
+      const r = await api<{ created: number; updated: number }>('POST', path, text)
       if (dry) setResult(`Would create ${r.created} and update ${r.updated} accounts.`)
       else {
         setResult(`Created ${r.created}, updated ${r.updated}.`)
@@ -553,7 +560,10 @@ function ImportDialog({ onClose, onDone }: { onClose: () => void; onDone: () => 
       }
     } catch (e) {
       if (e instanceof ApiError && Array.isArray(e.body?.errors)) setErrors(e.body.errors)
-      setResult((e as Error).message)
+      if (e instanceof ApiError && e.code === 'import_stale') {
+        setStale(true)
+        setResult('Changed by someone else since the export: ' + e.message)
+      } else setResult((e as Error).message)
     }
   }
   const file = async (f: File | undefined) => {
@@ -566,7 +576,16 @@ function ImportDialog({ onClose, onDone }: { onClose: () => void; onDone: () => 
         <p className="muted">A JSON array of accounts (the export format). Accounts are matched by name: new ones are created, existing ones updated; absent fields and credentials are kept.</p>
         <input type="file" accept=".json,application/json" onChange={(e) => file(e.target.files?.[0])} />
         <textarea value={text} onChange={(e) => setText(e.target.value)} rows={12} placeholder='[{"name": "oai-1", "provider": "openai", "api_key": "sk-…"}]' name="import" />
-        {result && <div className={errors.length ? 'error' : 'note'}>{result}</div>}
+        <label className="check">
+          <input type="checkbox" name="overwrite" checked={overwrite} onChange={(e) => setOverwrite(e.target.checked)} /> Overwrite accounts changed since
+          the export (their newer state is lost)
+        </label>
+        {result && (
+          <div className={errors.length || stale ? 'error' : 'note'} data-testid="import-result">
+            {result}
+            {stale && !overwrite && ' Tick "Overwrite" to import anyway, or export again.'}
+          </div>
+        )}
         {errors.length > 0 && (
           <ul className="plain error-list">
             {errors.slice(0, 50).map((e) => (

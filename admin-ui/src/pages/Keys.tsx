@@ -1,5 +1,5 @@
 import { useState } from 'react'
-import { api, ApiError } from '../api'
+import { api, ApiError, editConflictText } from '../api'
 import { ago, list, num } from '../format'
 import { usePoll } from '../usePoll'
 import { SecretOnce } from '../SecretOnce'
@@ -16,6 +16,8 @@ interface Key {
   limits: { rpm: number; rpd: number; tokens_per_day: number }
   admin: boolean
   state: string
+  /** version is the key's revision as read; enable and disable send it back (PATCH) so that a change made since is a 409 edit_conflict, not overwritten. */
+  version?: number
 }
 
 export function Keys() {
@@ -29,10 +31,17 @@ export function Keys() {
       if (what === 'delete') {
         if (!confirm(`Delete key ${k.name}? Clients using it get 401 at once.`)) return
         await api('DELETE', `keys/${encodeURIComponent(k.id)}`)
-      } else await api('POST', `keys/${encodeURIComponent(k.id)}/${what}`)
+      } else {
+        // Enable and disable are edits of the key as shown: a PATCH with the version read.
+        const body: Record<string, unknown> = { disabled: what === 'disable' }
+        if (k.version !== undefined) body.version = k.version
+        await api('PATCH', `keys/${encodeURIComponent(k.id)}`, body)
+      }
       reload()
     } catch (e) {
-      setMsg((e as Error).message)
+      const conflict = editConflictText(e)
+      setMsg(conflict || (e as Error).message)
+      if (conflict) reload() // show the key as it is now
     }
   }
   const lim = (n: number) => (n ? num(n, true) : '∞')

@@ -171,7 +171,9 @@ function UserPanel({ id, onClose, onChanged }: { id: string; onClose: () => void
     setMsg('')
     if (!u.disabled && !confirm(`Disable ${u.name}? Its keys and console login are refused at once.`)) return
     try {
-      changed(await api('PATCH', `users/${encodeURIComponent(u.id)}`, { disabled: !u.disabled }))
+      // The version read, as every user edit sends it: a change made since is a 409 edit_conflict.
+      const body = u.version !== undefined ? { disabled: !u.disabled, version: u.version } : { disabled: !u.disabled }
+      changed(await api('PATCH', `users/${encodeURIComponent(u.id)}`, body))
     } catch (e) {
       setMsg(errText(e))
     }
