@@ -47,6 +47,7 @@ type LeasePool interface {
 	Release(l *actors.Lease, out actors.Outcome)
 	Adopt(ctx context.Context, accountID, model string) (*actors.Lease, error)
 	ReportRateLimits(accountID, model string, l upstream.RateLimits, at time.Time)
+	View(accountID string) (actors.View, bool)
 }
 
 // PeerConfig configures a Peer.
@@ -72,6 +73,7 @@ type Peer struct {
 	cfg    PeerConfig
 	log    *slog.Logger
 	refuse *ratelog.Event
+	ctx    context.Context // StartPeer's: the chases of silent members end with it
 
 	mu      sync.Mutex
 	leases  map[string]*granted  // handle → lease granted to another instance (or adopted)
@@ -80,6 +82,7 @@ type Peer struct {
 	addrs   map[string]string    // member ID → address, learned from its views
 
 	issued, received, adopted atomic.Uint64
+	withheld                  atomic.Int64 // leases counted for members that did not answer (Adopt)
 	refusedMu                 sync.Mutex
 	refused                   map[string]uint64 // reason → count
 }
@@ -99,14 +102,23 @@ type granted struct {
 type holding struct {
 	account, owner, model string
 	at                    time.Time
+	// asked is the instance whose ask (PathHeld) made it the owner: the
+	// lease is answered again to the same asker, whose first answer may
+	// have been lost (it counts each handle once).
+	asked string
 }
 
 // PeerStats are a Peer's counters since start.
 type PeerStats struct {
-	Issued   uint64            // leases this instance granted to others
-	Received uint64            // leases others granted to this instance
-	Held     int               // leases granted to others (or adopted) not released yet
-	Adopted  uint64            // leases counted on accounts taken over, granted by their previous owner
+	Issued   uint64 // leases this instance granted to others
+	Received uint64 // leases others granted to this instance
+	Held     int    // leases granted to others (or adopted) not released yet
+	Adopted  uint64 // leases counted on accounts taken over, granted by their previous owner
+	// Withheld is how many leases accounts taken over count now for the
+	// members that did not answer the ask of their leases (Adopt): each
+	// such account grants nothing of its max_concurrency that those
+	// members may hold, until they answer or leave the live set.
+	Withheld int
 	Refused  map[string]uint64 // by reason (Refusal reasons, docs/fleet.md)
 }
 
@@ -126,7 +138,7 @@ func StartPeer(ctx context.Context, cfg PeerConfig) (*Peer, error) {
 		cfg.Client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
-	p := &Peer{cfg: cfg, log: cfg.Logger, refuse: ratelog.New(10, 10*time.Second),
+	p := &Peer{cfg: cfg, log: cfg.Logger, refuse: ratelog.New(10, 10*time.Second), ctx: ctx,
 		leases: make(map[string]*granted), holding: make(map[string]*holding), orphans: make(map[string]time.Time), addrs: make(map[string]string), refused: make(map[string]uint64)}
 	go p.sweep(ctx)
 	return p, nil
@@ -134,7 +146,8 @@ func StartPeer(ctx context.Context, cfg PeerConfig) (*Peer, error) {
 
 // Stats returns the counters.
 func (p *Peer) Stats() PeerStats {
-	st := PeerStats{Issued: p.issued.Load(), Received: p.received.Load(), Adopted: p.adopted.Load(), Refused: map[string]uint64{}}
+	st := PeerStats{Issued: p.issued.Load(), Received: p.received.Load(), Adopted: p.adopted.Load(),
+		Withheld: int(p.withheld.Load()), Refused: map[string]uint64{}}
 	p.mu.Lock()
 	st.Held = len(p.leases)
 	p.mu.Unlock()
@@ -530,8 +543,8 @@ func (p *Peer) held(owner string, ask heldAsk) heldReply {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for handle, h := range p.holding {
-		if want[h.account] && h.owner != owner {
-			h.owner = owner
+		if want[h.account] && (h.owner != owner || h.asked == owner) {
+			h.owner, h.asked = owner, owner
 			r.Leases = append(r.Leases, heldLease{Handle: handle, Account: h.account, Model: h.model, Age: now.Sub(h.at)})
 		}
 	}
@@ -543,46 +556,146 @@ func (p *Peer) held(owner string, ask heldAsk) heldReply {
 // member (itself included, without a message) which leases it holds on
 // them, and counts each answer against the account's max_concurrency
 // until its holder's release, which then comes here, or until the expiry
-// of leases granted to others (Peer's sweep). A member that does not
-// answer before ctx ends is logged at WARN and its leases are not counted.
-// It is OwnerConfig.Adopt.
+// of leases granted to others (Peer's sweep). It is OwnerConfig.Adopt.
+//
+// A member that does not answer before ctx ends may hold some of the
+// leases: it is logged at WARN and, on each account, what the answers
+// counted leaves of max_concurrency is withheld (counted as leases in
+// flight, PeerStats.Withheld) until every such member has answered (its
+// leases are then counted instead) or left the live set (asked again every
+// heartbeat, and when the set changes). The account's fence may open: it
+// grants only past what is counted and withheld.
 func (p *Peer) Adopt(ctx context.Context, accounts []string) {
 	ask := heldAsk{Accounts: accounts}
 	body, _ := json.Marshal(ask)
 	self := p.cfg.Fleet.Self().ID
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		silent  []string
+		counted = map[string]int{}
+	)
 	for _, m := range p.cfg.Fleet.Members() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if m.ID == self {
-				p.adoptFrom(ctx, self, p.held(self, ask))
-				return
-			}
-			out, err := p.send(ctx, m.ID, PathHeld, body)
+		wg.Go(func() {
 			var r heldReply
-			if err == nil {
-				if err = json.Unmarshal(out, &r); err != nil {
-					p.count("malformed")
-				}
+			var err error
+			if m.ID == self {
+				r = p.held(self, ask)
+			} else {
+				r, err = p.askHeld(ctx, m.ID, body)
 			}
 			if err != nil {
-				if errors.Is(err, errUnreachable) {
-					p.count("unreachable")
-				}
-				p.log.Warn("fleet: accounts taken over grant without knowing the leases a member holds on them",
+				p.log.Warn("fleet: a member did not answer which leases it holds on accounts taken over; their share is withheld until it answers or leaves",
 					"member", clip(m.ID), "accounts", len(accounts), "err", err)
+				mu.Lock()
+				silent = append(silent, m.ID)
+				mu.Unlock()
 				return
 			}
-			p.adoptFrom(ctx, m.ID, r)
-		}()
+			n := p.adoptFrom(ctx, m.ID, r)
+			mu.Lock()
+			for acc, k := range n {
+				counted[acc] += k
+			}
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
+	if len(silent) == 0 {
+		return
+	}
+	var withheld []*actors.Lease
+	for _, acc := range accounts {
+		v, ok := p.cfg.Pool.View(acc)
+		if !ok {
+			continue // not running here (removed, or moved away already)
+		}
+		for range v.MaxInFlight - counted[acc] {
+			l, err := p.cfg.Pool.Adopt(ctx, acc, "")
+			if err != nil {
+				break
+			}
+			withheld = append(withheld, l)
+		}
+	}
+	p.withheld.Add(int64(len(withheld)))
+	go p.chase(body, silent, withheld)
 }
 
-// adoptFrom counts the leases holder answered.
-func (p *Peer) adoptFrom(ctx context.Context, holder string, r heldReply) {
+// askHeld sends a heldAsk to member and decodes its answer.
+func (p *Peer) askHeld(ctx context.Context, member string, body []byte) (heldReply, error) {
+	var r heldReply
+	out, err := p.send(ctx, member, PathHeld, body)
+	if err == nil {
+		if err = json.Unmarshal(out, &r); err != nil {
+			p.count("malformed")
+		}
+	} else if errors.Is(err, errUnreachable) {
+		p.count("unreachable")
+	}
+	return r, err
+}
+
+// chase asks the members that did not answer Adopt's ask (body) again,
+// every heartbeat and when the live set changes, counting their answers,
+// until each has answered or left the live set; then it releases the
+// leases withheld for them.
+func (p *Peer) chase(body []byte, silent []string, withheld []*actors.Lease) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("fleet: asking silent members panicked", "panic", fmt.Sprint(r))
+		}
+		for _, l := range withheld {
+			p.cfg.Pool.Release(l, actors.Outcome{Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
+		}
+		p.withheld.Add(-int64(len(withheld)))
+	}()
+	t := time.NewTicker(p.cfg.Fleet.cfg.Interval)
+	defer t.Stop()
+	for len(silent) > 0 {
+		changed := p.cfg.Fleet.Changed()
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		case <-changed:
+		}
+		live := map[string]bool{}
+		for _, m := range p.cfg.Fleet.Members() {
+			live[m.ID] = true
+		}
+		keep := silent[:0]
+		for _, id := range silent {
+			if !live[id] {
+				p.log.Info("fleet: a member that did not answer left the live set; the share withheld for it is let go", "member", clip(id))
+				continue
+			}
+			ctx, cancel := context.WithTimeout(p.ctx, AdoptTimeout)
+			r, err := p.askHeld(ctx, id, body)
+			if err == nil {
+				p.adoptFrom(ctx, id, r)
+				p.log.Info("fleet: a member that did not answer has answered; its leases are counted", "member", clip(id), "leases", len(r.Leases))
+			} else {
+				keep = append(keep, id)
+			}
+			cancel()
+		}
+		silent = keep
+	}
+}
+
+// adoptFrom counts the leases holder answered (each handle once) and
+// returns how many it counted on each account.
+func (p *Peer) adoptFrom(ctx context.Context, holder string, r heldReply) map[string]int {
+	n := map[string]int{}
 	for _, hl := range r.Leases {
+		p.mu.Lock()
+		g := p.leases[hl.Handle]
+		p.mu.Unlock()
+		if g != nil && g.caller == holder {
+			n[hl.Account]++ // counted at an earlier answer
+			continue
+		}
 		l, err := p.cfg.Pool.Adopt(ctx, hl.Account, hl.Model)
 		if err != nil {
 			p.log.Warn("fleet: a lease held on an account taken over not counted", "account", hl.Account, "holder", clip(holder), "err", err)
@@ -601,6 +714,8 @@ func (p *Peer) adoptFrom(ctx context.Context, holder string, r heldReply) {
 			p.cfg.Pool.Release(l, actors.Outcome{Verdict: upstream.Verdict{Class: upstream.ClassCanceled}})
 			continue
 		}
+		n[hl.Account]++
 		p.adopted.Add(1)
 	}
+	return n
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,12 +33,19 @@ type peerNode struct {
 	peer *Peer
 	srv  *httptest.Server
 	logs *lockedWriter
+	// heldLost, set, loses this instance's answers to PathHeld (503), as
+	// a member slow or cut from the asker would.
+	heldLost atomic.Bool
 }
 
 // handler serves the internal endpoint from an http.Request, as the
 // front's mount does from fasthttp's.
 func (n *peerNode) handler(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if r.URL.Path == PathHeld && n.heldLost.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	env := Envelope{Sender: r.Header.Get(HeaderSender), Time: r.Header.Get(HeaderTime),
 		Nonce: r.Header.Get(HeaderNonce), Signature: r.Header.Get(HeaderSignature)}
 	status, renv, out := n.peer.Handle(r.Context(), r.URL.Path, env, body)

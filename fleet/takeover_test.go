@@ -34,17 +34,19 @@ func startOwnedNode(t *testing.T, ctx context.Context, mc *memcache.Cache, maste
 	return n
 }
 
-// TestTakeoverCountsHeldLeases: the owner of an account at max_concurrency
-// 2 grants both leases to the two other instances, then dies (cut from
-// Redis, its endpoint gone). The survivor that takes the account over
-// counts the leases the dead owner granted before it grants: no third or
-// fourth lease while both run; each holder's release, sent to the new
-// owner, frees one.
-func TestTakeoverCountsHeldLeases(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// takeover is the scene of the takeover tests: three instances, the
+// account at max_concurrency 2 owned by c, and the two leases c granted,
+// la held by a and lb by b.
+type takeover struct {
+	a, b, c *ownedNode
+	acc     storage.Account
+	la, lb  *actors.Lease
+}
+
+func startTakeover(t *testing.T, ctx context.Context) *takeover {
+	t.Helper()
 	mc := memcache.New(memcache.Options{})
-	defer mc.Close()
+	t.Cleanup(func() { mc.Close() })
 	master := testKey(7)
 	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
 	var acc storage.Account
@@ -76,45 +78,70 @@ func TestTakeoverCountsHeldLeases(t *testing.T) {
 	if v, _ := c.sys.View(acc.ID); v.InFlight != 2 {
 		t.Fatalf("c sees %d in flight, want 2", v.InFlight)
 	}
+	return &takeover{a: a, b: b, c: c, acc: acc, la: la, lb: lb}
+}
 
-	// kill -9 of c: no heartbeat, no renewal, no endpoint.
-	c.cut.down.Store(true)
-	c.srv.CloseClientConnections()
-	c.srv.Close()
+// kill is a kill -9 of c: no heartbeat, no renewal, no endpoint.
+func (s *takeover) kill() {
+	s.c.cut.down.Store(true)
+	s.c.srv.CloseClientConnections()
+	s.c.srv.Close()
+}
 
-	var owner, other *ownedNode
+// newOwner waits until a survivor owns the account and runs it, and returns
+// it and the other survivor.
+func (s *takeover) newOwner(t *testing.T) (owner, other *ownedNode) {
+	t.Helper()
 	poll.Until(t, 15*time.Second, "a survivor owns the account and runs it", func() bool {
-		for _, n := range []*ownedNode{a, b} {
-			if _, held := n.owners.Holder(acc.ID); held {
-				if v, ok := n.sys.View(acc.ID); ok && v.ID == acc.ID && !v.Moving {
+		for _, n := range []*ownedNode{s.a, s.b} {
+			if _, held := n.owners.Holder(s.acc.ID); held {
+				if v, ok := n.sys.View(s.acc.ID); ok && v.ID == s.acc.ID && !v.Moving {
 					owner = n
 				}
 			}
 		}
 		return owner != nil
 	})
-	other = map[bool]*ownedNode{true: b, false: a}[owner == a]
+	return owner, map[bool]*ownedNode{true: s.b, false: s.a}[owner == s.a]
+}
+
+// granted tries one lease on each of nodes and returns how many were
+// granted (released at the test's end).
+func (s *takeover) granted(t *testing.T, ctx context.Context, nodes ...*ownedNode) int {
+	n := 0
+	for _, node := range nodes {
+		if l, err := node.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"}); err == nil {
+			n++
+			t.Cleanup(func() { node.sys.Release(l, actors.Outcome{Status: 200}) })
+		}
+	}
+	return n
+}
+
+// TestTakeoverCountsHeldLeases: the owner of an account at max_concurrency
+// 2 grants both leases to the two other instances, then dies (cut from
+// Redis, its endpoint gone). The survivor that takes the account over
+// counts the leases the dead owner granted before it grants: no third or
+// fourth lease while both run; each holder's release, sent to the new
+// owner, frees one.
+func TestTakeoverCountsHeldLeases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startTakeover(t, ctx)
+	a, b, acc, la, lb := s.a, s.b, s.acc, s.la, s.lb
+	s.kill()
+	owner, other := s.newOwner(t)
 	inFlight := func() int { v, _ := owner.sys.View(acc.ID); return v.InFlight }
 	if got := inFlight(); got != 2 {
 		t.Errorf("the new owner counts %d in flight on the account, want the 2 the dead owner granted", got)
 	}
 	// Neither survivor gets a lease while both holders' leases run: the
 	// upstream would see more than max_concurrency.
-	tryBoth := func() int {
-		granted := 0
-		for _, n := range []*ownedNode{owner, other} {
-			if l, err := n.sys.Acquire(ctx, actors.AcquireRequest{Model: "m"}); err == nil {
-				granted++
-				t.Cleanup(func() { n.sys.Release(l, actors.Outcome{Status: 200}) })
-			}
-		}
-		return granted
-	}
 	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
 		v, ok := other.sys.View(acc.ID)
 		return ok && !v.Moving && v.InFlight == 2
 	})
-	if g := tryBoth(); g != 0 {
+	if g := s.granted(t, ctx, owner, other); g != 0 {
 		t.Fatalf("%d leases granted past max_concurrency 2 while the dead owner's 2 run (new owner counts %d)\n%s", g, inFlight(), owner.logs.String())
 	}
 
@@ -141,5 +168,54 @@ func TestTakeoverCountsHeldLeases(t *testing.T) {
 		if s := n.logs.String(); strings.Contains(s, "sk-x-secret") {
 			t.Errorf("%s's log holds a credential", n.id)
 		}
+	}
+}
+
+// TestTakeoverWithholdsUnanswered: as above, but the other survivor's
+// answer to the new owner's ask is lost (its endpoint answers 503 to
+// PathHeld). The new owner knows only its own held lease; it must not
+// grant the share the silent member may hold: nothing is granted while
+// both leases run, although only one was counted. Once the member
+// answers again its lease is adopted in place of the share withheld, and
+// both releases free the account.
+func TestTakeoverWithholdsUnanswered(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startTakeover(t, ctx)
+	s.a.heldLost.Store(true)
+	s.b.heldLost.Store(true)
+	s.kill()
+	owner, other := s.newOwner(t)
+	owner.heldLost.Store(false)
+	mine, theirs := s.la, s.lb
+	if owner == s.b {
+		mine, theirs = s.lb, s.la
+	}
+	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
+	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
+		v, ok := other.sys.View(s.acc.ID)
+		return ok && !v.Moving && v.InFlight == inFlight()
+	})
+	if g := s.granted(t, ctx, owner, other); g != 0 {
+		t.Fatalf("%d leases granted past max_concurrency 2 while the dead owner's 2 run, one of them held by a member that did not answer (new owner counts %d)\n%s",
+			g, inFlight(), owner.logs.String())
+	}
+	if st := owner.peer.Stats(); st.Adopted != 1 {
+		t.Fatalf("new owner adopted %d leases, want its own 1 (the other's answer is lost)", st.Adopted)
+	}
+
+	// The member answers again: its lease is adopted, the share withheld
+	// let go; the account is still full.
+	other.heldLost.Store(false)
+	poll.Until(t, 10*time.Second, "the silent member's lease adopted", func() bool { return owner.peer.Stats().Adopted == 2 })
+	poll.Until(t, 5*time.Second, "the share withheld let go", func() bool { return owner.peer.Stats().Withheld == 0 && inFlight() == 2 })
+	if g := s.granted(t, ctx, owner, other); g != 0 {
+		t.Fatalf("%d leases granted while both adopted leases run", g)
+	}
+	owner.sys.Release(mine, actors.Outcome{Status: 200})
+	other.sys.Release(theirs, actors.Outcome{Status: 200})
+	poll.Until(t, 5*time.Second, "both releases reach the new owner", func() bool { return inFlight() == 0 })
+	if st := owner.peer.Stats(); st.Held != 0 {
+		t.Errorf("new owner's stats %+v, want 0 held", st)
 	}
 }
