@@ -60,21 +60,7 @@ func (n contentCount) tokens() int64 { return (n.ascii+3)/4 + n.other }
 func (n *contentCount) countEvent(p translate.Protocol, ev translate.Event) {
 	switch p {
 	case translate.Chat:
-		deltaOf(ev.Data).ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "content", "reasoning_content", "reasoning", "refusal":
-				if v.Type == gjson.String {
-					n.add(v.Raw)
-				}
-			case "tool_calls":
-				v.ForEach(func(_, tc gjson.Result) bool {
-					n.add(tc.Get("function.name").Raw)
-					n.add(tc.Get("function.arguments").Raw)
-					return true
-				})
-			}
-			return true
-		})
+		n.countChatDelta(ev.Data, bytes.Index(ev.Data, deltaKey))
 	case translate.Responses:
 		if t := eventType(ev); strings.HasSuffix(t, ".delta") {
 			if v := deltaOf(ev.Data); v.Type == gjson.String {
@@ -93,6 +79,30 @@ func (n *contentCount) countEvent(p translate.Protocol, ev translate.Event) {
 			return true
 		})
 	}
+}
+
+// countChatDelta is countEvent of a Chat chunk, data, whose first
+// `"delta":` is at index at (bytes.Index's; -1: none), found by the
+// caller's own pass over it (scanChat).
+func (n *contentCount) countChatDelta(data []byte, at int) {
+	if at < 0 {
+		return
+	}
+	gjson.Parse(b2s(data[at+len(deltaKey):])).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content", "reasoning_content", "reasoning", "refusal":
+			if v.Type == gjson.String {
+				n.add(v.Raw)
+			}
+		case "tool_calls":
+			v.ForEach(func(_, tc gjson.Result) bool {
+				n.add(tc.Get("function.name").Raw)
+				n.add(tc.Get("function.arguments").Raw)
+				return true
+			})
+		}
+		return true
+	})
 }
 
 // deltaOf is the value of data's first "delta" key (an object's Raw runs on

@@ -210,8 +210,8 @@ func (st *stream) hold() *failure {
 			st.abort(v)
 			return f
 		}
-		st.observe(ev)
-		if st.dropUsage && isUsageChunk(ev.Data) {
+		m := st.observe(ev)
+		if st.dropUsage && st.usageChunk(ev, m) {
 			continue
 		}
 		if st.tr == nil {
@@ -314,9 +314,14 @@ func (st *stream) putScanner() {
 }
 
 // observe takes what the gateway needs from an event: time to first content,
-// usage, the response id, and whether the stream ended properly.
-func (st *stream) observe(ev translate.Event) {
+// usage, the response id, and whether the stream ended properly. For a
+// Chat upstream it returns the marks of its one pass over the chunk
+// (scanChat), for the relay's usageChunk; the zero marks otherwise.
+func (st *stream) observe(ev translate.Event) (m chatMarks) {
 	st.events.Add(1)
+	if st.up == translate.Chat {
+		m = scanChat(ev.Data) // one pass for the searches below and the relay's usageChunk
+	}
 	if st.frames && st.lease.Provider == storage.ProviderCodex && eventType(ev) == "codex.rate_limits" {
 		// Over HTTP the account's transport reports these (actors/windows.go).
 		now := st.s.now()
@@ -327,16 +332,23 @@ func (st *stream) observe(ev translate.Event) {
 	if st.ttft == 0 && isContent(st.up, ev) {
 		st.ttft = max(st.s.now().Sub(st.start), 1)
 	}
-	if st.usage.AddEvent(st.up, ev.Name, ev.Data) && (st.up != translate.Messages || eventType(ev) == "message_delta") {
-		st.usageFinal = true // Messages' message_start has the input side only
+	if st.up == translate.Chat {
+		if m.usageRead && st.usage.AddChatUsage(ev.Data) {
+			st.usageFinal = true
+		}
+		st.content.countChatDelta(ev.Data, m.delta)
+	} else {
+		if st.usage.AddEvent(st.up, ev.Name, ev.Data) && (st.up != translate.Messages || eventType(ev) == "message_delta") {
+			st.usageFinal = true // Messages' message_start has the input side only
+		}
+		st.content.countEvent(st.up, ev)
 	}
-	st.content.countEvent(st.up, ev)
 	if st.c.tr != nil {
 		st.c.tr.traceEvent(st.up, ev)
 	}
 	switch st.up {
 	case translate.Chat:
-		if bytes.Equal(ev.Data, doneMarker) || bytes.Contains(ev.Data, finishKey) {
+		if m.finish || bytes.Equal(ev.Data, doneMarker) {
 			// [DONE] ends OpenAI streams; some compatible upstreams stop at the
 			// chunk carrying finish_reason instead.
 			st.clean = true
@@ -383,12 +395,21 @@ func (st *stream) observe(ev translate.Event) {
 			st.failed = v
 		}
 	}
-	if st.up == translate.Chat && st.failed.Class == upstream.ClassNone && bytes.Contains(ev.Data, []byte(`"error"`)) {
+	if st.up == translate.Chat && st.failed.Class == upstream.ClassNone && m.err {
 		if v, _, isErr := upstream.ClassifyEvent(st.up, ev.Name, ev.Data); isErr {
 			st.failed = v
 			st.clean = true
 		}
 	}
+	return m
+}
+
+// usageChunk is isUsageChunk of ev, whose marks observe returned.
+func (st *stream) usageChunk(ev translate.Event, m chatMarks) bool {
+	if st.up == translate.Chat {
+		return m.usageChunk()
+	}
+	return isUsageChunk(ev.Data)
 }
 
 // isUsageChunk reports whether a chat chunk is the usage-only final chunk
@@ -400,7 +421,6 @@ func isUsageChunk(data []byte) bool {
 var (
 	doneMarker = []byte("[DONE]")
 	usageKey   = []byte(`"usage":{`)
-	finishKey  = []byte(`"finish_reason":"`)
 )
 
 // SupportsBodyWriteTo tells fasthttp to call WriteTo rather than Read.
@@ -464,8 +484,8 @@ func (st *stream) relay(k sink) error {
 			}
 			break
 		}
-		st.observe(ev)
-		if st.dropUsage && isUsageChunk(ev.Data) {
+		m := st.observe(ev)
+		if st.dropUsage && st.usageChunk(ev, m) {
 			continue
 		}
 		var sent []byte

@@ -89,6 +89,20 @@ func (u *Usage) AddEvent(p Protocol, name, data []byte) bool {
 	return true
 }
 
+// AddChatUsage is AddEvent(Chat, name, data) for a chunk the caller
+// already knows to hold the bytes "usage" in quotes (AddEvent's own test,
+// made by the caller's single pass over the chunk: the gateway's relay,
+// issue 21); for a chunk without them it may report a usage AddEvent
+// would not.
+func (u *Usage) AddChatUsage(data []byte) bool {
+	r := getB(data, "usage")
+	if !r.IsObject() {
+		return false
+	}
+	u.set(Chat, r)
+	return true
+}
+
 // eventType is an event's SSE name, else its data's "type" (Responses and
 // Messages set both, equal).
 func eventType(name, data []byte) string {
