@@ -36,8 +36,10 @@ type OwnerConfig struct {
 	// taken (on a goroutine of its own, the context ending after
 	// AdoptTimeout), before they may grant: it counts on them the leases
 	// their previous owner granted to other instances that still run
-	// (Peer.Adopt). Their fences hold from when it returns. Nil: a taken
-	// account grants at once.
+	// (Peer.Adopt). Their fences hold from when it returns. It is not
+	// called for an account whose take was Clean (its previous owner
+	// drained it, or it had none): that one grants at once, as every
+	// taken account does when Adopt is nil.
 	Adopt func(ctx context.Context, accounts []string)
 }
 
@@ -176,8 +178,10 @@ func (o *Owners) renew(ctx context.Context) {
 		case Owner(id, members) == self:
 			claims = append(claims, storage.OwnershipClaim{Account: id, Want: true})
 		case h != nil:
-			// Moving away: keep the lease while the actor drains, then release it.
-			claims = append(claims, storage.OwnershipClaim{Account: id, Want: !h.drained.Load()})
+			// Moving away: keep the lease while the actor drains, then
+			// release it, saying so (the next owner need not ask for leases).
+			d := h.drained.Load()
+			claims = append(claims, storage.OwnershipClaim{Account: id, Want: !d, Drained: d})
 		}
 	}
 	for id, h := range o.held {
@@ -244,7 +248,7 @@ func (o *Owners) apply(cl *storage.OwnershipClaim, self string, members []Member
 	}
 	if h == nil {
 		h = &held{fence: new(actors.Fence)}
-		if o.cfg.Adopt != nil {
+		if o.cfg.Adopt != nil && !cl.Clean {
 			// The actor runs (the leases to adopt count on it) but grants
 			// nothing until adopted opens the fence.
 			h.adopting, h.until = true, until

@@ -36,12 +36,16 @@ type peerNode struct {
 	// heldLost, set, loses this instance's answers to PathHeld (503), as
 	// a member slow or cut from the asker would.
 	heldLost atomic.Bool
+	heldAsks atomic.Int64 // PathHeld messages received
 }
 
 // handler serves the internal endpoint from an http.Request, as the
 // front's mount does from fasthttp's.
 func (n *peerNode) handler(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if r.URL.Path == PathHeld {
+		n.heldAsks.Add(1)
+	}
 	if r.URL.Path == PathHeld && n.heldLost.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

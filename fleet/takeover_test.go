@@ -219,3 +219,47 @@ func TestTakeoverWithholdsUnanswered(t *testing.T) {
 		t.Errorf("new owner's stats %+v, want 0 held", st)
 	}
 }
+
+// TestTakeoverAfterDrainAsksNobody: an account that moves because an
+// instance joins is drained by its old owner, which says so as it
+// releases the lease: the joiner takes it Clean and asks no member for
+// leases. When the joiner is then killed, the survivor's take is not
+// clean and asks.
+func TestTakeoverAfterDrainAsksNobody(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mc := memcache.New(memcache.Options{})
+	defer mc.Close()
+	master := testKey(7)
+	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
+	var acc storage.Account
+	for i := 0; acc.ID == ""; i++ {
+		if id := fmt.Sprintf("acc-%d", i); Owner(id, members) == "gw-c" {
+			acc = storage.Account{ID: id, Name: "x", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
+				Credentials: storage.Credentials{APIKey: "sk-x-secret"}, Models: []string{"m"}, MaxConcurrency: 2}
+		}
+	}
+	accs := []storage.Account{acc}
+	a := startOwnedNode(t, ctx, mc, master, "gw-a", accs)
+	b := startOwnedNode(t, ctx, mc, master, "gw-b", accs)
+	runs := func(n *ownedNode) bool {
+		_, held := n.owners.Holder(acc.ID)
+		v, ok := n.sys.View(acc.ID)
+		return held && ok && !v.Moving
+	}
+	poll.Until(t, 10*time.Second, "a or b runs the account", func() bool { return runs(a) || runs(b) })
+	asked := func() int64 { return a.heldAsks.Load() + b.heldAsks.Load() }
+	before := asked()
+	c := startOwnedNode(t, ctx, mc, master, "gw-c", accs)
+	poll.Until(t, 10*time.Second, "c, joining, runs the account", func() bool { return runs(c) })
+	if n := asked() - before; n != 0 {
+		t.Fatalf("c took the account after a drain and asked members %d times for leases, want 0", n)
+	}
+	c.cut.down.Store(true)
+	c.srv.CloseClientConnections()
+	c.srv.Close()
+	poll.Until(t, 15*time.Second, "a survivor runs the account", func() bool { return runs(a) || runs(b) })
+	if asked() == before {
+		t.Fatal("the survivor took a dead owner's account without asking the other survivor for leases")
+	}
+}

@@ -49,11 +49,20 @@ type OwnershipClaim struct {
 	// Want takes the lease when it is free, or renews it when the caller
 	// holds it; false releases it when the caller holds it.
 	Want bool
+	// Drained, with Want false, records that the caller ended every lease
+	// it granted on the account before releasing it (a planned move): the
+	// next holder's take reports Clean.
+	Drained bool
 
 	Holder string // the lease's holder after the call; "" when free
 	// Token is the holder's fencing token (0 when free). Tokens of an
 	// account increase with every change of holder and are never reused.
 	Token uint64
+	// Clean reports, when this call took the lease (a new Token), that no
+	// holder before it can have left leases running: the previous holder
+	// released it with Drained, or it had none. False after an expiry or a
+	// release without Drained, and for a lease renewed or held by another.
+	Clean bool
 }
 
 // Ownership is the optional capability of a Cache to keep the ownership

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Cache) {
 		{"Leases/Renew", testLeasesRenew},
 		{"Leases/Race", testLeasesRace},
 		{"Leases/InvalidTTL", testLeasesInvalidTTL},
+		{"Ownership/Clean", testOwnershipClean},
 		{"PubSub/TwoSubscribers", testPubSubTwoSubscribers},
 		{"PubSub/EndsWithContext", testPubSubEndsWithContext},
 		{"PubSub/SlowSubscriber", testPubSubSlowSubscriber},
@@ -697,4 +698,63 @@ func testConcurrentMixed(t *testing.T, c storage.Cache) {
 		t.Fatalf("sum of counters = %d, want %d", total, want)
 	}
 	receive(t, sub, 3*time.Second)
+}
+
+// testOwnershipClean: a take of an ownership lease (storage.Ownership,
+// when the cache has it) is Clean when the account had no holder before
+// or its holder released it Drained; not after a release without Drained
+// nor after an expiry; a renewal is never Clean.
+func testOwnershipClean(t *testing.T, c storage.Cache) {
+	o, ok := c.(storage.Ownership)
+	if !ok {
+		t.Skip("no storage.Ownership")
+	}
+	renew := func(owner string, cl storage.OwnershipClaim, ttl time.Duration) storage.OwnershipClaim {
+		t.Helper()
+		claims := []storage.OwnershipClaim{cl}
+		if err := o.Renew(t.Context(), owner, claims, ttl); err != nil {
+			t.Fatal(err)
+		}
+		return claims[0]
+	}
+	take := func(owner string, ttl time.Duration) storage.OwnershipClaim {
+		t.Helper()
+		return renew(owner, storage.OwnershipClaim{Account: "acc", Want: true}, ttl)
+	}
+	if cl := take("a", long); cl.Holder != "a" || !cl.Clean {
+		t.Fatalf("first take: %+v, want held by a, clean", cl)
+	}
+	if cl := take("a", long); cl.Holder != "a" || cl.Clean {
+		t.Fatalf("renewal: %+v, want held by a, not a clean take", cl)
+	}
+	if cl := take("b", long); cl.Holder != "a" || cl.Clean {
+		t.Fatalf("b's take of a's lease: %+v, want held by a, not clean", cl)
+	}
+	renew("a", storage.OwnershipClaim{Account: "acc", Drained: true}, long)
+	if cl := take("b", long); cl.Holder != "b" || !cl.Clean {
+		t.Fatalf("take after a drained release: %+v, want held by b, clean", cl)
+	}
+	renew("b", storage.OwnershipClaim{Account: "acc"}, long)
+	if cl := take("a", 100*time.Millisecond); cl.Holder != "a" || cl.Clean {
+		t.Fatalf("take after a release without Drained: %+v, want held by a, not clean", cl)
+	}
+	var cl storage.OwnershipClaim
+	eventually(t, 3*time.Second, "b takes a's lease once it expired", func() bool {
+		cl = take("b", long)
+		return cl.Holder == "b"
+	})
+	if cl.Clean {
+		t.Fatalf("take after an expiry: %+v, want not clean", cl)
+	}
+	// A drained release recorded, then an expiry of the next holder's lease:
+	// the take after the expiry is not clean.
+	renew("b", storage.OwnershipClaim{Account: "acc", Drained: true}, long)
+	take("a", 100*time.Millisecond)
+	eventually(t, 3*time.Second, "b takes a's lease once it expired", func() bool {
+		cl = take("b", long)
+		return cl.Holder == "b"
+	})
+	if cl.Clean {
+		t.Fatalf("take after an expiry following a drained release: %+v, want not clean", cl)
+	}
 }

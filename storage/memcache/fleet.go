@@ -77,9 +77,10 @@ var _ storage.Ownership = (*Cache)(nil)
 
 // owned are the ownership leases of this Cache's fleets (one process).
 type owned struct {
-	mu     sync.Mutex
-	leases map[string]ownedLease // account → its lease
-	tokens map[string]uint64     // account → its last token
+	mu      sync.Mutex
+	leases  map[string]ownedLease // account → its lease
+	tokens  map[string]uint64     // account → its last token
+	drained map[string]uint64     // account → the token last released with Drained
 }
 
 type ownedLease struct {
@@ -105,7 +106,7 @@ func (c *Cache) Renew(_ context.Context, owner string, claims []storage.Ownershi
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.leases == nil {
-		o.leases, o.tokens = make(map[string]ownedLease), make(map[string]uint64)
+		o.leases, o.tokens, o.drained = make(map[string]ownedLease), make(map[string]uint64), make(map[string]uint64)
 	}
 	for i := range claims {
 		cl := &claims[i]
@@ -114,8 +115,12 @@ func (c *Cache) Renew(_ context.Context, owner string, claims []storage.Ownershi
 			delete(o.leases, cl.Account)
 			l, ok = ownedLease{}, false
 		}
+		cl.Clean = false
 		switch {
 		case cl.Want && !ok:
+			last := o.tokens[cl.Account]
+			cl.Clean = last == 0 || o.drained[cl.Account] == last
+			delete(o.drained, cl.Account)
 			o.tokens[cl.Account]++
 			l = ownedLease{holder: owner, token: o.tokens[cl.Account], exp: deadline(now, ttl)}
 			o.leases[cl.Account] = l
@@ -123,6 +128,9 @@ func (c *Cache) Renew(_ context.Context, owner string, claims []storage.Ownershi
 			l.exp = deadline(now, ttl)
 			o.leases[cl.Account] = l
 		case !cl.Want && ok && l.holder == owner:
+			if cl.Drained {
+				o.drained[cl.Account] = l.token
+			}
 			delete(o.leases, cl.Account)
 			l = ownedLease{}
 		}

@@ -118,27 +118,34 @@ var _ storage.Ownership = (*Cache)(nil)
 //
 //	<prefix>f:own:<account>  "<holder>|<token>", PX ttl
 //	<prefix>f:tok            hash: account → its last token (never decreases while the deployment lives)
-func (c *Cache) tokenKey() string { return c.prefix + "f:tok" }
+//	<prefix>f:drained        hash: account → the token last released drained (until the next take)
+func (c *Cache) tokenKey() string   { return c.prefix + "f:tok" }
+func (c *Cache) drainedKey() string { return c.prefix + "f:drained" }
 
-// renewScript takes (free), renews (held by ARGV[1]) or, when want is 0,
-// releases (held by ARGV[1]) the lease of each account of the pairs
-// ARGV[4..] (account, want) for ARGV[2] ms; lease keys are ARGV[3] ..
-// account. A new holder's token is HINCRBY KEYS[1] account 1; the token
-// hash is kept a day past the last call. It returns holder and token for
-// each account.
+// renewScript takes (free), renews (held by ARGV[1]) or, when want is 0
+// or 2 (drained), releases (held by ARGV[1]) the lease of each account of
+// the pairs ARGV[4..] (account, want) for ARGV[2] ms; lease keys are
+// ARGV[3] .. account. A new holder's token is HINCRBY KEYS[1] account 1; a
+// drained release records its token in KEYS[2], and a take is clean when
+// the account had no token or its last one was released drained. Both
+// hashes are kept a day past the last call. It returns holder, token and
+// clean ('1' or '0') for each account.
 var renewScript = redis.NewScript(`
 local out = {}
 for i = 4, #ARGV, 2 do
   local acc, want = ARGV[i], ARGV[i + 1]
   local k = ARGV[3] .. acc
   local v = redis.call('GET', k)
-  local holder, tok = '', '0'
+  local holder, tok, clean = '', '0', '0'
   if v then
     holder, tok = string.match(v, '^(.*)|(%d+)$')
     if not holder then holder, tok = '', '0' end
   end
   if want == '1' then
     if not v then
+      local last = redis.call('HGET', KEYS[1], acc)
+      if (not last) or redis.call('HGET', KEYS[2], acc) == last then clean = '1' end
+      redis.call('HDEL', KEYS[2], acc)
       tok = tostring(redis.call('HINCRBY', KEYS[1], acc, 1))
       holder = ARGV[1]
       redis.call('SET', k, holder .. '|' .. tok, 'PX', ARGV[2])
@@ -146,13 +153,16 @@ for i = 4, #ARGV, 2 do
       redis.call('PEXPIRE', k, ARGV[2])
     end
   elseif v and holder == ARGV[1] then
+    if want == '2' then redis.call('HSET', KEYS[2], acc, tok) end
     redis.call('DEL', k)
     holder, tok = '', '0'
   end
   out[#out + 1] = holder
   out[#out + 1] = tok
+  out[#out + 1] = clean
 end
 redis.call('PEXPIRE', KEYS[1], 86400000)
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], 86400000) end
 return out
 `)
 
@@ -193,21 +203,25 @@ func (c *Cache) renew(ctx context.Context, owner string, claims []storage.Owners
 	args = append(args, owner, ceilMs(ttl), c.prefix+"f:own:")
 	for _, cl := range claims {
 		want := "0"
-		if cl.Want {
+		switch {
+		case cl.Want:
 			want = "1"
+		case cl.Drained:
+			want = "2"
 		}
 		args = append(args, cl.Account, want)
 	}
-	res, err := renewScript.Run(ctx, c.rdb, []string{c.tokenKey()}, args...).StringSlice()
+	res, err := renewScript.Run(ctx, c.rdb, []string{c.tokenKey(), c.drainedKey()}, args...).StringSlice()
 	if err != nil {
 		return c.wrap(ctx, "renew", err)
 	}
-	if len(res) != 2*len(claims) {
+	if len(res) != 3*len(claims) {
 		return c.wrap(ctx, "renew", errShortReply)
 	}
 	for i := range claims {
-		claims[i].Holder = res[2*i]
-		claims[i].Token, _ = strconv.ParseUint(res[2*i+1], 10, 64)
+		claims[i].Holder = res[3*i]
+		claims[i].Token, _ = strconv.ParseUint(res[3*i+1], 10, 64)
+		claims[i].Clean = res[3*i+2] == "1"
 	}
 	return nil
 }
