@@ -142,6 +142,9 @@ func (l *connListener) admit(c net.Conn) net.Conn {
 	l.open.Add(1)
 	l.m.connsOpen.Inc()
 	gc := &guardedConn{Conn: c, l: l, ip: ip}
+	if tc, ok := c.(*net.TCPConn); ok {
+		gc.raw, _ = tc.SyscallConn() // nil on error: every read goes to c
+	}
 	gc.fresh.Store(true)
 	return gc
 }
@@ -246,13 +249,30 @@ type guardedConn struct {
 	head  [64]byte // read only by the goroutine that reads (fasthttp's, before a hijack)
 	headN int
 	begun bool // a byte has been read on the connection (same goroutine as head)
+	// raw is the TCP socket (nil for any other connection), for read1;
+	// stash holds what read1 read past its byte, stash[stashOff:stashN]
+	// not yet returned (same goroutine as head).
+	raw              syscall.RawConn // (read1_unix.go)
+	stash            *[stashSize]byte
+	stashOff, stashN int
+	fill             func(fd uintptr) bool // read1's read of the socket, bound once
+	fillErr          error                 // fill's error
 }
+
+// stashSize is what a keep-alive connection's first read takes at most
+// (read1): a request head and a small body, and at most fasthttp's read
+// buffer (16 KiB, New), so that the reader's next read empties it.
+const stashSize = 4 << 10
+
+// stashes are read1's buffers, held only from a request's first read to the
+// reader's next read.
+var stashes = sync.Pool{New: func() any { return new([stashSize]byte) }}
 
 // Read reads, noting the start of a request (see guardedConn): the first
 // len(head) bytes read since the last response, over as many reads as
 // they take (fasthttp reads a keep-alive connection's first byte alone).
 func (c *guardedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.read(p)
 	if n == 0 && err != nil && !c.begun {
 		c.silent(err)
 	}
@@ -267,6 +287,30 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// read reads into p: from the stash while it holds bytes, else by read1
+// for a one-byte read of a TCP socket, else from the connection.
+func (c *guardedConn) read(p []byte) (int, error) {
+	if c.stash != nil {
+		n := copy(p, c.stash[c.stashOff:c.stashN])
+		if c.stashOff += n; c.stashOff == c.stashN {
+			c.dropStash()
+		}
+		return n, nil
+	}
+	if len(p) != 1 || c.raw == nil {
+		return c.Conn.Read(p)
+	}
+	return c.read1(p)
+}
+
+// dropStash gives the stash back to the pool.
+func (c *guardedConn) dropStash() {
+	if c.stash != nil {
+		stashes.Put(c.stash)
+		c.stash = nil
+	}
 }
 
 // silent answers a new connection whose first byte did not come within
