@@ -63,6 +63,12 @@ type PeerConfig struct {
 	// release); default DefaultMaxLease. A holder that leaves the live set
 	// loses its leases a fleet.ttl after.
 	MaxLease time.Duration
+	// WithholdFor is the longest Adopt withholds a silent member's share of
+	// an account taken over: a lease that member holds was granted for a
+	// call that ends within the gateway's request timeout, so past it there
+	// is nothing left to count. Default MaxLease; troupe serve sets
+	// gateway.request_timeout.
+	WithholdFor time.Duration
 }
 
 // Peer is this instance's side of routing across instances: as an
@@ -133,6 +139,9 @@ func StartPeer(ctx context.Context, cfg PeerConfig) (*Peer, error) {
 	}
 	if cfg.MaxLease <= 0 {
 		cfg.MaxLease = DefaultMaxLease
+	}
+	if cfg.WithholdFor <= 0 {
+		cfg.WithholdFor = cfg.MaxLease
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -563,8 +572,10 @@ func (p *Peer) held(owner string, ask heldAsk) heldReply {
 // counted leaves of max_concurrency is withheld (counted as leases in
 // flight, PeerStats.Withheld) until every such member has answered (its
 // leases are then counted instead) or left the live set (asked again every
-// heartbeat, and when the set changes). The account's fence may open: it
-// grants only past what is counted and withheld.
+// heartbeat, and when the set changes), or PeerConfig.WithholdFor has
+// passed (every call such a lease was granted for has ended by then). The
+// account's fence may open: it grants only past what is counted and
+// withheld.
 func (p *Peer) Adopt(ctx context.Context, accounts []string) {
 	ask := heldAsk{Accounts: accounts}
 	body, _ := json.Marshal(ask)
@@ -638,8 +649,8 @@ func (p *Peer) askHeld(ctx context.Context, member string, body []byte) (heldRep
 
 // chase asks the members that did not answer Adopt's ask (body) again,
 // every heartbeat and when the live set changes, counting their answers,
-// until each has answered or left the live set; then it releases the
-// leases withheld for them.
+// until each has answered or left the live set, or WithholdFor has passed;
+// then it releases the leases withheld for them.
 func (p *Peer) chase(body []byte, silent []string, withheld []*actors.Lease) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -652,10 +663,16 @@ func (p *Peer) chase(body []byte, silent []string, withheld []*actors.Lease) {
 	}()
 	t := time.NewTicker(p.cfg.Fleet.cfg.Interval)
 	defer t.Stop()
+	limit := time.NewTimer(p.cfg.WithholdFor)
+	defer limit.Stop()
 	for len(silent) > 0 {
 		changed := p.cfg.Fleet.Changed()
 		select {
 		case <-p.ctx.Done():
+			return
+		case <-limit.C:
+			p.log.Warn("fleet: members that did not answer are still silent after the longest a call runs; the share withheld for them is let go",
+				"members", len(silent), "after", p.cfg.WithholdFor)
 			return
 		case <-t.C:
 		case <-changed:

@@ -37,6 +37,8 @@ type peerNode struct {
 	// a member slow or cut from the asker would.
 	heldLost atomic.Bool
 	heldAsks atomic.Int64 // PathHeld messages received
+	// withholdFor is the peer's PeerConfig.WithholdFor (0: the default).
+	withholdFor time.Duration
 }
 
 // handler serves the internal endpoint from an http.Request, as the
@@ -102,7 +104,7 @@ func (n *peerNode) start(t testing.TB, ctx context.Context, members storage.Memb
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.peer, err = StartPeer(ctx, PeerConfig{Fleet: f, Codec: codec, Pool: sys, Logger: log}); err != nil {
+	if n.peer, err = StartPeer(ctx, PeerConfig{Fleet: f, Codec: codec, Pool: sys, Logger: log, WithholdFor: n.withholdFor}); err != nil {
 		t.Fatal(err)
 	}
 	sys.SetRemote(n.peer)

@@ -24,8 +24,14 @@ type ownedNode struct {
 }
 
 func startOwnedNode(t *testing.T, ctx context.Context, mc *memcache.Cache, master []byte, id string, accs []storage.Account) *ownedNode {
+	return startOwnedNodeWithhold(t, ctx, mc, master, id, accs, 0)
+}
+
+// startOwnedNodeWithhold is startOwnedNode with the peer's
+// PeerConfig.WithholdFor (0: the default).
+func startOwnedNodeWithhold(t *testing.T, ctx context.Context, mc *memcache.Cache, master []byte, id string, accs []storage.Account, withhold time.Duration) *ownedNode {
 	t.Helper()
-	n := &ownedNode{peerNode: peerNode{id: id, logs: &lockedWriter{w: &bytes.Buffer{}}}, cut: &cut{Membership: mc}}
+	n := &ownedNode{peerNode: peerNode{id: id, logs: &lockedWriter{w: &bytes.Buffer{}}, withholdFor: withhold}, cut: &cut{Membership: mc}}
 	f, log := n.start(t, ctx, n.cut, mc, master, accs)
 	var err error
 	if n.owners, err = StartOwners(ctx, OwnerConfig{Fleet: f, Store: cutOwnership{Ownership: mc, c: n.cut}, Pool: n.sys, Logger: log, Adopt: n.peer.Adopt}); err != nil {
@@ -45,6 +51,13 @@ type takeover struct {
 
 func startTakeover(t *testing.T, ctx context.Context) *takeover {
 	t.Helper()
+	return startTakeoverWithhold(t, ctx, 0)
+}
+
+// startTakeoverWithhold is startTakeover with every peer's
+// PeerConfig.WithholdFor (0: the default).
+func startTakeoverWithhold(t *testing.T, ctx context.Context, withhold time.Duration) *takeover {
+	t.Helper()
 	mc := memcache.New(memcache.Options{})
 	t.Cleanup(func() { mc.Close() })
 	master := testKey(7)
@@ -57,9 +70,9 @@ func startTakeover(t *testing.T, ctx context.Context) *takeover {
 		}
 	}
 	accs := []storage.Account{acc}
-	a := startOwnedNode(t, ctx, mc, master, "gw-a", accs)
-	b := startOwnedNode(t, ctx, mc, master, "gw-b", accs)
-	c := startOwnedNode(t, ctx, mc, master, "gw-c", accs)
+	a := startOwnedNodeWithhold(t, ctx, mc, master, "gw-a", accs, withhold)
+	b := startOwnedNodeWithhold(t, ctx, mc, master, "gw-b", accs, withhold)
+	c := startOwnedNodeWithhold(t, ctx, mc, master, "gw-c", accs, withhold)
 	poll.Until(t, 10*time.Second, "c owns the account, a and b index it", func() bool {
 		_, held := c.owners.Holder(acc.ID)
 		v, _ := c.sys.View(acc.ID)
@@ -217,6 +230,43 @@ func TestTakeoverWithholdsUnanswered(t *testing.T) {
 	poll.Until(t, 5*time.Second, "both releases reach the new owner", func() bool { return inFlight() == 0 })
 	if st := owner.peer.Stats(); st.Held != 0 {
 		t.Errorf("new owner's stats %+v, want 0 held", st)
+	}
+}
+
+// TestTakeoverWithholdLimit: a member that stays silent has its share
+// withheld no longer than PeerConfig.WithholdFor (troupe serve: the
+// request timeout, past which no call it could hold a lease for runs):
+// then the share is let go and the account grants what its own count
+// leaves, so a member unreachable for good does not block the account.
+func TestTakeoverWithholdLimit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const withhold = 1500 * time.Millisecond
+	s := startTakeoverWithhold(t, ctx, withhold)
+	s.a.heldLost.Store(true)
+	s.b.heldLost.Store(true)
+	s.kill()
+	owner, other := s.newOwner(t)
+	owner.heldLost.Store(false)
+	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
+	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
+		v, ok := other.sys.View(s.acc.ID)
+		return ok && !v.Moving && v.InFlight == inFlight()
+	})
+	if st := owner.peer.Stats(); st.Withheld != 1 || st.Adopted != 1 {
+		t.Fatalf("new owner's stats %+v, want its own lease adopted and the silent member's share (1) withheld", st)
+	}
+	if g := s.granted(t, ctx, owner); g != 0 {
+		t.Fatalf("%d leases granted while the silent member's share is withheld", g)
+	}
+	poll.Until(t, withhold+5*time.Second, "the share withheld let go after WithholdFor", func() bool {
+		return owner.peer.Stats().Withheld == 0 && inFlight() == 1
+	})
+	if !strings.Contains(owner.logs.String(), "still silent after the longest a call runs") {
+		t.Errorf("no WARN for the share let go:\n%s", owner.logs.String())
+	}
+	if g := s.granted(t, ctx, owner); g != 1 {
+		t.Fatalf("%d leases granted once the share is let go, want 1 (max_concurrency 2, 1 adopted)", g)
 	}
 }
 

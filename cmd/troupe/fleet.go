@@ -129,7 +129,8 @@ func (a *app) startRouting(ctx context.Context, f *fleet.Fleet) (*fleet.Peer, er
 	if err != nil {
 		return nil, err
 	}
-	peer, err := fleet.StartPeer(ctx, fleet.PeerConfig{Fleet: f, Codec: codec, Pool: a.sys, Logger: a.log})
+	peer, err := fleet.StartPeer(ctx, fleet.PeerConfig{Fleet: f, Codec: codec, Pool: a.sys, Logger: a.log,
+		WithholdFor: a.cfg.Gateway.RequestTimeout})
 	if err != nil {
 		return nil, err
 	}
