@@ -40,6 +40,18 @@ func startOwnedNodeWithhold(t *testing.T, ctx context.Context, mc *memcache.Cach
 	return n
 }
 
+// ownedByC is the takeover tests' account, at max_concurrency 2, which
+// rendezvous hashing over gw-a, gw-b and gw-c gives to gw-c.
+func ownedByC() storage.Account {
+	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("acc-%d", i); Owner(id, members) == "gw-c" {
+			return storage.Account{ID: id, Name: "x", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
+				Credentials: storage.Credentials{APIKey: "sk-x-secret"}, Models: []string{"m"}, MaxConcurrency: 2}
+		}
+	}
+}
+
 // takeover is the scene of the takeover tests: three instances, the
 // account at max_concurrency 2 owned by c, and the two leases c granted,
 // la held by a and lb by b.
@@ -61,14 +73,7 @@ func startTakeoverWithhold(t *testing.T, ctx context.Context, withhold time.Dura
 	mc := memcache.New(memcache.Options{})
 	t.Cleanup(func() { mc.Close() })
 	master := testKey(7)
-	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
-	var acc storage.Account
-	for i := 0; acc.ID == ""; i++ {
-		if id := fmt.Sprintf("acc-%d", i); Owner(id, members) == "gw-c" {
-			acc = storage.Account{ID: id, Name: "x", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
-				Credentials: storage.Credentials{APIKey: "sk-x-secret"}, Models: []string{"m"}, MaxConcurrency: 2}
-		}
-	}
+	acc := ownedByC()
 	accs := []storage.Account{acc}
 	a := startOwnedNodeWithhold(t, ctx, mc, master, "gw-a", accs, withhold)
 	b := startOwnedNodeWithhold(t, ctx, mc, master, "gw-b", accs, withhold)
@@ -281,14 +286,7 @@ func TestTakeoverAfterDrainAsksNobody(t *testing.T) {
 	mc := memcache.New(memcache.Options{})
 	defer mc.Close()
 	master := testKey(7)
-	members := []Member{{ID: "gw-a"}, {ID: "gw-b"}, {ID: "gw-c"}}
-	var acc storage.Account
-	for i := 0; acc.ID == ""; i++ {
-		if id := fmt.Sprintf("acc-%d", i); Owner(id, members) == "gw-c" {
-			acc = storage.Account{ID: id, Name: "x", Provider: storage.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1",
-				Credentials: storage.Credentials{APIKey: "sk-x-secret"}, Models: []string{"m"}, MaxConcurrency: 2}
-		}
-	}
+	acc := ownedByC()
 	accs := []storage.Account{acc}
 	a := startOwnedNode(t, ctx, mc, master, "gw-a", accs)
 	b := startOwnedNode(t, ctx, mc, master, "gw-b", accs)

@@ -59,25 +59,7 @@ func BenchmarkServePaced(b *testing.B) {
 			}
 			s, _, key := testServer(b, 4, tr)
 			front := serveTCP(b, s)
-			hc := &fasthttp.HostClient{Addr: front.Addr().String(), MaxConns: 1}
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			body := []byte(c.req)
-			send := func() {
-				req.Reset()
-				req.Header.SetMethod("POST")
-				req.SetRequestURI("http://" + hc.Addr + "/v1/chat/completions")
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.SetContentType("application/json")
-				req.SetBody(body)
-				if err := hc.Do(req, resp); err != nil {
-					b.Fatal(err)
-				}
-				if resp.StatusCode() != 200 {
-					b.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
-				}
-			}
+			send := chatSender(b, front.Addr().String(), key, []byte(c.req))
 			send() // both connections open before the counts start
 			send()
 			b.ReportAllocs()

@@ -30,24 +30,7 @@ func BenchmarkServeKeepAlive(b *testing.B) {
 			s, _, key := testServer(b, 4, cannedTransport{200, "application/json", answer})
 			s.srv.ReduceMemoryUsage = reduce
 			ln := serveTCP(b, s)
-			hc := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: 1}
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			send := func() {
-				req.Reset()
-				req.Header.SetMethod("POST")
-				req.SetRequestURI("http://" + hc.Addr + "/v1/chat/completions")
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.SetContentType("application/json")
-				req.SetBody(body)
-				if err := hc.Do(req, resp); err != nil {
-					b.Fatal(err)
-				}
-				if resp.StatusCode() != 200 {
-					b.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
-				}
-			}
+			send := chatSender(b, ln.Addr().String(), key, body)
 			send() // the connection is open before the clock starts
 			b.ReportAllocs()
 			cpu0 := int64(cputime.Process())
@@ -56,5 +39,31 @@ func BenchmarkServeKeepAlive(b *testing.B) {
 			}
 			b.ReportMetric(float64(int64(cputime.Process())-cpu0)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// chatSender returns a function that POSTs body to /v1/chat/completions of
+// the front at addr with key, over one keep-alive connection, failing b
+// on an error or a status other than 200.
+func chatSender(b *testing.B, addr, key string, body []byte) func() {
+	hc := &fasthttp.HostClient{Addr: addr, MaxConns: 1}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	b.Cleanup(func() {
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	})
+	return func() {
+		req.Reset()
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("http://" + addr + "/v1/chat/completions")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+		if err := hc.Do(req, resp); err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+		}
 	}
 }

@@ -91,8 +91,9 @@ data: {"type":"message_stop"}
 
 `
 
-// cutToolCall is a Messages stream whose tool_use block max_tokens cut.
-const cutToolCall = `event: message_start
+// textThenToolCall is the start of a Messages stream: a finished text
+// block, then a tool_use block with part of its input.
+const textThenToolCall = `event: message_start
 data: {"type":"message_start","message":{"id":"msg_02","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
 
 event: content_block_start
@@ -110,7 +111,10 @@ data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use"
 event: content_block_delta
 data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\":\"Par"}}
 
-event: content_block_stop
+`
+
+// cutToolCall is a Messages stream whose tool_use block max_tokens cut.
+const cutToolCall = textThenToolCall + `event: content_block_stop
 data: {"type":"content_block_stop","index":1}
 
 event: message_delta
@@ -216,25 +220,7 @@ func TestResponsesItemStatusNonStream(t *testing.T) {
 // whose tool_use block was still open when the upstream failed, in the
 // shapes of streams/messages-conf-error-mid-tool.sse (the error event from
 // fixtures/anthropic-messages/stream-error-overloaded.sse).
-const textThenFailedToolCall = `event: message_start
-data: {"type":"message_start","message":{"id":"msg_04","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me look."}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: content_block_start
-data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\":\"Par"}}
-
-event: error
+const textThenFailedToolCall = textThenToolCall + `event: error
 data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
 
 `
