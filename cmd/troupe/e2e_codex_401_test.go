@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,20 +36,8 @@ func TestCodex401MidTraffic(t *testing.T) {
 	access, _ := m.IssueAccess(id, time.Hour)
 	cfg := testConfig(t)
 	cfg.Codex.OAuthTokenURL = m.TokenURL()
-	{
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := openStore(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.PutAccount(ctx, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
-			MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
-		s.Close()
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
+		MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
 	logs := &syncBuffer{}
 	a, err := startApp(t.Context(), cfg, newLogger(cfg, logs))
 	if err != nil {

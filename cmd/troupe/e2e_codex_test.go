@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,20 +148,8 @@ func TestCodexRefreshAcrossInstances(t *testing.T) {
 	cfg.Storage.MasterKey = newMasterKey(t)
 	cfg.Cache.Driver, cfg.Cache.URL, cfg.Cache.Prefix = "redis", redisURL(t, rurl), cachetest.RedisPrefix(t, rurl)
 	cfg.Codex.OAuthTokenURL = m.TokenURL()
-	{
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := openStore(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.PutAccount(ctx, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
-			MaxConcurrency: 4, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: expired, AccountID: id}})
-		s.Close()
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
+		MaxConcurrency: 4, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: expired, AccountID: id}})
 	var apps [2]*app
 	var wg sync.WaitGroup
 	for i := range apps {

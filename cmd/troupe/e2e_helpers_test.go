@@ -56,6 +56,29 @@ func testConfig(t *testing.T) *Config {
 	return cfg
 }
 
+// putAccounts stores accounts in cfg's storage, opened and closed here
+// (before the app under test starts on it), and returns them as stored (with
+// their IDs). Any error fails the test.
+func putAccounts(t *testing.T, cfg *Config, accounts ...storage.Account) []storage.Account {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := openStore(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stored := make([]storage.Account, 0, len(accounts))
+	for _, a := range accounts {
+		sa, err := s.PutAccount(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, sa)
+	}
+	return stored
+}
+
 // twoKindProvider is the provider of account number i in the tests' pools:
 // odd numbers codex (serving gpt-5.5), even ones openai (serving
 // gpt-4.1-mini). The tests tell the kind of the account that served an
