@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -611,4 +612,85 @@ func TestInsertUsageNewWriterConn(t *testing.T) {
 	if requests != 300 {
 		t.Errorf("rollups count %d requests, want 300", requests)
 	}
+}
+
+// TestInsertUsageRollupsAfterPrune: a batch with nearly a rollup row a
+// record has its rollups read from the records above the largest rowid
+// stored before it (addRecordRollupsSQL). After the newest records are
+// pruned (the largest rowid falls, so new rows take rowids the pruned ones
+// had), such a batch, the same batch retried and a batch with a record of
+// it repeated still add exactly what they store, as batches of few rows do
+// (upsertRollupsSQL).
+func TestInsertUsageRollupsAfterPrune(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
+	ctx := context.Background()
+	recs := storagetest.VariedUsage("r", 0, 400)
+	for i := range recs {
+		if i < 300 {
+			recs[i].AccountID = "acct-1" // few rows
+		} else {
+			recs[i].AccountID = "acct-" + strconv.Itoa(i) // a row each
+		}
+	}
+	if recordRollups(len(storagetest.RollupsOf(recs[:200])), 200) || !recordRollups(len(storagetest.RollupsOf(recs[300:350])), 50) {
+		t.Fatal("the test's batches do not take both ways")
+	}
+	later := recs[:200]
+	for i := range later {
+		later[i].At = later[i].At.Add(24 * time.Hour)
+	}
+	if err := s.InsertUsage(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertUsage(ctx, recs[200:300]); err != nil {
+		t.Fatal(err)
+	}
+	// Every record goes: rowids start again at 1.
+	if n, _, err := s.PruneUsage(ctx, later[0].At.Add(48*time.Hour), time.Time{}); err != nil || n != 300 {
+		t.Fatalf("PruneUsage = %d, %v; want 300 records", n, err)
+	}
+	if err := s.InsertUsage(ctx, recs[300:350]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertUsage(ctx, recs[300:350]); err != nil { // retried: nothing added
+		t.Fatal(err)
+	}
+	if err := s.InsertUsage(ctx, append(append([]storage.UsageRecord(nil), recs[350:]...), recs[340], recs[399])); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Rollups(ctx, storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups", got, storagetest.RollupsOf(recs))
+	if n, err := s.CountUsage(ctx); err != nil || n != 100 {
+		t.Errorf("CountUsage = %d, %v; want 100", n, err)
+	}
+}
+
+// TestInsertUsageRowidsExhausted: past the largest rowid SQLite would
+// choose new rowids at random, below those stored, and the rollups would
+// miss records (addRecordRollupsSQL); InsertUsage refuses the batch instead and
+// stores nothing of it.
+func TestInsertUsageRowidsExhausted(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "troupe.db"), testSealer(t))
+	ctx := context.Background()
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO usage_records (rowid, request_id, at) VALUES (?, 'high', 0)`, int64(math.MaxInt64-1)); err != nil {
+		t.Fatal(err)
+	}
+	recs := storagetest.VariedUsage("r", 0, 2)
+	if err := s.InsertUsage(ctx, recs); err == nil {
+		t.Fatal("InsertUsage of 2 records after rowid MaxInt64-1 succeeded")
+	}
+	if err := s.InsertUsage(ctx, recs[:1]); err != nil {
+		t.Fatalf("InsertUsage of the one record that fits: %v", err)
+	}
+	if n, err := s.CountUsage(ctx); err != nil || n != 2 {
+		t.Errorf("CountUsage = %d, %v; want 2", n, err)
+	}
+	got, err := s.Rollups(ctx, storage.UsageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.EqualRollups(t, "rollups", got, storagetest.RollupsOf(recs[:1]))
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -68,6 +69,51 @@ ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
 	cost = cost + excluded.cost`)
 }
 
+// addRecordRollupsSQL adds each usage record stored after rowid ? (the
+// records the transaction inserted: see lastRowidSQL) to its usage_hourly
+// row, one upsert a record in rowid order, the sums read by SQLite from
+// the rows as stored: nothing is bound but the rowid. The hour rounds
+// down, also before 1970, as in migrations 2 and 13. SQLite applies an
+// upsert to a row the same statement inserted, so a group's records add
+// up. addRollups chooses it over upsertRollupsSQL when a batch has nearly
+// a row per record (recordRollups).
+const addRecordRollupsSQL = `INSERT INTO usage_hourly (
+	hour, key_id, account_id, model, status,
+	requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
+) SELECT at - ((at % 3600000) + 3600000) % 3600000, key_id, account_id, model, status,
+	1, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
+FROM usage_records WHERE rowid > ? ORDER BY rowid
+ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
+	requests = requests + excluded.requests,
+	input_tokens = input_tokens + excluded.input_tokens,
+	cached_tokens = cached_tokens + excluded.cached_tokens,
+	output_tokens = output_tokens + excluded.output_tokens,
+	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+	cost = cost + excluded.cost`
+
+// lastRowidSQL is the largest rowid of usage_records, 0 when it is empty.
+// SQLite gives a row inserted without a rowid one larger than the largest
+// in the table while that is below the largest int64
+// (https://sqlite.org/autoinc.html), so the rows a transaction of the one
+// writer inserts are exactly those above the largest before it.
+const lastRowidSQL = `SELECT coalesce(max(rowid), 0) FROM usage_records`
+
+// recordRollups reports whether rows usage_hourly rows for n stored
+// records are upserted cheaper a record at a time from the stored rows
+// (addRecordRollupsSQL) than a row at a time with their sums bound
+// (upsertRollupsSQL): when there are more than 2 rows for every 3
+// records. An upsert costs about 14,500 instructions, binding a row's 11
+// parameters (three of them text, each copied into C memory by
+// modernc.org/sqlite) and sorting the rows about 7,000 more
+// (TestZZCount in docs/benchmarks.md, "Issue 21, the usage write"): over a
+// pool of 10,000 accounts nearly every record of a batch has a row of its
+// own, over a few accounts a batch has a few rows.
+func recordRollups(rows, n int) bool { return 3*rows > 2*n }
+
+// maxRowid is the largest rowid: past it SQLite picks new rowids at random
+// (lastRowidSQL), which InsertUsage refuses rather than miscount.
+const maxRowid = math.MaxInt64
+
 // valuesSQL is head, n copies of tuple separated by commas, then tail.
 func valuesSQL(head, tuple string, n int, tail string) string {
 	var b strings.Builder
@@ -111,8 +157,9 @@ type rollupRow struct {
 // the order first met, index the position of each key in rows. Its memory
 // is kept from batch to batch (usageStmts).
 type rollups struct {
-	index map[rollupKey]int
-	rows  []rollupRow
+	index   map[rollupKey]int
+	rows    []rollupRow
+	records int // the records added
 }
 
 // reset empties r for a new batch.
@@ -122,6 +169,7 @@ func (r *rollups) reset() {
 	}
 	clear(r.index)
 	r.rows = r.rows[:0]
+	r.records = 0
 }
 
 // hourOf returns the start of the UTC hour of unix ms, rounding down.
@@ -204,10 +252,17 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord, i
 			return err
 		}
 		us.groups.reset()
+		last, err := us.lastRowid(ctx)
+		if err != nil {
+			return err
+		}
+		if last > maxRowid-int64(len(recs)) {
+			return fmt.Errorf("sqlite: insert usage: usage_records rowids are exhausted (%d)", last)
+		}
 		if charges, err = insert(ctx, us, recs); err != nil {
 			return err
 		}
-		return us.addRollups(ctx)
+		return us.addRollups(ctx, last)
 	}); err != nil {
 		return err
 	}
@@ -231,6 +286,12 @@ type usageStmts struct {
 	insert [usageRowsShift + 1]driver.StmtExecContext
 	// rollup[k] adds to 1<<k usage_hourly rows (upsertRollupsSQL).
 	rollup [rollupRowsShift + 1]driver.StmtExecContext
+	// records adds the records stored after a rowid to usage_hourly
+	// (addRecordRollupsSQL).
+	records driver.StmtExecContext
+	// last reads the largest rowid of usage_records (lastRowidSQL).
+	last   driver.StmtQueryContext
+	dest   [1]driver.Value     // last's row
 	args   []driver.NamedValue // the parameters of one statement, reused
 	groups rollups             // the batch's usage_hourly rows, reused
 }
@@ -281,6 +342,20 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 			return nil, err
 		}
 	}
+	if us.records, err = prepare(addRecordRollupsSQL); err != nil {
+		_ = us.close() // the error that matters is err
+		return nil, err
+	}
+	st, err := c.PrepareContext(context.WithoutCancel(ctx), lastRowidSQL)
+	if err != nil {
+		_ = us.close() // the error that matters is err
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if us.last, ok = st.(driver.StmtQueryContext); !ok {
+		_ = st.Close()
+		_ = us.close() // the error that matters is err
+		return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot query with a context", st)
+	}
 	s.usage = us
 	return us, nil
 }
@@ -288,12 +363,36 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 // close closes the statements of us; the errors are joined.
 func (us *usageStmts) close() error {
 	var errs []error
-	for _, st := range append(us.insert[:], us.rollup[:]...) {
+	for _, st := range append(append(us.insert[:], us.rollup[:]...), us.records) {
 		if c, ok := st.(driver.Stmt); ok {
 			errs = append(errs, c.Close())
 		}
 	}
+	if c, ok := us.last.(driver.Stmt); ok {
+		errs = append(errs, c.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// lastRowid returns the largest rowid of usage_records, 0 when it is empty
+// (lastRowidSQL), under a context without cancellation as exec.
+func (us *usageStmts) lastRowid(ctx context.Context) (int64, error) {
+	rows, err := us.last.QueryContext(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: insert usage: last rowid: %w", err)
+	}
+	err = rows.Next(us.dest[:])
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: insert usage: last rowid: %w", err)
+	}
+	n, ok := us.dest[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("sqlite: insert usage: last rowid: %T, not an integer", us.dest[0])
+	}
+	return n, nil
 }
 
 // exec runs st with us.args and returns how many rows it changed. It runs
@@ -387,6 +486,7 @@ func (g *rollups) add(c *userCharge, r *storage.UsageRecord) {
 		g.rows = append(g.rows, rollupRow{key: k})
 		g.index[k] = i
 	}
+	g.records++
 	sum := &g.rows[i].sums
 	sum.requests++
 	sum.input += r.InputTokens
@@ -422,11 +522,25 @@ func (s *Store) insertRecords(ctx context.Context, us *usageStmts, recs []storag
 	return charges, nil
 }
 
-// addRollups adds us.groups to their usage_hourly rows, in key order, in
-// statements of power-of-two sizes, largest first (rollupRowsShift).
-// Cancellation is honoured between statements.
-func (us *usageStmts) addRollups(ctx context.Context) error {
+// addRollups adds us.groups, the rollups of the records the transaction
+// stored after rowid last, to their usage_hourly rows. With nearly a row a
+// record (recordRollups) one statement reads the stored records and
+// upserts a record at a time (addRecordRollupsSQL); otherwise the rows go
+// with their sums bound, in key order, in statements of power-of-two sizes,
+// largest first (rollupRowsShift). Either way the sums are the stored
+// records'. Cancellation is honoured between statements.
+func (us *usageStmts) addRollups(ctx context.Context, last int64) error {
 	rows := us.groups.rows
+	if recordRollups(len(rows), us.groups.records) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sqlite: insert usage: %w", err)
+		}
+		us.args = append(us.args[:0], driver.NamedValue{Ordinal: 1, Value: last})
+		if _, err := us.exec(ctx, us.records); err != nil {
+			return fmt.Errorf("sqlite: insert usage: update rollups: %w", err)
+		}
+		return nil
+	}
 	slices.SortFunc(rows, func(a, b rollupRow) int { return compareRollupKeys(a.key, b.key) })
 	for start := 0; start < len(rows); {
 		if err := ctx.Err(); err != nil {
