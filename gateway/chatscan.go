@@ -1,6 +1,10 @@
 package gateway
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
 // chatMarks is what one pass over a Chat chunk's bytes (scanChat) finds of
 // the strings the relay looks for in each event. Each of them begins with
@@ -42,53 +46,83 @@ var (
 )
 
 // scanChat marks which of the relay's strings data holds, in one pass
-// over its quotes.
+// over its quotes. It finds the quotes eight bytes a step (quotesIn) rather
+// than with a bytes.IndexByte call a quote (a chunk's quotes are a few
+// bytes apart, and each call's set-up cost more than the bytes it passed
+// over), and compares only after a quote followed by the first letter of
+// one of the strings (scanFirst): most quotes close a key or a value
+// (docs/benchmarks.md, issue 21, cpu3).
 func scanChat(data []byte) chatMarks {
 	m := chatMarks{delta: -1}
-	for i := 0; i < len(data); {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			break
+	i := 0
+	for ; len(data)-i >= 8; i += 8 {
+		for q := quotesIn(binary.LittleEndian.Uint64(data[i:])); q != 0; q &= q - 1 {
+			at := i + bits.TrailingZeros64(q)>>3
+			if at+1 < len(data) && scanFirst[data[at+1]] {
+				m.mark(data, at)
+			}
 		}
-		at := i + q
-		rest := data[at+1:]
-		i = at + 1
-		if len(rest) == 0 {
-			break
-		}
-		switch rest[0] {
-		case 'u':
-			if bytes.HasPrefix(rest, scanUsage) {
-				m.usage = true
-				if !bytes.HasPrefix(rest[len(scanUsage):], scanNull) {
-					m.usageRead = true
-				}
-				if !m.usageObj && bytes.HasPrefix(rest, scanUsageObj) {
-					m.usageObj = true
-				}
-			}
-		case 'c':
-			if !m.noChoices && bytes.HasPrefix(rest, scanChoices) {
-				m.noChoices = true
-			}
-		case 'f':
-			if !m.finish && bytes.HasPrefix(rest, scanFinish) {
-				m.finish = true
-			}
-		case 'e':
-			if !m.err && bytes.HasPrefix(rest, scanError) {
-				m.err = true
-			}
-		case 'd':
-			if m.delta < 0 && bytes.HasPrefix(rest, scanDeltaRest) {
-				m.delta = at
-			}
+	}
+	for ; i+1 < len(data); i++ { // the last bytes, fewer than eight
+		if data[i] == '"' && scanFirst[data[i+1]] {
+			m.mark(data, i)
 		}
 	}
 	if m.usage && !m.usageRead && bytes.IndexByte(data, '\\') >= 0 {
 		m.usageRead = true
 	}
 	return m
+}
+
+// scanFirst holds the bytes that follow the opening quote of the strings
+// scanChat looks for.
+var scanFirst = [256]bool{'u': true, 'c': true, 'f': true, 'e': true, 'd': true}
+
+// mark sets the marks of the string data holds at index at, a quote.
+func (m *chatMarks) mark(data []byte, at int) {
+	rest := data[at+1:]
+	switch rest[0] {
+	case 'u':
+		if bytes.HasPrefix(rest, scanUsage) {
+			m.usage = true
+			if !bytes.HasPrefix(rest[len(scanUsage):], scanNull) {
+				m.usageRead = true
+			}
+			if !m.usageObj && bytes.HasPrefix(rest, scanUsageObj) {
+				m.usageObj = true
+			}
+		}
+	case 'c':
+		if !m.noChoices && bytes.HasPrefix(rest, scanChoices) {
+			m.noChoices = true
+		}
+	case 'f':
+		if !m.finish && bytes.HasPrefix(rest, scanFinish) {
+			m.finish = true
+		}
+	case 'e':
+		if !m.err && bytes.HasPrefix(rest, scanError) {
+			m.err = true
+		}
+	case 'd':
+		if m.delta < 0 && bytes.HasPrefix(rest, scanDeltaRest) {
+			m.delta = at
+		}
+	}
+}
+
+// quotesIn returns w, eight bytes of a chunk in little-endian order, with
+// 0x80 in each byte that is a double quote and 0 in every other byte:
+// exact (no carry crosses a byte), so each set bit is one quote, the
+// lowest the first.
+func quotesIn(w uint64) uint64 {
+	const (
+		ones  = 0x0101010101010101
+		low7  = 0x7f7f7f7f7f7f7f7f
+		quote = ones * '"'
+	)
+	x := w ^ quote                           // a quote's byte is now zero
+	return ^(((x & low7) + low7) | x | low7) // 0x80 where x's byte is zero
 }
 
 // usageChunk is isUsageChunk from the marks.

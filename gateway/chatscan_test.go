@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"testing"
 	"time"
@@ -81,6 +82,46 @@ func TestScanChat(t *testing.T) {
 	}
 	for _, s := range chatScanSeeds {
 		checkChatScan(t, []byte(s))
+	}
+}
+
+// TestScanChatOffsets: scanChat finds what the separate searches found
+// with each seed at every offset within an eight-byte step and cut at
+// every length, so that its strings straddle the steps and end in the
+// last, partial one.
+func TestScanChatOffsets(t *testing.T) {
+	for _, s := range chatScanSeeds {
+		for pad := range 8 {
+			data := append(bytes.Repeat([]byte{'x'}, pad), s...)
+			for n := range len(data) + 1 {
+				checkChatScan(t, data[:n])
+			}
+		}
+	}
+}
+
+// TestQuotesIn: quotesIn marks exactly the bytes that are quotes, for
+// every byte value at every position, next to quotes and not.
+func TestQuotesIn(t *testing.T) {
+	for pos := range 8 {
+		for v := range 256 {
+			for _, fill := range []byte{0, 'a', '"', 0xff, '"' ^ 0x80, '"' + 1} {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(v)
+				var want uint64
+				for i, c := range b {
+					if c == '"' {
+						want |= 0x80 << (8 * i)
+					}
+				}
+				if got := quotesIn(binary.LittleEndian.Uint64(b[:])); got != want {
+					t.Fatalf("quotesIn(% x) = %#x, want %#x", b, got, want)
+				}
+			}
+		}
 	}
 }
 
