@@ -144,7 +144,8 @@ type Server struct {
 	life    context.Context
 	endLife context.CancelCauseFunc
 	live    liveSet
-	watch   clientWatch // the client-gone watch of requests finding their answer (clientgone.go)
+	watch   clientWatch  // the client-gone watch of requests finding their answer (clientgone.go)
+	loops   *loopWorkers // the goroutines streamed requests' failover loops run on (loopworkers.go)
 	serving atomic.Int64
 	// unsized maps the header of a request whose body has no length
 	// (chunked) to whether its client speaks Anthropic's protocol, decided
@@ -187,7 +188,7 @@ func New(cfg Config, sys *actors.System, store storage.Store, cache storage.Cach
 	if metrics == nil {
 		metrics = NewMetrics(sys.Views)
 	}
-	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents()}
+	s := &Server{cfg: cfg, sys: sys, store: store, cache: cache, metrics: metrics, log: log, now: time.Now, logs: newLogEvents(), loops: newLoopWorkers(loopWorkersIdle)}
 	as, _ := store.(storage.AttemptStats) // the application gives its backend (Stats().UseStorage) when store wraps it
 	s.stats = stats.New(as)
 	s.life, s.endLife = context.WithCancelCause(context.Background())
@@ -264,6 +265,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.log.Error("requests still running after being cancelled at shutdown", "requests", n)
 		}
 	}
+	s.loops.close()
 	return err
 }
 

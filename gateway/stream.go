@@ -928,7 +928,8 @@ func heldOutputCap(c *call, p storage.Provider) int64 {
 func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx *reqCtx) int {
 	ch := make(outcomes, 1)
 	conn := ctx.Conn() // read here: the loop outlives this handler's ctx when the head commits early
-	go func() {
+	// On a kept goroutine, whose stack has grown already (loopworkers.go).
+	s.loops.start(func() {
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("failover loop panic", "request_id", c.id, "panic", r, "stack", string(debug.Stack()))
@@ -936,7 +937,7 @@ func (s *Server) serveStream(ctx *fasthttp.RequestCtx, c *call, rctx *reqCtx) in
 			}
 		}()
 		ch <- s.runWatched(rctx, conn, c, rctx)
-	}()
+	})
 	// The request's timer wakes this handler after HeartbeatInterval
 	// (outcomes.beat) rather than a timer of its own (three allocations
 	// and a runtime timer a stream); the stream's heartbeat takes the beat
