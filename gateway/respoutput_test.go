@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
 
@@ -111,5 +114,54 @@ func BenchmarkRespOutputObserve(b *testing.B) {
 		if len(o.items) != 2 {
 			b.Fatalf("%d items", len(o.items))
 		}
+	}
+}
+
+// BenchmarkResponsesObserve is stream.observe over the captured Responses
+// stream's events (14: created, in_progress, two items, four text deltas,
+// completed), what a relayed Responses stream does for every event: passed
+// through to a Responses client (passthrough, the output kept for a
+// response.failed), or translated for a Messages client (messages: observe
+// alone, the translation not run).
+//
+//	go test -run '^$' -bench ResponsesObserve -benchmem ./gateway/
+func BenchmarkResponsesObserve(b *testing.B) {
+	body := readBench(b, "testdata/responses-stream-text.sse")
+	sc := translate.NewScanner(bytes.NewReader(body), 1<<20)
+	var evs []translate.Event
+	for {
+		ev, err := sc.Next()
+		if err != nil {
+			break
+		}
+		evs = append(evs, translate.Event{Name: append([]byte(nil), ev.Name...), Data: append([]byte(nil), ev.Data...)})
+	}
+	s := &Server{now: time.Now}
+	lease := &actors.Lease{Provider: storage.ProviderOpenAI}
+	for _, ep := range []translate.Protocol{translate.Responses, translate.Messages} {
+		name := "passthrough"
+		if ep == translate.Messages {
+			name = "messages"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := &call{endpoint: ep}
+			var tr streamTranslator
+			if ep != translate.Responses {
+				tr = newStreamTranslator(c, translate.Responses)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				st := stream{s: s, c: c, up: translate.Responses, lease: lease, start: time.Now()}
+				if ep != translate.Responses {
+					st.tr = tr // observe only tests it for nil
+				}
+				for _, ev := range evs {
+					st.observe(ev)
+				}
+				if !st.usageFinal || !st.clean {
+					b.Fatal("usage or end not seen")
+				}
+			}
+		})
 	}
 }

@@ -355,8 +355,8 @@ func (st *stream) observe(ev translate.Event) (m chatMarks) {
 		}
 	case translate.Responses:
 		if st.tr == nil {
-			if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
-				st.nextSeq = n.Int() + 1
+			if n, ok := sequenceNumber(ev.Data); ok {
+				st.nextSeq = n + 1
 			}
 		}
 		if st.tr == nil && st.c.endpoint == translate.Responses {
