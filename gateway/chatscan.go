@@ -78,38 +78,82 @@ func scanChat(data []byte) chatMarks {
 // scanChat looks for.
 var scanFirst = [256]bool{'u': true, 'c': true, 'f': true, 'e': true, 'd': true}
 
-// mark sets the marks of the string data holds at index at, a quote.
+// mark sets the marks of the string data holds at index at, a quote,
+// comparing the eight bytes after it as one word (word8) with each
+// string's first eight (prefixWord) before any byte compare: a call of
+// bytes.HasPrefix (runtime.memequal) a string cost more than the rest of
+// mark.
 func (m *chatMarks) mark(data []byte, at int) {
 	rest := data[at+1:]
+	w := word8(rest)
 	switch rest[0] {
 	case 'u':
-		if bytes.HasPrefix(rest, scanUsage) {
+		if wordUsage.in(w) {
 			m.usage = true
 			if !bytes.HasPrefix(rest[len(scanUsage):], scanNull) {
 				m.usageRead = true
 			}
-			if !m.usageObj && bytes.HasPrefix(rest, scanUsageObj) {
+			if !m.usageObj && wordUsageObj.in(w) {
 				m.usageObj = true
 			}
 		}
 	case 'c':
-		if !m.noChoices && bytes.HasPrefix(rest, scanChoices) {
+		if !m.noChoices && wordChoices.in(w) && bytes.HasPrefix(rest[8:], scanChoices[8:]) {
 			m.noChoices = true
 		}
 	case 'f':
-		if !m.finish && bytes.HasPrefix(rest, scanFinish) {
+		if !m.finish && wordFinish.in(w) && bytes.HasPrefix(rest[8:], scanFinish[8:]) {
 			m.finish = true
 		}
 	case 'e':
-		if !m.err && bytes.HasPrefix(rest, scanError) {
+		if !m.err && wordError.in(w) {
 			m.err = true
 		}
 	case 'd':
-		if m.delta < 0 && bytes.HasPrefix(rest, scanDeltaRest) {
+		if m.delta < 0 && wordDelta.in(w) {
 			m.delta = at
 		}
 	}
 }
+
+// word8 is b's first eight bytes in little-endian order, zero past b's
+// end.
+func word8(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.LittleEndian.Uint64(b)
+	}
+	var t [8]byte
+	copy(t[:], b)
+	return binary.LittleEndian.Uint64(t[:])
+}
+
+// prefixWord is the first bytes (up to eight) of a string as word8 reads
+// them, and the mask of those bytes. None of the strings holds a zero
+// byte, so a word8 of fewer bytes than the string never matches it.
+type prefixWord struct{ w, mask uint64 }
+
+func newPrefixWord(s []byte) prefixWord {
+	n := min(len(s), 8)
+	mask := ^uint64(0)
+	if n < 8 {
+		mask = 1<<(8*n) - 1
+	}
+	return prefixWord{word8(s[:n]), mask}
+}
+
+// in reports whether w, a word8, begins with p's bytes.
+func (p prefixWord) in(w uint64) bool { return w&p.mask == p.w }
+
+// The first eight bytes (or all) of the strings mark compares; the
+// strings of more than eight compare the rest as bytes.
+var (
+	wordUsage    = newPrefixWord(scanUsage)     // 6 bytes
+	wordUsageObj = newPrefixWord(scanUsageObj)  // 8
+	wordChoices  = newPrefixWord(scanChoices)   // 8 of 11
+	wordFinish   = newPrefixWord(scanFinish)    // 8 of 16
+	wordError    = newPrefixWord(scanError)     // 6
+	wordDelta    = newPrefixWord(scanDeltaRest) // 7
+)
 
 // quotesIn returns w, eight bytes of a chunk in little-endian order, with
 // 0x80 in each byte that is a double quote and 0 in every other byte:

@@ -125,6 +125,23 @@ func TestQuotesIn(t *testing.T) {
 	}
 }
 
+// TestPrefixWord: a prefixWord matches the word8 of bytes exactly when
+// they begin with the string's first eight bytes, for each string mark
+// compares, cut at every length and followed by other bytes.
+func TestPrefixWord(t *testing.T) {
+	for _, s := range [][]byte{scanUsage, scanUsageObj, scanChoices, scanFinish, scanError, scanDeltaRest} {
+		p, head := newPrefixWord(s), s[:min(len(s), 8)]
+		for n := range len(s) + 1 {
+			for _, tail := range []string{"", "x", "\x00", "12345678"} {
+				b := append(append([]byte(nil), s[:n]...), tail...)
+				if got, want := p.in(word8(b)), bytes.HasPrefix(b, head); got != want {
+					t.Errorf("%q in word8(%q) = %v, want %v", head, b, got, want)
+				}
+			}
+		}
+	}
+}
+
 // FuzzScanChat checks scanChat against the separate searches (and the
 // usage and estimate read through its marks) on any bytes: the searches
 // ask for bytes, not JSON, and so does the pass.
