@@ -46,7 +46,10 @@ func (o *respOutput) observe(name string, data []byte) {
 		it.done = name == "response.output_item.done"
 		it.acc = it.acc[:0]
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		r, delta := outputMembers(data, "delta")
+		r, delta, ok := deltaMembers(data) // OpenAI's shape, without gjson
+		if !ok {
+			r, delta = outputMembers(data, "delta")
+		}
 		i := int(r.Int())
 		if i < 0 || i >= len(o.items) || o.items[i].done {
 			return

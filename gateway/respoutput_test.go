@@ -25,6 +25,61 @@ func checkOutputMembers(t *testing.T, data []byte) {
 	}
 }
 
+// checkDeltaMembers fails t when deltaMembers reads data (any bytes)
+// and what it reads differs from outputMembers(data, "delta").
+func checkDeltaMembers(t *testing.T, data []byte) {
+	t.Helper()
+	i, d, ok := deltaMembers(data)
+	if !ok {
+		return
+	}
+	wi, wd := outputMembers(data, "delta")
+	if i.Raw != wi.Raw || i.Type != wi.Type || i.Int() != wi.Int() || d.Raw != wd.Raw || d.Type != wd.Type || d.Str != wd.Str {
+		t.Fatalf("%q: deltaMembers %q %q (%d %q), outputMembers %q %q (%d %q)", data, i.Raw, d.Raw, i.Int(), d.Str, wi.Raw, wd.Raw, wi.Int(), wd.Str)
+	}
+}
+
+// deltaMembersSeeds are delta events in OpenAI's shape and near it.
+var deltaMembersSeeds = []string{
+	`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Hello","logprobs":[]}`,
+	`{"type":"response.function_call_arguments.delta","sequence_number":7,"item_id":"fc_1","output_index":0,"delta":"{\"a\":1}"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":007,"delta":"a\\"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":2,"delta":"a\\\"b"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":2,"delta":"\u00e9\n"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":2,"delta":"cut`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":2,"delta":"a"x`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":1234567890123456,"delta":"a"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":-1,"delta":"a"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i\"","output_index":1,"delta":"a"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":1,"content_index":,"delta":"a"}`,
+	`{"type":"x","sequence_number":1,"item_id":"i","output_index":1,"delta":5}`,
+}
+
+// TestDeltaMembers: deltaMembers reads the captured stream's delta events
+// and the seeds as outputMembers does.
+func TestDeltaMembers(t *testing.T) {
+	body, err := os.ReadFile("testdata/responses-stream-text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, data := range responsesEventData(t, body) {
+		if _, _, ok := deltaMembers(data); ok {
+			read++
+		}
+		checkDeltaMembers(t, data)
+	}
+	if read != 4 {
+		t.Errorf("%d delta events read directly, want the stream's 4", read)
+	}
+	for _, s := range deltaMembersSeeds {
+		checkDeltaMembers(t, []byte(s))
+	}
+	if _, d, ok := deltaMembers([]byte(deltaMembersSeeds[1])); !ok || d.Str != `{"a":1}` {
+		t.Errorf("escaped delta: %q %v", d.Str, ok)
+	}
+}
+
 // outputMembersSeeds are event data outputMembers is checked on besides
 // the captured stream's.
 var outputMembersSeeds = []string{
@@ -62,8 +117,12 @@ func FuzzOutputMembers(f *testing.F) {
 	for _, s := range outputMembersSeeds {
 		f.Add([]byte(s))
 	}
+	for _, s := range deltaMembersSeeds {
+		f.Add([]byte(s))
+	}
 	f.Add([]byte(`{""""output_index"00`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDeltaMembers(t, data)
 		if !gjson.ValidBytes(data) {
 			outputMembers(data, "item")
 			outputMembers(data, "delta")
