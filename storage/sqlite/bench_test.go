@@ -349,3 +349,62 @@ func BenchmarkUsageQueries(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInsertUsageUsers measures InsertUsage with batches of 500
+// records as BenchmarkInsertUsageRecorder makes them, "users" with each
+// record of one of 10 users (a cost of 1 to 5,000 micro-units, one of 4
+// models), so every record is charged in its batch (a ledger row, the
+// balance, the user's daily rollup), "operator" with the same records of
+// operator keys (no user, no charge). allocs/record and B/record are what
+// InsertUsage allocates per record.
+func BenchmarkInsertUsageUsers(b *testing.B) {
+	for _, users := range []bool{true, false} {
+		name := "operator"
+		if users {
+			name = "users"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, recs, next := usersSetup(b, users)
+			benchInsert(b, s, recs, next)
+		})
+	}
+}
+
+// Sizes of BenchmarkInsertUsageUsers: users and models its records are of.
+const (
+	benchUsers  = 10
+	benchModels = 4
+)
+
+// usersSetup opens a store in a file of tb's with benchUsers users (a
+// balance of 10^12 micro-units each) and returns it with a batch of
+// records and the function readying them as batch n of
+// BenchmarkInsertUsageUsers: the recorder's records, each of a user drawn
+// from them (withUsers) or of none.
+func usersSetup(tb testing.TB, withUsers bool) (*Store, []storage.UsageRecord, func(n int)) {
+	s := openAt(tb, filepath.Join(tb.TempDir(), "troupe.db"), testSealer(tb))
+	ids := make([]string, benchUsers)
+	for i := range ids {
+		u, err := s.CreateUser(tb.Context(), storage.User{Name: fmt.Sprintf("user-%02d", i)},
+			storage.NewUser{Balance: 1_000_000_000_000, Actor: "cli", Note: "bench"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ids[i] = u.ID
+	}
+	recs := storagetest.SampleUsage("r", batch)
+	start, rng := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC), rand.New(rand.NewPCG(1, 2))
+	return s, recs, func(n int) {
+		for i := range recs {
+			at := start.Add(time.Duration(n+i) * time.Millisecond)
+			recs[i].At = at
+			recs[i].RequestID = recorderRequestID(rng, at)
+			recs[i].AccountID = fmt.Sprintf("acct-%05d", rng.IntN(accounts))
+			recs[i].Model = fmt.Sprintf("model-%d", rng.IntN(benchModels))
+			recs[i].UserID, recs[i].Cost = "", 0
+			if withUsers {
+				recs[i].UserID, recs[i].Cost = ids[rng.IntN(benchUsers)], 1+rng.Int64N(5000)
+			}
+		}
+	}
+}
