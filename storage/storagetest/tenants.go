@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ var tenantTests = []struct {
 	{"Billing/BalanceLimits", testBalanceLimits},
 	{"Billing/RefundOfCharge", testRefundOfCharge},
 	{"Billing/ChargeAtomic", testChargeAtomic},
+	{"Billing/ManyUsersOneBatch", testManyUsersOneBatch},
 	{"Billing/ConcurrentCharges", testConcurrentCharges},
 	{"Billing/DailyRollups", testUserDailyRollups},
 	{"Billing/PruneDailyRollups", testPruneUserDaily},
@@ -432,6 +434,119 @@ func testChargeAtomic(t *testing.T, s storage.Store) {
 		t.Fatalf("a record charged by hand first: %v", err)
 	}
 	checkLedgerSum(t, s, u.ID, want-50)
+}
+
+// testManyUsersOneBatch: a batch of many records of several users, over
+// two models and two days, with operator records, a user gone, free
+// requests and a request charged by hand first, charges each record as a
+// record at a time would: a charge row each of its cost, each balance less
+// the sum, each daily rollup the sums of its records. The batch retried,
+// and a batch of half stored records, charge only the new ones.
+func testManyUsersOneBatch(t *testing.T, s storage.Store) {
+	const start = 1_000_000_000
+	users := make([]string, 4)
+	for i := range users {
+		users[i] = mustUser(t, s, fmt.Sprintf("many-%d", i), start).ID
+	}
+	if _, err := s.PostLedger(ctx(t), storage.LedgerEntry{UserID: users[1], Kind: storage.LedgerCharge, Amount: -50, RequestID: "many-7"}); err != nil {
+		t.Fatal(err)
+	}
+	recs := SampleUsage("many", 600)
+	midnight := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	for i := range recs {
+		r := &recs[i]
+		switch i % 6 {
+		case 4:
+			r.UserID = "deleted-user" // stored, not charged
+		case 5: // an operator key's
+		default:
+			r.UserID = users[(i/6+i)%len(users)]
+		}
+		if r.UserID != "" {
+			r.Cost = int64(i*37%1000) * 1_000 // some free: recorded, not charged
+		}
+		r.Model = []string{"gpt-5", "claude-sonnet-4"}[i/5%2]
+		r.At = midnight.Add(time.Duration(i-300) * time.Second)
+		r.InputTokens, r.CachedTokens, r.OutputTokens = int64(1000+i), int64(i), int64(2*i)
+	}
+	recs[7].UserID, recs[7].Cost = users[1], 70 // charged by hand first (-50): kept, not doubled
+	// want: what a record at a time charges for recs[:n].
+	type dayKey struct {
+		day         time.Time
+		user, model string
+	}
+	want := func(n int) (map[string]int64, map[string]int64, map[dayKey]storage.UserDaily) {
+		spent, charges, daily := map[string]int64{}, map[string]int64{"many-7": -50}, map[dayKey]storage.UserDaily{}
+		spent[users[1]] = 50
+		for _, r := range recs[:n] {
+			if r.UserID == "" || r.UserID == "deleted-user" {
+				continue
+			}
+			if r.Cost > 0 && r.RequestID != "many-7" {
+				spent[r.UserID] += r.Cost
+				charges[r.RequestID] = -r.Cost
+			}
+			k := dayKey{r.At.UTC().Truncate(24 * time.Hour), r.UserID, r.Model}
+			d := daily[k]
+			d.Requests++
+			d.InputTokens += r.InputTokens
+			d.CachedTokens += r.CachedTokens
+			d.OutputTokens += r.OutputTokens
+			d.Cost += r.Cost
+			daily[k] = d
+		}
+		return spent, charges, daily
+	}
+	check := func(n int) {
+		t.Helper()
+		spent, charges, daily := want(n)
+		got := map[string]int64{}
+		for _, u := range users {
+			checkLedgerSum(t, s, u, start-spent[u])
+			rows, err := s.Ledger(ctx(t), storage.LedgerQuery{UserID: u, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range rows {
+				if e.Kind == storage.LedgerCharge {
+					if _, dup := got[e.RequestID]; dup {
+						t.Fatalf("request %s charged twice", e.RequestID)
+					}
+					got[e.RequestID] = e.Amount
+				}
+			}
+		}
+		if !maps.Equal(got, charges) {
+			t.Fatalf("%d charge rows, want %d (one a record of a user that cost anything)", len(got), len(charges))
+		}
+		rows, err := s.UserDaily(ctx(t), storage.UserDailyQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(daily) {
+			t.Fatalf("%d daily rows, want %d", len(rows), len(daily))
+		}
+		for _, r := range rows {
+			k := dayKey{r.Day.UTC(), r.UserID, r.Model}
+			w := daily[k]
+			if r.Requests != w.Requests || r.InputTokens != w.InputTokens || r.CachedTokens != w.CachedTokens ||
+				r.OutputTokens != w.OutputTokens || r.Cost != w.Cost {
+				t.Fatalf("daily %+v, want %+v", r, w)
+			}
+		}
+	}
+	if err := s.InsertUsage(ctx(t), recs[:400]); err != nil {
+		t.Fatal(err)
+	}
+	check(400)
+	if err := s.InsertUsage(ctx(t), recs[:400]); err != nil { // retried: nothing twice
+		t.Fatal(err)
+	}
+	check(400)
+	if err := s.InsertUsage(ctx(t), recs[200:]); err != nil { // half stored already
+		t.Fatal(err)
+	}
+	check(600)
 }
 
 func testConcurrentCharges(t *testing.T, s storage.Store) {
