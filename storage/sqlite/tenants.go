@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
@@ -560,50 +562,182 @@ type userCharge struct {
 	cost                     int64
 }
 
-// chargeUsage bills the records InsertUsage stored in tx: for each one of
-// a user that still exists, a charge row (when it cost anything), the
-// balance, and the daily rollup.
-func chargeUsage(ctx context.Context, tx *sql.Tx, charges []userCharge) error {
+// The statements that bill a batch's records (usageStmts.charge), prepared
+// once on the writer's connection with InsertUsage's.
+const (
+	// userExistsSQL finds a user's balance row.
+	userExistsSQL = `SELECT 1 FROM balances WHERE user_id = ?`
+	// insertChargeSQL stores a record's charge row: user, amount (< 0),
+	// request id, created_at. A charge row already there (posted by hand
+	// for this request) is kept and not doubled: a batch must never fail
+	// on it.
+	insertChargeSQL = `INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
+VALUES (?, 'charge', ?, 'gateway', '', ?, ?) ON CONFLICT DO NOTHING`
+	// chargeBalanceSQL takes a sum of charges (> 0) off a balance, bound as
+	// MinInt64 + sum, sum, updated_at, user: max(balance, MinInt64 + sum) −
+	// sum saturates at the int64 limit (SQLite would store an overflowing
+	// sum as a REAL). Taking a sum at once leaves what taking its charges
+	// one by one would: each step is b ↦ max(b − c, MinInt64), and two
+	// steps make max(b − c1 − c2, MinInt64 − c2, MinInt64), the same.
+	chargeBalanceSQL = `UPDATE balances SET balance = max(balance, ?) - ?, updated_at = ? WHERE user_id = ?`
+	// addUserDailySQL adds a group's sums to its usage_daily_users row.
+	addUserDailySQL = `INSERT INTO usage_daily_users (day, user_id, model, requests, input_tokens, cached_tokens, output_tokens, cost)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (day, user_id, model) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
+cached_tokens = cached_tokens + excluded.cached_tokens, output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`
+)
+
+// dailyKey identifies a usage_daily_users row; day in unix ms.
+type dailyKey struct {
+	day           int64
+	userID, model string
+}
+
+// dailyRow is a usage_daily_users row's key and the sums a batch adds to
+// it; cost in micro-units.
+type dailyRow struct {
+	key                                   dailyKey
+	requests, input, cached, output, cost int64
+}
+
+// userTotal is what a batch's charge rows took off one user's balance, in
+// micro-units, > 0.
+type userTotal struct {
+	userID string
+	cost   int64
+}
+
+// billing is the state of one batch's charges (usageStmts.charge), its
+// memory kept from batch to batch.
+type billing struct {
+	exists map[string]bool  // whether a user of the batch has a balance row
+	total  map[string]int   // a user's entry in totals
+	totals []userTotal      // the balances' changes, in the order first met
+	daily  map[dailyKey]int // a row's entry in rows
+	rows   []dailyRow       // the daily rollups' sums, in the order first met
+}
+
+// reset empties b for a new batch.
+func (b *billing) reset() {
+	if b.exists == nil {
+		b.exists, b.total, b.daily = make(map[string]bool, 16), make(map[string]int, 16), make(map[dailyKey]int, 64)
+	}
+	clear(b.exists)
+	clear(b.total)
+	clear(b.daily)
+	b.totals, b.rows = b.totals[:0], b.rows[:0]
+}
+
+// charge bills the records InsertUsage stored in its transaction: for each
+// one of a user that still exists, a charge row (when it cost anything),
+// then, once a batch, each user's balance less the sum of its charge rows
+// the batch stored, and each (day, user, model)'s daily rollup plus its
+// records' sums. The state left is what a record at a time leaves (the
+// balance's saturation: chargeBalanceSQL); the statements are prepared
+// once (usageStmts), and a batch runs one UPDATE a user and one upsert a
+// daily row instead of one of each a record. A sum that would overflow
+// int64 starts a new entry, written after the first.
+func (us *usageStmts) charge(ctx context.Context, charges []userCharge) error {
+	if len(charges) == 0 {
+		return nil
+	}
+	b := &us.bill
+	b.reset()
+	at := toMillis(now())
 	for i := range charges {
 		c := &charges[i]
-		var exists int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM balances WHERE user_id = ?`, c.userID).Scan(&exists)
-		if errors.Is(err, sql.ErrNoRows) {
+		exists, ok := b.exists[c.userID]
+		if !ok {
+			var err error
+			if exists, err = us.userExists(ctx, c.userID); err != nil {
+				return err
+			}
+			b.exists[c.userID] = exists
+		}
+		if !exists {
 			continue // a user deleted meanwhile: the record stays, unbilled
 		}
-		if err != nil {
-			return fmt.Errorf("sqlite: insert usage: charge: %w", err)
-		}
 		if c.cost > 0 {
-			// A charge row already there (posted by hand for this request)
-			// is kept and not doubled: a batch must never fail on it.
-			res, err := tx.ExecContext(ctx, `INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
-				VALUES (?, 'charge', ?, 'gateway', '', ?, ?) ON CONFLICT DO NOTHING`, c.userID, -c.cost, c.requestID, toMillis(now()))
+			us.args = append(us.args[:0],
+				driver.NamedValue{Ordinal: 1, Value: c.userID}, driver.NamedValue{Ordinal: 2, Value: -c.cost},
+				driver.NamedValue{Ordinal: 3, Value: c.requestID}, driver.NamedValue{Ordinal: 4, Value: at})
+			n, err := us.exec(ctx, us.ledger)
 			if err != nil {
 				return fmt.Errorf("sqlite: insert usage: charge: %w", err)
 			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				// max(balance, MinInt64 + cost) − cost saturates at the
-				// int64 limit: SQLite would store an overflowing sum as a REAL.
-				if _, err := tx.ExecContext(ctx, `UPDATE balances SET balance = max(balance, ?) - ?, updated_at = ? WHERE user_id = ?`,
-					math.MinInt64+c.cost, c.cost, toMillis(now()), c.userID); err != nil {
-					return fmt.Errorf("sqlite: insert usage: charge: %w", err)
+			if n == 1 {
+				j, ok := b.total[c.userID]
+				if !ok || b.totals[j].cost > math.MaxInt64-c.cost {
+					j = len(b.totals)
+					b.totals = append(b.totals, userTotal{userID: c.userID})
+					b.total[c.userID] = j
 				}
+				b.totals[j].cost += c.cost
 			}
 		}
 		day := c.at - c.at%dayMs
 		if c.at%dayMs < 0 {
 			day -= dayMs
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_daily_users (day, user_id, model, requests, input_tokens, cached_tokens, output_tokens, cost)
-			VALUES (?, ?, ?, 1, ?, ?, ?, ?)
-			ON CONFLICT (day, user_id, model) DO UPDATE SET requests = requests + 1, input_tokens = input_tokens + excluded.input_tokens,
-			cached_tokens = cached_tokens + excluded.cached_tokens, output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`,
-			day, c.userID, c.model, c.input, c.cached, c.output, c.cost); err != nil {
+		k := dailyKey{day: day, userID: c.userID, model: c.model}
+		j, ok := b.daily[k]
+		if ok {
+			r := &b.rows[j]
+			ok = r.cost <= math.MaxInt64-c.cost && r.input <= math.MaxInt64-c.input &&
+				r.cached <= math.MaxInt64-c.cached && r.output <= math.MaxInt64-c.output
+		}
+		if !ok {
+			j = len(b.rows)
+			b.rows = append(b.rows, dailyRow{key: k})
+			b.daily[k] = j
+		}
+		r := &b.rows[j]
+		r.requests++
+		r.input += c.input
+		r.cached += c.cached
+		r.output += c.output
+		r.cost += c.cost
+	}
+	for _, t := range b.totals {
+		us.args = append(us.args[:0],
+			driver.NamedValue{Ordinal: 1, Value: math.MinInt64 + t.cost}, driver.NamedValue{Ordinal: 2, Value: t.cost},
+			driver.NamedValue{Ordinal: 3, Value: at}, driver.NamedValue{Ordinal: 4, Value: t.userID})
+		if _, err := us.exec(ctx, us.balance); err != nil {
+			return fmt.Errorf("sqlite: insert usage: charge: %w", err)
+		}
+	}
+	for _, r := range b.rows {
+		us.args = append(us.args[:0],
+			driver.NamedValue{Ordinal: 1, Value: r.key.day}, driver.NamedValue{Ordinal: 2, Value: r.key.userID},
+			driver.NamedValue{Ordinal: 3, Value: r.key.model}, driver.NamedValue{Ordinal: 4, Value: r.requests},
+			driver.NamedValue{Ordinal: 5, Value: r.input}, driver.NamedValue{Ordinal: 6, Value: r.cached},
+			driver.NamedValue{Ordinal: 7, Value: r.output}, driver.NamedValue{Ordinal: 8, Value: r.cost})
+		if _, err := us.exec(ctx, us.daily); err != nil {
 			return fmt.Errorf("sqlite: insert usage: daily rollup: %w", err)
 		}
 	}
 	return nil
+}
+
+// userExists reports whether user id has a balance row (userExistsSQL).
+func (us *usageStmts) userExists(ctx context.Context, id string) (bool, error) {
+	us.args = append(us.args[:0], driver.NamedValue{Ordinal: 1, Value: id})
+	rows, err := us.exists.QueryContext(context.WithoutCancel(ctx), us.args)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: insert usage: charge: %w", err)
+	}
+	err = rows.Next(us.dest[:])
+	found := err == nil
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: insert usage: charge: %w", err)
+	}
+	return found, nil
 }
 
 func scanUser(r rowScanner) (storage.User, error) {

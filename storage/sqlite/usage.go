@@ -245,7 +245,6 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord, i
 			_ = tx.Rollback() // the error that matters is err
 		}
 	}()
-	var charges []userCharge
 	if err := conn.Raw(func(dc any) error {
 		us, err := s.usageStmtsOn(ctx, dc)
 		if err != nil {
@@ -259,14 +258,15 @@ func (s *Store) insertUsageTx(ctx context.Context, recs []storage.UsageRecord, i
 		if last > maxRowid-int64(len(recs)) {
 			return fmt.Errorf("sqlite: insert usage: usage_records rowids are exhausted (%d)", last)
 		}
-		if charges, err = insert(ctx, us, recs); err != nil {
+		charges, err := insert(ctx, us, recs)
+		if err != nil {
 			return err
 		}
-		return us.addRollups(ctx, last)
+		if err := us.addRollups(ctx, last); err != nil {
+			return err
+		}
+		return us.charge(ctx, charges)
 	}); err != nil {
-		return err
-	}
-	if err := chargeUsage(context.WithoutCancel(ctx), tx, charges); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -290,10 +290,18 @@ type usageStmts struct {
 	// (addRecordRollupsSQL).
 	records driver.StmtExecContext
 	// last reads the largest rowid of usage_records (lastRowidSQL).
-	last   driver.StmtQueryContext
-	dest   [1]driver.Value     // last's row
-	args   []driver.NamedValue // the parameters of one statement, reused
-	groups rollups             // the batch's usage_hourly rows, reused
+	last driver.StmtQueryContext
+	// exists, ledger, balance and daily bill a batch's records of users
+	// (charge): userExistsSQL, insertChargeSQL, chargeBalanceSQL and
+	// addUserDailySQL. Prepared anew for every record in the batch's
+	// transaction, they cost a record of a user 4 times what one of an
+	// operator key costs (docs/benchmarks.md, issue 21, tenantperf).
+	exists                 driver.StmtQueryContext
+	ledger, balance, daily driver.StmtExecContext
+	dest                   [1]driver.Value     // last's or exists' row
+	args                   []driver.NamedValue // the parameters of one statement, reused
+	groups                 rollups             // the batch's usage_hourly rows, reused
+	bill                   billing             // the batch's charges, reused
 }
 
 // usageStmtsOn returns InsertUsage's statements on dc, the writer's driver
@@ -342,19 +350,34 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 			return nil, err
 		}
 	}
-	if us.records, err = prepare(addRecordRollupsSQL); err != nil {
+	for _, p := range []struct {
+		st    *driver.StmtExecContext
+		query string
+	}{{&us.records, addRecordRollupsSQL}, {&us.ledger, insertChargeSQL}, {&us.balance, chargeBalanceSQL}, {&us.daily, addUserDailySQL}} {
+		if *p.st, err = prepare(p.query); err != nil {
+			_ = us.close() // the error that matters is err
+			return nil, err
+		}
+	}
+	prepareQuery := func(query string) (driver.StmtQueryContext, error) {
+		st, err := c.PrepareContext(context.WithoutCancel(ctx), query)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		sq, ok := st.(driver.StmtQueryContext)
+		if !ok {
+			_ = st.Close()
+			return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot query with a context", st)
+		}
+		return sq, nil
+	}
+	if us.last, err = prepareQuery(lastRowidSQL); err != nil {
 		_ = us.close() // the error that matters is err
 		return nil, err
 	}
-	st, err := c.PrepareContext(context.WithoutCancel(ctx), lastRowidSQL)
-	if err != nil {
+	if us.exists, err = prepareQuery(userExistsSQL); err != nil {
 		_ = us.close() // the error that matters is err
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
-	}
-	if us.last, ok = st.(driver.StmtQueryContext); !ok {
-		_ = st.Close()
-		_ = us.close() // the error that matters is err
-		return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot query with a context", st)
+		return nil, err
 	}
 	s.usage = us
 	return us, nil
@@ -363,13 +386,15 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 // close closes the statements of us; the errors are joined.
 func (us *usageStmts) close() error {
 	var errs []error
-	for _, st := range append(append(us.insert[:], us.rollup[:]...), us.records) {
+	for _, st := range append(append(us.insert[:], us.rollup[:]...), us.records, us.ledger, us.balance, us.daily) {
 		if c, ok := st.(driver.Stmt); ok {
 			errs = append(errs, c.Close())
 		}
 	}
-	if c, ok := us.last.(driver.Stmt); ok {
-		errs = append(errs, c.Close())
+	for _, st := range []driver.StmtQueryContext{us.last, us.exists} {
+		if c, ok := st.(driver.Stmt); ok {
+			errs = append(errs, c.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
