@@ -367,6 +367,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("gateway.connections.%s %s: want a positive duration", name, d))
 		}
 	}
+	errs = append(errs, c.gatewayNegatives()...)
 	switch c.Tracing.Protocol {
 	case "", "http/protobuf", "http/json", "grpc":
 	default:
@@ -405,6 +406,43 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// gatewayNegatives refuses a negative gateway size, count or duration, naming its
+// key. The front takes 0 or less as "the default" (gateway.Config), so a
+// typo such as request_timeout: -5s ran silently with the 10m default;
+// 0 still means the default (for quota_probe_interval, never).
+func (c *Config) gatewayNegatives() []error {
+	g := &c.Gateway
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"max_wait", g.MaxWait}, {"request_timeout", g.RequestTimeout}, {"header_timeout", g.HeaderTimeout},
+		{"first_token_timeout", g.FirstTokenTimeout}, {"nonstream_timeout", g.NonStreamTimeout},
+		{"heartbeat_interval", g.HeartbeatInterval}, {"failover_budget", g.FailoverBudget},
+		{"quota_probe_interval", g.QuotaProbe}, {"session_affinity_ttl", g.SessionAffinityTTL},
+		{"websocket.idle_timeout", g.WebSocket.IdleTimeout}, {"websocket.client_idle_timeout", g.WebSocket.ClientIdleTimeout},
+		{"websocket.client_write_timeout", g.WebSocket.ClientWriteTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("gateway.%s %s: want a duration of 0 (the default) or more", d.key, d.v))
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int64
+	}{
+		{"max_body_bytes", int64(g.MaxBodyBytes)}, {"max_attempts", int64(g.MaxAttempts)}, {"hold_buffer_bytes", int64(g.HoldBufferBytes)},
+		{"websocket.max_connections", int64(g.WebSocket.MaxConnections)}, {"websocket.max_connections_per_key", int64(g.WebSocket.MaxConnectionsPerKey)},
+		{"websocket.max_message_bytes", int64(g.WebSocket.MaxMessageBytes)}, {"websocket.max_transcript_bytes", g.WebSocket.MaxTranscriptBytes},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("gateway.%s %d: want 0 (the default) or more", n.key, n.v))
+		}
+	}
+	return errs
 }
 
 // maxAccountConcurrency is the largest max_concurrency of an account, as the

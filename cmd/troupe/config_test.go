@@ -196,6 +196,10 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad hygiene action", env: []string{"TROUPE_HYGIENE_ACTION=ban"}, want: []string{`hygiene.action "ban"`}},
 		{name: "bad tracing protocol", env: []string{"TROUPE_TRACING_PROTOCOL=thrift"}, want: []string{`tracing.protocol "thrift"`}},
 		{name: "bad sample ratio", yaml: "tracing: {sample_ratio: 2}", want: []string{"tracing.sample_ratio"}},
+		{name: "negative request timeout", yaml: "gateway: {request_timeout: -5s}", want: []string{"gateway.request_timeout -5s"}},
+		{name: "negative sizes", yaml: "gateway: {max_body_bytes: -1, hold_buffer_bytes: -2, websocket: {max_message_bytes: -3}}",
+			want: []string{"gateway.max_body_bytes -1", "gateway.hold_buffer_bytes -2", "gateway.websocket.max_message_bytes -3"}},
+		{name: "negative duration from env", env: []string{"TROUPE_GATEWAY_FAILOVER_BUDGET=-1m"}, want: []string{"gateway.failover_budget -1m0s"}},
 		{name: "several at once", yaml: "log: {level: loud}\naccounts: [{name: a, provider: x}]",
 			want: []string{`log.level "loud"`, `provider "x"`}},
 	}
