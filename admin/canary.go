@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/troupe-gw/troupe/routing"
@@ -43,8 +42,8 @@ func (s *Server) adminCanary(ctx *fasthttp.RequestCtx, rctx context.Context, nam
 func (s *Server) startCanary(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
 	rt := s.routing
 	var body canaryBody
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil {
-		writeError(ctx, errBadParam("percent", "The body must be JSON {\"percent\": 0-100, \"group\": \"...\", \"version\": N}."))
+	if err := decodeStrict(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, errBadParam("percent", "The body must be JSON {\"percent\": 0-100, \"group\": \"...\", \"version\": N}: "+jsonDecodeError(err)))
 		return
 	}
 	pct := 0

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -96,8 +95,8 @@ func (s *Server) adminPolicies(ctx *fasthttp.RequestCtx, method string, parts []
 			Version int `json:"version"`
 		}
 		if b := ctx.PostBody(); len(b) > 0 {
-			if err := json.Unmarshal(b, &body); err != nil {
-				writeError(ctx, errBadParam("version", "The body must be JSON {\"version\": N} or empty."))
+			if err := decodeStrict(b, &body); err != nil {
+				writeError(ctx, errBadParam("version", "The body must be JSON {\"version\": N} or empty: "+jsonDecodeError(err)))
 				return
 			}
 		}
@@ -161,7 +160,11 @@ func (s *Server) getPolicy(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 // version; nothing is activated.
 func (s *Server) savePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, name string) {
 	var body policyBody
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Source == "" {
+	if err := decodeStrict(ctx.PostBody(), &body); err != nil {
+		writeError(ctx, errBadParam("source", "The body must be JSON {\"source\": \"<lua>\"}: "+jsonDecodeError(err)))
+		return
+	}
+	if body.Source == "" {
 		writeError(ctx, errBadParam("source", "The body must be JSON {\"source\": \"<lua>\"}."))
 		return
 	}
@@ -238,8 +241,8 @@ func (s *Server) adminPolicySource(ctx context.Context, name string, body []byte
 		Version int    `json:"version"`
 	}
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &in); err != nil {
-			return "", errBadParam("source", `The body must be JSON {"source": "<lua>"} or {"version": N}, or empty.`)
+		if err := decodeStrict(body, &in); err != nil {
+			return "", errBadParam("source", `The body must be JSON {"source": "<lua>"} or {"version": N}, or empty: `+jsonDecodeError(err))
 		}
 	}
 	if in.Version < 0 { // storage reads v <= 0 as the latest

@@ -358,7 +358,11 @@ func TestPolicyNegativeVersionRefused(t *testing.T) {
 	c := e.login()
 	c.do("PUT", "/api/admin/policies/neg", map[string]string{"source": goodPolicy}).want(t, 200)
 	for _, op := range []string{"activate", "validate", "simulate", "canary"} {
-		r := c.do("POST", "/api/admin/policies/neg/"+op, map[string]any{"version": -1, "percent": 10}).want(t, 400)
+		body := map[string]any{"version": -1}
+		if op == "canary" {
+			body["percent"] = 10
+		}
+		r := c.do("POST", "/api/admin/policies/neg/"+op, body).want(t, 400)
 		if p, _ := r.json["error"].(map[string]any)["param"].(string); p != "version" {
 			t.Errorf("%s with version -1: %s, want param version", op, r.body)
 		}
@@ -368,5 +372,45 @@ func TestPolicyNegativeVersionRefused(t *testing.T) {
 		if a := v.(map[string]any)["activated_at"]; a != nil {
 			t.Errorf("version activated by a refused request: %s", r.body)
 		}
+	}
+}
+
+// TestPolicyBodiesRefuseUnknownFields: the policy routes' bodies refuse a
+// field they do not take, naming it, with nothing changed. Before, a
+// misspelt field was dropped in silence: {"verison": 1} on activate
+// activated the latest version instead of version 1, and a canary's
+// {"percnt": 10, "group": "beta"} ran for the group alone.
+func TestPolicyBodiesRefuseUnknownFields(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	c.do("PUT", "/api/admin/policies/typo", map[string]string{"source": goodPolicy}).want(t, 200)
+	c.do("PUT", "/api/admin/policies/typo", map[string]string{"source": goodPolicy + "\n-- v2"}).want(t, 200)
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"POST", "activate", `{"verison": 1}`, "verison"},
+		{"POST", "canary", `{"percnt": 10, "group": "beta"}`, "percnt"},
+		{"POST", "validate", `{"version": 1, "sorce": "x"}`, "sorce"},
+		{"POST", "simulate", `{"verison": 1}`, "verison"},
+		{"PUT", "", `{"source": "function score() return 1 end", "activate": true}`, "activate"},
+	} {
+		path := "/api/admin/policies/typo"
+		if tc.path != "" {
+			path += "/" + tc.path
+		}
+		r := c.do(tc.method, path, tc.body).want(t, 400)
+		if msg, _ := r.json["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `unknown field "`+tc.field+`"`) {
+			t.Errorf("%s %s %s: %s, want the unknown field named", tc.method, path, tc.body, r.body)
+		}
+	}
+	r := c.do("GET", "/api/admin/policies/typo/history", nil).want(t, 200)
+	if v := r.json["versions"].([]any); len(v) != 2 {
+		t.Fatalf("history %s, want the two saved versions and nothing more", r.body)
+	}
+	for _, v := range r.json["versions"].([]any) {
+		if a := v.(map[string]any)["activated_at"]; a != nil {
+			t.Errorf("version activated by a refused request: %s", r.body)
+		}
+	}
+	if r := c.do("GET", "/api/admin/policies", nil).want(t, 200); r.json["canary"] != nil {
+		t.Errorf("a canary started by a refused request: %s", r.body)
 	}
 }
