@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/troupe-gw/troupe/routing"
 	"github.com/troupe-gw/troupe/scripts"
@@ -150,10 +151,26 @@ func (s *Server) noCanary(ctx *fasthttp.RequestCtx, name string) {
 func (s *Server) policySource(ctx *fasthttp.RequestCtx, rctx context.Context, name string, v int) (src string, stored int, ok bool) {
 	src, stored, err := s.loadPolicySource(rctx, name, v)
 	if err != nil {
-		s.storageError(ctx, err)
+		s.policyStorageError(ctx, err, name, v)
 		return "", 0, false
 	}
 	return src, stored, true
+}
+
+// policyStorageError is storageError for a read of version v (0: the
+// latest) of the policy name: a 404 says which policy or version is
+// missing, not "Nothing found at" a URL that is right.
+func (s *Server) policyStorageError(ctx *fasthttp.RequestCtx, err error, name string, v int) {
+	if !errors.Is(err, storage.ErrNotFound) {
+		s.storageError(ctx, err)
+		return
+	}
+	e := &APIError{Status: 404, Type: "invalid_request_error", Code: "not_found", Message: "No policy " + strconv.Quote(name) + " is stored, and no built-in has that name."}
+	if v > 0 {
+		e.Param = "version"
+		e.Message = "Policy " + strconv.Quote(name) + " has no stored version " + strconv.Itoa(v) + " (GET …/history lists them)."
+	}
+	writeError(ctx, e)
 }
 
 // loadPolicySource returns the source of stored version v of name (v 0: the

@@ -205,7 +205,7 @@ func (s *Server) activatePolicy(ctx *fasthttp.RequestCtx, rctx context.Context, 
 		p, err = s.store.SavePolicy(rctx, name, src)
 	}
 	if err != nil {
-		s.storageError(ctx, err)
+		s.policyStorageError(ctx, err, name, v)
 		return
 	}
 	if err := s.routing.Activate(name, p.Source, p.Version); err != nil {

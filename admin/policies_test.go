@@ -414,3 +414,28 @@ func TestPolicyBodiesRefuseUnknownFields(t *testing.T) {
 		t.Errorf("a canary started by a refused request: %s", r.body)
 	}
 }
+
+// TestPolicyMissingVersionNamed: activating or canarying a version or a
+// policy that is not stored is a 404 that names what is missing. It said
+// "Nothing found at /api/admin/policies/mine/activate.", as if the URL
+// were wrong.
+func TestPolicyMissingVersionNamed(t *testing.T) {
+	e := newAdminEnv(t, 1)
+	c := e.login()
+	c.do("PUT", "/api/admin/policies/mine", map[string]string{"source": goodPolicy}).want(t, 200)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/admin/policies/mine/activate", `{"version": 9}`, `Policy "mine" has no stored version 9`},
+		{"/api/admin/policies/mine/canary", `{"percent": 10, "version": 9}`, `Policy "mine" has no stored version 9`},
+		{"/api/admin/policies/nosuch/activate", ``, `No policy "nosuch" is stored`},
+		{"/api/admin/policies/nosuch/canary", `{"percent": 10}`, `No policy "nosuch" is stored`},
+	} {
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		r := c.do("POST", tc.path, body).want(t, 404)
+		if msg, _ := r.json["error"].(map[string]any)["message"].(string); !strings.Contains(msg, tc.want) {
+			t.Errorf("POST %s %s: %s, want a message containing %q", tc.path, tc.body, r.body, tc.want)
+		}
+	}
+}
