@@ -63,7 +63,14 @@ func (n *contentCount) countEvent(p translate.Protocol, ev translate.Event) {
 		n.countChatDelta(ev.Data, bytes.Index(ev.Data, deltaKey))
 	case translate.Responses:
 		if t := eventType(ev); strings.HasSuffix(t, ".delta") {
-			if v := deltaOf(ev.Data); v.Type == gjson.String {
+			// OpenAI's shape read directly: its first "delta" is the
+			// member deltaMembers reads (checkDeltaMembers), without
+			// bytes.Index's search of the event.
+			_, v, ok := deltaMembers(ev.Data)
+			if !ok {
+				v = deltaOf(ev.Data)
+			}
+			if v.Type == gjson.String {
 				n.add(v.Raw)
 			}
 		}

@@ -26,7 +26,8 @@ func checkOutputMembers(t *testing.T, data []byte) {
 }
 
 // checkDeltaMembers fails t when deltaMembers reads data (any bytes)
-// and what it reads differs from outputMembers(data, "delta").
+// and what it reads differs from outputMembers(data, "delta"), or its
+// delta from deltaOf's (the output estimate's read before it).
 func checkDeltaMembers(t *testing.T, data []byte) {
 	t.Helper()
 	i, d, ok := deltaMembers(data)
@@ -36,6 +37,9 @@ func checkDeltaMembers(t *testing.T, data []byte) {
 	wi, wd := outputMembers(data, "delta")
 	if i.Raw != wi.Raw || i.Type != wi.Type || i.Int() != wi.Int() || d.Raw != wd.Raw || d.Type != wd.Type || d.Str != wd.Str {
 		t.Fatalf("%q: deltaMembers %q %q (%d %q), outputMembers %q %q (%d %q)", data, i.Raw, d.Raw, i.Int(), d.Str, wi.Raw, wd.Raw, wi.Int(), wd.Str)
+	}
+	if v := deltaOf(data); v.Type != d.Type || v.Raw != d.Raw { // countEvent's read
+		t.Fatalf("%q: deltaMembers' delta %q, deltaOf's %q", data, d.Raw, v.Raw)
 	}
 }
 
