@@ -210,6 +210,11 @@ func TestTakeoverWithholdsUnanswered(t *testing.T) {
 		mine, theirs = s.lb, s.la
 	}
 	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
+	// The share withheld for the silent member appears once the adoption
+	// has heard from every member (or given up on it).
+	poll.Until(t, 10*time.Second, "the new owner's adoption done (a share withheld)", func() bool {
+		return owner.peer.Stats().Withheld > 0
+	})
 	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
 		v, ok := other.sys.View(s.acc.ID)
 		return ok && !v.Moving && v.InFlight == inFlight()
@@ -219,7 +224,7 @@ func TestTakeoverWithholdsUnanswered(t *testing.T) {
 			g, inFlight(), owner.logs.String())
 	}
 	if st := owner.peer.Stats(); st.Adopted != 1 {
-		t.Fatalf("new owner adopted %d leases, want its own 1 (the other's answer is lost)", st.Adopted)
+		t.Fatalf("new owner adopted %d leases, want its own 1 (the other's answer is lost)\n%s", st.Adopted, owner.logs.String())
 	}
 
 	// The member answers again: its lease is adopted, the share withheld
@@ -254,12 +259,17 @@ func TestTakeoverWithholdLimit(t *testing.T) {
 	owner, other := s.newOwner(t)
 	owner.heldLost.Store(false)
 	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
+	// The share withheld for the silent member appears once the adoption
+	// has heard from every member (or given up on it).
+	poll.Until(t, 10*time.Second, "the new owner's adoption done (a share withheld)", func() bool {
+		return owner.peer.Stats().Withheld > 0
+	})
 	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
 		v, ok := other.sys.View(s.acc.ID)
 		return ok && !v.Moving && v.InFlight == inFlight()
 	})
 	if st := owner.peer.Stats(); st.Withheld != 1 || st.Adopted != 1 {
-		t.Fatalf("new owner's stats %+v, want its own lease adopted and the silent member's share (1) withheld", st)
+		t.Fatalf("new owner's stats %+v, want its own lease adopted and the silent member's share (1) withheld\n%s", st, owner.logs.String())
 	}
 	if g := s.granted(t, ctx, owner); g != 0 {
 		t.Fatalf("%d leases granted while the silent member's share is withheld", g)
