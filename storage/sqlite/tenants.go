@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -554,6 +555,17 @@ func (s *Store) UserDaily(ctx context.Context, q storage.UserDailyQuery) ([]stor
 	return out, nil
 }
 
+// insertChargesSQL stores n records' charge rows, each bound as user,
+// amount (< 0), request id, created_at, and returns the user and amount of
+// each row stored. A charge row already there (posted by hand for that
+// request) is kept and not doubled, and not returned: a batch must never
+// fail on it.
+func insertChargesSQL(n int) string {
+	return valuesSQL(`INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at) VALUES `,
+		`(?,'charge',?,'gateway','',?,?)`, n, `
+ON CONFLICT DO NOTHING RETURNING user_id, amount`)
+}
+
 // userCharge is what one stored usage record adds to its user's billing.
 type userCharge struct {
 	requestID, userID, model string
@@ -567,12 +579,6 @@ type userCharge struct {
 const (
 	// userExistsSQL finds a user's balance row.
 	userExistsSQL = `SELECT 1 FROM balances WHERE user_id = ?`
-	// insertChargeSQL stores a record's charge row: user, amount (< 0),
-	// request id, created_at. A charge row already there (posted by hand
-	// for this request) is kept and not doubled: a batch must never fail
-	// on it.
-	insertChargeSQL = `INSERT INTO ledger (user_id, kind, amount, actor, note, request_id, created_at)
-VALUES (?, 'charge', ?, 'gateway', '', ?, ?) ON CONFLICT DO NOTHING`
 	// chargeBalanceSQL takes a sum of charges (> 0) off a balance, bound as
 	// MinInt64 + sum, sum, updated_at, user: max(balance, MinInt64 + sum) −
 	// sum saturates at the int64 limit (SQLite would store an overflowing
@@ -615,6 +621,8 @@ type billing struct {
 	totals []userTotal      // the balances' changes, in the order first met
 	daily  map[dailyKey]int // a row's entry in rows
 	rows   []dailyRow       // the daily rollups' sums, in the order first met
+	// charged indexes the charges that cost anything, of users that exist.
+	charged []int
 }
 
 // reset empties b for a new batch.
@@ -625,18 +633,19 @@ func (b *billing) reset() {
 	clear(b.exists)
 	clear(b.total)
 	clear(b.daily)
-	b.totals, b.rows = b.totals[:0], b.rows[:0]
+	b.totals, b.rows, b.charged = b.totals[:0], b.rows[:0], b.charged[:0]
 }
 
 // charge bills the records InsertUsage stored in its transaction: for each
-// one of a user that still exists, a charge row (when it cost anything),
-// then, once a batch, each user's balance less the sum of its charge rows
-// the batch stored, and each (day, user, model)'s daily rollup plus its
-// records' sums. The state left is what a record at a time leaves (the
-// balance's saturation: chargeBalanceSQL); the statements are prepared
-// once (usageStmts), and a batch runs one UPDATE a user and one upsert a
-// daily row instead of one of each a record. A sum that would overflow
-// int64 starts a new entry, written after the first.
+// one of a user that still exists, a charge row (when it cost anything;
+// in multi-row statements, insertCharges), then, once a batch, each user's
+// balance less the sum of its charge rows the batch stored, and each (day,
+// user, model)'s daily rollup plus its records' sums. The state left is
+// what a record at a time leaves (the balance's saturation:
+// chargeBalanceSQL); the statements are prepared once (usageStmts), and a
+// batch runs one UPDATE a user and one upsert a daily row instead of one
+// of each a record. A sum that would overflow int64 starts a new entry,
+// written after the first.
 func (us *usageStmts) charge(ctx context.Context, charges []userCharge) error {
 	if len(charges) == 0 {
 		return nil
@@ -658,22 +667,7 @@ func (us *usageStmts) charge(ctx context.Context, charges []userCharge) error {
 			continue // a user deleted meanwhile: the record stays, unbilled
 		}
 		if c.cost > 0 {
-			us.args = append(us.args[:0],
-				driver.NamedValue{Ordinal: 1, Value: c.userID}, driver.NamedValue{Ordinal: 2, Value: -c.cost},
-				driver.NamedValue{Ordinal: 3, Value: c.requestID}, driver.NamedValue{Ordinal: 4, Value: at})
-			n, err := us.exec(ctx, us.ledger)
-			if err != nil {
-				return fmt.Errorf("sqlite: insert usage: charge: %w", err)
-			}
-			if n == 1 {
-				j, ok := b.total[c.userID]
-				if !ok || b.totals[j].cost > math.MaxInt64-c.cost {
-					j = len(b.totals)
-					b.totals = append(b.totals, userTotal{userID: c.userID})
-					b.total[c.userID] = j
-				}
-				b.totals[j].cost += c.cost
-			}
+			b.charged = append(b.charged, i)
 		}
 		day := c.at - c.at%dayMs
 		if c.at%dayMs < 0 {
@@ -698,6 +692,9 @@ func (us *usageStmts) charge(ctx context.Context, charges []userCharge) error {
 		r.output += c.output
 		r.cost += c.cost
 	}
+	if err := us.insertCharges(ctx, charges, at); err != nil {
+		return err
+	}
 	for _, t := range b.totals {
 		us.args = append(us.args[:0],
 			driver.NamedValue{Ordinal: 1, Value: math.MinInt64 + t.cost}, driver.NamedValue{Ordinal: 2, Value: t.cost},
@@ -717,6 +714,65 @@ func (us *usageStmts) charge(ctx context.Context, charges []userCharge) error {
 		}
 	}
 	return nil
+}
+
+// insertCharges stores the charge rows of the records us.bill.charged
+// indexes in charges, created at at, in statements of power-of-two sizes,
+// largest first (usageRowsShift), and adds the amount of each row stored
+// to its user's entry in us.bill.totals.
+func (us *usageStmts) insertCharges(ctx context.Context, charges []userCharge, at int64) error {
+	b := &us.bill
+	atv := driver.Value(at)
+	for start := 0; start < len(b.charged); {
+		k := bits.Len(uint(min(len(b.charged)-start, 1<<usageRowsShift))) - 1
+		us.args = us.args[:0]
+		for _, i := range b.charged[start : start+1<<k] {
+			c := &charges[i]
+			n := len(us.args)
+			us.args = append(us.args,
+				driver.NamedValue{Ordinal: n + 1, Value: c.userID}, driver.NamedValue{Ordinal: n + 2, Value: -c.cost},
+				driver.NamedValue{Ordinal: n + 3, Value: c.requestID}, driver.NamedValue{Ordinal: n + 4, Value: atv})
+		}
+		rows, err := us.ledger[k].QueryContext(context.WithoutCancel(ctx), us.args)
+		if err != nil {
+			return fmt.Errorf("sqlite: insert usage: charge: %w", err)
+		}
+		for {
+			if err = rows.Next(us.row[:]); err != nil {
+				break
+			}
+			user, ok1 := us.row[0].(string)
+			amount, ok2 := us.row[1].(int64)
+			if !ok1 || !ok2 || amount >= 0 {
+				err = fmt.Errorf("a charge row returned as %T %T (%v)", us.row[0], us.row[1], us.row[1])
+				break
+			}
+			b.add(user, -amount)
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: insert usage: charge: %w", err)
+		}
+		start += 1 << k
+	}
+	return nil
+}
+
+// add adds cost (> 0), a charge row stored, to user's entry in b.totals,
+// starting a new entry when the sum would overflow int64.
+func (b *billing) add(user string, cost int64) {
+	j, ok := b.total[user]
+	if !ok || b.totals[j].cost > math.MaxInt64-cost {
+		j = len(b.totals)
+		b.totals = append(b.totals, userTotal{userID: user})
+		b.total[user] = j
+	}
+	b.totals[j].cost += cost
 }
 
 // userExists reports whether user id has a balance row (userExistsSQL).

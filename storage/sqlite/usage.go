@@ -292,16 +292,19 @@ type usageStmts struct {
 	// last reads the largest rowid of usage_records (lastRowidSQL).
 	last driver.StmtQueryContext
 	// exists, ledger, balance and daily bill a batch's records of users
-	// (charge): userExistsSQL, insertChargeSQL, chargeBalanceSQL and
-	// addUserDailySQL. Prepared anew for every record in the batch's
-	// transaction, they cost a record of a user 4 times what one of an
-	// operator key costs (docs/benchmarks.md, issue 21, tenantperf).
-	exists                 driver.StmtQueryContext
-	ledger, balance, daily driver.StmtExecContext
-	dest                   [1]driver.Value     // last's or exists' row
-	args                   []driver.NamedValue // the parameters of one statement, reused
-	groups                 rollups             // the batch's usage_hourly rows, reused
-	bill                   billing             // the batch's charges, reused
+	// (charge): userExistsSQL, insertChargesSQL (ledger[k] stores 1<<k
+	// charge rows), chargeBalanceSQL and addUserDailySQL. Prepared anew
+	// for every record in the batch's transaction, they cost a record of a
+	// user 8 times what one of an operator key costs (docs/benchmarks.md,
+	// issue 21, tenantperf).
+	exists         driver.StmtQueryContext
+	ledger         [usageRowsShift + 1]driver.StmtQueryContext
+	balance, daily driver.StmtExecContext
+	dest           [1]driver.Value     // last's or exists' row
+	row            [2]driver.Value     // a row ledger returns
+	args           []driver.NamedValue // the parameters of one statement, reused
+	groups         rollups             // the batch's usage_hourly rows, reused
+	bill           billing             // the batch's charges, reused
 }
 
 // usageStmtsOn returns InsertUsage's statements on dc, the writer's driver
@@ -353,7 +356,7 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 	for _, p := range []struct {
 		st    *driver.StmtExecContext
 		query string
-	}{{&us.records, addRecordRollupsSQL}, {&us.ledger, insertChargeSQL}, {&us.balance, chargeBalanceSQL}, {&us.daily, addUserDailySQL}} {
+	}{{&us.records, addRecordRollupsSQL}, {&us.balance, chargeBalanceSQL}, {&us.daily, addUserDailySQL}} {
 		if *p.st, err = prepare(p.query); err != nil {
 			_ = us.close() // the error that matters is err
 			return nil, err
@@ -379,6 +382,12 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 		_ = us.close() // the error that matters is err
 		return nil, err
 	}
+	for k := range us.ledger {
+		if us.ledger[k], err = prepareQuery(insertChargesSQL(1 << k)); err != nil {
+			_ = us.close() // the error that matters is err
+			return nil, err
+		}
+	}
 	s.usage = us
 	return us, nil
 }
@@ -386,12 +395,12 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 // close closes the statements of us; the errors are joined.
 func (us *usageStmts) close() error {
 	var errs []error
-	for _, st := range append(append(us.insert[:], us.rollup[:]...), us.records, us.ledger, us.balance, us.daily) {
+	for _, st := range append(append(us.insert[:], us.rollup[:]...), us.records, us.balance, us.daily) {
 		if c, ok := st.(driver.Stmt); ok {
 			errs = append(errs, c.Close())
 		}
 	}
-	for _, st := range []driver.StmtQueryContext{us.last, us.exists} {
+	for _, st := range append([]driver.StmtQueryContext{us.last, us.exists}, us.ledger[:]...) {
 		if c, ok := st.(driver.Stmt); ok {
 			errs = append(errs, c.Close())
 		}
