@@ -17,6 +17,10 @@ const slowAllocLimit = 16 << 20
 // budget (1 ms of score's default 50 ms).
 const slowFraction = 50
 
+// allocReadEvery is how long a slow call runs between two reads of the
+// allocation counter at most, past one instruction (see budget.overAlloc).
+const allocReadEvery = 10 * time.Microsecond
+
 // Call phases of budget.phase.
 const (
 	phaseNormal int32 = iota // within its first twentieth of wall time
@@ -43,10 +47,12 @@ var closedChan = func() chan struct{} {
 //     own (concatenating huge strings);
 //   - past a fiftieth of the wall-clock budget (a call that slow is
 //     abnormal: score takes microseconds) the timer marks the call slow,
-//     and from then on Done also reads the process's allocation counter and
-//     stops the call once it has allocated slowAllocLimit more: the guard
-//     against memory bombs the libraries cannot see, such as doubling a
-//     string with `s = s .. s`, one instruction per doubling.
+//     and from then on Done also watches the process's allocation counter
+//     and stops the call once it has allocated slowAllocLimit more: the
+//     guard against memory bombs the libraries cannot see, such as
+//     doubling a string with `s = s .. s`, one instruction per doubling
+//     (overAlloc: a clock read an instruction, the counter read when
+//     allocReadEvery has passed).
 //
 // Until then Done returns a nil channel, which the VM's select skips at the
 // least cost. Arming the timer costs a clock read, a Reset/Stop and two uncontended lock
@@ -67,6 +73,8 @@ type budget struct {
 	now       func() time.Time
 	timer     *time.Timer
 	allocs    []metrics.Sample // /gc/heap/allocs:bytes, read by Done in the slow phase
+	lastRead  time.Time        // when Done last read allocs in this call, zero before (Lua goroutine only)
+	reads     int              // allocation reads by Done, for tests (Lua goroutine only)
 	timerAt   []metrics.Sample // the same, read by expire (another goroutine)
 }
 
@@ -95,7 +103,7 @@ func (b *budget) Done() <-chan struct{} {
 		b.over = fmt.Errorf("%w: more than %d instructions", ErrBudget, b.limit)
 	case phase == phaseKilled:
 		b.over = fmt.Errorf("%w: ran longer than %v", ErrBudget, b.wall)
-	case allocated(b.allocs)-b.allocBase.Load() > slowAllocLimit:
+	case b.overAlloc():
 		b.over = fmt.Errorf("%w: allocated more than %d MiB", ErrBudget, slowAllocLimit>>20)
 	default:
 		return nil // slow, within its memory
@@ -115,6 +123,28 @@ func allocated(sample []metrics.Sample) uint64 {
 	return sample[0].Value.Uint64()
 }
 
+// overAlloc reports whether a slow call has allocated more than
+// slowAllocLimit since it turned slow. Reading the counter is a
+// runtime/metrics read (0.25-0.7 µs, ten times a clock read and tens of
+// times a simple VM instruction), so it is read only once allocReadEvery
+// has passed since the last read; the clock is read at every instruction.
+// Between two reads the call has run at most allocReadEvery plus its last
+// instruction, so what it allocated unseen is what memory bandwidth allows
+// in 10 µs (about 100-200 KiB) plus that one instruction: the bound of
+// reading before every instruction, which a loop of cheap instructions no
+// longer pays for (a slow call ran about ten times slower than a normal
+// one, and so was stopped by the clock instead of by its instruction
+// budget on a loaded host). The clock is the real one, never b.now.
+func (b *budget) overAlloc() bool {
+	now := time.Now()
+	if !b.lastRead.IsZero() && now.Sub(b.lastRead) < allocReadEvery {
+		return false
+	}
+	b.lastRead = now
+	b.reads++
+	return allocated(b.allocs)-b.allocBase.Load() > slowAllocLimit
+}
+
 // Err says why the call was stopped, nil while it is within budget.
 func (b *budget) Err() error { return b.over }
 
@@ -125,6 +155,7 @@ func (b *budget) Value(any) any { return nil }
 // of wall-clock time.
 func (b *budget) start(limit int64, wall time.Duration) {
 	b.n, b.limit, b.over = 0, limit, nil
+	b.lastRead = time.Time{}
 	d := wall / slowFraction
 	b.mu.Lock()
 	b.wall = wall // read by expire

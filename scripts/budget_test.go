@@ -1,8 +1,11 @@
 package scripts
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,3 +197,59 @@ func TestBudgetSlowAllocations(t *testing.T) {
 }
 
 var sink []byte
+
+// TestBudgetSlowReadsSparse: a slow call's cheap instructions read the
+// allocation counter at most once every allocReadEvery (a read costs
+// tens of instructions; before each instruction, a loop of them on a
+// loaded host ran ten times slower and met the wall clock before its
+// instruction budget), and an allocation of more than slowAllocLimit is
+// still seen at the first read after it.
+func TestBudgetSlowReadsSparse(t *testing.T) {
+	b := newBudget()
+	b.start(1e9, time.Hour)
+	defer b.stop()
+	b.allocBase.Store(allocated(b.allocs))
+	b.phase.Store(phaseSlow) // as expire does after wall/slowFraction
+	const n = 200_000
+	began := time.Now()
+	for range n {
+		if b.Done() != nil {
+			t.Fatalf("a slow call allocating nothing was stopped: %v", b.Err())
+		}
+	}
+	elapsed := time.Since(began)
+	if max := int(elapsed/allocReadEvery) + 1; b.reads > max {
+		t.Fatalf("%d allocation reads in %v for %d instructions, want at most %d (one every %v)", b.reads, elapsed, n, max, allocReadEvery)
+	}
+	if b.reads == 0 {
+		t.Fatal("no allocation read at all in a slow call")
+	}
+	sink := make([]byte, 2*slowAllocLimit) // more than the call may allocate
+	_ = sink[len(sink)-1]
+	b.lastRead = time.Time{} // a read is due, as allocReadEvery after the last
+	if b.Done() == nil || !errors.Is(b.Err(), ErrBudget) || !strings.Contains(b.Err().Error(), "allocated more than") {
+		t.Fatalf("an allocation of %d MiB not seen: %v", 2*slowAllocLimit>>20, b.Err())
+	}
+}
+
+// BenchmarkBudgetDone is Done, the check gopher-lua makes before every VM
+// instruction, in a call's normal phase and once it has turned slow.
+func BenchmarkBudgetDone(b *testing.B) {
+	for _, slow := range []bool{false, true} {
+		b.Run(map[bool]string{false: "normal", true: "slow"}[slow], func(b *testing.B) {
+			bu := newBudget()
+			bu.start(math.MaxInt64, time.Hour)
+			defer bu.stop()
+			if slow {
+				bu.allocBase.Store(allocated(bu.allocs))
+				bu.phase.Store(phaseSlow)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if bu.Done() != nil {
+					b.Fatal(bu.Err())
+				}
+			}
+		})
+	}
+}
