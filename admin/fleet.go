@@ -27,6 +27,7 @@ type fleetRemoteJSON struct {
 	Received uint64            `json:"received"` // leases other instances granted here
 	Held     int               `json:"held"`     // leases granted to others (or adopted), not released yet
 	Adopted  uint64            `json:"adopted"`  // leases held elsewhere on accounts taken over, counted here
+	Withheld int               `json:"withheld"` // leases counted now for members that did not answer a takeover's ask (fleet.PeerStats.Withheld)
 	Refused  map[string]uint64 `json:"refused"`  // by reason
 }
 
@@ -130,7 +131,7 @@ func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []str
 	if r := s.fleetRouting.Load(); r != nil {
 		out.RemoteViews = r.remoteViews()
 		ps := r.peer.Stats()
-		out.Remote = &fleetRemoteJSON{Issued: ps.Issued, Received: ps.Received, Held: ps.Held, Adopted: ps.Adopted, Refused: ps.Refused}
+		out.Remote = &fleetRemoteJSON{Issued: ps.Issued, Received: ps.Received, Held: ps.Held, Adopted: ps.Adopted, Withheld: ps.Withheld, Refused: ps.Refused}
 	}
 	writeJSON(ctx, 200, out)
 }

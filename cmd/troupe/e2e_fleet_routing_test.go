@@ -105,7 +105,10 @@ func TestFleetRouting(t *testing.T) {
 
 	// 2. A cooldown learned through one instance is honoured by all within a second.
 	var fl struct {
-		Self     string `json:"self"`
+		Self   string `json:"self"`
+		Remote struct {
+			Withheld *int `json:"withheld"`
+		} `json:"remote"`
 		Accounts []struct {
 			ID    string `json:"id"`
 			Owner string `json:"owner"`
@@ -121,6 +124,9 @@ func TestFleetRouting(t *testing.T) {
 	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if w := fl.Remote.Withheld; w == nil || *w != 0 {
+		t.Errorf("/api/admin/fleet remote.withheld = %v, want 0 (no takeover)", w)
 	}
 	var cooled string
 	for _, a := range fl.Accounts {
