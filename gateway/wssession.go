@@ -104,12 +104,8 @@ func (ss *wsSession) run() {
 			if !ok {
 				return // the client closed or broke the connection (a too-big frame got 1009)
 			}
-			if f == nil {
-				_ = ss.writeError(errBinaryFrame())
-				continue
-			}
-			ss.create(f)
-			ss.touch() // the idle time counts from the response's end
+			ss.create(f) // a binary frame (nil) is refused there, and recorded
+			ss.touch()   // the idle time counts from the response's end
 		case <-idle.C:
 			if left := s.cfg.WebSocket.IdleTimeout - time.Since(time.Unix(0, ss.active.Load())); left > 0 {
 				idle.Reset(left)
@@ -127,7 +123,7 @@ func (ss *wsSession) run() {
 }
 
 // read feeds text frames to frames until the connection fails; a client
-// gone mid-response cancels it. A binary frame is fed as nil, which run
+// gone mid-response cancels it. A binary frame is fed as nil, which create
 // answers with an error frame: ignoring it would leave the client waiting
 // for an answer that never comes.
 func (ss *wsSession) read(frames chan<- []byte) {
@@ -268,7 +264,12 @@ func appendErrorFrame(b []byte, status int, errObj []byte) []byte {
 
 // create serves one client frame: a warm-up, or a response through the
 // normal path (limits, affinity, routing, failover before first content),
-// relayed as frames.
+// relayed as frames. frame is nil for a binary frame. Every frame of a key
+// still valid is a request that ends in finish, so it is counted and
+// recorded: a frame refused as malformed (bad JSON, a type other than
+// response.create, a duplicate key, no model, binary) gets its 400 error
+// frame and the request-log record an HTTP 400 gets, as a limit's or the
+// billing gate's refusal does.
 func (ss *wsSession) create(frame []byte) {
 	s := ss.s
 	// The key was checked at the upgrade; one deleted, disabled or expired
@@ -284,26 +285,31 @@ func (ss *wsSession) create(frame []byte) {
 		return
 	}
 	ss.key = key
-	f, aerr := parseCreateFrame(frame)
-	if aerr != nil {
-		_ = ss.writeError(aerr)
-		return
-	}
 	c := &call{id: newRequestID(), endpoint: translate.Responses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
 	if ss.traceParent != nil {
 		s.startTrace(ss.traceParent, c, "/v1/responses")
 	}
 	s.metrics.inflight.Inc()
 	s.serving.Add(1)
-	status := ss.serve(c, f)
+	status := ss.serve(c, frame)
 	if status != 0 {
 		s.finish(c, status)
 	}
 }
 
-// serve returns the status it answered with, or 0 when the relayed stream
-// counted itself.
-func (ss *wsSession) serve(c *call, f createFrame) int {
+// serve answers frame (nil: a binary frame) and returns the status it
+// answered with, or 0 when the relayed stream counted itself.
+func (ss *wsSession) serve(c *call, frame []byte) int {
+	if frame == nil {
+		aerr := errBinaryFrame()
+		_ = ss.writeError(aerr)
+		return aerr.Status
+	}
+	f, aerr := parseCreateFrame(frame)
+	if aerr != nil {
+		_ = ss.writeError(aerr)
+		return aerr.Status
+	}
 	body, input, prev, aerr := ss.resolve(c, f)
 	if aerr == nil && f.warmup {
 		return ss.warmup(c, f, input)
