@@ -21,7 +21,10 @@ func decodeChatRequest(root gjson.Result) (*request, error) {
 		name := k.Str
 		switch name {
 		case "stream_options":
-			rq.includeUsage = v.Get("include_usage").Bool()
+			// OpenAI refuses a stream_options that is not an object.
+			if err = wantObject(v, name); err == nil {
+				rq.includeUsage = v.Get("include_usage").Bool()
+			}
 		case "messages":
 			rq.messages, err = decodeChatMessages(v)
 		case "tools":
@@ -92,8 +95,13 @@ func decodeChatMessages(v gjson.Result) ([]message, error) {
 			} else if r == "developer" {
 				ro = roleDeveloper
 			}
+			cp := path(p, "content")
+			if isNull(m.Get("content")) { // OpenAI requires it of these roles, as a string or parts
+				err = badRequest(cp, cp+" is required in a "+r+" message: a string or an array of content parts, not null")
+				return false
+			}
 			var ps []part
-			ps, err = decodeChatContent(m.Get("content"), path(p, "content"), ro == roleUser)
+			ps, err = decodeChatContent(m.Get("content"), cp, ro == roleUser)
 			if err == nil {
 				msgs = append(msgs, message{role: ro, parts: ps})
 			}
