@@ -33,3 +33,28 @@ func TestChatTranslatedRefusesBadFields(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// A Messages request translated to OpenAI whose message has no content
+// blocks (content: []) is refused naming that message's content, not
+// "messages must be a non-empty array" about a non-empty messages; a final
+// assistant message may be empty (Anthropic allows it).
+func TestMessagesTranslatedEmptyContentNamed(t *testing.T) {
+	c := &counting{inner: cannedTransport{200, "application/json", []byte(`{}`)}}
+	s, sys, key := testServerOf(t, c, storage.ProviderOpenAI)
+	h := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":[]}]}`, "messages.0.content"},
+		{`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[]},{"role":"user","content":"again"}]}`, "messages.1.content"},
+	} {
+		resp := doWith(s, "POST", "/v1/messages", h, []byte(tc.body))
+		msg := gjson.GetBytes(resp.Body(), "error.message").Str
+		if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") || !strings.Contains(msg, tc.param) ||
+			strings.Contains(msg, "messages must be a non-empty array") {
+			t.Errorf("%s: status %d body %s, want a 400 naming %s", tc.body, resp.StatusCode(), resp.Body(), tc.param)
+		}
+	}
+	if c.n.Load() != 0 {
+		t.Errorf("%d upstream calls", c.n.Load())
+	}
+	waitIdle(t, sys)
+}

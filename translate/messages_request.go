@@ -106,7 +106,7 @@ func decodeMessagesMessages(v gjson.Result) ([]message, error) {
 	}
 	var msgs []message
 	var err error
-	i := -1
+	i, last := -1, int(v.Get("#").Int())-1
 	v.ForEach(func(_, m gjson.Result) bool {
 		i++
 		p := path("messages", i)
@@ -122,8 +122,16 @@ func decodeMessagesMessages(v gjson.Result) ([]message, error) {
 			err = badRequest(path(p, "role"), "message role "+m.Get("role").Str+" is not valid")
 			return false
 		}
+		// Anthropic refuses a message without content, except the final
+		// assistant message (a prefill); naming the message, not messages,
+		// which is not empty.
+		cp := path(p, "content")
+		if c := m.Get("content"); (isNull(c) || (c.IsArray() && !c.Get("0").Exists())) && (r != roleAssistant || i != last) {
+			err = badRequest(cp, cp+" must not be empty: only the final assistant message may be")
+			return false
+		}
 		var ps []part
-		ps, err = decodeMessagesBlocks(m.Get("content"), path(p, "content"), r)
+		ps, err = decodeMessagesBlocks(m.Get("content"), cp, r)
 		if err != nil {
 			return false
 		}
