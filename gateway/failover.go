@@ -110,6 +110,9 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	// state, after retryOn refused it (stateRetry), outside the attempt
 	// count and the budget.
 	retryOn := ""
+	// authWait: the request already went back once to a codex account
+	// that answered 401 and refreshes its tokens (see authRetry).
+	authWait := false
 	for c.attempts < maxAttempts || retryOn != "" {
 		if retryOn == "" && c.attempts > 0 && s.now().After(budgetEnd) {
 			break // the first attempt is never cut short; failovers share the budget after it
@@ -173,11 +176,29 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		if !failover {
 			break
 		}
+		if !authWait && authRetry(lease, f) {
+			// A codex account's 401 starts a token refresh of a few hundred
+			// ms (actors/refresh.go) and rests the account until it ends:
+			// the account is not excluded, so when no other account can take
+			// the request it waits for the refresh (up to MaxWait, within the
+			// request's timeout) instead of failing with a 503. Once only: a
+			// 401 on the refreshed tokens makes the account unauthorized.
+			authWait, tried = true, tried[:len(tried)-1]
+		}
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))
 	s.failovers.add(c.attempts - 1)
 	s.sys.RecordErrors(c.errors)
 	return outcome{fail: last} // the request's end is logged with its status (Server.logEnd)
+}
+
+// authRetry reports whether the request whose attempt on lease failed
+// with f may go back to that account after its token refresh: a 401 on a
+// codex account (the only provider whose account refreshes its
+// credentials). An account that cannot refresh becomes unauthorized, so
+// the next acquire finds it gone and the request ends as before.
+func authRetry(lease *actors.Lease, f *failure) bool {
+	return f.verdict.Class == upstream.ClassAuth && lease.Provider == storage.ProviderCodex
 }
 
 // attempt sends c through lease, in the upstream protocol of the lease's

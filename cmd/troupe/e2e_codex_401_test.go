@@ -17,7 +17,8 @@ import (
 // access token while the gateway still believes it valid (the mock's clock
 // jumps past its exp; the gateway's does not, so no refresh is due). Ten
 // requests at once meet the 401: the account refreshes exactly once,
-// comes back active, and later requests are served with the new token.
+// comes back active, and later requests are served with the new token;
+// the ten requests wait for the refresh and are served (none gets a 503).
 // No refresh token or access token appears in the gateway's log.
 func TestCodex401MidTraffic(t *testing.T) {
 	clearTroupeEnv(t)
@@ -67,6 +68,13 @@ func TestCodex401MidTraffic(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("statuses during the 401s: %v", statuses)
+	for i, st := range statuses {
+		// The refresh takes RefreshDelay: a request that met the 401, or
+		// came while the account rested for it, waits for it, never a 503.
+		if st != 200 {
+			t.Errorf("request %d during the refresh: status %d, want 200", i, st)
+		}
+	}
 	eventually(t, 15*time.Second, "the account active again and serving", func() (bool, string) {
 		st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"again"}`)
 		return st == 200, strconv.Itoa(st) + " " + string(b)
