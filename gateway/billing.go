@@ -78,11 +78,7 @@ func (s *Server) billingRefusal(c *call, r *billing.Refusal) *APIError {
 		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
 			Message: "Your account is not allowed to use the model `" + clip(c.model) + "`."}
 	case billing.RefusedUnpriced:
-		// Its own code: the allowlist's model_not_allowed tells the user
-		// the model is not theirs; this one is the operator's to mend.
-		return &APIError{Status: 403, Type: "permission_error", Code: "model_not_priced", Param: "model",
-			Message: "The model `" + clip(c.model) + "` has no price set, so user accounts cannot use it yet. " +
-				"Ask your Troupe operator to set one (troupe prices set " + clip(c.model) + " --input … --output …), or use a model GET /v1/models lists."}
+		return errModelNotPriced(c.model)
 	case billing.RefusedRPM:
 		return &APIError{Status: 429, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: r.RetryAfter,
 			Message: "Rate limit reached for your account: " + strconv.FormatInt(r.Limit, 10) + " requests per minute. Please try again later."}
@@ -102,4 +98,15 @@ func (s *Server) billingRefusal(c *call, r *billing.Refusal) *APIError {
 	}
 	return &APIError{Status: 503, Type: "server_error", Code: "billing_unavailable",
 		Message: "The gateway cannot read your balance right now. Please try again shortly."}
+}
+
+// errModelNotPriced refuses a user's request for a model without a price
+// (403 model_not_priced), on the billed routes and on count_tokens alike.
+// Its own code: the allowlist's model_not_allowed tells the user the model
+// is not theirs; this one is the operator's to mend.
+func errModelNotPriced(model string) *APIError {
+	model = clip(model)
+	return &APIError{Status: 403, Type: "permission_error", Code: "model_not_priced", Param: "model",
+		Message: "The model `" + model + "` has no price set, so user accounts cannot use it yet. " +
+			"Ask your Troupe operator to set one (troupe prices set " + model + " --input … --output …), or use a model GET /v1/models lists."}
 }

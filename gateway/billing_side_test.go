@@ -58,3 +58,25 @@ func TestDisabledUserSideRoutes(t *testing.T) {
 		t.Fatalf("count_tokens of a model outside the user's allowlist: %d %s", status, body)
 	}
 }
+
+// TestCountTokensUnpriced: a user's key may count tokens only for a model
+// it could send: a model without a price, refused on /v1/messages with 403
+// model_not_priced, is refused on count_tokens the same way (Anthropic's
+// error shape, the same code and message). Before, count_tokens answered
+// 200 for it.
+func TestCountTokensUnpriced(t *testing.T) {
+	b := billedServer(t)
+	_, secret := b.userKey(t, storage.User{Name: "open"}, 10_000_000)
+	status, real := b.post(t, "/v1/messages", secret, `{"model":"free","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	if status != 403 || gjson.GetBytes(real, "error.type").Str != "permission_error" {
+		t.Fatalf("/v1/messages of an unpriced model: %d %s", status, real)
+	}
+	status, body := b.post(t, "/v1/messages/count_tokens", secret, `{"model":"free","messages":[{"role":"user","content":"hi"}]}`)
+	if status != 403 || gjson.GetBytes(body, "type").Str != "error" || gjson.GetBytes(body, "error.type").Str != "permission_error" ||
+		gjson.GetBytes(body, "error.message").Str != gjson.GetBytes(real, "error.message").Str {
+		t.Fatalf("count_tokens of an unpriced model: %d %s (the request: %s)", status, body, real)
+	}
+	if status, body := b.post(t, "/v1/messages/count_tokens", secret, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 200 {
+		t.Fatalf("count_tokens of a priced model: %d %s", status, body)
+	}
+}

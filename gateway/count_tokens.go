@@ -87,14 +87,19 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, errModelNotAllowed(m.Str))
 		return
 	}
-	// A user's key: the user must be enabled and the model in its
-	// allowlist, as on /v1/messages (a count may reach an upstream account).
+	// A user's key: the user must be enabled, the model in its allowlist
+	// and priced, as on /v1/messages (billing.Gate.Admit's order and
+	// answers): a count may reach an upstream account, and a count of a
+	// request the gateway would refuse tells the client nothing true.
 	if u, aerr := s.keyUser(ctx, &key); aerr != nil {
 		writeError(ctx, aerr)
 		return
 	} else if u != nil && len(u.Models) > 0 && !slices.Contains(u.Models, m.Str) {
 		writeError(ctx, &APIError{Status: 403, Type: "permission_error", Code: "model_not_allowed", Param: "model",
 			Message: "Your account is not allowed to use the model `" + clip(m.Str) + "`."})
+		return
+	} else if u != nil && !s.priced(m.Str) {
+		writeError(ctx, errModelNotPriced(m.Str))
 		return
 	}
 	target := m.Str
@@ -165,6 +170,16 @@ func (s *Server) countUpstream(ctx *fasthttp.RequestCtx, rctx context.Context, l
 		return true
 	}
 	return false
+}
+
+// priced reports whether model has a price (a user's key may use only
+// those); keyUser has refused a user's key when billing is off.
+func (s *Server) priced(model string) bool {
+	if s.billing == nil {
+		return false
+	}
+	_, ok := s.billing.Price(model)
+	return ok
 }
 
 // serves reports whether any account of the pool serves model (or any model).
