@@ -335,3 +335,70 @@ func TestCountTokensCompressedBody(t *testing.T) {
 	}
 	waitIdle(t, sys)
 }
+
+// TestMessagesRefusedAsAnthropicRefuses: a Messages request Anthropic's API
+// refuses with 400 invalid_request_error is refused so by the gateway
+// before any upstream is chosen, whichever provider would serve it (an
+// openai or codex account, reached through translation, took these
+// before): a custom tool without input_schema, thinking.budget_tokens
+// below 1024 or not below max_tokens, a tool_choice naming no tool of the
+// request. The interleaved-thinking beta lets the budget pass max_tokens,
+// as Anthropic does.
+func TestMessagesRefusedAsAnthropicRefuses(t *testing.T) {
+	const tool = `{"name":"get_weather","description":"w","input_schema":{"type":"object","properties":{}}}`
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	cases := []struct{ name, body, want string }{
+		{"tool without input_schema", `{"model":"m","max_tokens":100,` + msgs + `,"tools":[` + tool + `,{"name":"x","description":"no schema"}]}`,
+			"tools.1.custom.input_schema: Field required"},
+		{"custom tool without input_schema", `{"model":"m","max_tokens":100,` + msgs + `,"tools":[{"type":"custom","name":"x"}]}`,
+			"tools.0.custom.input_schema: Field required"},
+		{"budget below 1024", `{"model":"m","max_tokens":4096,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":512}}`,
+			"thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"},
+		{"budget without a value", `{"model":"m","max_tokens":4096,` + msgs + `,"thinking":{"type":"enabled"}}`,
+			"thinking.enabled.budget_tokens: Field required"},
+		{"budget not below max_tokens", `{"model":"m","max_tokens":2048,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":2048}}`,
+			"`max_tokens` must be greater than `thinking.budget_tokens`"},
+		{"tool_choice naming no tool", `{"model":"m","max_tokens":100,` + msgs + `,"tools":[` + tool + `],"tool_choice":{"type":"tool","name":"get_time"}}`,
+			"Tool `get_time` was not found in `tools`"},
+		{"tool_choice without tools", `{"model":"m","max_tokens":100,` + msgs + `,"tool_choice":{"type":"tool","name":"get_time"}}`,
+			"Tool `get_time` was not found in `tools`"},
+	}
+	for _, p := range []storage.Provider{storage.ProviderOpenAI, storage.ProviderCodex} {
+		up := &counting{inner: cannedTransport{500, "application/json", []byte(`{"error":{"message":"boom","type":"server_error"}}`)}}
+		s, sys, key := testServerOf(t, up, p)
+		for _, tc := range cases {
+			for _, stream := range []string{"", `"stream":true,`} {
+				resp := doWith(s, "POST", "/v1/messages", map[string]string{"x-api-key": key}, []byte(strings.Replace(tc.body, "{", "{"+stream, 1)))
+				if resp.StatusCode() != 400 || !isAnthropicError(resp.Body(), "invalid_request_error") ||
+					!strings.Contains(gjson.GetBytes(resp.Body(), "error.message").Str, tc.want) {
+					t.Errorf("%s, %s account, stream %v: %d %s; want 400 invalid_request_error %q", tc.name, p, stream != "", resp.StatusCode(), resp.Body(), tc.want)
+				}
+			}
+		}
+		if n := up.n.Load(); n != 0 {
+			t.Errorf("%s: %d upstream calls for refused requests", p, n)
+		}
+		// Valid ones go upstream: a budget below max_tokens, a tool_choice
+		// naming a tool, thinking disabled, and under the
+		// interleaved-thinking beta a budget past max_tokens.
+		for _, ok := range []struct {
+			body string
+			beta string
+		}{
+			{`{"model":"m","max_tokens":4096,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":1024},"tools":[` + tool + `],"tool_choice":{"type":"tool","name":"get_weather"}}`, ""},
+			{`{"model":"m","max_tokens":2048,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":8000}}`, "interleaved-thinking-2025-05-14"},
+			{`{"model":"m","max_tokens":100,` + msgs + `,"thinking":{"type":"disabled"}}`, ""},
+		} {
+			before := up.n.Load()
+			h := map[string]string{"x-api-key": key}
+			if ok.beta != "" {
+				h["anthropic-beta"] = ok.beta
+			}
+			resp := doWith(s, "POST", "/v1/messages", h, []byte(ok.body))
+			if up.n.Load() == before {
+				t.Errorf("%s account: a valid request went nowhere: %d %s", p, resp.StatusCode(), resp.Body())
+			}
+		}
+		waitIdle(t, sys)
+	}
+}

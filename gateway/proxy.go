@@ -64,6 +64,10 @@ type call struct {
 	// themselves: a previous_response_id names state only a Responses
 	// upstream holds.
 	native bool
+	// interleaved: a Messages request's anthropic-beta header asks for
+	// interleaved thinking, under which thinking.budget_tokens may pass
+	// max_tokens (checkMessagesParams). Set before parseBody.
+	interleaved bool
 	// translated caches the request body per upstream protocol (indexed by
 	// translate.Protocol): translated, or patched in the client's protocol
 	// (gateway/patch.go), so failovers make it once; usageBody is the
@@ -259,6 +263,9 @@ func (s *Server) parse(ctx *fasthttp.RequestCtx, c *call) *APIError {
 	if aerr != nil {
 		return aerr
 	}
+	if c.endpoint == translate.Messages {
+		c.interleaved = bytes.Contains(ctx.Request.Header.Peek("anthropic-beta"), []byte("interleaved-thinking"))
+	}
 	if aerr := s.parseBody(c, body); aerr != nil {
 		return aerr
 	}
@@ -315,6 +322,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	var estimated [len(estimatedKeys)]int // how often each of estimatedKeys appears
 	var m, st, msgs, prev, cacheKey, input gjson.Result
 	var caps outputCaps
+	var mp messagesParams // Messages only (checkMessagesParams)
 	root.ForEach(func(k, v gjson.Result) bool {
 		if caps.read(k.Str, v) {
 			return true
@@ -336,12 +344,19 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 			prev = v
 		case "prompt_cache_key":
 			cacheKey = v
+		case "tool_choice":
+			mp.toolChoice = v
+		case "thinking":
+			mp.thinking = v
 		default:
 			if i := slices.Index(estimatedKeys[:], k.Str); i >= 0 {
 				estimated[i]++
 			}
-			if k.Str == "input" {
+			switch k.Str {
+			case "input":
 				input = v
+			case "tools":
+				mp.tools = v
 			}
 		}
 		return true
@@ -392,6 +407,11 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		return aerr
 	}
 	c.maxOutput = maxOutput
+	if c.endpoint == translate.Messages {
+		if aerr := checkMessagesParams(&mp, maxOutput, c.interleaved); aerr != nil {
+			return aerr
+		}
+	}
 	if c.choices, aerr = caps.choices(c.endpoint); aerr != nil {
 		return aerr
 	}
