@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/troupe-gw/troupe/actors"
+	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
@@ -118,7 +119,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		if s.countUpstream(ctx, rctx, lease, body) {
 			return
 		}
-	} else if errors.Is(err, actors.ErrNoAccount) && !s.serves(target) && !s.servedElsewhere(target) {
+	} else if errors.Is(err, actors.ErrNoAccount) && !s.couldServe(target) && !s.servedElsewhere(target) {
 		writeError(ctx, errModelNotFound(m.Str))
 		return
 	}
@@ -188,6 +189,44 @@ func (s *Server) serves(model string) bool {
 	served := false
 	s.sys.EachView(func(v *actors.View) { served = served || v.Serves(model) })
 	return served
+}
+
+// couldServe reports whether an account of this instance's views could
+// serve model, now or once it is back, which decides 503 (retry later)
+// from 404 (no such model) when no account can take a request:
+//   - an account that names model in its models list, whatever its status
+//     (the operator configured the model; a disabled account may be
+//     enabled again), unless it is banned;
+//   - an account with an empty models list (any model) only while it may
+//     take leases by its status, active or cooling: a disabled,
+//     unauthorized or banned one would otherwise keep every unknown model
+//     alive as a 503;
+//   - and, for such a codex account, only a model of the Codex catalog
+//     when one is installed and known (SetModelCatalog): the Codex backend
+//     serves nothing else, whatever the account's state.
+//
+// It scans every view: called only when an acquire failed.
+func (s *Server) couldServe(model string) bool {
+	var catalog []string
+	catalogRead := false
+	found := false
+	s.sys.EachView(func(v *actors.View) {
+		switch {
+		case found || v.Status == actors.StatusBanned:
+		case len(v.Models) > 0:
+			found = slices.Contains(v.Models, model)
+		case v.Status != actors.StatusActive && v.Status != actors.StatusCooling:
+		case v.Provider == storage.ProviderCodex && s.catalog != nil:
+			if !catalogRead {
+				catalog, catalogRead = s.catalog.Models(), true
+			}
+			_, in := slices.BinarySearch(catalog, model) // Models is sorted
+			found = in || len(catalog) == 0
+		default:
+			found = true
+		}
+	})
+	return found
 }
 
 // servedElsewhere reports whether an account this instance does not own
