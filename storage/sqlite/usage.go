@@ -329,27 +329,24 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 	}
 	us := &usageStmts{conn: c}
 	prepare := func(query string) (driver.StmtExecContext, error) {
-		st, err := c.PrepareContext(context.WithoutCancel(ctx), query)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: prepare: %w", err)
-		}
-		se, ok := st.(driver.StmtExecContext)
-		if !ok {
-			_ = st.Close()
-			return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot execute with a context", st)
-		}
-		return se, nil
+		return prepareOn[driver.StmtExecContext](ctx, c, query, "execute")
+	}
+	prepareQuery := func(query string) (driver.StmtQueryContext, error) {
+		return prepareOn[driver.StmtQueryContext](ctx, c, query, "query")
 	}
 	var err error
+	defer func() {
+		if err != nil {
+			_ = us.close() // the error that matters is err
+		}
+	}()
 	for k := range us.insert {
 		if us.insert[k], err = prepare(insertUsagesSQL(1 << k)); err != nil {
-			_ = us.close() // the error that matters is err
 			return nil, err
 		}
 	}
 	for k := range us.rollup {
 		if us.rollup[k], err = prepare(upsertRollupsSQL(1 << k)); err != nil {
-			_ = us.close() // the error that matters is err
 			return nil, err
 		}
 	}
@@ -358,38 +355,40 @@ func (s *Store) usageStmtsOn(ctx context.Context, dc any) (*usageStmts, error) {
 		query string
 	}{{&us.records, addRecordRollupsSQL}, {&us.balance, chargeBalanceSQL}, {&us.daily, addUserDailySQL}} {
 		if *p.st, err = prepare(p.query); err != nil {
-			_ = us.close() // the error that matters is err
 			return nil, err
 		}
 	}
-	prepareQuery := func(query string) (driver.StmtQueryContext, error) {
-		st, err := c.PrepareContext(context.WithoutCancel(ctx), query)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: prepare: %w", err)
-		}
-		sq, ok := st.(driver.StmtQueryContext)
-		if !ok {
-			_ = st.Close()
-			return nil, fmt.Errorf("sqlite: prepare: driver statement %T cannot query with a context", st)
-		}
-		return sq, nil
-	}
 	if us.last, err = prepareQuery(lastRowidSQL); err != nil {
-		_ = us.close() // the error that matters is err
 		return nil, err
 	}
 	if us.exists, err = prepareQuery(userExistsSQL); err != nil {
-		_ = us.close() // the error that matters is err
 		return nil, err
 	}
 	for k := range us.ledger {
 		if us.ledger[k], err = prepareQuery(insertChargesSQL(1 << k)); err != nil {
-			_ = us.close() // the error that matters is err
 			return nil, err
 		}
 	}
 	s.usage = us
 	return us, nil
+}
+
+// prepareOn prepares query on the driver connection c as a statement of
+// type T (driver.StmtExecContext or driver.StmtQueryContext; can names
+// what T does, for the error). The statement is closed again when the
+// driver's is not a T.
+func prepareOn[T any](ctx context.Context, c driver.ConnPrepareContext, query, can string) (T, error) {
+	var zero T
+	st, err := c.PrepareContext(context.WithoutCancel(ctx), query)
+	if err != nil {
+		return zero, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	t, ok := st.(T)
+	if !ok {
+		_ = st.Close()
+		return zero, fmt.Errorf("sqlite: prepare: driver statement %T cannot %s with a context", st, can)
+	}
+	return t, nil
 }
 
 // close closes the statements of us; the errors are joined.
