@@ -59,15 +59,18 @@ func upsertRollupsSQL(n int) string {
 	return valuesSQL(`INSERT INTO usage_hourly (
 	hour, key_id, account_id, model, status,
 	requests, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
-) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?)`, n, `
-ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
+) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?)`, n, "\n"+addToRollupSQL)
+}
+
+// addToRollupSQL ends the usage_hourly upserts: a group's sums are added to
+// its row's.
+const addToRollupSQL = `ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
 	requests = requests + excluded.requests,
 	input_tokens = input_tokens + excluded.input_tokens,
 	cached_tokens = cached_tokens + excluded.cached_tokens,
 	output_tokens = output_tokens + excluded.output_tokens,
 	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-	cost = cost + excluded.cost`)
-}
+	cost = cost + excluded.cost`
 
 // addRecordRollupsSQL adds each usage record stored after rowid ? (the
 // records the transaction inserted: see lastRowidSQL) to its usage_hourly
@@ -83,13 +86,7 @@ const addRecordRollupsSQL = `INSERT INTO usage_hourly (
 ) SELECT at - ((at % 3600000) + 3600000) % 3600000, key_id, account_id, model, status,
 	1, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost
 FROM usage_records WHERE rowid > ? ORDER BY rowid
-ON CONFLICT (hour, key_id, account_id, model, status) DO UPDATE SET
-	requests = requests + excluded.requests,
-	input_tokens = input_tokens + excluded.input_tokens,
-	cached_tokens = cached_tokens + excluded.cached_tokens,
-	output_tokens = output_tokens + excluded.output_tokens,
-	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-	cost = cost + excluded.cost`
+` + addToRollupSQL
 
 // lastRowidSQL is the largest rowid of usage_records, 0 when it is empty.
 // SQLite gives a row inserted without a rowid one larger than the largest
