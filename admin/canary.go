@@ -177,7 +177,7 @@ func (s *Server) policyStorageError(ctx *fasthttp.RequestCtx, err error, name st
 // latest), or the built-in of that name when v is 0 and none is stored; the
 // stored version it found is returned too (0 for a built-in).
 func (s *Server) loadPolicySource(ctx context.Context, name string, v int) (src string, stored int, err error) {
-	p, err := s.store.GetPolicy(ctx, name, v)
+	p, err := s.store.GetPolicy(storeCtx(ctx), name, v)
 	switch {
 	case err == nil:
 		return p.Source, p.Version, nil

@@ -113,7 +113,7 @@ func (s *Server) adminFleet(ctx *fasthttp.RequestCtx, method string, parts []str
 		}
 		out.Members = append(out.Members, mj)
 	}
-	accs, err := s.store.ListAccounts(ctx)
+	accs, err := s.store.ListAccounts(storeCtx(ctx))
 	if err != nil {
 		s.storageError(ctx, err)
 		return

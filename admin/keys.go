@@ -341,7 +341,7 @@ func (s *Server) lockKey(rctx context.Context, k *storage.APIKey) (unlock func()
 
 // findKey returns the key with the given ID or, else, name.
 func (s *Server) findKey(ctx context.Context, idOrName string) (storage.APIKey, error) {
-	keys, err := s.store.ListAPIKeys(ctx)
+	keys, err := s.store.ListAPIKeys(storeCtx(ctx))
 	if err != nil {
 		return storage.APIKey{}, err
 	}

@@ -251,7 +251,7 @@ func (s *Server) adminPolicySource(ctx context.Context, name string, body []byte
 	if in.Source != "" {
 		return in.Source, nil
 	}
-	p, err := s.store.GetPolicy(ctx, name, in.Version)
+	p, err := s.store.GetPolicy(storeCtx(ctx), name, in.Version)
 	if err == nil {
 		return p.Source, nil
 	}

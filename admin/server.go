@@ -202,3 +202,17 @@ func errNotFound(path string) *APIError                { return gateway.ErrNotFo
 func errMethod(method, path string) *APIError          { return gateway.ErrMethod(method, path) }
 func clip(s string) string                             { return gateway.Clip(s) }
 func clientSecret(ctx *fasthttp.RequestCtx) []byte     { return gateway.ClientSecret(ctx) }
+
+// storeCtx returns the context a handler gives storage for ctx: ctx
+// itself, unless it is the request's *fasthttp.RequestCtx, which fasthttp
+// resets and reuses once the handler returns; then a context that does
+// not end with it (context.WithoutCancel). Under a RequestCtx, whose Done
+// is not package context's, database/sql watches a query's context on a
+// goroutine that can outlive the handler and read the RequestCtx's values
+// after the reset (a data race the gateway met under -race; its detach).
+func storeCtx(ctx context.Context) context.Context {
+	if rc, ok := ctx.(*fasthttp.RequestCtx); ok {
+		return context.WithoutCancel(rc)
+	}
+	return ctx
+}

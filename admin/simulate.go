@@ -62,7 +62,7 @@ const (
 // simulateLoad routes a steady load through the pool as stored with a
 // fresh compile of src (the Sim owns its policy) and measures its spread.
 func (s *Server) simulateLoad(ctx context.Context, name, src string) (*simLoad, error) {
-	accounts, err := s.store.ListAccounts(ctx)
+	accounts, err := s.store.ListAccounts(storeCtx(ctx))
 	if err != nil {
 		return nil, err
 	}

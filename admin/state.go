@@ -42,7 +42,7 @@ func (s *Server) accountList(ctx context.Context) ([]storage.Account, error) {
 		return l, nil
 	}
 	s.adm.listMu.Unlock()
-	accs, err := s.store.ListAccounts(ctx)
+	accs, err := s.store.ListAccounts(storeCtx(ctx))
 	if err != nil {
 		return nil, err
 	}

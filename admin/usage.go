@@ -91,7 +91,7 @@ func (s *Server) adminUsage(ctx *fasthttp.RequestCtx, method string, parts []str
 // names returns key and account display names by ID.
 func (s *Server) names(ctx context.Context) (keys, accounts map[string]string) {
 	keys, accounts = map[string]string{}, map[string]string{}
-	if ks, err := s.store.ListAPIKeys(ctx); err == nil {
+	if ks, err := s.store.ListAPIKeys(storeCtx(ctx)); err == nil {
 		for _, k := range ks {
 			keys[k.ID] = k.Name
 		}

@@ -240,7 +240,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 			hash, t = s.keys.secretHash(secret)
 		}
 		var err error
-		if ck, err = s.keys.lookup(ctx, hash); err != nil {
+		if ck, err = s.keys.lookup(s.life, hash); err != nil { // not ctx: see detach
 			s.log.Error("api key lookup", "err", err)
 			return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
 		}
@@ -270,7 +270,7 @@ func (s *Server) usableKey(ck *cachedKey) (storage.APIKey, *APIError) {
 // refuse it, and a changed one (models, limits) applies; errors are
 // client-facing.
 func (s *Server) recheckKey(ctx context.Context, key *storage.APIKey) (storage.APIKey, *APIError) {
-	ck, err := s.keys.lookup(ctx, key.Hash)
+	ck, err := s.keys.lookup(s.detach(ctx), key.Hash)
 	if err != nil {
 		s.log.Error("api key lookup", "err", err)
 		return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}

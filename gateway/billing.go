@@ -30,7 +30,7 @@ func (s *Server) admitBilling(ctx context.Context, c *call) *APIError {
 	}
 	// A body that repeats a key anywhere never gets here (parseBody): it is
 	// not held on one text and charged for another.
-	t, ref := s.billing.Admit(ctx, billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
+	t, ref := s.billing.Admit(s.detach(ctx), billing.Request{ID: c.id, UserID: c.key.UserID, Model: c.model,
 		Input: estimateRequestTokens(c.endpoint, c.body), MaxOutput: c.maxOutput, Choices: c.choices})
 	if ref != nil {
 		return s.billingRefusal(c, ref)
@@ -51,7 +51,7 @@ func (s *Server) keyUser(ctx context.Context, key *storage.APIKey) (*storage.Use
 	if s.billing == nil {
 		return nil, errUnusableKey("belongs to a user account, and billing is not running on this gateway")
 	}
-	u, err := s.billing.User(ctx, key.UserID)
+	u, err := s.billing.User(s.detach(ctx), key.UserID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, errUnusableKey("belongs to a user account that no longer exists")

@@ -62,7 +62,7 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 		if s.billing == nil {
 			return nil, nil
 		}
-		u, err := s.billing.User(ctx, key.UserID)
+		u, err := s.billing.User(s.detach(ctx), key.UserID)
 		if err != nil {
 			s.log.Warn("models: user not read; listing none", "err", err)
 			return nil, nil

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // reqCtx is the context of one client request, embedded in its call: it
@@ -532,4 +534,22 @@ func (l *liveSet) end() {
 	for _, rc := range all {
 		rc.cancel()
 	}
+}
+
+// detach returns the context a handler gives storage, the cache and
+// billing for ctx: ctx itself, unless it is the request's
+// *fasthttp.RequestCtx, for which it is the server's life (ended by
+// Shutdown, as fasthttp's RequestCtx's Done is). A RequestCtx is reset and
+// reused once its handler returns, and a context derived from it can
+// outlive the call: database/sql watches a query's context on a goroutine
+// of its own when the parent's Done is not package context's, and that
+// goroutine reads the RequestCtx's values as it ends, after fasthttp may
+// have reset them (a data race, seen under -race in
+// TestBillingRefusesNestedDuplicateKeys), besides costing a goroutine a
+// query.
+func (s *Server) detach(ctx context.Context) context.Context {
+	if _, ok := ctx.(*fasthttp.RequestCtx); ok {
+		return s.life
+	}
+	return ctx
 }
