@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -91,6 +92,29 @@ func (c *serveChild) metric(series string) float64 {
 		}
 	}
 	return -1
+}
+
+// fleetOwner reads c's GET /api/admin/fleet with the admin key secret and
+// returns c's member ID and the owner it names for its first account by
+// rendezvous hashing over the live set it sees ("" when unreadable).
+func (c *serveChild) fleetOwner(secret string) (self, owner string) {
+	req, _ := http.NewRequest(http.MethodGet, c.base+"/api/admin/fleet", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", ""
+	}
+	defer resp.Body.Close()
+	var fl struct {
+		Self     string `json:"self"`
+		Accounts []struct {
+			Owner string `json:"owner"`
+		} `json:"accounts"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&fl) != nil || len(fl.Accounts) == 0 {
+		return fl.Self, ""
+	}
+	return fl.Self, fl.Accounts[0].Owner
 }
 
 // fleetTTL is the fleet.ttl of the fleet e2e tests' instances (heartbeat

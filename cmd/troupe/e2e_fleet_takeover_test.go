@@ -58,7 +58,19 @@ func TestFleetKillHeldLeases(t *testing.T) {
 				holders = append(holders, g)
 			}
 		}
-		return owner != nil && len(holders) == 2, strings.Join(state, "; ")
+		if owner == nil || len(holders) != 2 {
+			return false, strings.Join(state, "; ")
+		}
+		// Settled: the owner is the rendezvous owner over all three
+		// members, so the account does not move away (a join's drain)
+		// while the test holds its leases.
+		for _, g := range gws {
+			if n := g.metric("troupe_fleet_members"); n != 3 {
+				return false, fmt.Sprintf("%s; an instance sees %v members", strings.Join(state, "; "), n)
+			}
+		}
+		self, named := owner.fleetOwner(secret)
+		return self != "" && named == self, fmt.Sprintf("%s; the owner %q, rendezvous names %q", strings.Join(state, "; "), self, named)
 	})
 
 	client := &http.Client{Timeout: 60 * time.Second}
