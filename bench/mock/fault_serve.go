@@ -295,7 +295,16 @@ func (s *stream) rawAnswer(c net.Conn) bool {
 		case FaultDisconnectAfterContent:
 			n /= 2
 		}
-		return s.rawHead(c, len(s.body)) && s.rawWrite(c, s.body[:n]) && fs.Kind == FaultSlowFirstToken
+		if fs.Kind != FaultSlowFirstToken { // a cut answer: never delivered
+			_ = s.rawHead(c, len(s.body)) && s.rawWrite(c, s.body[:n])
+			return false
+		}
+		// Settled before the last byte: the client has the answer only then.
+		if !s.rawHead(c, len(s.body)) || !s.rawWrite(c, s.body[:n-1]) {
+			return false
+		}
+		s.settle(true)
+		return s.rawWrite(c, s.body[n-1:])
 	}
 	if !s.rawHead(c, -1) {
 		return false

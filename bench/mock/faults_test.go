@@ -610,11 +610,19 @@ func TestFaultSlowFirstToken(t *testing.T) {
 			defer resp.Body.Close()
 			head := time.Since(start)
 			want := AnswerText(tg.acc.Name, 6)
+			// A client holding the whole answer never finds it in flight:
+			// a gateway frees the account's slot on it (TestFleetKillHeldLeases).
+			ended := func() {
+				if st := f.Stats(tg.acc.Name); st.InFlight != 0 {
+					t.Errorf("answer read in full, still %d in flight", st.InFlight)
+				}
+			}
 			if !tg.stream {
 				body := readAll(t, resp)
 				if head < delay || !strings.Contains(string(body), want) {
 					t.Errorf("JSON after %v: %s", head, body)
 				}
+				ended()
 				return
 			}
 			if !resp.Close {
@@ -633,6 +641,7 @@ func TestFaultSlowFirstToken(t *testing.T) {
 					break
 				}
 			}
+			ended()
 			if first < delay {
 				t.Errorf("first content after %v, want >= %v", first, delay)
 			}

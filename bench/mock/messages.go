@@ -189,5 +189,5 @@ func (s *stream) writeMessages(w *bufio.Writer) bool {
 	if !s.emit(w, append(s.buf[:0], blockStop...)) || !s.emit(w, s.appendMessageDelta(s.buf[:0])) {
 		return false
 	}
-	return s.emit(w, append(s.buf[:0], messagesStop...))
+	return s.emitLast(w, append(s.buf[:0], messagesStop...))
 }

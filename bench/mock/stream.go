@@ -27,6 +27,7 @@ type stream struct {
 	timer   *time.Timer
 	hdr     *fasthttp.ResponseHeader // hijacked faults: the response head to send
 	gone    <-chan struct{}          // hijacked faults: closed when the client goes away; nil otherwise
+	settled bool                     // the outcome is counted (settle)
 }
 
 var streamPool = sync.Pool{New: func() any {
@@ -105,13 +106,34 @@ func (s *stream) emit(w *bufio.Writer, b []byte) bool {
 	return w.Flush() == nil
 }
 
-// finish ends an answer: counts its outcome and releases s. delivered
-// reports whether the whole answer reached the client.
+// finish ends an answer: counts its outcome (unless settle has) and
+// releases s. delivered reports whether the whole answer reached the client.
 func (s *stream) finish(delivered bool) {
+	s.settle(delivered)
+	putStream(s)
+}
+
+// settle counts the answer's outcome, once, and so drops InFlight. A
+// streamed or hijacked answer settles as delivered just before its last
+// bytes are written (emitLast, rawAnswer): a client holding the whole
+// answer must never find it still in flight, or a gateway that frees a
+// max_concurrency slot when an answer ends, and at once sends the next
+// request on it, is counted over its limit (MaxInFlight). An answer whose
+// last write then fails stays counted Completed.
+func (s *stream) settle(delivered bool) {
+	if s.settled {
+		return
+	}
+	s.settled = true
 	o := s.outcome(delivered)
 	s.acc.stats.end(o)
 	s.f.total.end(o)
-	putStream(s)
+}
+
+// emitLast writes an answer's last event, settled as delivered first.
+func (s *stream) emitLast(w *bufio.Writer, b []byte) bool {
+	s.settle(true)
+	return s.emit(w, b)
 }
 
 // outcome classifies an ended answer: a fault that fired makes it Faults,
@@ -169,7 +191,7 @@ func (s *stream) writeChat(w *bufio.Writer) bool {
 	if s.req.includeUsage && !s.emit(w, s.appendChatUsageChunk(s.buf[:0])) {
 		return false
 	}
-	return s.emit(w, append(s.buf[:0], "data: [DONE]\n\n"...))
+	return s.emitLast(w, append(s.buf[:0], "data: [DONE]\n\n"...))
 }
 
 // writeResponses writes a Responses (and Codex) event stream:
@@ -223,5 +245,5 @@ func (s *stream) writeResponses(w *bufio.Writer) bool {
 		return false
 	}
 	seq++
-	return s.emit(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
+	return s.emitLast(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
 }

@@ -176,5 +176,5 @@ func (s *stream) writeResponsesToolCall(w *bufio.Writer) bool {
 		return false
 	}
 	seq++
-	return s.emit(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
+	return s.emitLast(w, s.appendRespLifecycle(s.buf[:0], s.respFinalEvent(), seq, true))
 }
