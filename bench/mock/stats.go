@@ -14,7 +14,9 @@ import "sync/atomic"
 type AccountStats struct {
 	// InFlight is the number of answers being produced right now, faulted
 	// ones included: incremented when a request is accepted (authenticated and
-	// valid), decremented once when its answer ends for any reason.
+	// valid), decremented once when its answer ends for any reason; an
+	// answer delivered in full ends just before its last bytes are written,
+	// so a client that holds the whole answer never finds it in flight.
 	InFlight int64
 	// MaxInFlight is the high-water mark of InFlight since the account was
 	// added or since the last ResetStats.
@@ -22,8 +24,8 @@ type AccountStats struct {
 	// Requests is the number of requests authenticated as this account.
 	Requests int64
 	// Completed is the number of normal answers fully delivered (for a
-	// stream: the last event was flushed; for JSON: the body was handed to the
-	// server). A slow_first_token answer the client waited for is Completed:
+	// stream: every event before the last was flushed, the last one is
+	// being written; for JSON: the body was handed to the server). A slow_first_token answer the client waited for is Completed:
 	// the fault only delayed it.
 	Completed int64
 	// Cancelled is the number of normal answers that ended early: the client
