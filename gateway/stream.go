@@ -85,6 +85,10 @@ type stream struct {
 	untranslatable bool
 	werr           error // a write to the client failed: the client went away
 	rerr           error // the upstream stream broke (after a clean end: only the reader noticing the end)
+	// eof: the relay read the upstream's body to its end (io.EOF), so
+	// finish closes it before ending the attempt's context and its
+	// connection goes back to the pool (see finish).
+	eof bool
 	// left, when set, reports whether the client has gone (the Responses
 	// WebSocket's connection ended): a stream cut short by that is the
 	// client's doing, not the account's.
@@ -481,6 +485,8 @@ func (st *stream) relay(k sink) error {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				st.rerr = err
+			} else {
+				st.eof = true
 			}
 			break
 		}
@@ -809,9 +815,21 @@ func (st *stream) Close() error {
 
 // finish releases and records; count says whether this stream also ends the
 // client request's metrics (false when a pending body does that).
+//
+// A body read to its end is closed before the attempt's context ends:
+// ending the context first runs the transport's AfterFunc, which closes
+// the connection, so every stream dialled its upstream anew (a connect, an
+// accept and a close on both sides, a TLS handshake for https, two
+// goroutines; docs/benchmarks.md, issue 21, wake). Any other body is
+// closed after: the cancel unblocks a read still in progress.
 func (st *stream) finish(count bool) {
-	st.cancel()
-	st.body.Close()
+	if st.eof {
+		st.body.Close()
+		st.cancel()
+	} else {
+		st.cancel()
+		st.body.Close()
+	}
 	st.putScanner()
 	s, c := st.s, st.c
 	v := st.failed
