@@ -126,3 +126,45 @@ func TestAdopt(t *testing.T) {
 		}
 	})
 }
+
+// TestAdoptGivenUpNotCounted: an Adopt whose context ends before the
+// account counts the lease leaves nothing counted; one the account
+// counted first returns its lease. Either way the account's in-flight
+// count is what the caller holds. (Peer.Adopt's context is AdoptTimeout:
+// a slow actor used to count a lease nobody would release, the account
+// then a slot short for good.)
+func TestAdoptGivenUpNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
+			Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s.Stop(ctx)
+		}()
+		s.PutAccount(storage.Account{ID: "a1", Name: "one", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 2})
+		fence := new(Fence)
+		fence.Extend(time.Time{}, 9)
+		s.Own("a1", fence)
+		synctest.Wait()
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		gaveUp := 0
+		for range 20 {
+			l, err := s.Adopt(ended, "a1", "m")
+			if err != nil {
+				gaveUp++
+			} else {
+				s.Release(l, Outcome{Status: 200})
+			}
+			synctest.Wait()
+			if v, _ := s.View("a1"); v.InFlight != 0 {
+				t.Fatalf("in flight %d after an Adopt given up (%v) or released, want 0", v.InFlight, err)
+			}
+		}
+		t.Logf("%d of 20 adoptions given up before the account counted them", gaveUp)
+	})
+}
