@@ -11,9 +11,7 @@ import (
 
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
-	"github.com/troupe-gw/troupe/storage/cachetest"
 	"github.com/troupe-gw/troupe/storage/memcache"
-	"github.com/troupe-gw/troupe/storage/rediscache"
 )
 
 // fakePool records what ownership asks of the actors: which accounts run
@@ -292,13 +290,5 @@ func TestRenewStores(t *testing.T) {
 		defer mc.Close()
 		leases(t, mc)
 	})
-	t.Run("redis", func(t *testing.T) {
-		url := cachetest.RedisURL(t)
-		rc, err := rediscache.New(t.Context(), url, rediscache.Options{Prefix: cachetest.RedisPrefix(t, url)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		leases(t, rc)
-	})
+	t.Run("redis", func(t *testing.T) { leases(t, testRedis(t)) })
 }

@@ -86,6 +86,11 @@ func startPeerNode(t testing.TB, ctx context.Context, store *memcache.Cache, mas
 func (n *peerNode) start(t testing.TB, ctx context.Context, members storage.Membership, views *memcache.Cache, master []byte, accs []storage.Account) (*Fleet, *slog.Logger) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(n.logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", n.id, n.logs.String())
+		}
+	})
 	sys, err := actors.Start(actors.Config{Store: nopUsage{}, Fenced: true, QuotaProbe: -1, Logger: log,
 		Transport: func(a storage.Account) (upstream.Transport, error) { return upstream.New(a, upstream.Options{}) }})
 	if err != nil {

@@ -40,6 +40,24 @@ func startOwnedNodeWithhold(t *testing.T, ctx context.Context, mc *memcache.Cach
 	return n
 }
 
+// runs reports whether n runs account id as a take later than the one
+// fenced by token after (0: any take): it holds the ownership lease with
+// a greater token, and its own actor (not the view of another owner it
+// indexes) grants, its adoption done. The token matters: an instance
+// that drained the account keeps answering Holder until its renewal has
+// applied the release, and under load that lags the next owner's take.
+func (n *ownedNode) runs(id string, after uint64) bool {
+	if tok, held := n.owners.Holder(id); !held || tok <= after {
+		return false
+	}
+	for _, v := range n.sys.Views() {
+		if v.ID == id {
+			return !v.Moving
+		}
+	}
+	return false
+}
+
 // ownedByC is the takeover tests' account, at max_concurrency 2, which
 // rendezvous hashing over gw-a, gw-b and gw-c gives to gw-c.
 func ownedByC() storage.Account {
@@ -53,11 +71,12 @@ func ownedByC() storage.Account {
 }
 
 // takeover is the scene of the takeover tests: three instances, the
-// account at max_concurrency 2 owned by c, and the two leases c granted,
-// la held by a and lb by b.
+// account at max_concurrency 2 owned by c (its lease's token), and the
+// two leases c granted, la held by a and lb by b.
 type takeover struct {
 	a, b, c *ownedNode
 	acc     storage.Account
+	token   uint64
 	la, lb  *actors.Lease
 }
 
@@ -79,10 +98,9 @@ func startTakeoverWithhold(t *testing.T, ctx context.Context, withhold time.Dura
 	b := startOwnedNodeWithhold(t, ctx, mc, master, "gw-b", accs, withhold)
 	c := startOwnedNodeWithhold(t, ctx, mc, master, "gw-c", accs, withhold)
 	poll.Until(t, 10*time.Second, "c owns the account, a and b index it", func() bool {
-		_, held := c.owners.Holder(acc.ID)
-		v, _ := c.sys.View(acc.ID)
-		return held && !v.Moving && a.sys.RemoteAccounts() == 1 && b.sys.RemoteAccounts() == 1
+		return c.runs(acc.ID, 0) && a.sys.RemoteAccounts() == 1 && b.sys.RemoteAccounts() == 1
 	})
+	token, _ := c.owners.Holder(acc.ID)
 	var la, lb *actors.Lease
 	poll.Until(t, 5*time.Second, "a and b each hold a lease c granted", func() bool {
 		if la == nil {
@@ -96,7 +114,7 @@ func startTakeoverWithhold(t *testing.T, ctx context.Context, withhold time.Dura
 	if v, _ := c.sys.View(acc.ID); v.InFlight != 2 {
 		t.Fatalf("c sees %d in flight, want 2", v.InFlight)
 	}
-	return &takeover{a: a, b: b, c: c, acc: acc, la: la, lb: lb}
+	return &takeover{a: a, b: b, c: c, acc: acc, token: token, la: la, lb: lb}
 }
 
 // kill is a kill -9 of c: no heartbeat, no renewal, no endpoint.
@@ -106,21 +124,37 @@ func (s *takeover) kill() {
 	s.c.srv.Close()
 }
 
-// newOwner waits until a survivor owns the account and runs it, and returns
-// it and the other survivor.
+// newOwner waits until a survivor has taken the account over from c and
+// runs it (its adoption done), and returns it and the other survivor.
 func (s *takeover) newOwner(t *testing.T) (owner, other *ownedNode) {
 	t.Helper()
-	poll.Until(t, 15*time.Second, "a survivor owns the account and runs it", func() bool {
+	poll.Until(t, 15*time.Second, "a survivor took the account over and runs it", func() bool {
 		for _, n := range []*ownedNode{s.a, s.b} {
-			if _, held := n.owners.Holder(s.acc.ID); held {
-				if v, ok := n.sys.View(s.acc.ID); ok && v.ID == s.acc.ID && !v.Moving {
-					owner = n
-				}
+			if n.runs(s.acc.ID, s.token) {
+				owner = n
 			}
 		}
 		return owner != nil
 	})
 	return owner, map[bool]*ownedNode{true: s.b, false: s.a}[owner == s.a]
+}
+
+// waitWithheld waits until owner, the new owner, has withheld a share of
+// the account for the silent other survivor and other has owner's view of
+// it, and returns owner's count of leases in flight on it.
+func (s *takeover) waitWithheld(t *testing.T, owner, other *ownedNode) (inFlight func() int) {
+	t.Helper()
+	inFlight = func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
+	// The share withheld for the silent member appears once the adoption
+	// has heard from every member (or given up on it).
+	poll.Until(t, 10*time.Second, "the new owner's adoption done (a share withheld)", func() bool {
+		return owner.peer.Stats().Withheld > 0
+	})
+	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
+		v, ok := other.sys.View(s.acc.ID)
+		return ok && !v.Moving && v.InFlight == inFlight()
+	})
+	return inFlight
 }
 
 // granted tries one lease on each of nodes and returns how many were
@@ -209,16 +243,7 @@ func TestTakeoverWithholdsUnanswered(t *testing.T) {
 	if owner == s.b {
 		mine, theirs = s.lb, s.la
 	}
-	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
-	// The share withheld for the silent member appears once the adoption
-	// has heard from every member (or given up on it).
-	poll.Until(t, 10*time.Second, "the new owner's adoption done (a share withheld)", func() bool {
-		return owner.peer.Stats().Withheld > 0
-	})
-	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
-		v, ok := other.sys.View(s.acc.ID)
-		return ok && !v.Moving && v.InFlight == inFlight()
-	})
+	inFlight := s.waitWithheld(t, owner, other)
 	if g := s.granted(t, ctx, owner, other); g != 0 {
 		t.Fatalf("%d leases granted past max_concurrency 2 while the dead owner's 2 run, one of them held by a member that did not answer (new owner counts %d)\n%s",
 			g, inFlight(), owner.logs.String())
@@ -258,16 +283,7 @@ func TestTakeoverWithholdLimit(t *testing.T) {
 	s.kill()
 	owner, other := s.newOwner(t)
 	owner.heldLost.Store(false)
-	inFlight := func() int { v, _ := owner.sys.View(s.acc.ID); return v.InFlight }
-	// The share withheld for the silent member appears once the adoption
-	// has heard from every member (or given up on it).
-	poll.Until(t, 10*time.Second, "the new owner's adoption done (a share withheld)", func() bool {
-		return owner.peer.Stats().Withheld > 0
-	})
-	poll.Until(t, 5*time.Second, "the other survivor has the new owner's view", func() bool {
-		v, ok := other.sys.View(s.acc.ID)
-		return ok && !v.Moving && v.InFlight == inFlight()
-	})
+	inFlight := s.waitWithheld(t, owner, other)
 	if st := owner.peer.Stats(); st.Withheld != 1 || st.Adopted != 1 {
 		t.Fatalf("new owner's stats %+v, want its own lease adopted and the silent member's share (1) withheld\n%s", st, owner.logs.String())
 	}
@@ -300,23 +316,21 @@ func TestTakeoverAfterDrainAsksNobody(t *testing.T) {
 	accs := []storage.Account{acc}
 	a := startOwnedNode(t, ctx, mc, master, "gw-a", accs)
 	b := startOwnedNode(t, ctx, mc, master, "gw-b", accs)
-	runs := func(n *ownedNode) bool {
-		_, held := n.owners.Holder(acc.ID)
-		v, ok := n.sys.View(acc.ID)
-		return held && ok && !v.Moving
-	}
-	poll.Until(t, 10*time.Second, "a or b runs the account", func() bool { return runs(a) || runs(b) })
+	poll.Until(t, 10*time.Second, "a or b runs the account", func() bool { return a.runs(acc.ID, 0) || b.runs(acc.ID, 0) })
 	asked := func() int64 { return a.heldAsks.Load() + b.heldAsks.Load() }
 	before := asked()
 	c := startOwnedNode(t, ctx, mc, master, "gw-c", accs)
-	poll.Until(t, 10*time.Second, "c, joining, runs the account", func() bool { return runs(c) })
+	poll.Until(t, 10*time.Second, "c, joining, runs the account", func() bool { return c.runs(acc.ID, 0) })
 	if n := asked() - before; n != 0 {
 		t.Fatalf("c took the account after a drain and asked members %d times for leases, want 0", n)
 	}
+	token, _ := c.owners.Holder(acc.ID)
 	c.cut.down.Store(true)
 	c.srv.CloseClientConnections()
 	c.srv.Close()
-	poll.Until(t, 15*time.Second, "a survivor runs the account", func() bool { return runs(a) || runs(b) })
+	poll.Until(t, 15*time.Second, "a survivor took the account over from c and runs it", func() bool {
+		return a.runs(acc.ID, token) || b.runs(acc.ID, token)
+	})
 	if asked() == before {
 		t.Fatal("the survivor took a dead owner's account without asking the other survivor for leases")
 	}
