@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -94,27 +95,98 @@ func (c *serveChild) metric(series string) float64 {
 	return -1
 }
 
-// fleetOwner reads c's GET /api/admin/fleet with the admin key secret and
-// returns c's member ID and the owner it names for its first account by
-// rendezvous hashing over the live set it sees ("" when unreadable).
-func (c *serveChild) fleetOwner(secret string) (self, owner string) {
+// fleetView is what the fleet e2e tests read of an instance's GET
+// /api/admin/fleet.
+type fleetView struct {
+	Self    string `json:"self"`
+	Members []struct {
+		ID string `json:"id"`
+	} `json:"members"`
+	Accounts []struct {
+		ID    string `json:"id"`
+		Owner string `json:"owner"` // by rendezvous hashing over the members it sees
+		Held  bool   `json:"held"`  // it holds the account's ownership lease
+	} `json:"accounts"`
+	Owned       int `json:"owned"` // accounts running here, not draining
+	RemoteViews int `json:"remote_views"`
+}
+
+// fleetView reads c's GET /api/admin/fleet with the admin key secret.
+func (c *serveChild) fleetView(secret string) (fleetView, error) {
+	var fv fleetView
 	req, _ := http.NewRequest(http.MethodGet, c.base+"/api/admin/fleet", nil)
 	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", ""
+		return fv, err
 	}
 	defer resp.Body.Close()
-	var fl struct {
-		Self     string `json:"self"`
-		Accounts []struct {
-			Owner string `json:"owner"`
-		} `json:"accounts"`
+	if resp.StatusCode != http.StatusOK {
+		return fv, fmt.Errorf("GET /api/admin/fleet: %d", resp.StatusCode)
 	}
-	if json.NewDecoder(resp.Body).Decode(&fl) != nil || len(fl.Accounts) == 0 {
-		return fl.Self, ""
-	}
-	return fl.Self, fl.Accounts[0].Owner
+	return fv, json.NewDecoder(resp.Body).Decode(&fv)
+}
+
+// settled waits until the fleet of gws has settled, and returns each
+// account's owner: every instance sees the same len(gws) members, and
+// every account is held by exactly one instance, the one rendezvous
+// hashing names over that set, which runs it (none draining) while the
+// others index its view. Until then accounts may still move: the first
+// instance owns them all alone, and they move as the others join and as
+// each instance sees the joins at its own heartbeat; a test that checks
+// or holds leases before would see requests served by an account about
+// to move.
+func (f *fleetFixture) settled(gws ...*serveChild) map[string]*serveChild {
+	f.t.Helper()
+	var owners map[string]*serveChild
+	eventually(f.t, 60*time.Second, fmt.Sprintf("the fleet of %d instances settled", len(gws)), func() (bool, string) {
+		owners = map[string]*serveChild{}
+		views := make([]fleetView, len(gws))
+		for i, g := range gws {
+			fv, err := g.fleetView(f.secret)
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", g.base, err)
+			}
+			views[i] = fv
+		}
+		var members string
+		for i, fv := range views {
+			var ids []string
+			for _, m := range fv.Members {
+				ids = append(ids, m.ID)
+			}
+			slices.Sort(ids)
+			seen := strings.Join(ids, ",")
+			if len(ids) != len(gws) || (i > 0 && seen != members) {
+				return false, fmt.Sprintf("%s sees members %s", fv.Self, seen)
+			}
+			members = seen
+		}
+		for i, fv := range views {
+			if len(fv.Accounts) != len(f.names) {
+				return false, fmt.Sprintf("%s lists %d accounts, want %d", fv.Self, len(fv.Accounts), len(f.names))
+			}
+			held := 0
+			for _, a := range fv.Accounts {
+				if !a.Held {
+					continue
+				}
+				held++
+				if a.Owner != fv.Self {
+					return false, fmt.Sprintf("%s holds %s, which rendezvous hashing gives %s", fv.Self, a.ID, a.Owner)
+				}
+				if owners[a.ID] != nil {
+					return false, fmt.Sprintf("%s held by two instances", a.ID)
+				}
+				owners[a.ID] = gws[i]
+			}
+			if fv.Owned != held || fv.RemoteViews != len(f.names)-held {
+				return false, fmt.Sprintf("%s holds %d accounts, runs %d, indexes %d of the others'", fv.Self, held, fv.Owned, fv.RemoteViews)
+			}
+		}
+		return len(owners) == len(f.names), fmt.Sprintf("%d of %d accounts held", len(owners), len(f.names))
+	})
+	return owners
 }
 
 // fleetTTL is the fleet.ttl of the fleet e2e tests' instances (heartbeat

@@ -34,18 +34,7 @@ func TestFleetJoin(t *testing.T) {
 	f := newFleetFixture(t, "fleet-join", accounts, limit)
 	up, names, secret := f.up, f.names, f.secret
 	gws := []*serveChild{f.start(), f.start()}
-	split := func(gws []*serveChild) (bool, string) {
-		var n []int
-		sum, ok := 0, true
-		for _, g := range gws {
-			o := g.ownedAccounts()
-			n = append(n, o)
-			sum += o
-			ok = ok && o > 0
-		}
-		return ok && sum == accounts, fmt.Sprintf("owned %v", n)
-	}
-	eventually(t, 30*time.Second, "the accounts split over two instances", func() (bool, string) { return split(gws) })
+	f.settled(gws...) // the accounts split over two instances, as both see them
 
 	client := &http.Client{Timeout: 60 * time.Second}
 	// owners reads each account's owner instance ID, as g sees them.
@@ -148,7 +137,7 @@ func TestFleetJoin(t *testing.T) {
 	newcomer := f.start()
 	joinedAt := done.Load()
 	gws = append(gws, newcomer)
-	eventually(t, 30*time.Second, "the accounts split over three instances", func() (bool, string) { return split(gws) })
+	f.settled(gws...) // the accounts split over three instances
 	targets.Store(&[]*serveChild{gws[0], gws[1], gws[2]})
 	moved := done.Load()
 	eventually(t, 60*time.Second, "the load served by three instances", served(moved+200))

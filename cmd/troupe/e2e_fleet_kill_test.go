@@ -35,16 +35,14 @@ func TestFleetKill(t *testing.T) {
 	for range 3 {
 		gws = append(gws, f.start()) // announcing the listen address: the instances reach each other
 	}
-	eventually(t, 30*time.Second, "the accounts split over three instances", func() (bool, string) {
-		var n []int
-		sum := 0
-		for _, g := range gws {
-			o := g.ownedAccounts()
-			n = append(n, o)
-			sum += o
-		}
-		return sum == accounts && n[0] > 0 && n[1] > 0 && n[2] > 0, fmt.Sprintf("owned %v", n)
-	})
+	owners := f.settled(gws...) // the accounts split over three instances
+	split := map[*serveChild]int{}
+	for _, g := range owners {
+		split[g]++
+	}
+	if split[gws[0]] == 0 || split[gws[1]] == 0 || split[gws[2]] == 0 {
+		t.Fatalf("owned by the three: %d, %d, %d; want some each", split[gws[0]], split[gws[1]], split[gws[2]])
+	}
 
 	client := &http.Client{Timeout: 60 * time.Second}
 	load := func(to []*serveChild, n int) []string {

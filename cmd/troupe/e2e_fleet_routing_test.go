@@ -39,17 +39,16 @@ func TestFleetRouting(t *testing.T) {
 		// the others reach its internal endpoint.
 		gws = append(gws, f.start())
 	}
-	eventually(t, 30*time.Second, "the accounts split over three instances, each indexing the others'", func() (bool, string) {
-		var owned, remote []int
-		sum, ok := 0, true
-		for _, g := range gws {
-			o, r := g.ownedAccounts(), int(g.metric("troupe_fleet_remote_views"))
-			owned, remote = append(owned, o), append(remote, r)
-			sum += o
-			ok = ok && o > 0 && o+r == accounts
-		}
-		return ok && sum == accounts, fmt.Sprintf("owned %v, remote views %v", owned, remote)
-	})
+	// Settled: the accounts split over the three, each indexing the
+	// others'. Not each owning one: with 12 accounts rendezvous hashing
+	// over random member IDs leaves one instance none in 2.3 % of runs
+	// (3·(2/3)^12), which a wait for that never sees end.
+	owners := f.settled(gws...)
+	split := map[*serveChild]int{}
+	for _, g := range owners {
+		split[g]++
+	}
+	t.Logf("owned by the three: %d, %d, %d", split[gws[0]], split[gws[1]], split[gws[2]])
 
 	client := &http.Client{Timeout: 60 * time.Second}
 	ask := func(g *serveChild) (int, string) {

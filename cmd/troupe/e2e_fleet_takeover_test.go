@@ -43,35 +43,19 @@ func TestFleetKillHeldLeases(t *testing.T) {
 	for range 3 {
 		gws = append(gws, f.start()) // announcing the listen address: the instances reach each other
 	}
+	// Settled: one instance owns the account, the rendezvous owner over
+	// all three, and the two others index it; so the account does not move
+	// away (a join's drain) while the test holds its leases.
 	var owner *serveChild
+	for _, g := range f.settled(gws...) {
+		owner = g
+	}
 	var holders []*serveChild
-	eventually(t, 30*time.Second, "one instance owns the account, the two others index it", func() (bool, string) {
-		owner, holders = nil, nil
-		var state []string
-		for _, g := range gws {
-			o, r := g.ownedAccounts(), g.metric("troupe_fleet_remote_views")
-			state = append(state, fmt.Sprintf("owned %d remote %v", o, r))
-			switch {
-			case o == 1:
-				owner = g
-			case o == 0 && r == 1:
-				holders = append(holders, g)
-			}
+	for _, g := range gws {
+		if g != owner {
+			holders = append(holders, g)
 		}
-		if owner == nil || len(holders) != 2 {
-			return false, strings.Join(state, "; ")
-		}
-		// Settled: the owner is the rendezvous owner over all three
-		// members, so the account does not move away (a join's drain)
-		// while the test holds its leases.
-		for _, g := range gws {
-			if n := g.metric("troupe_fleet_members"); n != 3 {
-				return false, fmt.Sprintf("%s; an instance sees %v members", strings.Join(state, "; "), n)
-			}
-		}
-		self, named := owner.fleetOwner(secret)
-		return self != "" && named == self, fmt.Sprintf("%s; the owner %q, rendezvous names %q", strings.Join(state, "; "), self, named)
-	})
+	}
 
 	client := &http.Client{Timeout: 60 * time.Second}
 	send := func(g *serveChild) <-chan string {
