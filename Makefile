@@ -124,7 +124,7 @@ FUZZMINIMIZETIME ?= 60s
 # only linked again by the others.
 FUZZ_TARGETS := translate:FuzzScanner translate:FuzzAppendString translate:FuzzValidWithin translate:FuzzTranslateRequest \
 	translate:FuzzTranslateResponse translate:FuzzTranslateError translate:FuzzStream translate:FuzzStreamConformance \
-	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens gateway:FuzzParseCreateFrame gateway:FuzzOutputCaps gateway:FuzzRepeatedKeys gateway:FuzzOutputMembers gateway:FuzzScanChat gateway:FuzzSequenceNumber \
+	gateway:FuzzParseRequest gateway:FuzzEstimateInputTokens gateway:FuzzParseCreateFrame gateway:FuzzOutputCaps gateway:FuzzRepeatedKeys gateway:FuzzOutputMembers gateway:FuzzScanChat gateway:FuzzSequenceNumber gateway:FuzzCountChatDelta gateway:FuzzChatDeltaContent \
 	upstream:FuzzClassifyMessages upstream:FuzzReadAnswer upstream:FuzzParseCodexFile upstream:FuzzParseRateLimitsEvent upstream:FuzzCreateFrame \
 	admin:FuzzAdminImport admin:FuzzUsageCursor \
 	bench/scenario:FuzzParse bench/load:FuzzReadStream bench/mock:FuzzParseRequest \

@@ -171,3 +171,14 @@ func quotesIn(w uint64) uint64 {
 
 // usageChunk is isUsageChunk from the marks.
 func (m chatMarks) usageChunk() bool { return m.usageObj && m.noChoices }
+
+// backslashesIn is quotesIn for the backslash.
+func backslashesIn(w uint64) uint64 {
+	const (
+		ones      = 0x0101010101010101
+		low7      = 0x7f7f7f7f7f7f7f7f
+		backslash = ones * '\\'
+	)
+	x := w ^ backslash
+	return ^(((x & low7) + low7) | x | low7)
+}

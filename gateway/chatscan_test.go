@@ -100,25 +100,32 @@ func TestScanChatOffsets(t *testing.T) {
 	}
 }
 
-// TestQuotesIn: quotesIn marks exactly the bytes that are quotes, for
-// every byte value at every position, next to quotes and not.
+// TestQuotesIn: quotesIn (backslashesIn) marks exactly the bytes that are
+// quotes (backslashes), for every byte value at every position, next to
+// them and not.
 func TestQuotesIn(t *testing.T) {
-	for pos := range 8 {
-		for v := range 256 {
-			for _, fill := range []byte{0, 'a', '"', 0xff, '"' ^ 0x80, '"' + 1} {
-				var b [8]byte
-				for i := range b {
-					b[i] = fill
-				}
-				b[pos] = byte(v)
-				var want uint64
-				for i, c := range b {
-					if c == '"' {
-						want |= 0x80 << (8 * i)
+	for _, f := range []struct {
+		name string
+		in   func(uint64) uint64
+		c    byte
+	}{{"quotesIn", quotesIn, '"'}, {"backslashesIn", backslashesIn, '\\'}} {
+		for pos := range 8 {
+			for v := range 256 {
+				for _, fill := range []byte{0, 'a', f.c, 0xff, f.c ^ 0x80, f.c + 1} {
+					var b [8]byte
+					for i := range b {
+						b[i] = fill
 					}
-				}
-				if got := quotesIn(binary.LittleEndian.Uint64(b[:])); got != want {
-					t.Fatalf("quotesIn(% x) = %#x, want %#x", b, got, want)
+					b[pos] = byte(v)
+					var want uint64
+					for i, c := range b {
+						if c == f.c {
+							want |= 0x80 << (8 * i)
+						}
+					}
+					if got := f.in(binary.LittleEndian.Uint64(b[:])); got != want {
+						t.Fatalf("%s(% x) = %#x, want %#x", f.name, b, got, want)
+					}
 				}
 			}
 		}

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strings"
 	"unicode/utf8"
 
@@ -90,12 +92,31 @@ func (n *contentCount) countEvent(p translate.Protocol, ev translate.Event) {
 
 // countChatDelta is countEvent of a Chat chunk, data, whose first
 // `"delta":` is at index at (bytes.Index's; -1: none), found by the
-// caller's own pass over it (scanChat).
+// caller's own pass over it (scanChat). The members are read directly
+// (flatDeltaCount) when gjson's pass would meet only strings and literals
+// under keys without a backslash, as in every chunk of a text answer;
+// any other chunk is read through gjson (countDeltaMembers).
 func (n *contentCount) countChatDelta(data []byte, at int) {
 	if at < 0 {
 		return
 	}
-	gjson.Parse(b2s(data[at+len(deltaKey):])).ForEach(func(k, v gjson.Result) bool {
+	rest := data[at+len(deltaKey):]
+	if c, ok := flatDeltaCount(rest); ok {
+		n.ascii += c.ascii
+		n.other += c.other
+		return
+	}
+	n.countDeltaMembers(rest)
+}
+
+// countDeltaMembers counts the content members gjson's ForEach meets in
+// rest, the bytes after a Chat chunk's `"delta":`. ForEach does not stop
+// at the delta's closing brace: it goes on through the chunk's later
+// members (finish_reason, usage, obfuscation, a later choice's index),
+// skipping the brackets between them, and a content key among those is
+// counted too.
+func (n *contentCount) countDeltaMembers(rest []byte) {
+	gjson.Parse(b2s(rest)).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "content", "reasoning_content", "reasoning", "refusal":
 			if v.Type == gjson.String {
@@ -110,6 +131,123 @@ func (n *contentCount) countChatDelta(data []byte, at int) {
 		}
 		return true
 	})
+}
+
+// flatDeltaCount is countDeltaMembers(rest) without gjson, ok when rest
+// is within what it reads: it makes gjson's ForEach pass over the bytes
+// (a key is the string at the next quote, a value follows after any
+// spaces, commas and colons, and one byte after each value is skipped)
+// and gives up (ok false) at a key with a backslash (gjson would unescape
+// it), at a tool_calls key, or at a value other than a string or a
+// literal (numbers, objects, arrays: gjson's parse of those is not
+// copied). gjson's pass (Parse, then ForEach and parseAny over every
+// member to the chunk's end) cost a relayed text chunk about 1,500
+// instructions, the largest gjson item of a Chat stream after isContent's
+// (docs/benchmarks.md, issue 21, cpu4). FuzzCountChatDelta checks it
+// against countDeltaMembers on any bytes.
+func flatDeltaCount(rest []byte) (c contentCount, ok bool) {
+	i := 0
+	for i < len(rest) && rest[i] <= ' ' {
+		i++
+	}
+	if i == len(rest) || rest[i] != '{' {
+		return c, true // not an object: ForEach gives no key a name
+	}
+	json := rest[i:] // indices as in gjson's Raw
+	for j := 1; j < len(json); j++ {
+		q := bytes.IndexByte(json[j:], '"')
+		if q < 0 {
+			return c, true
+		}
+		ks := j + q + 1
+		ke, esc, ok := gjsonStringEnd(json, ks)
+		if !ok {
+			return c, true // an unterminated key ends ForEach
+		}
+		if esc {
+			return c, false
+		}
+		key := b2s(json[ks : ke-1])
+		if key == "tool_calls" {
+			return c, false
+		}
+		j = ke
+		for j < len(json) && (json[j] <= ' ' || json[j] == ',' || json[j] == ':') {
+			j++
+		}
+		if j == len(json) {
+			return c, true // no value: ForEach ends
+		}
+		switch ch := json[j]; {
+		case ch == '"':
+			e, _, ok := gjsonStringEnd(json, j+1)
+			if !ok {
+				return c, true // an unterminated value ends ForEach
+			}
+			switch key {
+			case "content", "reasoning_content", "reasoning", "refusal":
+				c.add(b2s(json[j:e]))
+			}
+			j = e
+		case ch == 't' || ch == 'f' || (ch == 'n' && (j+1 == len(json) || json[j+1] == 'u')):
+			j++ // gjson's parseLiteral: the letters a to z that follow
+			for j < len(json) && 'a' <= json[j] && json[j] <= 'z' {
+				j++
+			}
+		default:
+			return c, false
+		}
+		// the loop's j++ skips the byte after the value, as ForEach's does
+	}
+	return c, true
+}
+
+// gjsonStringEnd is where gjson's parseString ends the string whose
+// opening quote is just before json[i]: the index past its closing quote
+// (a quote after an even run of backslashes), whether it holds a
+// backslash, and ok false when it does not end.
+func gjsonStringEnd(json []byte, i int) (end int, esc, ok bool) {
+	for len(json)-i >= 8 { // eight bytes a step to the first quote or backslash
+		w := binary.LittleEndian.Uint64(json[i:])
+		if m := quotesIn(w) | backslashesIn(w); m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
+			break
+		}
+		i += 8
+	}
+	for ; i < len(json); i++ {
+		if json[i] > '\\' {
+			continue
+		}
+		if json[i] == '"' {
+			return i + 1, false, true
+		}
+		if json[i] == '\\' {
+			i++
+			for ; i < len(json); i++ {
+				if json[i] > '\\' {
+					continue
+				}
+				if json[i] == '"' {
+					if json[i-1] == '\\' {
+						n := 0
+						for j := i - 2; j > 0; j-- {
+							if json[j] != '\\' {
+								break
+							}
+							n++
+						}
+						if n%2 == 0 {
+							continue
+						}
+					}
+					return i + 1, true, true
+				}
+			}
+			break
+		}
+	}
+	return i, false, false
 }
 
 // deltaOf is the value of data's first "delta" key (an object's Raw runs on
