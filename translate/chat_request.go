@@ -147,8 +147,16 @@ func decodeChatMessages(v gjson.Result) ([]message, error) {
 				msgs = append(msgs, message{role: roleAssistant, parts: ps})
 			}
 		case "tool":
+			cp := path(p, "content")
+			if isNull(m.Get("content")) {
+				// OpenAI requires a tool message's content, in these words
+				// (its param reads messages.[N].content; Troupe names
+				// fields messages.N.content throughout).
+				err = badRequest(cp, "Invalid value for 'content': expected a string, got null.")
+				return false
+			}
 			var res []part
-			res, err = decodeChatContent(m.Get("content"), path(p, "content"), false)
+			res, err = decodeChatContent(m.Get("content"), cp, false)
 			if err == nil {
 				msgs = appendPart(msgs, roleTool, part{typ: partToolResult, callID: m.Get("tool_call_id").Str, result: res})
 			}

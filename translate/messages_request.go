@@ -126,9 +126,16 @@ func decodeMessagesMessages(v gjson.Result) ([]message, error) {
 		// assistant message (a prefill); naming the message, not messages,
 		// which is not empty.
 		cp := path(p, "content")
-		if c := m.Get("content"); (isNull(c) || (c.IsArray() && !c.Get("0").Exists())) && (r != roleAssistant || i != last) {
-			err = badRequest(cp, cp+" must not be empty: only the final assistant message may be")
-			return false
+		if c := m.Get("content"); r != roleAssistant || i != last {
+			switch {
+			case c.Type == gjson.String && c.Str == "":
+				// Anthropic's words for it (its message names the message).
+				err = badRequest(cp, p+": all messages must have non-empty content except for the optional final assistant message")
+				return false
+			case isNull(c) || (c.IsArray() && !c.Get("0").Exists()):
+				err = badRequest(cp, cp+" must not be empty: only the final assistant message may be")
+				return false
+			}
 		}
 		var ps []part
 		ps, err = decodeMessagesBlocks(m.Get("content"), cp, r)
