@@ -19,8 +19,9 @@ import (
 // x-api-key header) in Anthropic's
 // (https://docs.claude.com/en/api/models-list):
 // {"data":[{"type":"model","id","display_name","created_at"}],"has_more":false,"first_id","last_id"}.
-// Every model any account serves is listed, whatever its provider, since
-// every client protocol reaches every account. Aliases are listed too; a
+// Every model an enabled account serves is listed (not a disabled or
+// banned one's), whatever its provider, since every client protocol
+// reaches every account. Aliases are listed too; a
 // key's model allowlist narrows the list, and for a user's key so do the
 // user's allowlist and the models that have a price (docs/billing.md).
 func (s *Server) models(ctx *fasthttp.RequestCtx) {
@@ -72,6 +73,9 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 	seen := map[string]string{}           // model → owner (provider)
 	anyCodex := false                     // a codex account serves any model: the catalog says which
 	s.sys.EachView(func(v *actors.View) { // in place: Views copies every account's
+		if v.Status == actors.StatusDisabled || v.Status == actors.StatusBanned {
+			return // serves nothing: only an enabled account's models are listed
+		}
 		for _, m := range v.Models {
 			if _, ok := seen[m]; !ok {
 				seen[m] = string(v.Provider)

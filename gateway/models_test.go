@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -61,5 +63,44 @@ func TestModelPath(t *testing.T) {
 		if _, ok := modelPath([]byte(p)); ok {
 			t.Errorf("modelPath(%q) matched", p)
 		}
+	}
+}
+
+// TestModelsListsOnlyEnabledAccounts: /v1/models lists only the models some
+// enabled account can serve. A disabled account's models list, and the
+// Codex catalog behind a disabled any-model codex account (its only
+// empty-list one), are not listed; nor a banned account's.
+func TestModelsListsOnlyEnabledAccounts(t *testing.T) {
+	s, sys, key := testServer(t, 0, cannedTransport{500, "application/json", []byte(`{}`)})
+	s.SetModelCatalog(staticCatalog{"gpt-5.4", "gpt-5.4-mini"})
+	sys.PutAccount(storage.Account{ID: "cx", Name: "cx", Provider: storage.ProviderCodex, Disabled: true, MaxConcurrency: 4})
+	sys.PutAccount(storage.Account{ID: "off", Name: "off", Provider: storage.ProviderOpenAI, Models: []string{"off-model"}, Disabled: true, MaxConcurrency: 4})
+	sys.PutAccount(storage.Account{ID: "on", Name: "on", Provider: storage.ProviderOpenAI, Models: []string{"on-model"}, MaxConcurrency: 4})
+	waitUntil(t, "the accounts' views", func() bool {
+		n := 0
+		for _, v := range sys.Views() {
+			if v.Status == actors.StatusDisabled {
+				n++
+			}
+		}
+		return len(sys.Views()) == 3 && n == 2
+	})
+	for _, h := range []map[string]string{{"Authorization": "Bearer " + key}, {"x-api-key": key, "anthropic-version": "2023-06-01"}} {
+		resp := doWith(s, "GET", "/v1/models", h, nil)
+		var ids []string
+		gjson.GetBytes(resp.Body(), "data.#.id").ForEach(func(_, v gjson.Result) bool { ids = append(ids, v.Str); return true })
+		if resp.StatusCode() != 200 || !slices.Equal(ids, []string{"on-model"}) {
+			t.Errorf("/v1/models (%v): %d %s, want only on-model", h, resp.StatusCode(), resp.Body())
+		}
+	}
+	if r := doWith(s, "GET", "/v1/models/gpt-5.4", map[string]string{"Authorization": "Bearer " + key}, nil); r.StatusCode() != 404 {
+		t.Errorf("/v1/models/gpt-5.4 behind a disabled codex account: %d %s, want 404", r.StatusCode(), r.Body())
+	}
+	// Enabled again, the codex account brings the catalog back.
+	sys.PutAccount(storage.Account{ID: "cx", Name: "cx", Provider: storage.ProviderCodex, MaxConcurrency: 4})
+	waitUntil(t, "the codex account enabled", func() bool { v, ok := sys.View("cx"); return ok && v.Status == actors.StatusActive })
+	resp := doWith(s, "GET", "/v1/models", map[string]string{"Authorization": "Bearer " + key}, nil)
+	if ids := gjson.GetBytes(resp.Body(), "data.#.id").String(); ids != `["gpt-5.4","gpt-5.4-mini","on-model"]` {
+		t.Errorf("/v1/models with the codex account enabled: %s", resp.Body())
 	}
 }
