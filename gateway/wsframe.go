@@ -25,6 +25,31 @@ type createFrame struct {
 	input    []byte // the "input" value as a JSON array ("[]" when absent; a string becomes one user message)
 }
 
+// namedModel returns the model a frame parseCreateFrame refused names, for
+// its record: its one top-level "model" member when that is a non-empty
+// string; "" when the frame is not a JSON object, names no model, or names
+// two (which one it meant would be a guess). Called on refusals only.
+func namedModel(frame []byte) string {
+	if !translate.ValidWithin(frame, maxJSONDepth) {
+		return ""
+	}
+	root := gjson.Parse(b2s(frame))
+	if !root.IsObject() {
+		return ""
+	}
+	n, m := 0, gjson.Result{}
+	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "model" {
+			n, m = n+1, v
+		}
+		return true
+	})
+	if n != 1 || m.Type != gjson.String {
+		return ""
+	}
+	return strings.Clone(m.Str)
+}
+
 // parseCreateFrame validates a client text frame and reads it. Errors are
 // APIErrors in OpenAI's shape, sent back as error frames; the connection
 // stays open.

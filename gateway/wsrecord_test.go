@@ -16,7 +16,10 @@ import (
 // frame) is recorded as the 400 the same bad body gets over HTTP POST
 // /v1/responses: same status, error class, route, key and user. It got its
 // error frame and no record, so the key's and the user's request logs lost
-// it, while the WebSocket's billing refusals (429, 403) were recorded.
+// it, while the WebSocket's billing refusals (429, 403) were recorded. The
+// record names the model when the frame names one (it had none), and says
+// no stream (it said stream: nothing was streamed, and the same HTTP body's
+// record says none).
 func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 	b := billedServer(t)
 	u, secret := b.userKey(t, storage.User{Name: "frames", Email: "frames@example.com"}, 1_000_000_000)
@@ -73,18 +76,28 @@ func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 	}
 	leave(conn)
 	recs := records(1 + len(frames))
-	seen := 0
+	seen, named := 0, 0
 	for _, r := range recs {
 		if r.RequestID == want.RequestID {
 			continue
 		}
 		seen++
+		// Not a stream: the frame was refused before any response began,
+		// as the HTTP body was (the record's stream is what a parsed
+		// request asked for). The model is recorded when the frame names
+		// one (the unsupported type's frame), as HTTP records a parsed one.
 		if r.Status != want.Status || r.ErrorClass != want.ErrorClass || r.Route != want.Route || r.KeyID != want.KeyID ||
-			r.UserID != want.UserID || !r.Stream || r.Cost != 0 {
-			t.Errorf("WebSocket record %+v, want the HTTP 400's %+v (streamed, no cost)", r, want)
+			r.UserID != want.UserID || r.Stream || r.Cost != 0 || (r.Model != "" && r.Model != "m") {
+			t.Errorf("WebSocket record %+v, want the HTTP 400's %+v (not streamed, no cost, model m or none)", r, want)
+		}
+		if r.Model == "m" {
+			named++
 		}
 	}
 	if seen != len(frames) {
 		t.Fatalf("%d WebSocket records, want %d", seen, len(frames))
+	}
+	if named != 1 {
+		t.Errorf("%d records name model m, want 1 (the frame of type response.bogus)", named)
 	}
 }

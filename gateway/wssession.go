@@ -303,11 +303,16 @@ func (ss *wsSession) serve(c *call, frame []byte) int {
 	if frame == nil {
 		aerr := errBinaryFrame()
 		_ = ss.writeError(aerr)
+		c.stream = false // refused before any response began: nothing streamed
 		return aerr.Status
 	}
 	f, aerr := parseCreateFrame(frame)
 	if aerr != nil {
 		_ = ss.writeError(aerr)
+		// The record says what is known of the refused frame, as the same
+		// body's over HTTP does: the model it names, and no stream (none
+		// began; a parsed frame's request is a stream, this one is not one).
+		c.stream, c.model = false, namedModel(frame)
 		return aerr.Status
 	}
 	body, input, prev, aerr := ss.resolve(c, f)
