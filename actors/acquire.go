@@ -76,6 +76,22 @@ type AcquireRequest struct {
 	// Canary asks for the canary policy's judgement (System.SetCanary); the
 	// active policy judges when no canary runs.
 	Canary bool
+
+	// Wait, when set, is asked on the caller's goroutine once the
+	// scheduler parks the request (no candidate can take it now): an error
+	// ends the acquire at once with that error instead of a wait of up to
+	// MaxWait. It lets the caller refuse at once what no wait can help
+	// (the gateway: a model no account could ever serve), at no cost to a
+	// request granted at once.
+	Wait WaitCheck
+}
+
+// WaitCheck decides whether a parked acquire waits (AcquireRequest.Wait).
+// It must be safe for concurrent use.
+type WaitCheck interface {
+	// MayWait returns nil to let a parked acquire for model wait, or the
+	// error Acquire returns at once (a lease granted meanwhile goes back).
+	MayWait(model string) error
 }
 
 // filtered reports whether the request narrows candidates beyond the index.

@@ -111,10 +111,15 @@ func (s *System) Accounts(ctx context.Context) ([]string, error) {
 }
 
 // Served is what one enabled account of the deployment serves, for the
-// model catalog: its provider and models (empty: any model).
+// model catalog: its provider and models (empty: any model), and its
+// status as its latest view says, this instance's own or the one its
+// owner published (RemoteViews); StatusActive, the zero value, while no
+// view of it is known.
 type Served struct {
+	ID       string
 	Provider storage.Provider
 	Models   []string
+	Status   Status
 }
 
 // Serves reports whether the account serves model.
@@ -125,8 +130,10 @@ func (s Served) Serves(model string) bool {
 // Served returns what every enabled account of the deployment serves,
 // owned by this instance or not, when accounts run only on their owners
 // (Config.Fenced): an instance's own views then hold only its share, yet
-// the deployment serves every account's models. Nil without Config.Fenced
-// (Views holds every account). The error is ctx's.
+// the deployment serves every account's models. Each one carries its
+// status where a view of it is known (this instance's, or the one its
+// owner published). Nil without Config.Fenced (Views holds every
+// account). The error is ctx's.
 func (s *System) Served(ctx context.Context) ([]Served, error) {
 	if !s.fenced {
 		return nil, nil // no pool round trip for every /v1/models
@@ -135,6 +142,11 @@ func (s *System) Served(ctx context.Context) ([]Served, error) {
 	s.engine.Send(s.pool, poolServed{reply: reply})
 	select {
 	case out := <-reply:
+		for i := range out {
+			if v, ok := s.View(out[i].ID); ok {
+				out[i].Status = v.Status
+			}
+		}
 		return out, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -214,7 +226,7 @@ func (p *pool) receiveFenced(c *mailCtx, msg any) bool {
 			out = make([]Served, 0, len(f.configs))
 			for _, put := range f.configs {
 				if a := put.account; !a.Disabled {
-					out = append(out, Served{Provider: a.Provider, Models: a.Models})
+					out = append(out, Served{ID: a.ID, Provider: a.Provider, Models: a.Models})
 				}
 			}
 		}

@@ -46,3 +46,17 @@ func (s *System) EachView(fn func(*View)) {
 		return true
 	})
 }
+
+// AnyView reports whether fn holds for the latest view of some account,
+// calling it in no order until it does (the rest are not visited). As with
+// EachView, fn may keep the pointer but must not write through it.
+func (s *System) AnyView(fn func(*View) bool) bool {
+	found := false
+	s.snapshots.each(func(sn *snapshot) bool {
+		if p := sn.peek(); p != nil && fn(p) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}

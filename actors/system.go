@@ -228,8 +228,8 @@ func (s *System) RemoveAccount(id string) {
 
 // Acquire asks the scheduler for a lease for req. It waits at most req.MaxWait
 // for capacity (plus message latency), and returns early when ctx is done.
-// Errors are *AcquireError (ErrNoAccount, ErrUnavailable, ErrBusy) or ctx's
-// error. A returned lease must be passed to Release exactly once.
+// Errors are *AcquireError (ErrNoAccount, ErrUnavailable, ErrBusy), ctx's
+// error, or the one req.Wait refused the wait with. A returned lease must be passed to Release exactly once.
 func (s *System) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
 	st := &acquireState{
 		AcquireRequest: req,
@@ -289,6 +289,11 @@ const stallBound = time.Second
 // caller's own timer ends the wait at its deadline exactly (abandon makes
 // that race-free); the scheduler's sweep only cleans up after it.
 func (s *System) awaitParked(ctx context.Context, st *acquireState) (*Lease, error) {
+	if st.Wait != nil {
+		if err := st.Wait.MayWait(st.Model); err != nil {
+			return s.abandon(st, err)
+		}
+	}
 	t := s.timer(max(st.deadline.Sub(s.now()), 0))
 	defer s.timers.Put(t)
 	defer t.Stop()

@@ -113,13 +113,13 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	rctx, cancel := context.WithTimeout(context.Background(), s.cfg.NonStreamTimeout)
 	defer cancel()
 	lease, err := s.sys.Acquire(rctx, actors.AcquireRequest{
-		Endpoint: translate.Messages, Native: true, Model: target, Group: key.Group, MaxWait: countWait, KeyID: key.ID,
+		Endpoint: translate.Messages, Native: true, Model: target, Group: key.Group, MaxWait: countWait, KeyID: key.ID, Wait: waitCheck{s},
 	})
 	if err == nil {
 		if s.countUpstream(ctx, rctx, lease, body) {
 			return
 		}
-	} else if errors.Is(err, actors.ErrNoAccount) && !s.couldServe(target) && !s.servedElsewhere(target) {
+	} else if errors.Is(err, errNeverServable) || (errors.Is(err, actors.ErrNoAccount) && !s.couldServe(target) && !s.servedElsewhere(target)) {
 		writeError(ctx, errModelNotFound(m.Str))
 		return
 	}
@@ -193,7 +193,16 @@ func (s *Server) serves(model string) bool {
 
 // couldServe reports whether an account of this instance's views could
 // serve model, now or once it is back, which decides 503 (retry later)
-// from 404 (no such model) when no account can take a request:
+// from 404 (no such model) when no account can take a request (mayServe
+// says which accounts count). It stops at the first account that could:
+// called only when an acquire failed or was parked.
+func (s *Server) couldServe(model string) bool {
+	var cat lazyCatalog
+	return s.sys.AnyView(func(v *actors.View) bool { return s.mayServe(v.Provider, v.Models, v.Status, model, &cat) })
+}
+
+// mayServe reports whether an account of provider p with the models list
+// models, in status st, could serve model now or once it is back:
 //   - an account that names model in its models list, whatever its status
 //     (the operator configured the model; a disabled account may be
 //     enabled again), unless it is banned;
@@ -205,44 +214,65 @@ func (s *Server) serves(model string) bool {
 //     when one is installed and known (SetModelCatalog): the Codex backend
 //     serves nothing else, whatever the account's state.
 //
-// It scans every view: called only when an acquire failed.
-func (s *Server) couldServe(model string) bool {
-	var catalog []string
-	catalogRead := false
-	found := false
-	s.sys.EachView(func(v *actors.View) {
-		switch {
-		case found || v.Status == actors.StatusBanned:
-		case len(v.Models) > 0:
-			found = slices.Contains(v.Models, model)
-		case v.Status != actors.StatusActive && v.Status != actors.StatusCooling:
-		case v.Provider == storage.ProviderCodex && s.catalog != nil:
-			if !catalogRead {
-				catalog, catalogRead = s.catalog.Models(), true
-			}
-			_, in := slices.BinarySearch(catalog, model) // Models is sorted
-			found = in || len(catalog) == 0
-		default:
-			found = true
+// cat reads the catalog once for the calls of one judgement.
+func (s *Server) mayServe(p storage.Provider, models []string, st actors.Status, model string, cat *lazyCatalog) bool {
+	switch {
+	case st == actors.StatusBanned:
+		return false
+	case len(models) > 0:
+		return slices.Contains(models, model)
+	case st != actors.StatusActive && st != actors.StatusCooling:
+		return false
+	case p == storage.ProviderCodex && s.catalog != nil:
+		if !cat.read {
+			cat.models, cat.read = s.catalog.Models(), true
 		}
-	})
-	return found
+		_, in := slices.BinarySearch(cat.models, model) // Models is sorted
+		return in || len(cat.models) == 0
+	}
+	return true
+}
+
+// lazyCatalog is the Codex catalog's models, read on first need.
+type lazyCatalog struct {
+	models []string
+	read   bool
 }
 
 // servedElsewhere reports whether an account this instance does not own
-// serves model (fleet ownership, docs/fleet.md): a request for it is then
-// "no account here right now" (503, retryable through a load balancer),
-// never "no such model".
+// could serve model (fleet ownership, docs/fleet.md), by mayServe's rule
+// and the status its owner last published (active while none is known): a
+// request for it is then "no account here right now" (503, retryable
+// through a load balancer), never "no such model".
 func (s *Server) servedElsewhere(model string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	served, _ := s.sys.Served(ctx)
+	var cat lazyCatalog
 	for _, a := range served {
-		if a.Serves(model) {
+		if s.mayServe(a.Provider, a.Models, a.Status, model, &cat) {
 			return true
 		}
 	}
 	return false
+}
+
+// errNeverServable ends the wait of a parked acquire for a model no account
+// could ever serve (waitCheck); the request is answered 404 model_not_found.
+var errNeverServable = errors.New("gateway: no account could ever serve the model")
+
+// waitCheck lets a parked acquire wait only for a model some account could
+// serve once back (actors.AcquireRequest.Wait): a request for one none
+// ever could is answered 404 at once, not after gateway.max_wait.
+type waitCheck struct{ s *Server }
+
+// MayWait returns errNeverServable when no account, here or (in a fleet)
+// elsewhere, could ever serve model; nil otherwise.
+func (w waitCheck) MayWait(model string) error {
+	if !w.s.couldServe(model) && !w.s.servedElsewhere(model) {
+		return errNeverServable
+	}
+	return nil
 }
 
 // Estimate weights: a token per 4 bytes of ASCII text and per non-ASCII

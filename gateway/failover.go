@@ -131,7 +131,7 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 		lease, err := s.sys.Acquire(ctx, actors.AcquireRequest{
 			Endpoint: c.endpoint, Native: c.native, Model: c.target, Group: c.group, Exclude: tried, MaxWait: s.cfg.MaxWait,
 			Provider: c.provider, Tags: c.tags, StickyKey: c.sticky, KeyID: c.key.ID, Weight: c.key.Weight, Prefer: prefer,
-			Only: c.only, Canary: c.canary,
+			Only: c.only, Canary: c.canary, Wait: waitCheck{s},
 		})
 		if err != nil {
 			if last != nil {

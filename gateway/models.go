@@ -89,6 +89,9 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 	defer cancel()
 	if served, err := s.sys.Served(sctx); err == nil {
 		for _, a := range served {
+			if a.Status == actors.StatusDisabled || a.Status == actors.StatusBanned {
+				continue // as its owner published it
+			}
 			for _, m := range a.Models {
 				if _, ok := seen[m]; !ok {
 					seen[m] = string(a.Provider)

@@ -637,6 +637,9 @@ func clientError(f *failure) *APIError {
 }
 
 func (s *Server) acquireError(c *call, err error) *APIError {
+	if errors.Is(err, errNeverServable) {
+		return errModelNotFound(c.model) // refused while parked (waitCheck)
+	}
 	var ae *actors.AcquireError
 	if errors.As(err, &ae) {
 		if errors.Is(ae.Err, actors.ErrNoAccount) {

@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/storage"
+	"github.com/troupe-gw/troupe/upstream"
 	"github.com/valyala/fasthttp"
 )
 
@@ -80,3 +84,83 @@ func TestUnknownModelBesideUnavailableAnyModelAccount(t *testing.T) {
 		}
 	})
 }
+
+// TestUnknownModelAnsweredAtOnce: a model no account could ever serve is
+// 404 model_not_found (Anthropic: not_found_error) at once, not after
+// gateway.max_wait, when the only candidate is a merely cooling any-model
+// codex account (the Codex catalog does not list the model): the request
+// was parked for the account's return and answered 404 only when its wait
+// ran out. MaxWait is an hour here; the answers must come well before.
+// (Checked to fail before the fix: the answers did not come in 30 s.)
+func TestUnknownModelAnsweredAtOnce(t *testing.T) {
+	s, sys, key := testServerCfg(t, 0, cannedTransport{429, "application/json",
+		[]byte(`{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","resets_in_seconds":3600}}`)},
+		Config{MaxWait: 100 * time.Millisecond})
+	s.SetModelCatalog(staticCatalog{"gpt-5.4", "gpt-5.4-mini"})
+	sys.PutAccount(storage.Account{ID: "cx", Name: "cx", Provider: storage.ProviderCodex, MaxConcurrency: 4})
+	waitUntil(t, "the account's view", func() bool { return len(sys.Views()) == 1 })
+	unknownModelAnswers(s, key, "gpt-5.4") // the quota rests the account for an hour
+	waitUntil(t, "the account resting", func() bool { return sys.Views()[0].Status == actors.StatusCooling })
+	s.cfg.MaxWait = time.Hour // no request in flight: the setup's have ended
+	type answers struct{ chat, msgs *fasthttp.Response }
+	done := make(chan answers, 1)
+	go func() {
+		chat, msgs := unknownModelAnswers(s, key, "nope")
+		done <- answers{chat, msgs}
+	}()
+	select {
+	case a := <-done:
+		wantNotFound(t, "an unknown model beside a cooling any-model codex account", a.chat, a.msgs)
+	case <-time.After(30 * time.Second): // a bound, not a measure: the answer takes microseconds
+		t.Fatal("no answer for an unknown model within 30 s: it waits for the cooling account (max_wait 1 h)")
+	}
+}
+
+// TestFleetUnknownModelUsesRemoteStatus: under fleet ownership, another
+// instance's any-model account counts for an unknown model's 503 only as
+// couldServe counts a local one, by the status its owner published: an
+// unauthorized any-model account elsewhere leaves an unknown model 404
+// model_not_found (it counted whatever its status: a 503 that Anthropic
+// clients retry for ever), while an active one elsewhere keeps it 503.
+func TestFleetUnknownModelUsesRemoteStatus(t *testing.T) {
+	store := newMemStore()
+	sys, err := actors.Start(actors.Config{Store: store, Fenced: true, Transport: func(storage.Account) (upstream.Transport, error) {
+		return cannedTransport{500, "application/json", []byte(`{}`)}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sys.Stop(ctx)
+	})
+	sys.SetRemote(refusingRemote{})
+	sys.PutAccount(storage.Account{ID: "theirs", Name: "theirs", Provider: storage.ProviderOpenAI, MaxConcurrency: 4})
+	waitUntil(t, "the account known", func() bool { ids, _ := sys.Accounts(t.Context()); return len(ids) == 1 })
+	secret, k, err := NewKey("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.CreateAPIKey(context.Background(), k)
+	s := New(Config{MaxWait: 10 * time.Millisecond}, sys, store, nil, nil, nil)
+	remote := func(st actors.Status) {
+		sys.RemoteViews("other", []actors.View{{ID: "theirs", Name: "theirs", Provider: storage.ProviderOpenAI, Status: st, MaxInFlight: 4, Version: uint64(st) + 1}})
+		waitUntil(t, "the owner's view", func() bool { v, ok := sys.View("theirs"); return ok && v.Status == st })
+	}
+	remote(actors.StatusUnauthorized)
+	chat, msgs := unknownModelAnswers(s, secret, "nope")
+	wantNotFound(t, "an unauthorized any-model account elsewhere", chat, msgs)
+	remote(actors.StatusActive)
+	if chat, _ := unknownModelAnswers(s, secret, "nope"); chat.StatusCode() != 503 {
+		t.Errorf("an active any-model account elsewhere: %d %s, want 503", chat.StatusCode(), chat.Body())
+	}
+}
+
+// refusingRemote is an actors.Remote whose owners refuse every grant.
+type refusingRemote struct{}
+
+func (refusingRemote) Grant(context.Context, string, actors.RemoteRequest) (actors.RemoteGrant, error) {
+	return actors.RemoteGrant{}, errors.New("refused")
+}
+func (refusingRemote) Release(string, string, actors.Outcome, *upstream.RateLimits) {}
