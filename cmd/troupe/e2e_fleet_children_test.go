@@ -252,7 +252,7 @@ func newFleetFixture(t *testing.T, key string, accounts, limit int) *fleetFixtur
 	f.secret = secret
 	f.env = []string{"TROUPE_LISTEN=127.0.0.1:0", "TROUPE_LOG_LEVEL=info",
 		"TROUPE_STORAGE_DRIVER=postgres", "TROUPE_STORAGE_DSN=" + pg, "TROUPE_STORAGE_MASTER_KEY=" + master,
-		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + rurl, "TROUPE_CACHE_PREFIX=" + prefix,
+		"TROUPE_CACHE_DRIVER=redis", "TROUPE_CACHE_URL=" + cachetest.SlackURL(rurl), "TROUPE_CACHE_PREFIX=" + prefix,
 		"TROUPE_FLEET_OWNERSHIP=true", "TROUPE_FLEET_TTL=" + fleetTTL.String(), "TROUPE_FLEET_HEARTBEAT=200ms",
 		"TROUPE_GATEWAY_MAX_WAIT=30s"}
 	return f

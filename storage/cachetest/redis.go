@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +60,26 @@ func RedisURL(t testing.TB) string {
 		skipOrFail(t, "Redis at %s unreachable: %v", opt.Addr, err)
 	}
 	return u
+}
+
+// SlackURL returns url with SlackTimeout as its client's dial, read, write
+// and pool timeouts (cache.url's query parameters, docs/configuration.md),
+// for a gateway process a test starts on the shared Redis: at the default
+// 200 ms a loaded machine's slow reply reads as an outage, and the gateway
+// falls back to its local cache, which other instances do not share.
+// Parameters url already sets are kept.
+func SlackURL(url string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for _, k := range []string{"dial_timeout", "read_timeout", "write_timeout", "pool_timeout"} {
+		if !strings.Contains(url, k+"=") {
+			url += sep + k + "=" + SlackTimeout.String()
+			sep = "&"
+		}
+	}
+	return url
 }
 
 // RedisPrefix returns a key prefix of its own for t ("troupe-test:<random>:")
