@@ -62,7 +62,8 @@ type AcquireRequest struct {
 	Prefer string
 	// Only, when set, names the one account that may serve the request (the
 	// owner of a previous_response_id whose state no other account has).
-	// While that account is busy the request waits for it, up to MaxWait, in
+	// While that account is busy, or rests for a token refresh after a 401
+	// (cooldown reason auth), the request waits for it, up to MaxWait, in
 	// a queue of its own (owned.go); an account not in the pool, or not
 	// serving the request, fails it with ErrUnavailable at once.
 	Only string

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"time"
+
+	"github.com/troupe-gw/troupe/upstream"
 )
 
 // Waiters for one account (AcquireRequest.Only): requests whose state lives
@@ -15,7 +17,7 @@ const maxOwnedWaiters = 1024
 func (s *scheduler) parkOwned(req *acquireState) {
 	e := s.byID[req.Only]
 	switch {
-	case e == nil || !s.inSet(e, req) || !e.v[req.slot].scored.OK || e.terminal:
+	case e == nil || !s.inSet(e, req) || (!e.v[req.slot].scored.OK && !refreshing(e.view)) || e.terminal:
 		s.reject(req, &AcquireError{Err: ErrUnavailable, RetryAfter: time.Minute})
 	case req.excluded(req.Only):
 		s.reject(req, &AcquireError{Err: ErrUnavailable, RetryAfter: time.Second})
@@ -77,4 +79,12 @@ func (s *scheduler) sweepOwned(now time.Time) {
 			s.owned[id] = kept
 		}
 	}
+}
+
+// refreshing reports whether v's account rests for a token refresh after
+// a 401 (cooldown reason auth): it is back within moments, so a request
+// bound to it (Only) waits for it, up to its MaxWait, though the policy
+// excludes it while it rests.
+func refreshing(v *View) bool {
+	return v.Status == StatusCooling && v.CooldownReason == upstream.ClassAuth.String()
 }

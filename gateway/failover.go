@@ -111,15 +111,18 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 	// count and the budget.
 	retryOn := ""
 	// authWait: the request already went back once to a codex account
-	// that answered 401 and refreshes its tokens (see authRetry).
-	authWait := false
+	// that answered 401 and refreshes its tokens (see authRetry); authNext:
+	// the next attempt is that one, which a request bound to its account
+	// (c.only) takes too.
+	authWait, authNext := false, false
 	for c.attempts < maxAttempts || retryOn != "" {
 		if retryOn == "" && c.attempts > 0 && s.now().After(budgetEnd) {
 			break // the first attempt is never cut short; failovers share the budget after it
 		}
-		if retryOn == "" && c.attempts > 0 && c.only != "" {
+		if retryOn == "" && c.attempts > 0 && c.only != "" && !authNext {
 			break // only the owner of previous_response_id holds its state
 		}
+		authNext = false
 		prefer := c.prefer
 		if retryOn != "" {
 			prefer, retryOn = retryOn, ""
@@ -182,8 +185,10 @@ func (s *Server) run(ctx context.Context, c *call) outcome {
 			// the account is not excluded, so when no other account can take
 			// the request it waits for the refresh (up to MaxWait, within the
 			// request's timeout) instead of failing with a 503. Once only: a
-			// 401 on the refreshed tokens makes the account unauthorized.
-			authWait, tried = true, tried[:len(tried)-1]
+			// 401 on the refreshed tokens makes the account unauthorized. A
+			// request bound to that account by previous_response_id gets
+			// this retry too, on the same account (the only one it may use).
+			authWait, authNext, tried = true, true, tried[:len(tried)-1]
 		}
 	}
 	s.metrics.failovers.Observe(float64(max(c.attempts-1, 0)))

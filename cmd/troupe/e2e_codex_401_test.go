@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/actors"
 	"github.com/troupe-gw/troupe/bench/codexmock"
 	"github.com/troupe-gw/troupe/storage"
@@ -89,5 +90,63 @@ func TestCodex401MidTraffic(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, rt) || strings.Contains(l, access) {
 		t.Fatal("the gateway log holds a token")
+	}
+}
+
+// TestCodex401PreviousResponse: a request bound by previous_response_id to
+// a codex account (affinity: only that account holds its state) that meets
+// the account's 401 gets the one wait-for-refresh retry on that account
+// that other requests get (TestCodex401MidTraffic), and is served; before,
+// it ended at its first attempt, with a 503.
+func TestCodex401PreviousResponse(t *testing.T) {
+	clearTroupeEnv(t)
+	var skew atomic.Int64 // the mock's clock offset
+	m, err := codexmock.Start(codexmock.Config{
+		AccessTTL:    time.Hour,
+		RefreshDelay: 200 * time.Millisecond,
+		Now:          func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const id = "44444444-0000-4000-8000-000000000005"
+	rt := m.AddAccount(codexmock.Account{ID: id, Plan: "plus"})
+	access, _ := m.IssueAccess(id, time.Hour)
+	cfg := testConfig(t)
+	cfg.Codex.OAuthTokenURL = m.TokenURL()
+	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
+		MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
+	logs := &syncBuffer{}
+	a, err := startApp(t.Context(), cfg, newLogger(cfg, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.serve()
+	t.Cleanup(func() {
+		if err := a.shutdown(10 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	waitHealthy(t, a)
+	secret, _ := createKey(t, a.store, "k", nil)
+	st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"hi"}`)
+	if st != 200 {
+		t.Fatalf("first request: %d %s", st, b)
+	}
+	prev := gjson.GetBytes(b, "id").Str
+	if prev == "" {
+		t.Fatalf("first request: no response id in %s", b)
+	}
+	skew.Store(int64(2 * time.Hour)) // the access token is now expired, for the backend only
+	st, b = gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","previous_response_id":"`+prev+`","input":"more"}`)
+	if st != 200 {
+		t.Fatalf("the bound request during the refresh: %d %s, want 200", st, b)
+	}
+	if g, refused := m.Grants(); g != 1 || refused != 0 {
+		t.Fatalf("refresh grants %d, refused %d: want exactly one refresh", g, refused)
 	}
 }
