@@ -22,40 +22,8 @@ import (
 // the ten requests wait for the refresh and are served (none gets a 503).
 // No refresh token or access token appears in the gateway's log.
 func TestCodex401MidTraffic(t *testing.T) {
-	clearTroupeEnv(t)
-	var skew atomic.Int64 // the mock's clock offset
-	m, err := codexmock.Start(codexmock.Config{
-		AccessTTL:    time.Hour,
-		RefreshDelay: 200 * time.Millisecond,
-		Now:          func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	const id = "44444444-0000-4000-8000-000000000004"
-	rt := m.AddAccount(codexmock.Account{ID: id, Plan: "plus"})
-	access, _ := m.IssueAccess(id, time.Hour)
-	cfg := testConfig(t)
-	cfg.Codex.OAuthTokenURL = m.TokenURL()
-	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
-		MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
-	logs := &syncBuffer{}
-	a, err := startApp(t.Context(), cfg, newLogger(cfg, logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.serve()
-	t.Cleanup(func() {
-		if err := a.shutdown(10 * time.Second); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	waitHealthy(t, a)
-	secret, _ := createKey(t, a.store, "k", nil)
+	f := startCodex401(t, "44444444-0000-4000-8000-000000000004")
+	a, m, skew, secret, logs := f.a, f.m, f.skew, f.secret, f.logs
 	if st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"hi"}`); st != 200 {
 		t.Fatalf("first request: %d %s", st, b)
 	}
@@ -88,7 +56,7 @@ func TestCodex401MidTraffic(t *testing.T) {
 			t.Fatalf("account %s status %s", v.Name, v.Status)
 		}
 	}
-	if l := logs.String(); strings.Contains(l, rt) || strings.Contains(l, access) {
+	if l := logs.String(); strings.Contains(l, f.rt) || strings.Contains(l, f.access) {
 		t.Fatal("the gateway log holds a token")
 	}
 }
@@ -99,40 +67,8 @@ func TestCodex401MidTraffic(t *testing.T) {
 // that other requests get (TestCodex401MidTraffic), and is served; before,
 // it ended at its first attempt, with a 503.
 func TestCodex401PreviousResponse(t *testing.T) {
-	clearTroupeEnv(t)
-	var skew atomic.Int64 // the mock's clock offset
-	m, err := codexmock.Start(codexmock.Config{
-		AccessTTL:    time.Hour,
-		RefreshDelay: 200 * time.Millisecond,
-		Now:          func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	const id = "44444444-0000-4000-8000-000000000005"
-	rt := m.AddAccount(codexmock.Account{ID: id, Plan: "plus"})
-	access, _ := m.IssueAccess(id, time.Hour)
-	cfg := testConfig(t)
-	cfg.Codex.OAuthTokenURL = m.TokenURL()
-	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
-		MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: rt, AccessToken: access, AccountID: id}})
-	logs := &syncBuffer{}
-	a, err := startApp(t.Context(), cfg, newLogger(cfg, logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.serve()
-	t.Cleanup(func() {
-		if err := a.shutdown(10 * time.Second); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	waitHealthy(t, a)
-	secret, _ := createKey(t, a.store, "k", nil)
+	f := startCodex401(t, "44444444-0000-4000-8000-000000000005")
+	a, m, skew, secret := f.a, f.m, f.skew, f.secret
 	st, b := gatewayDo(t, a, "POST", "/v1/responses", secret, `{"model":"gpt-5.4","input":"hi"}`)
 	if st != 200 {
 		t.Fatalf("first request: %d %s", st, b)
@@ -149,4 +85,56 @@ func TestCodex401PreviousResponse(t *testing.T) {
 	if g, refused := m.Grants(); g != 1 || refused != 0 {
 		t.Fatalf("refresh grants %d, refused %d: want exactly one refresh", g, refused)
 	}
+}
+
+// codex401 is a gateway with one codex account ("cx", model gpt-5.4) on a
+// codexmock whose clock runs skew ahead of the gateway's, so that a test
+// can expire the access token for the backend only; the mock's refresh
+// takes 200 ms. The gateway's log is printed when the test fails.
+type codex401 struct {
+	a          *app
+	m          *codexmock.Server
+	skew       *atomic.Int64 // the mock's clock offset, in nanoseconds
+	secret     string        // an API key of the gateway
+	rt, access string        // the account's refresh and access tokens
+	logs       *syncBuffer
+}
+
+// startCodex401 starts a codex401 whose account has the ChatGPT account id id.
+func startCodex401(t *testing.T, id string) *codex401 {
+	clearTroupeEnv(t)
+	f := &codex401{skew: new(atomic.Int64), logs: &syncBuffer{}}
+	m, err := codexmock.Start(codexmock.Config{
+		AccessTTL:    time.Hour,
+		RefreshDelay: 200 * time.Millisecond,
+		Now:          func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	f.m = m
+	f.rt = m.AddAccount(codexmock.Account{ID: id, Plan: "plus"})
+	f.access, _ = m.IssueAccess(id, time.Hour)
+	cfg := testConfig(t)
+	cfg.Codex.OAuthTokenURL = m.TokenURL()
+	putAccounts(t, cfg, storage.Account{Name: "cx", Provider: storage.ProviderCodex, BaseURL: m.BaseURL(), Models: []string{"gpt-5.4"},
+		MaxConcurrency: 16, Credentials: storage.Credentials{RefreshToken: f.rt, AccessToken: f.access, AccountID: id}})
+	a, err := startApp(t.Context(), cfg, newLogger(cfg, f.logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.serve()
+	t.Cleanup(func() {
+		if err := a.shutdown(10 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", f.logs.String())
+		}
+	})
+	waitHealthy(t, a)
+	f.a = a
+	f.secret, _ = createKey(t, a.store, "k", nil)
+	return f
 }
