@@ -9,7 +9,6 @@ import (
 
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
-	"github.com/troupe-gw/troupe/upstream"
 )
 
 // TestAdopt: the takeover path (System.Adopt, docs/fleet.md "A dead
@@ -24,16 +23,7 @@ import (
 // deadline pass on the bubble's clock.)
 func TestAdopt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
-			Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s.Stop(ctx)
-		}()
+		s := startFenced(t)
 		ctx := context.Background()
 		s.PutAccount(storage.Account{ID: "a1", Name: "one", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 2})
 		synctest.Wait()
@@ -135,16 +125,7 @@ func TestAdopt(t *testing.T) {
 // then a slot short for good.)
 func TestAdoptGivenUpNotCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
-			Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s.Stop(ctx)
-		}()
+		s := startFenced(t)
 		s.PutAccount(storage.Account{ID: "a1", Name: "one", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 2})
 		fence := new(Fence)
 		fence.Extend(time.Time{}, 9)

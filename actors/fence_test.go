@@ -11,12 +11,10 @@ import (
 	"github.com/troupe-gw/troupe/upstream"
 )
 
-// With Config.Fenced an account runs only while owned: put alone spawns
-// nothing; Own spawns it under its fence; a fence that has passed refuses
-// grants (the view says Moving); Own again after a renewal grants again;
-// Disown drains — no new grant, done once the lease in flight is released
-// — and stops the actor.
-func TestFencedOwnership(t *testing.T) {
+// startFenced starts a System with Config.Fenced on a test store and
+// transport, stopped when t ends (inside a synctest bubble, within it).
+func startFenced(t testing.TB) *System {
+	t.Helper()
 	s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
 		Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
 	if err != nil {
@@ -27,6 +25,16 @@ func TestFencedOwnership(t *testing.T) {
 		defer cancel()
 		s.Stop(ctx)
 	})
+	return s
+}
+
+// With Config.Fenced an account runs only while owned: put alone spawns
+// nothing; Own spawns it under its fence; a fence that has passed refuses
+// grants (the view says Moving); Own again after a renewal grants again;
+// Disown drains — no new grant, done once the lease in flight is released
+// — and stops the actor.
+func TestFencedOwnership(t *testing.T) {
+	s := startFenced(t)
 	ctx := t.Context()
 	s.PutAccount(storage.Account{ID: "a1", Name: "one", Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 2})
 	waitFor(t, func() bool { ids, _ := s.Accounts(ctx); return len(ids) == 1 })

@@ -47,16 +47,7 @@ func (f *fakeRemote) counts() (asked, released int) {
 // lease whose release goes to the owner; and once the account runs here,
 // its own actor replaces the remote entry.
 func TestRemoteEntries(t *testing.T) {
-	s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
-		Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
+	s := startFenced(t)
 	ctx := t.Context()
 	fr := &fakeRemote{}
 	s.SetRemote(fr)
@@ -148,16 +139,7 @@ func TestRemoteEntries(t *testing.T) {
 // picked while it has room, and the one another instance owns only when the
 // local one is full; the owner is asked once.
 func TestRemoteLocalFirst(t *testing.T) {
-	s, err := Start(Config{Store: &memUsage{}, Logger: quiet, Fenced: true,
-		Transport: func(storage.Account) (upstream.Transport, error) { return nopTransport{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
+	s := startFenced(t)
 	ctx := t.Context()
 	fr := &fakeRemote{}
 	s.SetRemote(fr)
