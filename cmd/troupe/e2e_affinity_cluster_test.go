@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,11 +16,14 @@ import (
 
 // clusterConfig is a test configuration on a fresh PostgreSQL database and
 // a Redis prefix of the test's own, shared by every instance built from it.
+// Its Redis client waits cachetest.SlackTimeout: on a loaded machine the
+// default 200 ms reads a slow reply as an outage, and what the instances
+// share there (sessions, a moved account's cooldown) is then not shared.
 func clusterConfig(t *testing.T, pgURL, redisURL, prefix string) *Config {
 	cfg := testConfig(t)
 	cfg.Storage.Driver, cfg.Storage.DSN = "postgres", pgURL
 	cfg.Storage.MasterKey = strings.Repeat("ab", 32)
-	cfg.Cache.Driver, cfg.Cache.URL, cfg.Cache.Prefix = "redis", redisURL, prefix
+	cfg.Cache.Driver, cfg.Cache.URL, cfg.Cache.Prefix = "redis", cachetest.SlackURL(redisURL), prefix
 	cfg.Policies.Active = "round_robin" // spread sessions, so keeping one is affinity's doing
 	return cfg
 }
@@ -58,7 +60,8 @@ func startStoppable(t *testing.T, cfg *Config) (b *app, stop func() error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = &app{cfg: cfg, log: newLogger(cfg, io.Discard), store: store}
+	logs := &syncBuffer{}
+	b = &app{cfg: cfg, log: newLogger(cfg, logs), store: store}
 	if err := b.start(ctx); err != nil {
 		store.Close()
 		t.Fatal(err)
@@ -69,7 +72,12 @@ func startStoppable(t *testing.T, cfg *Config) (b *app, stop func() error) {
 		once.Do(func() { err = b.shutdown(10 * time.Second) })
 		return err
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("stoppable instance's log:\n%s", logs.String())
+		}
+	})
 	return b, stop
 }
 
