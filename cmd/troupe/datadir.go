@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/troupe-gw/troupe/storage/journal"
 )
@@ -41,15 +42,28 @@ func busyDirError(dir, what, stopCmd string) error {
 	return fmt.Errorf("%s is already running on the data directory %s%s: stop it with `%s`, or give this one another directory with --data DIR", what, dir, who, stopCmd)
 }
 
-// stopHint is the troupe stop command line that stops what runs on dir.
+// stopHint is the troupe stop command line that stops what runs on dir,
+// starting with the binary as this one was started (cmdName).
 func stopHint(dir string) string {
+	self := cmdName(os.Args[0])
 	if filepath.Clean(dir) == filepath.Clean(mockDataDir) {
-		return "troupe stop --mock"
+		return self + " stop --mock"
 	}
 	if filepath.Clean(dir) == "data" {
-		return "troupe stop"
+		return self + " stop"
 	}
-	return "troupe stop --data " + dir
+	return self + " stop --data " + dir
+}
+
+// cmdName is how a command line to paste names this binary: arg0 (its
+// os.Args[0]) when that is a path to a binary named troupe, such as
+// make demo's ./bin/troupe, which is not on PATH; "troupe" otherwise (on
+// PATH, or a test binary).
+func cmdName(arg0 string) string {
+	if filepath.Base(arg0) == "troupe" && strings.ContainsRune(arg0, filepath.Separator) {
+		return arg0
+	}
+	return "troupe"
 }
 
 // dirClaim is a start's claim on its data directory (claimDir). The start
