@@ -112,16 +112,8 @@ func billedOn(t *testing.T, store storage.Store, cache storage.Cache, p storage.
 	if err := gate.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sys, err := actors.Start(actors.Config{Store: billing.CommitWriter(store, gate), UsageInterval: 5 * time.Millisecond,
+	sys := startSystem(t, actors.Config{Store: billing.CommitWriter(store, gate), UsageInterval: 5 * time.Millisecond,
 		Transport: func(storage.Account) (upstream.Transport, error) { return priced{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
 	sys.PutAccount(storage.Account{ID: "a0", Name: "acct-0", Provider: storage.ProviderOpenAI, Models: []string{"m", "free"}, MaxConcurrency: 1 << 20})
 	waitUntil(t, "the account to start", func() bool { return len(sys.Views()) >= 1 })
 	s := New(Config{MaxWait: time.Second}, sys, store, cache, nil, nil)

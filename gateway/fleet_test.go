@@ -20,15 +20,7 @@ import (
 func TestFleetCatalogCoversUnownedAccounts(t *testing.T) {
 	ok := cannedTransport{200, "application/json", []byte(`{"id":"c1","object":"chat.completion","created":1,"model":"mine","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)}
 	store := newMemStore()
-	sys, err := actors.Start(actors.Config{Store: store, Fenced: true, Transport: func(storage.Account) (upstream.Transport, error) { return ok, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
+	sys := startSystem(t, actors.Config{Store: store, Fenced: true, Transport: func(storage.Account) (upstream.Transport, error) { return ok, nil }})
 	sys.PutAccount(storage.Account{ID: "own", Name: "own", Provider: storage.ProviderOpenAI, Models: []string{"mine"}, MaxConcurrency: 4})
 	sys.PutAccount(storage.Account{ID: "other", Name: "other", Provider: storage.ProviderAnthropic, Models: []string{"theirs"}, MaxConcurrency: 4})
 	fence := new(actors.Fence)

@@ -164,15 +164,7 @@ func testServer(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.Sy
 func testServerStore(t testing.TB, n int, tr upstream.Transport) (*Server, *actors.System, string, *memStore) {
 	t.Helper()
 	store := newMemStore()
-	sys, err := actors.Start(actors.Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
+	sys := startSystem(t, actors.Config{Store: store, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
 	for i := range n {
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})
@@ -334,4 +326,19 @@ func dialTCP(t testing.TB, ln net.Listener) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
 	return conn
+}
+
+// startSystem starts an actors.System on cfg, stopped when t ends.
+func startSystem(t testing.TB, cfg actors.Config) *actors.System {
+	t.Helper()
+	sys, err := actors.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sys.Stop(ctx)
+	})
+	return sys
 }

@@ -56,15 +56,7 @@ func loggedServer(t *testing.T, n int, tr upstream.Transport, level slog.Level) 
 	buf := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level}))
 	store := newMemStore()
-	sys, err := actors.Start(actors.Config{Store: store, Logger: log, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
+	sys := startSystem(t, actors.Config{Store: store, Logger: log, Transport: func(storage.Account) (upstream.Transport, error) { return tr, nil }})
 	for i := range n {
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: storage.ProviderOpenAI, Models: []string{"m"}, MaxConcurrency: 1 << 20})

@@ -40,7 +40,7 @@ func newStateServer(t *testing.T, providers []storage.Provider, answer func(n in
 	t.Helper()
 	ss := &stateServer{}
 	store := newMemStore()
-	sys, err := actors.Start(actors.Config{Store: store, Transport: func(a storage.Account) (upstream.Transport, error) {
+	sys := startSystem(t, actors.Config{Store: store, Transport: func(a storage.Account) (upstream.Transport, error) {
 		return transportFunc(func(_ context.Context, req *upstream.Request) (*upstream.Response, error) {
 			ss.mu.Lock()
 			n := len(ss.calls)
@@ -49,14 +49,6 @@ func newStateServer(t *testing.T, providers []storage.Provider, answer func(n in
 			return answer(n, a.ID, req), nil
 		}), nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
 	for i, p := range providers {
 		sys.PutAccount(storage.Account{ID: "a" + string(rune('0'+i)), Name: "acct-" + string(rune('0'+i)),
 			Provider: p, Models: []string{"m"}, MaxConcurrency: 1 << 20})

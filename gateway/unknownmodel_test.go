@@ -124,17 +124,9 @@ func TestUnknownModelAnsweredAtOnce(t *testing.T) {
 // clients retry for ever), while an active one elsewhere keeps it 503.
 func TestFleetUnknownModelUsesRemoteStatus(t *testing.T) {
 	store := newMemStore()
-	sys, err := actors.Start(actors.Config{Store: store, Fenced: true, Transport: func(storage.Account) (upstream.Transport, error) {
+	sys := startSystem(t, actors.Config{Store: store, Fenced: true, Transport: func(storage.Account) (upstream.Transport, error) {
 		return cannedTransport{500, "application/json", []byte(`{}`)}, nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sys.Stop(ctx)
-	})
 	sys.SetRemote(refusingRemote{})
 	sys.PutAccount(storage.Account{ID: "theirs", Name: "theirs", Provider: storage.ProviderOpenAI, MaxConcurrency: 4})
 	waitUntil(t, "the account known", func() bool { ids, _ := sys.Accounts(t.Context()); return len(ids) == 1 })
