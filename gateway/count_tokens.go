@@ -119,7 +119,7 @@ func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 		if s.countUpstream(ctx, rctx, lease, body) {
 			return
 		}
-	} else if errors.Is(err, errNeverServable) || (errors.Is(err, actors.ErrNoAccount) && !s.couldServe(target) && !s.servedElsewhere(target)) {
+	} else if errors.Is(err, errNeverServable) || (errors.Is(err, actors.ErrNoAccount) && s.neverServable(target)) {
 		writeError(ctx, errModelNotFound(m.Str))
 		return
 	}
@@ -269,10 +269,17 @@ type waitCheck struct{ s *Server }
 // MayWait returns errNeverServable when no account, here or (in a fleet)
 // elsewhere, could ever serve model; nil otherwise.
 func (w waitCheck) MayWait(model string) error {
-	if !w.s.couldServe(model) && !w.s.servedElsewhere(model) {
+	if w.s.neverServable(model) {
 		return errNeverServable
 	}
 	return nil
+}
+
+// neverServable reports whether no account, here (couldServe) or in a
+// fleet elsewhere (servedElsewhere), could ever serve model: the request
+// is then 404 model_not_found, never a 503 to retry.
+func (s *Server) neverServable(model string) bool {
+	return !s.couldServe(model) && !s.servedElsewhere(model)
 }
 
 // Estimate weights: a token per 4 bytes of ASCII text and per non-ASCII

@@ -73,8 +73,8 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 	seen := map[string]string{}           // model → owner (provider)
 	anyCodex := false                     // a codex account serves any model: the catalog says which
 	s.sys.EachView(func(v *actors.View) { // in place: Views copies every account's
-		if v.Status == actors.StatusDisabled || v.Status == actors.StatusBanned {
-			return // serves nothing: only an enabled account's models are listed
+		if !listed(v.Status) {
+			return
 		}
 		for _, m := range v.Models {
 			if _, ok := seen[m]; !ok {
@@ -89,8 +89,8 @@ func (s *Server) servedModels(ctx context.Context, key *storage.APIKey) ([]strin
 	defer cancel()
 	if served, err := s.sys.Served(sctx); err == nil {
 		for _, a := range served {
-			if a.Status == actors.StatusDisabled || a.Status == actors.StatusBanned {
-				continue // as its owner published it
+			if !listed(a.Status) { // as its owner published it
+				continue
 			}
 			for _, m := range a.Models {
 				if _, ok := seen[m]; !ok {
@@ -208,4 +208,10 @@ func appendAnthropicModels(b []byte, ids []string, now time.Time) []byte {
 		b = translate.AppendString(b, ids[len(ids)-1])
 	}
 	return append(b, "}\n"...)
+}
+
+// listed reports whether an account in status st has its models listed:
+// not when disabled or banned (it serves nothing).
+func listed(st actors.Status) bool {
+	return st != actors.StatusDisabled && st != actors.StatusBanned
 }

@@ -658,7 +658,7 @@ func (s *Server) acquireError(c *call, err error) *APIError {
 			// Before, this was a 503 "retry shortly" with Retry-After 60.
 			return errPreviousResponseUnavailable(c.prevResp)
 		}
-		if !s.couldServe(c.target) && !s.servedElsewhere(c.target) {
+		if s.neverServable(c.target) {
 			// Only accounts that serve any model are candidates, and none of
 			// them could ever serve this one: 404, not a 503 an Anthropic
 			// client retries for ever (overloaded_error).

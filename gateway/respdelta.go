@@ -126,13 +126,8 @@ func jsonStringEnd(b []byte) int {
 	if len(b) == 0 || b[0] != '"' {
 		return -1
 	}
-	for i := 1; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
+	if end, _, ok := gjsonStringEnd(b, 1); ok {
+		return end
 	}
 	return -1
 }
