@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-gw/troupe/internal/ratelog"
+	"github.com/troupe-gw/troupe/internal/sock"
 )
 
 // Client connection limits (docs/configuration.md, "Client connections").
@@ -141,7 +142,7 @@ func (l *connListener) admit(c net.Conn) net.Conn {
 	}
 	l.open.Add(1)
 	l.m.connsOpen.Inc()
-	gc := &guardedConn{Conn: c, l: l, ip: ip}
+	gc := &guardedConn{Conn: sock.Wrap(c), l: l, ip: ip}
 	if tc, ok := c.(*net.TCPConn); ok {
 		gc.raw, _ = tc.SyscallConn() // nil on error: every read goes to c
 	}

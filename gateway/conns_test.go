@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"fmt"
-	"github.com/troupe-gw/troupe/internal/poll"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/troupe-gw/troupe/internal/poll"
 )
 
 // connServer is a server over one canned account built with cfg (so the

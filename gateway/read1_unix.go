@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/troupe-gw/troupe/internal/sock"
 )
 
 // read1 is a one-byte read: fasthttp reads the first byte of a keep-alive
@@ -45,15 +47,14 @@ func (c *guardedConn) read1(p []byte) (int, error) {
 // given back so that nothing is held while the poller waits.
 func (c *guardedConn) fillStash(fd uintptr) bool {
 	c.stash = stashes.Get().(*[stashSize]byte)
-	for {
-		c.stashN, c.fillErr = syscall.Read(int(fd), c.stash[:])
-		if c.fillErr != syscall.EINTR {
-			break
-		}
-	}
-	if c.fillErr == syscall.EAGAIN {
+	n, errno := sock.ReadFD(fd, c.stash[:]) // raw: no sysmon wake-up (internal/sock)
+	if errno == syscall.EAGAIN {
 		c.dropStash()
 		return false
+	}
+	c.stashN, c.fillErr = n, nil
+	if errno != 0 {
+		c.stashN, c.fillErr = -1, errno
 	}
 	return true
 }

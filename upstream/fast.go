@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/troupe-gw/troupe/internal/sock"
 )
 
 // ClientMode says which HTTP client an account's transport sends with:
@@ -87,10 +89,11 @@ func (f *fastClient) host(u *url.URL) *fasthttp.HostClient {
 		Timeout:   orDefault(f.cfg.DialTimeout, 10*time.Second),
 		KeepAlive: orDefault(f.cfg.KeepAlive, 30*time.Second),
 	}
+	dial := sock.Dial(d)
 	hc := &fasthttp.HostClient{
 		Addr:  addr,
 		IsTLS: isTLS,
-		Dial:  func(a string) (net.Conn, error) { return d.Dial("tcp", a) },
+		Dial:  func(a string) (net.Conn, error) { return dial(context.Background(), "tcp", a) },
 		// No cap on connections, as net/http has none per host: a request
 		// never fails for want of a free connection.
 		MaxConns:            1 << 30,

@@ -12,6 +12,8 @@ import (
 	"net/url"
 
 	"golang.org/x/net/proxy"
+
+	"github.com/troupe-gw/troupe/internal/sock"
 )
 
 // ErrInvalidProxy is returned for a proxy URL that is not http://, https://,
@@ -74,7 +76,7 @@ func connectTunnel(ctx context.Context, base *net.Dialer, p *url.URL, addr strin
 			paddr = net.JoinHostPort(p.Hostname(), "80")
 		}
 	}
-	conn, err := base.DialContext(ctx, "tcp", paddr)
+	conn, err := sock.Dial(base)(ctx, "tcp", paddr)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -135,7 +137,7 @@ func envProxyDial(base *net.Dialer) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		p, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
 		if err != nil || p == nil {
-			return base.DialContext(ctx, network, addr)
+			return sock.Dial(base)(ctx, network, addr)
 		}
 		d, err := proxyDial(base, p)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/troupe-gw/troupe/internal/sock"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -195,7 +196,7 @@ func NewHTTPClient(c HTTPConfig) *http.Client {
 	}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           d.DialContext,
+		DialContext:           sock.Dial(d),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       orDefault(c.IdleConnTimeout, 90*time.Second),

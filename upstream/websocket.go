@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"github.com/troupe-gw/troupe/internal/sock"
 	"github.com/troupe-gw/troupe/storage"
 	"github.com/troupe-gw/troupe/translate"
 )
@@ -58,6 +60,7 @@ type WebSocketDialer interface {
 // proxies from the environment, like the HTTP client.
 var wsDialer = &websocket.Dialer{
 	Proxy:            http.ProxyFromEnvironment,
+	NetDialContext:   sock.Dial(&net.Dialer{}),
 	HandshakeTimeout: 30 * time.Second,
 	ReadBufferSize:   16 << 10,
 	WriteBufferSize:  16 << 10,

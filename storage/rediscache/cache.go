@@ -44,6 +44,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/troupe-gw/troupe/internal/sock"
 	"github.com/troupe-gw/troupe/storage"
 )
 
@@ -149,6 +151,10 @@ func New(ctx context.Context, url string, opts Options) (*Cache, error) {
 	}
 	ro.DialerRetries = 1 // go-redis's default is 5 attempts 100 ms apart
 	ro.DisableIdentity = true
+	if ro.TLSConfig == nil {
+		// go-redis's own dialer, its connections' reads and writes made raw (internal/sock).
+		ro.Dialer = sock.Dial(&net.Dialer{Timeout: ro.DialTimeout, KeepAlive: 5 * time.Minute})
+	}
 	if opts.SubscriberBuffer <= 0 {
 		opts.SubscriberBuffer = DefaultSubscriberBuffer
 	}
