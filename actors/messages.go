@@ -174,10 +174,13 @@ type usageTick struct{}
 // usageFlush flushes now; done is closed once everything accepted so far is written.
 type usageFlush struct{ done chan struct{} }
 
-// usageWritten is the writer's report for one batch.
+// usageWritten is the writer's report for one batch. spare is the batch's
+// record slice, cleared and of length 0, for the recorder's next batch (nil
+// when the batch had no records).
 type usageWritten struct {
 	n      int // records
 	events int
 	err    error
 	at     time.Time
+	spare  []storage.UsageRecord
 }

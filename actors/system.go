@@ -80,6 +80,8 @@ type Config struct {
 
 // UsageWriter is what the usage recorder needs from storage (storage.Usage
 // satisfies it): write a batch in one transaction, skipping records already stored.
+// InsertUsage must not keep recs, nor a pointer into it, after it returns:
+// the recorder clears the slice and fills it again with a later batch.
 type UsageWriter interface {
 	InsertUsage(ctx context.Context, recs []storage.UsageRecord) error
 }

@@ -392,3 +392,74 @@ func TestUsageNeverGivesUp(t *testing.T) {
 		t.Errorf("batches stored: %v", b)
 	}
 }
+
+// slotLog is a UsageWriter that remembers each batch's first slot and its
+// request IDs, as InsertUsage saw them.
+type slotLog struct {
+	mu    sync.Mutex
+	first []*storage.UsageRecord
+	ids   [][]string
+}
+
+func (s *slotLog) InsertUsage(_ context.Context, recs []storage.UsageRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.first = append(s.first, &recs[:1][0])
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.RequestID)
+	}
+	s.ids = append(s.ids, ids)
+	return nil
+}
+
+// TestUsageBatchReused: a written batch's slice is filled again by a later
+// batch (no new 500-record slice a flush), and every batch holds exactly
+// its own records, none of an earlier batch's.
+func TestUsageBatchReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &slotLog{}
+		sys, err := Start(Config{
+			Store: w, UsageBatch: 4, UsageInterval: time.Second, Logger: slog.New(slog.DiscardHandler),
+			Transport: func(storage.Account) (upstream.Transport, error) { return nil, errors.New("none") },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sys.Stop(context.Background())
+		recs := storagetest.VariedUsage("reuse", 0, 14)
+		for i, r := range recs {
+			sys.Record(r)
+			if i%4 == 3 {
+				synctest.Wait() // the full batch written and its slice back
+			}
+		}
+		time.Sleep(2 * time.Second) // the last two, at their interval
+		synctest.Wait()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.ids) != 4 {
+			t.Fatalf("%d batches, want 4: %v", len(w.ids), w.ids)
+		}
+		for b, ids := range w.ids {
+			want := 4
+			if b == 3 {
+				want = 2
+			}
+			if len(ids) != want {
+				t.Fatalf("batch %d: %v, want %d records", b, ids, want)
+			}
+			for i, id := range ids {
+				if id != recs[b*4+i].RequestID {
+					t.Errorf("batch %d record %d: %q, want %q", b, i, id, recs[b*4+i].RequestID)
+				}
+			}
+		}
+		// The first two batches' slices are new (the second is made at the
+		// first's flush, before the first is written); the third fills the
+		// first's, the fourth the second's.
+		if w.first[0] == w.first[1] || w.first[2] != w.first[0] || w.first[3] != w.first[1] {
+			t.Errorf("batches' first slots %p, want the third batch in the first's slice and the fourth in the second's", w.first)
+		}
+	})
+}
