@@ -76,8 +76,8 @@ func TestPreviousResponseOfAnotherKey(t *testing.T) {
 	if err := mc.Set(context.Background(), affinityPrefix+"resp_old", "a0", AffinityTTL); err != nil {
 		t.Fatal(err)
 	}
-	c := &call{prevResp: "resp_old", key: storage.APIKey{ID: "some-key"}}
-	entry, aerr := s.admit(context.Background(), &c.key, pinKey(c))
+	c := &call{prevResp: "resp_old", key: &storage.APIKey{ID: "some-key"}}
+	entry, aerr := s.admit(context.Background(), c.key, pinKey(c))
 	if aerr == nil {
 		aerr = s.pin(c, entry)
 	}

@@ -220,16 +220,28 @@ func validSecret(secret []byte) bool {
 // lookup headerReceived made for the request is used when it is still
 // fresh (keyHints), so the secret is hashed once per request.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIError) {
+	k, aerr := s.authKey(ctx)
+	if aerr != nil {
+		return storage.APIKey{}, aerr
+	}
+	return *k, nil
+}
+
+// authKey is authenticate returning the key cache's entry itself, which
+// nothing writes once it is cached: the caller must not write it either.
+// A request's call holds it so (call.key): a copy was 216 of call's bytes,
+// and took call to a larger size class (issue 21).
+func (s *Server) authKey(ctx *fasthttp.RequestCtx) (*storage.APIKey, *APIError) {
 	secret := clientSecret(ctx)
 	if len(secret) == 0 {
 		if anthropicClient(ctx) {
-			return storage.APIKey{}, &APIError{Status: 401, Type: "authentication_error", Code: "missing_api_key",
+			return nil, &APIError{Status: 401, Type: "authentication_error", Code: "missing_api_key",
 				Message: "x-api-key header is required (or Authorization: Bearer YOUR_KEY)."}
 		}
-		return storage.APIKey{}, errMissingKey()
+		return nil, errMissingKey()
 	}
 	if !validSecret(secret) {
-		return storage.APIKey{}, errInvalidKey()
+		return nil, errInvalidKey()
 	}
 	ck := s.hints.take(&ctx.Request.Header, secret)
 	if ck == nil || !s.keys.fresh(ck, s.keys.now()) {
@@ -242,24 +254,24 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (storage.APIKey, *APIErr
 		var err error
 		if ck, err = s.keys.lookup(s.life, hash); err != nil { // not ctx: see detach
 			s.log.Error("api key lookup", "err", err)
-			return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
+			return nil, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
 		}
 		s.keys.remember(ck, t, hash)
 	}
 	return s.usableKey(ck)
 }
 
-// usableKey is the key of lookup ck, or the 401 when there is none or it
-// may not be used now (disabled, expired).
-func (s *Server) usableKey(ck *cachedKey) (storage.APIKey, *APIError) {
-	k := ck.key
+// usableKey is the key of lookup ck (ck's own, not to be written), or the
+// 401 when there is none or it may not be used now (disabled, expired).
+func (s *Server) usableKey(ck *cachedKey) (*storage.APIKey, *APIError) {
+	k := &ck.key
 	switch {
 	case !ck.found:
-		return storage.APIKey{}, errInvalidKey()
+		return nil, errInvalidKey()
 	case k.Disabled:
-		return storage.APIKey{}, errUnusableKey("is disabled")
+		return nil, errUnusableKey("is disabled")
 	case k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt):
-		return storage.APIKey{}, errUnusableKey("has expired")
+		return nil, errUnusableKey("has expired")
 	}
 	return k, nil
 }
@@ -268,12 +280,12 @@ func (s *Server) usableKey(ck *cachedKey) (storage.APIKey, *APIError) {
 // costs no store read) for a connection authenticated earlier, so a key
 // deleted, disabled or expired since is refused as authenticate would
 // refuse it, and a changed one (models, limits) applies; errors are
-// client-facing.
-func (s *Server) recheckKey(ctx context.Context, key *storage.APIKey) (storage.APIKey, *APIError) {
+// client-facing. The key returned is the key cache's entry, as authKey's.
+func (s *Server) recheckKey(ctx context.Context, key *storage.APIKey) (*storage.APIKey, *APIError) {
 	ck, err := s.keys.lookup(s.detach(ctx), key.Hash)
 	if err != nil {
 		s.log.Error("api key lookup", "err", err)
-		return storage.APIKey{}, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
+		return nil, &APIError{Status: 500, Type: "server_error", Message: "The server could not verify your API key. Please retry."}
 	}
 	return s.usableKey(ck)
 }

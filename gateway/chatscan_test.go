@@ -171,7 +171,7 @@ func FuzzScanChat(f *testing.F) {
 // observed as before the one pass: the usage taken from its last chunk,
 // the stream clean, the usage chunk the only one dropped, no failure.
 func TestObserveChatMarks(t *testing.T) {
-	st := &stream{s: &Server{now: time.Now}, c: &call{}, up: translate.Chat, lease: &actors.Lease{Provider: storage.ProviderOpenAI}, start: time.Now()}
+	st := &stream{s: &Server{now: time.Now}, c: &call{key: &noKey}, up: translate.Chat, lease: &actors.Lease{Provider: storage.ProviderOpenAI}, start: time.Now()}
 	dropped := 0
 	body, err := os.ReadFile("testdata/chat-stream-usage-mock.sse")
 	if err != nil {
@@ -208,7 +208,7 @@ func BenchmarkChatObserve(b *testing.B) {
 	events := responsesEventData(b, readBench(b, "testdata/chat-stream-usage-mock.sse"))
 	s := &Server{now: time.Now}
 	lease := &actors.Lease{Provider: storage.ProviderOpenAI}
-	c := &call{}
+	c := &call{key: &noKey}
 	b.ReportAllocs()
 	for b.Loop() {
 		st := stream{s: s, c: c, up: translate.Chat, lease: lease, start: time.Now(), dropUsage: true}

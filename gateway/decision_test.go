@@ -10,7 +10,7 @@ import (
 )
 
 func TestAppendDecision(t *testing.T) {
-	c := &call{attempts: 2, group: "team a", provider: storage.ProviderOpenAI, tags: []string{"fast", "eu"}, sticky: "s1"}
+	c := &call{key: &noKey, attempts: 2, group: "team a", provider: storage.ProviderOpenAI, tags: []string{"fast", "eu"}, sticky: "s1"}
 	c.decision = &actors.Decision{
 		Policy: "smart", PolicyVersion: 3, Canary: true, Via: actors.ViaScore, Candidates: 120, Skipped: 2,
 		NTop: 2, Chosen: 1, Refusals: 1, Waited: 12 * time.Millisecond,
@@ -25,7 +25,7 @@ func TestAppendDecision(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = appendDecision(buf[:0], c) }); n != 0 {
 		t.Errorf("appendDecision: %v allocs into a large enough buffer, want 0", n)
 	}
-	if got := decisionText(&call{}); got != "" {
+	if got := decisionText(&call{key: &noKey}); got != "" {
 		t.Errorf("no decision: %q", got)
 	}
 }

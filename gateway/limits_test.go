@@ -98,7 +98,7 @@ func TestLimitsWindows(t *testing.T) {
 
 // charge settles a request of k that was served tokens.
 func charge(s *Server, k *storage.APIKey, tokens int64) {
-	s.settle(&call{key: *k, usage: translate.Usage{InputTokens: tokens}}, "a0", "", false)
+	s.settle(&call{key: k, usage: translate.Usage{InputTokens: tokens}}, "a0", "", false)
 }
 
 // countingCache is a storage.Cache that counts its round trips (a call, or

@@ -130,7 +130,7 @@ func TestFailuresAreLogged(t *testing.T) {
 // failure lines cost a level check and no allocation.
 func TestFailureLogsAllocateNothingWhenOff(t *testing.T) {
 	s, _, buf := loggedServer(t, 1, cannedTransport{}, slog.LevelError)
-	c := &call{id: "req_1", authed: true, attempts: 1, errors: []storage.ErrorEvent{{AccountID: "a0", Class: "transient", Status: 500}}}
+	c := &call{key: &noKey, id: "req_1", authed: true, attempts: 1, errors: []storage.ErrorEvent{{AccountID: "a0", Class: "transient", Status: 500}}}
 	lease := &actors.Lease{AccountID: "a0", Name: "acct-0", Provider: storage.ProviderOpenAI}
 	f := &failure{verdict: upstream.Verdict{Class: upstream.ClassTransient}, status: 500, err: errors.New("boom")}
 	if n := testing.AllocsPerRun(200, func() {
@@ -233,7 +233,7 @@ func TestUnknownURLsAreLogged(t *testing.T) {
 func TestBillingUnavailableLogRateLimited(t *testing.T) {
 	buf := &syncBuffer{}
 	s := &Server{log: slog.New(slog.NewJSONHandler(buf, nil)), logs: newLogEvents()}
-	c := &call{id: "req_1", endpoint: translate.Chat}
+	c := &call{key: &noKey, id: "req_1", endpoint: translate.Chat}
 	const refusals = 200
 	start := time.Now()
 	for range refusals {

@@ -14,7 +14,7 @@ import (
 // parsed runs parseBody on body as a request to endpoint ep.
 func parsed(t *testing.T, ep translate.Protocol, body string) (*call, *APIError) {
 	t.Helper()
-	c := &call{endpoint: ep}
+	c := &call{key: &noKey, endpoint: ep}
 	return c, (&Server{}).parseBody(c, []byte(body))
 }
 
@@ -248,7 +248,7 @@ func FuzzOutputCaps(f *testing.F) {
 	eps := [...]translate.Protocol{translate.Chat, translate.Responses, translate.Messages}
 	f.Fuzz(func(t *testing.T, e byte, body []byte) {
 		ep := eps[int(e)%len(eps)]
-		c := &call{endpoint: ep}
+		c := &call{key: &noKey, endpoint: ep}
 		aerr := (&Server{}).parseBody(c, body)
 		if aerr != nil {
 			if aerr.Status < 400 || aerr.Status > 499 {

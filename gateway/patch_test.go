@@ -36,7 +36,7 @@ func TestPatchBody(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &call{endpoint: translate.Chat}
+			c := &call{key: &noKey, endpoint: translate.Chat}
 			body := []byte(tc.body)
 			orig := append([]byte(nil), body...)
 			if aerr := s.parseBody(c, body); aerr != nil {
@@ -82,7 +82,7 @@ func TestPatchBody(t *testing.T) {
 func TestUpstreamBodyMadeOncePerProtocol(t *testing.T) {
 	s, _, _ := testServer(t, 1, cannedTransport{})
 	s.cfg.Aliases = map[string]string{"alias": "m"}
-	c := &call{endpoint: translate.Chat}
+	c := &call{key: &noKey, endpoint: translate.Chat}
 	if aerr := s.parseBody(c, []byte(`{"model":"alias","stream":true,"messages":[{"role":"user","content":"hi"}]}`)); aerr != nil {
 		t.Fatal(aerr)
 	}

@@ -42,7 +42,9 @@ type call struct {
 	id       string
 	endpoint translate.Protocol
 	stream   bool
-	key      storage.APIKey
+	// key is the client's key: the key cache's entry, shared and never
+	// written (authKey); noKey until the request is authenticated.
+	key      *storage.APIKey
 	model    string // as the client named it
 	target   string // after alias resolution
 	body     []byte
@@ -156,7 +158,7 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, ep translate.Protocol) { s.prox
 // proxyWith is proxy with a hook that adjusts (or refuses) the parsed call
 // before limits and routing apply.
 func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep translate.Protocol, hook func(*call) *APIError) {
-	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook}
+	c := &call{id: newRequestID(), endpoint: ep, start: s.now(), hook: hook, key: &noKey}
 	setRequestID(ctx, c.id, ep == translate.Messages)
 	if s.tracing.Tracer != nil {
 		s.traceHTTP(ctx, c)
@@ -168,6 +170,10 @@ func (s *Server) proxyWith(ctx *fasthttp.RequestCtx, ep translate.Protocol, hook
 		s.finish(c, status)
 	}
 }
+
+// noKey is the key of a call not (yet) authenticated: none, all fields
+// zero. Never written.
+var noKey storage.APIKey
 
 // statusClientClosed is the status a request is counted and logged with when
 // the client closed the connection before its answer was complete (nginx's
@@ -192,7 +198,7 @@ func (s *Server) finish(c *call, status int) {
 
 // serve returns the status it answered with, or 0 when it handed the answer to a stream.
 func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
-	key, aerr := s.authenticate(ctx)
+	key, aerr := s.authKey(ctx)
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return aerr.Status
@@ -220,7 +226,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, c *call) int {
 		writeError(ctx, aerr)
 		return aerr.Status
 	}
-	entry, aerr := s.admit(ctx, &c.key, pinKey(c)) // limits and affinity: one cache round trip
+	entry, aerr := s.admit(ctx, c.key, pinKey(c)) // limits and affinity: one cache round trip
 	if aerr == nil {
 		aerr = s.pin(c, entry)
 	}
@@ -442,7 +448,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		}
 		c.stream = st.Type == gjson.True
 	}
-	if !modelAllowed(&c.key, c.model) {
+	if !modelAllowed(c.key, c.model) {
 		return errModelNotAllowed(c.model)
 	}
 	c.target = c.model

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/troupe-gw/troupe/translate"
@@ -178,7 +179,7 @@ func BenchmarkPassthroughStreamEvent(b *testing.B) {
 	events := bytes.Count(body, []byte("\n\n"))
 	rep := bytes.Repeat(body, 64)
 	s, _, _ := testServer(b, 1, cannedTransport{})
-	c := &call{endpoint: translate.Chat}
+	c := &call{key: &noKey, endpoint: translate.Chat}
 	st := &stream{s: s, c: c, up: translate.Chat}
 	b.SetBytes(int64(len(body) / events))
 	b.ReportAllocs()
@@ -236,7 +237,7 @@ func BenchmarkTranslatedStreamEvent(b *testing.B) {
 	}
 	events := bytes.Count(sse, []byte("\n\n"))
 	s, _, _ := testServer(b, 1, cannedTransport{})
-	c := &call{endpoint: translate.Messages, model: "m"}
+	c := &call{key: &noKey, endpoint: translate.Messages, model: "m"}
 	st := &stream{s: s, c: c, up: translate.Chat}
 	r := bytes.NewReader(sse)
 	b.SetBytes(int64(len(sse) / events))
@@ -378,5 +379,20 @@ func TestEmptyArray(t *testing.T) {
 		if got, want := emptyArray(raw), !gjson.Get(raw, "0").Exists(); got != want {
 			t.Errorf("emptyArray(%q) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+// TestCallSizeClass: a call (one a request, the largest object a request
+// allocates) fits the runtime's 1,280-byte size class with its 8-byte
+// allocation header. A field that takes it past 1,272 bytes costs every
+// request 256 bytes (the 1,536-byte class), and the collector runs that
+// much more often (docs/benchmarks.md, issue 21): hold the key by pointer,
+// put a bool beside another, or move a rarely used field behind one.
+func TestCallSizeClass(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the size classes counted here are a 64-bit platform's")
+	}
+	if n := unsafe.Sizeof(call{}); n > 1280-8 {
+		t.Errorf("call is %d bytes: with its allocation header past the 1,280-byte size class", n)
 	}
 }

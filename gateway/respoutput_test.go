@@ -207,7 +207,7 @@ func BenchmarkResponsesObserve(b *testing.B) {
 			name = "messages"
 		}
 		b.Run(name, func(b *testing.B) {
-			c := &call{endpoint: ep}
+			c := &call{key: &noKey, endpoint: ep}
 			var tr streamTranslator
 			if ep != translate.Responses {
 				tr = newStreamTranslator(c, translate.Responses)

@@ -20,7 +20,7 @@ func (s *Server) settle(c *call, account, respID string, ok bool) {
 	defer putOps(buf)
 	ops := buf[:0]
 	if tokens := c.usage.InputTokens + c.usage.OutputTokens; c.key.Limits.TokensPerDay > 0 && tokens > 0 {
-		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: tokensKey(&c.key), N: tokens, TTL: day})
+		ops = append(ops, storage.CacheOp{Kind: storage.CacheIncr, Key: tokensKey(c.key), N: tokens, TTL: day})
 	}
 	if key := responseKey(respID); ok && key != "" {
 		ops = append(ops, storage.CacheOp{Kind: storage.CacheSet, Key: key, Value: responseValue(account, c.key.ID), TTL: AffinityTTL})

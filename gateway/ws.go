@@ -201,7 +201,7 @@ func (h *wsHub) shutdown(ctx context.Context) {
 // upgrade (ordinary HTTP errors, as the websocket-mode guide says); too many
 // open connections get 429.
 func (s *Server) responsesWS(ctx *fasthttp.RequestCtx) {
-	c := &call{id: newRequestID()}
+	c := &call{id: newRequestID(), key: &noKey}
 	ctx.Response.Header.Set("X-Request-Id", c.id)
 	key, aerr := s.authenticate(ctx)
 	if aerr != nil {

@@ -284,8 +284,8 @@ func (ss *wsSession) create(frame []byte) {
 		_ = ss.writeError(aerr)
 		return
 	}
-	ss.key = key
-	c := &call{id: newRequestID(), endpoint: translate.Responses, start: s.now(), key: ss.key, authed: true, stream: true, ws: true, header: ss.header}
+	ss.key = *key
+	c := &call{id: newRequestID(), endpoint: translate.Responses, start: s.now(), key: key, authed: true, stream: true, ws: true, header: ss.header}
 	if ss.traceParent != nil {
 		s.startTrace(ss.traceParent, c, "/v1/responses")
 	}
@@ -393,7 +393,7 @@ func (ss *wsSession) prepare(c *call, f createFrame, body []byte, prev *turn) *A
 	if aerr := s.admitBilling(ss.ctx, c); aerr != nil {
 		return aerr
 	}
-	entry, aerr := s.admit(ss.ctx, &c.key, entry) // limits and affinity: one cache round trip
+	entry, aerr := s.admit(ss.ctx, c.key, entry) // limits and affinity: one cache round trip
 	switch {
 	case aerr != nil:
 		return aerr
