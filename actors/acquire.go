@@ -114,15 +114,19 @@ const (
 // pending→abandoned, so a lease is never granted to nobody.
 type acquireState struct {
 	AcquireRequest
-	key      routeKey
-	state    atomic.Int32
+	key   routeKey
+	state atomic.Int32
+	// notified: the caller was told the request is parked
+	// (scheduler.notifyParked). Beside state, in its padding: a word of
+	// its own took acquireState (704 bytes, and 8 of allocation header) to
+	// the 768-byte size class, 64 bytes more an acquire (issue 21).
+	notified bool
 	reply    chan acquireReply // buffered 2: at most one parked notice, then exactly one reply once state leaves pending
 	deadline time.Time         // zero: do not wait
 	tries    int               // grants attempted by the scheduler (bounded)
 	enqueued time.Time
-	slot     int  // the slot that judged the last pick
-	notified bool // the caller was told the request is parked (scheduler.notifyParked)
-	limit    int  // the slot's tier cap on the picked account, for its grant
+	slot     int // the slot that judged the last pick
+	limit    int // the slot's tier cap on the picked account, for its grant
 	// lease is the lease a local grant hands over (account.grant), so that
 	// an acquire allocates one object for both; its Decision is why the
 	// last pick chose its account (scheduler.trace writes it in place, the

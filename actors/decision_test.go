@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/troupe-gw/troupe/scripts"
 )
@@ -122,5 +123,19 @@ func TestDecisionTraceAllocs(t *testing.T) {
 	}
 	if req.lease.Decision.ChosenAccount().ID != "id-4" || req.lease.Decision.NTop != TraceTop {
 		t.Errorf("chosen beyond the kept ranks: %+v", req.lease.Decision)
+	}
+}
+
+// TestAcquireStateSizeClass: an acquire's state (one a request, its lease
+// inside) fits the runtime's 704-byte size class with its 8-byte
+// allocation header; past 696 bytes it takes the 768-byte class, 64 bytes
+// more every request (issue 21: the bytes a request allocates set how
+// often the collector runs).
+func TestAcquireStateSizeClass(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the size classes counted here are a 64-bit platform's")
+	}
+	if n := unsafe.Sizeof(acquireState{}); n > 704-8 {
+		t.Errorf("acquireState is %d bytes: with its allocation header past the 704-byte size class", n)
 	}
 }
