@@ -398,7 +398,9 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, rctx context.Context) {
 		writeError(ctx, &APIError{Status: 409, Type: "invalid_request_error", Code: "conflict", Param: "name", Message: "An account with this name exists."})
 		return
 	}
-	a, aerr := in.account(storage.Account{})
+	// A new account without max_concurrency gets the default, as from the
+	// config file and the CLI; an explicit 0 still means 1.
+	a, aerr := in.account(storage.Account{MaxConcurrency: storage.DefaultMaxConcurrency})
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return

@@ -220,6 +220,7 @@ func (s *Server) importAccounts(ctx *fasthttp.RequestCtx, rctx context.Context) 
 		base, ok := byName[in.Name]
 		if !ok {
 			created++
+			base.MaxConcurrency = storage.DefaultMaxConcurrency // a new account without one, as createAccount
 		}
 		if ok && in.Version != nil && *in.Version != base.Version && !overwrite {
 			stale = append(stale, importError{Index: i, Name: clip(in.Name), Message: "changed since the export (version " +

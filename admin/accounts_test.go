@@ -55,6 +55,16 @@ func TestAdminAccountsCRUD(t *testing.T) {
 		t.Fatalf("created: %s", r.body)
 	}
 	c.do("POST", "/api/admin/accounts", add).want(t, 409)
+	// Without max_concurrency an account gets the default (4), as from the
+	// config file and the CLI; an explicit 0 is kept (it means 1).
+	r = c.do("POST", "/api/admin/accounts", map[string]any{"name": "dflt", "provider": "openai", "api_key": "sk-d"}).want(t, 201)
+	if r.json["max_concurrency"] != float64(storage.DefaultMaxConcurrency) {
+		t.Fatalf("created without max_concurrency: %v, want %d", r.json["max_concurrency"], storage.DefaultMaxConcurrency)
+	}
+	r = c.do("POST", "/api/admin/accounts", map[string]any{"name": "zero", "provider": "openai", "api_key": "sk-z", "max_concurrency": 0}).want(t, 201)
+	if r.json["max_concurrency"] != float64(0) {
+		t.Fatalf("created with max_concurrency 0: %v, want 0", r.json["max_concurrency"])
+	}
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "nope"}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"provider": "openai"}).want(t, 400)
 	c.do("POST", "/api/admin/accounts", map[string]any{"name": "x", "provider": "openai", "unknown_field": 1}).want(t, 400)

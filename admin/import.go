@@ -273,6 +273,7 @@ func (s *Server) importCodex(ctx *fasthttp.RequestCtx, sctx context.Context) {
 	opts := ImportOptions{
 		DryRun: q.GetBool("dry_run"), NamePrefix: string(q.Peek("name_prefix")), BaseURL: string(q.Peek("base_url")),
 		Group: string(q.Peek("group")), Models: splitQueryList(q.Peek("models")), Tags: splitQueryList(q.Peek("tags")),
+		MaxConcurrency: storage.DefaultMaxConcurrency, // as troupe accounts import's default
 	}
 	if v := q.Peek("max_concurrency"); len(v) > 0 {
 		n, err := strconv.Atoi(string(v))

@@ -108,5 +108,5 @@ func errModelNotPriced(model string) *APIError {
 	model = clip(model)
 	return &APIError{Status: 403, Type: "permission_error", Code: "model_not_priced", Param: "model",
 		Message: "The model `" + model + "` has no price set, so user accounts cannot use it yet. " +
-			"Ask your Troupe operator to set one (troupe prices set " + model + " --input … --output …), or use a model GET /v1/models lists."}
+			"Ask your Troupe operator to set one (troupe prices set " + model + " --input … --output …; a price just set takes effect within 30 s), or use a model GET /v1/models lists."}
 }

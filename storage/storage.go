@@ -73,6 +73,11 @@ type Credentials struct {
 	Proxy string `json:"proxy,omitempty" yaml:"proxy" koanf:"proxy"`
 }
 
+// DefaultMaxConcurrency is the in-flight limit an account gets when it is
+// created without one: from the config file, the CLI (accounts add, import)
+// and the admin API (create, import) alike. An explicit 0 means 1.
+const DefaultMaxConcurrency = 4
+
 // Account is one upstream account in the pool.
 type Account struct {
 	ID             string      // stable identifier, assigned by the backend on first Put when empty
@@ -81,7 +86,7 @@ type Account struct {
 	BaseURL        string      // e.g. https://api.openai.com/v1 or https://chatgpt.com/backend-api/codex
 	Credentials    Credentials // encrypted at rest
 	Models         []string    // models served; empty means any model
-	MaxConcurrency int         // in-flight requests allowed at once; <= 0 means 1
+	MaxConcurrency int         // in-flight requests allowed at once; <= 0 means 1 (a new account without one gets DefaultMaxConcurrency)
 	Group          string      // routing group ("" is the default group)
 	Tags           []string    // free-form routing tags
 	Priority       int         // higher is preferred by policies that honour it

@@ -67,7 +67,7 @@ credentials are sealed in storage and never printed. See docs/codex.md.`,
 	f.StringVar(&opts.NamePrefix, "name-prefix", "codex-", "names of new accounts: PREFIX + the start of the ChatGPT account id")
 	f.StringVar(&opts.BaseURL, "base-url", "", "codex base URL of new accounts (default "+upstream.DefaultCodexBaseURL+")")
 	f.StringSliceVar(&opts.Models, "models", nil, "models new accounts serve (default: any)")
-	f.IntVar(&opts.MaxConcurrency, "max-concurrency", 4, "in-flight requests allowed at once, for new accounts")
+	f.IntVar(&opts.MaxConcurrency, "max-concurrency", defaultMaxConcurrency, "in-flight requests allowed at once, for new accounts")
 	f.StringVar(&opts.Group, "group", "", "routing group of new accounts")
 	f.StringSliceVar(&opts.Tags, "tags", nil, "routing tags of new accounts")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "report what would happen, store nothing")

@@ -494,7 +494,7 @@ const defaultPolicy = "smart"
 
 // defaultMaxConcurrency is an account's in-flight limit when its
 // configuration gives none, in the config file and on the command line alike.
-const defaultMaxConcurrency = 4
+const defaultMaxConcurrency = storage.DefaultMaxConcurrency
 
 // hygieneRule is the account hygiene rule of c.
 func (c *Config) hygieneRule() hygiene.Rule {

@@ -67,7 +67,7 @@ func demoAccountAs(i int, p storage.Provider, mockAddr string) (mock.Account, st
 	name := fmt.Sprintf("demo-%04d", i)
 	token := "mock-token-" + name
 	ma := mock.Account{Name: name, Token: token, Latency: 30 * time.Millisecond, TokensPerSecond: 200, OutputTokens: 12}
-	sa := storage.Account{Name: name, MaxConcurrency: 4, Group: "", Provider: p}
+	sa := storage.Account{Name: name, MaxConcurrency: defaultMaxConcurrency, Group: "", Provider: p}
 	switch p {
 	case storage.ProviderCodex:
 		ma.Kind, ma.Models = mock.KindCodex, []string{demoCodexModel}
