@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -285,18 +286,22 @@ var plainStringByte = func() (t [256]bool) {
 func validString(b []byte, i int) (int, bool) {
 	for {
 		// Eight bytes at a time while none of them is special: a word
-		// with no byte below 0x20, no '"' and no backslash (the bit tricks
-		// find whether a word holds such a byte, not which one).
+		// with no byte below 0x20, no '"' and no backslash. The bit tricks
+		// can flag a byte above a special one too (a borrow carries up),
+		// never one below the first, so the lowest flag is the first
+		// special byte: the scan goes straight to it.
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
-			if hasLess(w, 0x20)|hasZero(w^(lsb*'"'))|hasZero(w^(lsb*'\\')) != 0 {
-				break
+			if m := hasLess(w, 0x20) | hasZero(w^(lsb*'"')) | hasZero(w^(lsb*'\\')); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
 			}
 			i += 8
 		}
 		for i < len(b) && plainStringByte[b[i]] {
 			i++
 		}
+	special:
 		if i >= len(b) {
 			return i, false
 		}

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -135,5 +136,64 @@ func TestValidWithinKeys(t *testing.T) {
 	b := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
 	if n := testing.AllocsPerRun(100, func() { ValidWithinKeys(b, 512) }); n != 0 {
 		t.Errorf("%v allocations a call, want 0", n)
+	}
+}
+
+// validString's word scan, which jumps to the first special byte of a word
+// by its lowest flag, agrees with a byte-at-a-time scan (validStringBytes)
+// on strings of bytes near the flags' edges: controls, '"', '\\', 0x1f,
+// 0x20, 0x21, 0x7f, 0x80, 0xff and escapes, at every offset in a word.
+func TestValidStringMatchesBytewise(t *testing.T) {
+	alphabet := []byte("\x00\x1f\x20\x21\"\\\x5b\x5d\x7f\x80\xa2\xffaZ0/ubnu")
+	rng := rand.New(rand.NewPCG(5, 6))
+	b := make([]byte, 0, 64)
+	for range 1_000_000 {
+		b = b[:0]
+		for range rng.IntN(40) {
+			if rng.IntN(3) == 0 {
+				b = append(b, alphabet[rng.IntN(len(alphabet))])
+			} else {
+				b = append(b, 'a'+byte(rng.IntN(26)))
+			}
+		}
+		gi, gok := validString(b, 0)
+		wi, wok := validStringBytes(b, 0)
+		if gi != wi || gok != wok {
+			t.Fatalf("validString(%q) = %d, %v; byte at a time %d, %v", b, gi, gok, wi, wok)
+		}
+	}
+}
+
+// validStringBytes is validString a byte at a time.
+func validStringBytes(b []byte, i int) (int, bool) {
+	for {
+		for i < len(b) && plainStringByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, true
+		case '\\':
+			i++
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+4 >= len(b) || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return i, false
+				}
+				i += 5
+			default:
+				return i, false
+			}
+		default:
+			return i, false
+		}
 	}
 }
