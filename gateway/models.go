@@ -19,8 +19,9 @@ import (
 // x-api-key header) in Anthropic's
 // (https://docs.claude.com/en/api/models-list):
 // {"data":[{"type":"model","id","display_name","created_at"}],"has_more":false,"first_id","last_id"}.
-// Every model an enabled account serves is listed (not a disabled or
-// banned one's), whatever its provider, since every client protocol
+// Every model an account that can serve now or after its cooldown serves
+// is listed (not a disabled, banned or unauthorized one's: listed),
+// whatever its provider, since every client protocol
 // reaches every account. Aliases are listed too; a
 // key's model allowlist narrows the list, and for a user's key so do the
 // user's allowlist and the models that have a price (docs/billing.md).
@@ -211,7 +212,11 @@ func appendAnthropicModels(b []byte, ids []string, now time.Time) []byte {
 }
 
 // listed reports whether an account in status st has its models listed:
-// not when disabled or banned (it serves nothing).
+// only when it can serve now (active) or once its cooldown ends (cooling,
+// a wait the gateway bounds). A disabled, banned or unauthorized account
+// (the upstream refused its credentials and a refresh did not help) serves
+// nothing until the operator acts, so listing its models would promise
+// what every request would be refused.
 func listed(st actors.Status) bool {
-	return st != actors.StatusDisabled && st != actors.StatusBanned
+	return st == actors.StatusActive || st == actors.StatusCooling
 }

@@ -104,3 +104,40 @@ func TestModelsListsOnlyEnabledAccounts(t *testing.T) {
 		t.Errorf("/v1/models with the codex account enabled: %s", resp.Body())
 	}
 }
+
+// TestModelsListsNoUnauthorizedAccount: an account whose credentials the
+// upstream refused (401, no refresh that helps: StatusUnauthorized) serves
+// nothing until the operator gives it new ones, so /v1/models lists neither
+// its models nor, for an any-model codex account, the Codex catalog, and
+// GET /v1/models/{id} answers 404 for them; an active account's models are
+// listed. (Checked to fail before the fix: both were listed.)
+func TestModelsListsNoUnauthorizedAccount(t *testing.T) {
+	s, sys, key := testServer(t, 0, cannedTransport{401, "application/json", []byte(`{"error":{"message":"bad key","type":"invalid_request_error"}}`)})
+	s.SetModelCatalog(staticCatalog{"gpt-5.4"})
+	sys.PutAccount(storage.Account{ID: "bad", Name: "bad", Provider: storage.ProviderOpenAI, Models: []string{"bad-model"}, MaxConcurrency: 4})
+	sys.PutAccount(storage.Account{ID: "cx", Name: "cx", Provider: storage.ProviderCodex, Models: []string{}, MaxConcurrency: 4})
+	waitUntil(t, "the accounts' views", func() bool { return len(sys.Views()) == 2 })
+	unknownModelAnswers(s, key, "bad-model") // the 401 makes the account unauthorized
+	unknownModelAnswers(s, key, "gpt-5.4")   // and the codex one
+	waitUntil(t, "both accounts unauthorized", func() bool {
+		for _, v := range sys.Views() {
+			if v.Status != actors.StatusUnauthorized {
+				return false
+			}
+		}
+		return true
+	})
+	sys.PutAccount(storage.Account{ID: "on", Name: "on", Provider: storage.ProviderOpenAI, Models: []string{"on-model"}, MaxConcurrency: 4})
+	waitUntil(t, "the active account's view", func() bool { v, ok := sys.View("on"); return ok && v.Status == actors.StatusActive })
+	for _, h := range []map[string]string{{"Authorization": "Bearer " + key}, {"x-api-key": key, "anthropic-version": "2023-06-01"}} {
+		resp := doWith(s, "GET", "/v1/models", h, nil)
+		if ids := gjson.GetBytes(resp.Body(), "data.#.id").String(); resp.StatusCode() != 200 || ids != `["on-model"]` {
+			t.Errorf("/v1/models (%v): %d %s, want only on-model", h, resp.StatusCode(), resp.Body())
+		}
+	}
+	for _, m := range []string{"bad-model", "gpt-5.4"} {
+		if r := doWith(s, "GET", "/v1/models/"+m, map[string]string{"Authorization": "Bearer " + key}, nil); r.StatusCode() != 404 {
+			t.Errorf("/v1/models/%s behind an unauthorized account: %d %s, want 404", m, r.StatusCode(), r.Body())
+		}
+	}
+}
