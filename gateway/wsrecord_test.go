@@ -85,7 +85,8 @@ func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 		// Not a stream: the frame was refused before any response began,
 		// as the HTTP body was (the record's stream is what a parsed
 		// request asked for). The model is recorded when the frame names
-		// one (the unsupported type's frame), as HTTP records a parsed one.
+		// one (the unsupported type's frame, the binary frame's payload),
+		// as HTTP records a parsed one.
 		if r.Status != want.Status || r.ErrorClass != want.ErrorClass || r.Route != want.Route || r.KeyID != want.KeyID ||
 			r.UserID != want.UserID || r.Stream || r.Cost != 0 || (r.Model != "" && r.Model != "m") {
 			t.Errorf("WebSocket record %+v, want the HTTP 400's %+v (not streamed, no cost, model m or none)", r, want)
@@ -97,7 +98,7 @@ func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 	if seen != len(frames) {
 		t.Fatalf("%d WebSocket records, want %d", seen, len(frames))
 	}
-	if named != 1 {
-		t.Errorf("%d records name model m, want 1 (the frame of type response.bogus)", named)
+	if named != 2 {
+		t.Errorf("%d records name model m, want 2 (the frame of type response.bogus and the binary one)", named)
 	}
 }

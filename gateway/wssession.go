@@ -85,7 +85,7 @@ func (ss *wsSession) run() {
 	idle := time.NewTimer(s.cfg.WebSocket.IdleTimeout)
 	defer idle.Stop()
 
-	frames := make(chan []byte, 4)
+	frames := make(chan clientFrame, 4)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -104,7 +104,7 @@ func (ss *wsSession) run() {
 			if !ok {
 				return // the client closed or broke the connection (a too-big frame got 1009)
 			}
-			ss.create(f) // a binary frame (nil) is refused there, and recorded
+			ss.create(f) // a binary frame is refused there, and recorded
 			ss.touch()   // the idle time counts from the response's end
 		case <-idle.C:
 			if left := s.cfg.WebSocket.IdleTimeout - time.Since(time.Unix(0, ss.active.Load())); left > 0 {
@@ -122,11 +122,19 @@ func (ss *wsSession) run() {
 	}
 }
 
-// read feeds text frames to frames until the connection fails; a client
-// gone mid-response cancels it. A binary frame is fed as nil, which create
-// answers with an error frame: ignoring it would leave the client waiting
-// for an answer that never comes.
-func (ss *wsSession) read(frames chan<- []byte) {
+// clientFrame is one message a client sent: its payload, and whether it
+// came as a binary frame (RFC 6455 opcode 0x2) rather than a text one.
+type clientFrame struct {
+	data   []byte
+	binary bool
+}
+
+// read feeds the client's frames to frames until the connection fails; a
+// client gone mid-response cancels it. A binary frame is fed with its
+// payload, which create answers with an error frame (ignoring it would
+// leave the client waiting for an answer that never comes) and records
+// with the model the payload names.
+func (ss *wsSession) read(frames chan<- clientFrame) {
 	defer close(frames)
 	for {
 		typ, data, err := ss.conn.ReadMessage()
@@ -137,9 +145,9 @@ func (ss *wsSession) read(frames chan<- []byte) {
 			}
 			return
 		}
+		binary := typ == websocket.BinaryMessage
 		switch {
-		case typ == websocket.BinaryMessage:
-			data = nil
+		case binary:
 		case !utf8.Valid(data):
 			// RFC 6455 §8.1: a text frame that is not UTF-8 fails the
 			// connection, with 1007.
@@ -150,7 +158,7 @@ func (ss *wsSession) read(frames chan<- []byte) {
 			data = []byte{} // an empty text frame is bad JSON, not a binary frame
 		}
 		select {
-		case frames <- data:
+		case frames <- clientFrame{data: data, binary: binary}:
 		case <-ss.ctx.Done():
 			return
 		}
@@ -264,13 +272,13 @@ func appendErrorFrame(b []byte, status int, errObj []byte) []byte {
 
 // create serves one client frame: a warm-up, or a response through the
 // normal path (limits, affinity, routing, failover before first content),
-// relayed as frames. frame is nil for a binary frame. Every frame of a key
+// relayed as frames. Every frame of a key
 // still valid is a request that ends in finish, so it is counted and
 // recorded: a frame refused as malformed (bad JSON, a type other than
 // response.create, a duplicate key, no model, binary) gets its 400 error
 // frame and the request-log record an HTTP 400 gets, as a limit's or the
 // billing gate's refusal does.
-func (ss *wsSession) create(frame []byte) {
+func (ss *wsSession) create(frame clientFrame) {
 	s := ss.s
 	// The key was checked at the upgrade; one deleted, disabled or expired
 	// since serves nothing more on the connection, as HTTP refuses it.
@@ -297,13 +305,21 @@ func (ss *wsSession) create(frame []byte) {
 	}
 }
 
-// serve answers frame (nil: a binary frame) and returns the status it
-// answered with, or 0 when the relayed stream counted itself.
-func (ss *wsSession) serve(c *call, frame []byte) int {
-	if frame == nil {
+// serve answers frame and returns the status it answered with, or 0 when
+// the relayed stream counted itself.
+func (ss *wsSession) serve(c *call, cf clientFrame) int {
+	frame := cf.data
+	if cf.binary {
 		aerr := errBinaryFrame()
 		_ = ss.writeError(aerr)
-		c.stream = false // refused before any response began: nothing streamed
+		// Refused before any response began: nothing streamed. The record
+		// names the model the payload does, as a refused text frame's
+		// does; only from UTF-8 (what a text frame must be), so no
+		// invalid bytes reach the request log.
+		c.stream = false
+		if utf8.Valid(frame) {
+			c.model = namedModel(frame)
+		}
 		return aerr.Status
 	}
 	f, aerr := parseCreateFrame(frame)
