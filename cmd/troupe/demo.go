@@ -343,13 +343,11 @@ Logs go to stderr.`,
 			fmt.Fprintf(out, "TROUPE_BASE_URL=%s\nTROUPE_API_KEY=%s\n", base, d.apiKey)
 			fmt.Fprintf(out, "TROUPE_ADMIN_URL=http://%s/admin/\nTROUPE_ADMIN_PASSWORD=%s\n", d.app.uiHost(), d.adminPassword)
 			fmt.Fprintf(out, "# mock fleet: http://%s (point accounts of your own at it: docs/mock.md)\n", d.mockAddr)
-			fmt.Fprintf(out, `# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:
-# curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
-# curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","input":"hi","stream":true}'
-# curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"%s","messages":[{"role":"user","content":"hi"}]}'
-# curl -sN $TROUPE_BASE_URL/messages -H "x-api-key: $TROUPE_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"%s","max_tokens":256,"messages":[{"role":"user","content":"hi"}],"stream":true}'
-# curl -s $TROUPE_BASE_URL/models -H "Authorization: Bearer $TROUPE_API_KEY"
-`, accounts, demoCodexModel, demoOpenAIModel, demoAnthropicModel, demoCompatModel, demoOpenAIModel, demoCodexModel, demoCompatModel, demoAnthropicModel)
+			fmt.Fprintf(out, "# %d mock accounts: codex ones serve %s, openai ones %s, anthropic ones %s, openai_compat ones %s. Try:\n",
+				accounts, demoCodexModel, demoOpenAIModel, demoAnthropicModel, demoCompatModel)
+			for _, c := range demoCurls() {
+				fmt.Fprintf(out, "# %s\n", c)
+			}
 			<-ctx.Done()
 			d.app.log.Info("shutting down")
 			return d.close()
@@ -428,4 +426,19 @@ mock on the same directory is refused; give it --data DIR of its own.`,
 	cmd.Flags().IntVar(&accounts, "accounts", 1000, "number of mock accounts")
 	cmd.Flags().StringVar(&scenarioRef, "scenario", "", "serve the fleet of this troupe bench scenario (a shipped name or a YAML file) instead")
 	return cmd
+}
+
+// demoCurls returns the curl command lines troupe demo prints to try it,
+// one a request: Chat Completions, Responses (streamed), Chat Completions
+// to the openai_compat accounts, Messages (streamed) and the model list.
+// The README's "Try it" block shows the same commands
+// (TestReadmeShowsTheDemoCurls).
+func demoCurls() []string {
+	return []string{
+		`curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"` + demoOpenAIModel + `","messages":[{"role":"user","content":"hi"}]}'`,
+		`curl -sN $TROUPE_BASE_URL/responses -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"` + demoCodexModel + `","input":"hi","stream":true}'`,
+		`curl -s $TROUPE_BASE_URL/chat/completions -H "Authorization: Bearer $TROUPE_API_KEY" -H 'content-type: application/json' -d '{"model":"` + demoCompatModel + `","messages":[{"role":"user","content":"hi"}]}'`,
+		`curl -sN $TROUPE_BASE_URL/messages -H "x-api-key: $TROUPE_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"` + demoAnthropicModel + `","max_tokens":256,"messages":[{"role":"user","content":"hi"}],"stream":true}'`,
+		`curl -s $TROUPE_BASE_URL/models -H "Authorization: Bearer $TROUPE_API_KEY"`,
+	}
 }
