@@ -28,6 +28,8 @@ type messagesParams struct {
 //     integer, below 1024, or (without the interleaved-thinking beta,
 //     under which the budget spans the turn and may pass max_tokens) not
 //     below max_tokens;
+//   - a tool_choice that is not an object, or whose type is not one of
+//     auto, any, tool and none (checkMessagesToolChoice);
 //   - a tool_choice of type "tool" naming no tool in tools.
 //
 // maxTokens is the request's max_tokens, already checked (checkMaxTokens);
@@ -65,6 +67,9 @@ func checkMessagesParams(p *messagesParams, maxTokens int64, interleaved bool) *
 				"https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
 		}
 	}
+	if aerr := checkMessagesToolChoice(p.toolChoice); aerr != nil {
+		return aerr
+	}
 	if p.toolChoice.IsObject() && p.toolChoice.Get("type").Str == "tool" {
 		name := p.toolChoice.Get("name")
 		if name.Type != gjson.String || name.Str == "" {
@@ -81,4 +86,32 @@ func checkMessagesParams(p *messagesParams, maxTokens int64, interleaved bool) *
 		}
 	}
 	return nil
+}
+
+// checkMessagesToolChoice refuses a Messages tool_choice of the wrong
+// shape with the validation message Anthropic's API gives (its request
+// validation names the field, then the rule): not an object, an object
+// without a type, or a type other than auto, any, tool and none
+// (https://docs.claude.com/en/docs/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use).
+// An OpenAI upstream's translation refused these as "tool_choice type  is
+// not valid", and an Anthropic upstream answered in its own words.
+func checkMessagesToolChoice(tc gjson.Result) *APIError {
+	switch {
+	case !tc.Exists() || tc.Type == gjson.Null:
+		return nil
+	case !tc.IsObject():
+		return errBadParam("tool_choice", "tool_choice: Input should be a valid dictionary or object to extract fields from")
+	}
+	typ := tc.Get("type")
+	switch {
+	case !typ.Exists() || typ.Type == gjson.Null:
+		return errBadParam("tool_choice", "tool_choice: Unable to extract tag using discriminator 'type'")
+	case typ.Type != gjson.String:
+		return errBadParam("tool_choice", "tool_choice.type: Input should be a valid string")
+	}
+	switch typ.Str {
+	case "auto", "any", "tool", "none":
+		return nil
+	}
+	return errBadParam("tool_choice", "tool_choice: Input tag '"+clip(typ.Str)+"' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'")
 }

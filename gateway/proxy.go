@@ -328,7 +328,7 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 	var estimated [len(estimatedKeys)]int // how often each of estimatedKeys appears
 	var m, st, msgs, prev, cacheKey, input gjson.Result
 	var caps outputCaps
-	var mp messagesParams // Messages only (checkMessagesParams)
+	var mp messagesParams // tools and tool_choice: checkToolChoice; the rest Messages only (checkMessagesParams)
 	root.ForEach(func(k, v gjson.Result) bool {
 		if caps.read(k.Str, v) {
 			return true
@@ -417,6 +417,8 @@ func (s *Server) parseBody(c *call, body []byte) *APIError {
 		if aerr := checkMessagesParams(&mp, maxOutput, c.interleaved); aerr != nil {
 			return aerr
 		}
+	} else if aerr := checkToolChoice(c.endpoint, &mp); aerr != nil {
+		return aerr
 	}
 	if c.choices, aerr = caps.choices(c.endpoint); aerr != nil {
 		return aerr
