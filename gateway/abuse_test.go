@@ -176,6 +176,11 @@ func TestTransportErrorsInClientShape(t *testing.T) {
 		{"431 messages", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + key + "\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, true},
 		{"431 count_tokens", "POST /v1/messages/count_tokens?beta=true HTTP/1.1\r\nHost: x\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, true},
 		{"431 chat", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Junk: " + junk + "\r\n\r\n", nil, 431, false},
+		// A body fasthttp cannot read (a chunk size that is no number): 400
+		// in the client's shape, read from the request line, since fasthttp
+		// has reset the request by then. /v1/messages got OpenAI's.
+		{"400 messages, bad chunk", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + key + "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", nil, 400, true},
+		{"400 chat, bad chunk", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", nil, 400, false},
 		// Declared over the limit: refused on the head, the body never sent.
 		{"413 messages", fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", key, 17<<20),
 			nil, 413, true},

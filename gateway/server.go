@@ -470,12 +470,8 @@ func (s *Server) answerUnread(ctx *fasthttp.RequestCtx, err error) {
 			// The head did not fit the read buffer: fasthttp has parsed
 			// nothing, but the connection kept the start of the request
 			// line, whose path says the client's protocol.
-			anthropic := false
-			if gc, ok := ctx.Conn().(*guardedConn); ok {
-				anthropic = anthropicPath(gc.headPath())
-			}
 			writeErrorShape(ctx, &APIError{Status: 431, Type: "invalid_request_error", Code: "request_header_fields_too_large",
-				Message: "The request's header fields are too large."}, anthropic)
+				Message: "The request's header fields are too large."}, unreadAnthropic(ctx))
 			return
 		}
 		var netErr net.Error
@@ -485,11 +481,25 @@ func (s *Server) answerUnread(ctx *fasthttp.RequestCtx, err error) {
 				// holding a descriptor.
 				s.metrics.connsTimedOut.Inc()
 			}
-			writeError(ctx, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout", Message: "The request was not received in time."})
+			writeErrorShape(ctx, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout", Message: "The request was not received in time."}, unreadAnthropic(ctx))
 			return
 		}
-		writeError(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "bad_request", Message: "The HTTP request could not be parsed."})
+		writeErrorShape(ctx, &APIError{Status: 400, Type: "invalid_request_error", Code: "bad_request", Message: "The HTTP request could not be parsed."}, unreadAnthropic(ctx))
 	}
+}
+
+// unreadAnthropic reports whether the client of a request fasthttp could
+// not read speaks Anthropic's protocol: by its head (anthropicClient) when
+// fasthttp kept it, else by the path of the request line the connection
+// kept (guardedConn.headPath). fasthttp resets the request when its body
+// cannot be read (a truncated body, a malformed chunk), so a /v1/messages
+// client got OpenAI's error shape.
+func unreadAnthropic(ctx *fasthttp.RequestCtx) bool {
+	if len(ctx.Request.Header.Host()) > 0 {
+		return anthropicClient(ctx)
+	}
+	gc, ok := ctx.Conn().(*guardedConn)
+	return ok && anthropicPath(gc.headPath())
 }
 
 type fasthttpLogger struct{ log *slog.Logger }
