@@ -64,6 +64,9 @@ func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 		{websocket.TextMessage, `{"type":"response.create","model":"m","model":"free","input":"hi"}`},
 		{websocket.TextMessage, `{"type":"response.create","input":"hi"}`},
 		{websocket.BinaryMessage, `{"type":"response.create","model":"m","input":"hi"}`},
+		// Parsed, then refused by the body's checks (parseBody), as the
+		// same HTTP body is: no stream either (it said stream: true).
+		{websocket.TextMessage, `{"type":"response.create","model":"m","input":"hi","tool_choice":"zz"}`},
 	}
 	for _, f := range frames {
 		if err := conn.WriteMessage(f.typ, []byte(f.frame)); err != nil {
@@ -98,7 +101,7 @@ func TestWebSocketRefusedFrameRecorded(t *testing.T) {
 	if seen != len(frames) {
 		t.Fatalf("%d WebSocket records, want %d", seen, len(frames))
 	}
-	if named != 2 {
-		t.Errorf("%d records name model m, want 2 (the frame of type response.bogus and the binary one)", named)
+	if named != 3 {
+		t.Errorf("%d records name model m, want 3 (the frame of type response.bogus, the binary one, the bad tool_choice)", named)
 	}
 }

@@ -387,6 +387,7 @@ func (ss *wsSession) prepare(c *call, f createFrame, body []byte, prev *turn) *A
 		body = b
 	}
 	if aerr := s.parseBody(c, body); aerr != nil {
+		c.stream = false // refused before any response began, as the same HTTP body's record says
 		return aerr
 	}
 	c.stream = true
