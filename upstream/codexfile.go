@@ -71,7 +71,7 @@ func ParseCodexFile(data []byte) ([]CodexEntry, error) {
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		if line[0] == '{' || line[0] == '[' || line[0] == '"' {
+		if line[0] == '{' || line[0] == '[' || line[0] == '"' || jsonScalar(line) {
 			out = append(out, parseEntry(n, line))
 			continue
 		}
@@ -83,6 +83,19 @@ func ParseCodexFile(data []byte) ([]CodexEntry, error) {
 		return out, fmt.Errorf("import: %w", err)
 	}
 	return out, nil
+}
+
+// jsonScalar reports whether line is a JSON null, boolean or number: a
+// JSON value that is no entry, which parseEntry refuses ("not a JSON
+// object"). Read as a refresh token, a body of null (an empty export, a
+// script's unset variable) imported an account whose token was "null".
+func jsonScalar(line []byte) bool {
+	switch string(line) {
+	case "null", "true", "false":
+		return true
+	}
+	r := gjson.ParseBytes(line)
+	return r.Type == gjson.Number && gjson.ValidBytes(line)
 }
 
 // maxImportLine is the longest line of a line-based import file, in bytes.

@@ -169,3 +169,25 @@ func TestParseCodexFileLongLine(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A line that is a JSON null, boolean or number is no entry and no refresh
+// token: it is refused ("not a JSON object"), as a JSON array's element of
+// that kind is. A body of null imported an account whose refresh token was
+// "null" (found by posting null to /api/admin/accounts/import).
+func TestParseCodexFileScalarRefused(t *testing.T) {
+	for _, body := range []string{"null", "true", "false", "42", "-1.5e3", "null\nrt-two"} {
+		es, err := ParseCodexFile([]byte(body))
+		if err != nil || len(es) == 0 {
+			t.Fatalf("%q: %v %+v", body, err, es)
+		}
+		if es[0].Err == nil || es[0].Err.Error() != "not a JSON object" || es[0].Credentials.RefreshToken != "" {
+			t.Errorf("%q: first entry %+v, want refused as not a JSON object", body, es[0])
+		}
+	}
+	if es, _ := ParseCodexFile([]byte("null\nrt-two")); len(es) != 2 || es[1].Err != nil || es[1].Credentials.RefreshToken != "rt-two" {
+		t.Errorf("the token after a null line: %+v", es)
+	}
+	if es, _ := ParseCodexFile([]byte("nullable-token\n123abc")); len(es) != 2 || es[0].Err != nil || es[1].Err != nil {
+		t.Errorf("tokens that merely start like a JSON scalar: %+v", es)
+	}
+}
