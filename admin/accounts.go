@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -441,7 +442,14 @@ func (s *Server) getAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id s
 // so the fields given are applied onto the latest account.
 func (s *Server) editAccount(ctx *fasthttp.RequestCtx, rctx context.Context, id string) {
 	var in accountInput
-	if err := json.Unmarshal(ctx.PostBody(), &in); err != nil {
+	body := bytes.TrimSpace(ctx.PostBody())
+	if len(body) == 0 || body[0] != '{' {
+		writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields."))
+		return
+	}
+	// Strict, as on create: a misspelt field is a 400 naming it, not an
+	// edit that changes nothing in silence.
+	if err := decodeStrict(body, &in); err != nil {
 		writeError(ctx, errBadParam("body", "The body must be a JSON object of account fields: "+jsonDecodeError(err)))
 		return
 	}

@@ -93,6 +93,13 @@ func TestAdminAccountsCRUD(t *testing.T) {
 	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"name": "renamed"}).want(t, 400)
 	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"provider": "bogus"}).want(t, 400)
 	c.do("PATCH", "/api/admin/accounts/new-1", `{"priority":"high"}`).want(t, 400)
+	// A misspelt field is a 400 naming it, as on create, not an edit that
+	// changes nothing in silence; so is a body that is no object.
+	if r := c.do("PATCH", "/api/admin/accounts/new-1", `{"max_concurency":9}`).want(t, 400); !strings.Contains(string(r.body), `unknown field \"max_concurency\"`) {
+		t.Errorf("misspelt field: %s", r.body)
+	}
+	c.do("PATCH", "/api/admin/accounts/new-1", `null`).want(t, 400)
+	c.do("PATCH", "/api/admin/accounts/new-1", `{"priority":1}{"priority":2}`).want(t, 400)
 	c.do("PATCH", "/api/admin/accounts/missing", map[string]any{"priority": 1}).want(t, 404)
 	c.do("PATCH", "/api/admin/accounts/new-1", map[string]any{"credentials": map[string]string{"api_key": ""}}).want(t, 200)
 	if s, _ := e.store.GetAccount(t.Context(), "new-1"); s.Credentials.APIKey != "" {
