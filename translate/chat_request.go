@@ -139,7 +139,7 @@ func decodeChatMessages(v gjson.Result) ([]message, error) {
 							name: tc.Get("custom.name").Str, args: args, argsParam: ap})
 					}
 				default:
-					err = badRequest(tp, "tool call type "+tc.Get("type").Str+" cannot be translated")
+					err = badType(tp, "tool call", tc.Get("type").Str, "cannot be translated", false)
 				}
 				return err == nil
 			})
@@ -203,7 +203,7 @@ func decodeChatContent(c gjson.Result, p string, images bool) ([]part, error) {
 				ps = append(ps, im)
 			}
 		default:
-			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
+			err = badType(path(path(p, i), "type"), "content part", t, "cannot be translated", false)
 		}
 		return err == nil
 	})
@@ -238,7 +238,7 @@ func decodeChatTools(v gjson.Result) ([]tool, error) {
 			ts = append(ts, tool{custom: true, name: name, description: c.Get("description").Str,
 				format: rawOrEmpty(c.Get("format"))})
 		default:
-			err = badRequest(path(path("tools", i), "type"), "tool type "+typ+" cannot be translated")
+			err = badType(path(path("tools", i), "type"), "tool", typ, "cannot be translated", false)
 		}
 		return err == nil
 	})
@@ -255,7 +255,7 @@ func decodeChatToolChoice(v gjson.Result) (toolChoice, error) {
 	case "custom":
 		return toolChoice{mode: "tool", name: v.Get("custom.name").Str}, nil
 	}
-	return toolChoice{}, badRequest("tool_choice", "tool_choice type "+v.Get("type").Str+" cannot be translated")
+	return toolChoice{}, badType("tool_choice.type", "tool_choice", v.Get("type").Str, "cannot be translated", false)
 }
 
 func decodeChatFormat(v gjson.Result) (format, error) {
@@ -268,7 +268,7 @@ func decodeChatFormat(v gjson.Result) (format, error) {
 	case "json_schema":
 		return decodeSchemaFormat(v.Get("json_schema"), "response_format.json_schema")
 	default:
-		return format{}, badRequest("response_format.type", "response_format type "+t+" cannot be translated")
+		return format{}, badType("response_format.type", "response_format", t, "cannot be translated", false)
 	}
 }
 

@@ -53,7 +53,7 @@ func decodeMessagesRequest(root gjson.Result) (*request, error) {
 				}
 				if f := v.Get("format"); !isNull(f) {
 					if f.Get("type").Str != "json_schema" {
-						err = badRequest("output_config.format.type", "output_config.format type "+f.Get("type").Str+" cannot be translated")
+						err = badType("output_config.format.type", "output_config.format", f.Get("type").Str, "cannot be translated", true)
 						break
 					}
 					rq.format = format{typ: "json_schema", schema: rawOrEmpty(f.Get("schema")), strict: ptrTrue()}
@@ -95,7 +95,7 @@ func decodeThinking(v gjson.Result, rq *request) error {
 	case "disabled":
 		rq.reasoning.off = true
 	default:
-		return badRequest("thinking.type", "thinking type "+t+" is not valid")
+		return badType("thinking.type", "thinking", t, "is not valid", true)
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func decodeMessagesBlocks(c gjson.Result, p string, r role) ([]part, error) {
 		case t == "redacted_thinking" && r == roleAssistant:
 			ps = append(ps, part{typ: partReasoning, redacted: blk.Get("data").Str})
 		default:
-			err = badRequest(path(bp, "type"), "content block type "+t+" cannot be translated here")
+			err = badType(path(bp, "type"), "content block", t, "cannot be translated here", true)
 		}
 		return err == nil
 	})
@@ -231,7 +231,7 @@ func decodeMessagesImage(blk gjson.Result, p string) (part, error) {
 		}
 		return part{typ: partImage, url: u.Str}, nil
 	}
-	return part{}, badRequest(path(p, "source.type"), "image source type "+src.Get("type").Str+" cannot be translated")
+	return part{}, badType(path(p, "source.type"), "image source", src.Get("type").Str, "cannot be translated", true)
 }
 
 func decodeMessagesTools(v gjson.Result) ([]tool, error) {
@@ -244,7 +244,7 @@ func decodeMessagesTools(v gjson.Result) ([]tool, error) {
 	v.ForEach(func(_, t gjson.Result) bool {
 		i++
 		if typ := t.Get("type").Str; typ != "" && typ != "custom" {
-			err = badRequest(path(path("tools", i), "type"), "tool type "+typ+" is run by Anthropic and cannot be translated")
+			err = badType(path(path("tools", i), "type"), "tool", typ, "is run by Anthropic and cannot be translated", true)
 			return false
 		}
 		if t.Get("defer_loading").Bool() {
@@ -279,7 +279,7 @@ func decodeMessagesToolChoice(v gjson.Result, rq *request) error {
 	case "tool":
 		rq.toolChoice = toolChoice{mode: "tool", name: v.Get("name").Str}
 	default:
-		return badRequest("tool_choice.type", "tool_choice type "+t+" is not valid")
+		return badType("tool_choice.type", "tool_choice", t, "is not valid", true)
 	}
 	if v.Get("disable_parallel_tool_use").Bool() {
 		f := false

@@ -67,6 +67,22 @@ func badRequest(param, msg string) *Error {
 	return &Error{Status: 400, Type: "invalid_request_error", Param: param, Message: msg}
 }
 
+// badType returns the 400 for a member named param (such as
+// "tools.0.type") whose type value typ a request cannot take: "Missing
+// required parameter: 'tools.0.type'." (Anthropic's words with anthropic:
+// "tools.0.type: Field required") when typ is empty (absent, null or not a
+// string), else "<what> type 'typ' <why>". A missing type read "tool type
+// cannot be translated", naming nothing.
+func badType(param, what, typ, why string, anthropic bool) *Error {
+	switch {
+	case typ == "" && anthropic:
+		return badRequest(param, param+": Field required")
+	case typ == "":
+		return badRequest(param, "Missing required parameter: '"+param+"'.")
+	}
+	return badRequest(param, what+" type '"+typ+"' "+why)
+}
+
 // cannot returns the 400 for a field the target protocol cannot express.
 func cannot(param string, from, to Protocol, what string) *Error {
 	return badRequest(param, what+" ("+param+") cannot be translated from "+from.String()+" to "+to.String())

@@ -361,3 +361,30 @@ func TestMalformedImagesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingTypeNamed: a member whose type is missing is refused as
+// missing, naming it in the client's protocol's words, and a type the
+// translation cannot take is quoted. They read "tool type  cannot be
+// translated", naming nothing (found sending Anthropic-shaped tools to
+// /v1/chat/completions).
+func TestMissingTypeNamed(t *testing.T) {
+	for _, tc := range []struct {
+		from, to   Protocol
+		body, want string
+	}{
+		{Chat, Messages, `{"model":"m","tools":[{"name":"a","input_schema":{}}],"messages":[{"role":"user","content":"hi"}]}`,
+			"Missing required parameter: 'tools.0.type'."},
+		{Responses, Messages, `{"model":"m","input":[{"role":"user","content":[{"text":"hi"}]}]}`,
+			"Missing required parameter: 'input.0.content.0.type'."},
+		{Messages, Chat, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"text":"hi"}]}]}`,
+			"messages.0.content.0.type: Field required"},
+		{Responses, Messages, `{"model":"m","input":"hi","tools":[{"type":"file_search"}]}`,
+			"tool type 'file_search' is hosted by OpenAI and cannot be translated"},
+	} {
+		_, err := TranslateRequest(tc.from, tc.to, []byte(tc.body), RequestOptions{})
+		var te *Error
+		if !errors.As(err, &te) || te.Status != 400 || te.Message != tc.want {
+			t.Errorf("%s: %v, want a 400 saying %q", tc.body, err, tc.want)
+		}
+	}
+}

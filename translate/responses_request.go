@@ -181,7 +181,7 @@ func decodeResponsesInput(v gjson.Result, rq *request) ([]message, error) {
 			ts, err = decodeResponsesTools(it.Get("tools"), path(p, "tools"), "")
 			rq.tools = append(rq.tools, ts...)
 		default:
-			err = badRequest(path(p, "type"), "input item type "+typ+" cannot be translated")
+			err = badType(path(p, "type"), "input item", typ, "cannot be translated", false)
 		}
 		return err == nil
 	})
@@ -215,7 +215,7 @@ func decodeResponsesContent(c gjson.Result, p string) ([]part, error) {
 				ps = append(ps, im)
 			}
 		default:
-			err = badRequest(path(path(p, i), "type"), "content part type "+t+" cannot be translated")
+			err = badType(path(path(p, i), "type"), "content part", t, "cannot be translated", false)
 		}
 		return err == nil
 	})
@@ -269,7 +269,7 @@ func decodeResponsesTools(v gjson.Result, p, ns string) ([]tool, error) {
 			// Dropped: a hosted OpenAI tool that Chat and Messages upstreams
 			// cannot run (docs/translation.md).
 		default:
-			err = badRequest(path(tp, "type"), "tool type "+typ+" is hosted by OpenAI and cannot be translated")
+			err = badType(path(tp, "type"), "tool", typ, "is hosted by OpenAI and cannot be translated", false)
 		}
 		return err == nil
 	})
@@ -284,7 +284,7 @@ func decodeResponsesToolChoice(v gjson.Result) (toolChoice, error) {
 	case "function", "custom":
 		return toolChoice{mode: "tool", name: flatName(v.Get("namespace").Str, v.Get("name").Str)}, nil
 	}
-	return toolChoice{}, badRequest("tool_choice", "tool_choice type "+v.Get("type").Str+" cannot be translated")
+	return toolChoice{}, badType("tool_choice.type", "tool_choice", v.Get("type").Str, "cannot be translated", false)
 }
 
 func decodeResponsesFormat(v gjson.Result) (format, error) {
@@ -297,7 +297,7 @@ func decodeResponsesFormat(v gjson.Result) (format, error) {
 	case "json_schema":
 		return decodeSchemaFormat(v, "text.format")
 	default:
-		return format{}, badRequest("text.format.type", "text.format type "+t+" cannot be translated")
+		return format{}, badType("text.format.type", "text.format", t, "cannot be translated", false)
 	}
 }
 
