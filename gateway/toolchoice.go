@@ -85,22 +85,12 @@ func hasTool(ep translate.Protocol, tools gjson.Result, name string) bool {
 	return found
 }
 
-// jsonTypeName names r's JSON type as OpenAI's type errors do ("an
-// integer", "a boolean", "an array").
+// jsonTypeName names r's JSON type as OpenAI's type errors do: "an
+// integer" for a whole number, else translate.JSONType's name ("a
+// boolean", "an array", ...).
 func jsonTypeName(r gjson.Result) string {
-	switch {
-	case r.Type == gjson.True || r.Type == gjson.False:
-		return "a boolean"
-	case r.Type == gjson.Number && r.Num == float64(int64(r.Num)):
+	if r.Type == gjson.Number && r.Num == float64(int64(r.Num)) {
 		return "an integer"
-	case r.Type == gjson.Number:
-		return "a number"
-	case r.IsArray():
-		return "an array"
-	case r.Type == gjson.String:
-		return "a string"
-	case r.IsObject():
-		return "an object"
 	}
-	return "null"
+	return translate.JSONType(r)
 }

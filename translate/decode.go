@@ -167,7 +167,7 @@ func newImage(u gjson.Result, param string) (part, error) {
 	if u.Type != gjson.String || u.Str == "" {
 		what := "missing"
 		if !isNull(u) {
-			what = jsonType(u)
+			what = JSONType(u)
 		}
 		return part{}, badRequest(param, param+` must be an image URL: "https://…" or "data:<media type>;base64,<data>" (`+what+")")
 	}

@@ -79,7 +79,7 @@ func wantArguments(r gjson.Result, param string) (string, error) {
 		return "", nil
 	}
 	if r.Type != gjson.String {
-		return "", badRequest(param, param+" must be a string of JSON text (such as \"{\\\"x\\\":1}\"), not "+jsonType(r))
+		return "", badRequest(param, param+" must be a string of JSON text (such as \"{\\\"x\\\":1}\"), not "+JSONType(r))
 	}
 	return r.Str, nil
 }
@@ -90,7 +90,7 @@ func wantArguments(r gjson.Result, param string) (string, error) {
 func errArgsNotObject(p *part) *Error {
 	what := "not valid JSON"
 	if gjson.Valid(p.args) {
-		what = "JSON " + jsonType(gjson.Parse(p.args)) + ", not an object"
+		what = "JSON " + JSONType(gjson.Parse(p.args)) + ", not an object"
 	}
 	msg := "the arguments of tool call " + p.callID + " are " + what + "; Messages needs them as a JSON object"
 	if p.argsParam != "" {
@@ -99,9 +99,9 @@ func errArgsNotObject(p *part) *Error {
 	return badRequest(p.argsParam, msg)
 }
 
-// jsonType names r's JSON type: string, number, boolean, null, array or
-// object.
-func jsonType(r gjson.Result) string {
+// JSONType names r's JSON type as error messages do: "a string", "a
+// number", "a boolean", "null", "an array" or "an object".
+func JSONType(r gjson.Result) string {
 	switch r.Type {
 	case gjson.String:
 		return "a string"
